@@ -1,0 +1,45 @@
+# Thin wrapper around CMake. The README's two commands: `make run` and `make test`.
+BUILD ?= build
+JOBS ?= 2
+CMAKE_FLAGS ?=
+DATA ?= data/fashion-mnist
+RUN_DIR ?= runs/demo
+NP ?= 2
+export OMPI_ALLOW_RUN_AS_ROOT := 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
+
+.PHONY: all deps configure build test run data clean format
+
+all: build
+
+deps:
+	bash tools/install-deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+configure: $(BUILD)/CMakeCache.txt
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: deps build
+	cd $(BUILD) && ctest --output-on-failure -j 1 --timeout 900
+
+# Fashion-MNIST from Debian's dataset-fashion-mnist, as 4 train and 1 val shards.
+$(DATA)/train: | build
+	$(BUILD)/bin/scaletrain-data convert fashion-mnist --source /usr/share/datasets/fashion-mnist \
+	  --output $(DATA) --shards 4
+
+data: deps build $(DATA)/train
+
+# The demo: resnet20 on Fashion-MNIST with 2 MPI ranks to 92% top-1 (inputs/resnet20_fashion_mnist.ini).
+run: deps build data
+	mpirun -np $(NP) --oversubscribe --bind-to none $(BUILD)/bin/scaletrain train \
+	  --config inputs/resnet20_fashion_mnist.ini --data $(DATA) --output-dir $(RUN_DIR)
+
+format:
+	clang-format -i $$(git ls-files '*.cpp' '*.hpp')
+
+clean:
+	rm -rf $(BUILD)

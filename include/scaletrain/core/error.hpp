@@ -1,0 +1,57 @@
+// Errors and the one check-macro family. Every failure becomes scaletrain::Error carrying
+// rank, host, file:line, the failing expression and the library's own message; main() catches
+// it and calls MPI_Abort so that no rank is left waiting in a collective.
+// The macros for MPI and HDF5 call out-of-line helpers so this header includes neither library.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace scaletrain {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+// Identity printed in front of every error; set once MPI is up.
+void set_error_identity(int rank, const std::string& host);
+std::string error_identity();
+
+namespace detail {
+[[noreturn]] void throw_error(const char* file, int line, const std::string& message);
+[[noreturn]] void throw_mpi_error(const char* file, int line, const char* expr, int code);
+[[noreturn]] void throw_h5_error(const char* file, int line, const char* expr);
+}  // namespace detail
+
+}  // namespace scaletrain
+
+// ST_THROW(a << b): throws scaletrain::Error with a streamed message.
+#define ST_THROW(msg_stream)                                        \
+  do {                                                              \
+    std::ostringstream st_os_;                                      \
+    st_os_ << msg_stream;                                           \
+    ::scaletrain::detail::throw_error(__FILE__, __LINE__, st_os_.str()); \
+  } while (0)
+
+// ST_CHECK(cond, a << b): throws when cond is false.
+#define ST_CHECK(cond, msg_stream) \
+  do {                             \
+    if (!(cond)) ST_THROW(msg_stream); \
+  } while (0)
+
+// ST_CHECK_MPI(MPI_Foo(...)): MPI returns MPI_SUCCESS (0) on success.
+#define ST_CHECK_MPI(expr)                                                      \
+  do {                                                                          \
+    int st_rc_ = (expr);                                                        \
+    if (st_rc_ != 0) ::scaletrain::detail::throw_mpi_error(__FILE__, __LINE__, #expr, st_rc_); \
+  } while (0)
+
+// ST_CHECK_H5(H5Foo(...)): HDF5 returns a negative value (herr_t or hid_t) on failure.
+#define ST_CHECK_H5(expr)                                                      \
+  ([&]() {                                                                     \
+    auto st_rc_ = (expr);                                                      \
+    if (st_rc_ < 0) ::scaletrain::detail::throw_h5_error(__FILE__, __LINE__, #expr); \
+    return st_rc_;                                                             \
+  }())

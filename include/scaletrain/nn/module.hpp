@@ -1,0 +1,32 @@
+// Module: a layer or a block of layers with forward and backward. forward() keeps what its
+// backward needs (inputs, outputs, batch statistics) until the next forward; backward() takes
+// d(loss)/d(output), writes (overwrites) the gradients of its own parameters, calls
+// ParameterSet::mark_grad_ready for each, and returns d(loss)/d(input). Residual blocks route
+// gradients through both branches, so the model is a graph, not just a chain.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "scaletrain/backend/context.hpp"
+#include "scaletrain/core/rng.hpp"
+#include "scaletrain/nn/parameters.hpp"
+
+namespace scaletrain::nn {
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  // x: the layer's input (channels-last). training selects batch statistics in batch norm.
+  virtual Tensor forward(Context& ctx, const Tensor& x, bool training) = 0;
+  // dy: gradient of the loss w.r.t. the last forward's output. need_dx=false lets the first
+  // layer skip the input gradient.
+  virtual Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) = 0;
+  // Fills parameters with their initial values (after ParameterSet::finalize).
+  virtual void initialize(Rng& rng) = 0;
+};
+
+using ModulePtr = std::unique_ptr<Module>;
+
+}  // namespace scaletrain::nn

@@ -1,0 +1,65 @@
+// ParameterSet: every parameter of a model lives in one flat, contiguous value buffer and its
+// gradient in one flat gradient buffer, in registration (forward) order. Each parameter's
+// tensors are views into those buffers, so a communicator can all-reduce any contiguous range
+// of gradients (a bucket) without copies. Layers call mark_grad_ready() as soon as a
+// parameter's gradient is written during backward; the hook lets the trainer start a bucket's
+// all-reduce then. Buffers (batch-norm running statistics) are kept apart: they are not trained.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "scaletrain/tensor/tensor.hpp"
+
+namespace scaletrain::nn {
+
+struct TensorInfo {
+  std::string name;  // torchvision state_dict name, e.g. "layer1.0.conv1.weight"
+  Shape shape;
+  int64_t offset = 0;  // elements from the start of the flat buffer
+};
+
+class ParameterSet {
+ public:
+  // Registration (before finalize). Names must be unique. Returns the index.
+  int add_parameter(const std::string& name, const Shape& shape);
+  int add_buffer(const std::string& name, const Shape& shape);
+  // Allocates the flat buffers (zeroed) and the views. Called once, after the model is built.
+  void finalize(Device device = Device::cpu);
+  bool finalized() const { return finalized_; }
+
+  int num_parameters() const { return static_cast<int>(params_.size()); }
+  int num_buffers() const { return static_cast<int>(buffers_.size()); }
+  const TensorInfo& parameter_info(int i) const { return params_.at(i); }
+  const TensorInfo& buffer_info(int i) const { return buffers_.at(i); }
+  int64_t parameter_count() const { return param_elems_; }
+
+  Tensor& value(int i) { return values_.at(i); }
+  Tensor& grad(int i) { return grads_.at(i); }
+  Tensor& buffer(int i) { return buffer_values_.at(i); }
+  Tensor& flat_values() { return flat_values_; }
+  Tensor& flat_grads() { return flat_grads_; }
+
+  // Finds a parameter or buffer by name; nullptr if absent.
+  Tensor* find(const std::string& name);
+  // All state_dict entries (parameters, then buffers) in registration order.
+  std::vector<TensorInfo> state_infos() const;
+
+  // Called by layers during backward, once per parameter per step.
+  void mark_grad_ready(int i) {
+    if (hook_) hook_(i);
+  }
+  void set_grad_ready_hook(std::function<void(int)> hook) { hook_ = std::move(hook); }
+
+ private:
+  void check_new_name(const std::string& name) const;
+  std::vector<TensorInfo> params_, buffers_;
+  std::vector<Tensor> values_, grads_, buffer_values_;
+  Tensor flat_values_, flat_grads_, flat_buffers_;
+  int64_t param_elems_ = 0, buffer_elems_ = 0;
+  bool finalized_ = false;
+  std::function<void(int)> hook_;
+};
+
+}  // namespace scaletrain::nn

@@ -1,0 +1,18 @@
+// Softmax cross-entropy with label smoothing, identical to PyTorch's
+// CrossEntropyLoss(label_smoothing=eps, reduction='mean'):
+//   loss_i = (1 - eps) * (-log p_i[y_i]) + eps * mean_k(-log p_i[k]).
+#pragma once
+
+#include "scaletrain/backend/context.hpp"
+
+namespace scaletrain::ops {
+
+// logits: (N, K) f32; labels: (N) i32 in [0, K). Returns the mean loss over the batch.
+// dlogits: (N, K), overwritten with d(mean loss)/d(logits); may be undefined (not computed).
+double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels, float label_smoothing,
+                             Tensor& dlogits);
+
+// Number of rows whose largest logit (first on ties) is at the label.
+int64_t count_correct(const Tensor& logits, const Tensor& labels);
+
+}  // namespace scaletrain::ops

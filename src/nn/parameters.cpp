@@ -1,0 +1,54 @@
+#include "scaletrain/nn/parameters.hpp"
+
+#include "scaletrain/core/error.hpp"
+
+namespace scaletrain::nn {
+
+void ParameterSet::check_new_name(const std::string& name) const {
+  ST_CHECK(!finalized_, "parameter " << name << " registered after the model was finalized");
+  for (const auto& p : params_) ST_CHECK(p.name != name, "duplicate parameter name " << name);
+  for (const auto& b : buffers_) ST_CHECK(b.name != name, "duplicate buffer name " << name);
+}
+
+int ParameterSet::add_parameter(const std::string& name, const Shape& shape) {
+  check_new_name(name);
+  params_.push_back({name, shape, param_elems_});
+  param_elems_ += shape_numel(shape);
+  return static_cast<int>(params_.size()) - 1;
+}
+
+int ParameterSet::add_buffer(const std::string& name, const Shape& shape) {
+  check_new_name(name);
+  buffers_.push_back({name, shape, buffer_elems_});
+  buffer_elems_ += shape_numel(shape);
+  return static_cast<int>(buffers_.size()) - 1;
+}
+
+void ParameterSet::finalize(Device device) {
+  ST_CHECK(!finalized_, "ParameterSet finalized twice");
+  flat_values_ = Tensor::zeros({param_elems_}, DType::f32, device);
+  flat_grads_ = Tensor::zeros({param_elems_}, DType::f32, device);
+  flat_buffers_ = Tensor::zeros({buffer_elems_}, DType::f32, device);
+  for (const auto& p : params_) {
+    values_.push_back(Tensor::view_of(flat_values_, p.offset, p.shape));
+    grads_.push_back(Tensor::view_of(flat_grads_, p.offset, p.shape));
+  }
+  for (const auto& b : buffers_) buffer_values_.push_back(Tensor::view_of(flat_buffers_, b.offset, b.shape));
+  finalized_ = true;
+}
+
+Tensor* ParameterSet::find(const std::string& name) {
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].name == name) return &values_.at(i);
+  for (std::size_t i = 0; i < buffers_.size(); ++i)
+    if (buffers_[i].name == name) return &buffer_values_.at(i);
+  return nullptr;
+}
+
+std::vector<TensorInfo> ParameterSet::state_infos() const {
+  std::vector<TensorInfo> all = params_;
+  all.insert(all.end(), buffers_.begin(), buffers_.end());
+  return all;
+}
+
+}  // namespace scaletrain::nn

@@ -1,0 +1,128 @@
+// Tensor storage and views. CPU storage is 64-byte aligned for AVX-512 kernels.
+#include "scaletrain/tensor/tensor.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "scaletrain/core/error.hpp"
+
+namespace scaletrain {
+
+std::size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return 4;
+    case DType::f16: return 2;
+    case DType::bf16: return 2;
+    case DType::i32: return 4;
+    case DType::i64: return 8;
+    case DType::u8: return 1;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "float32";
+    case DType::f16: return "float16";
+    case DType::bf16: return "bfloat16";
+    case DType::i32: return "int32";
+    case DType::i64: return "int64";
+    case DType::u8: return "uint8";
+  }
+  return "?";
+}
+
+const char* device_name(Device device) { return device == Device::cpu ? "cpu" : "cuda"; }
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::string shape_string(const Shape& shape) {
+  std::ostringstream os;
+  os << "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+
+Storage::Storage(std::size_t bytes, Device device) : bytes_(bytes), device_(device) {
+  ST_CHECK(device == Device::cpu, "device " << device_name(device) << " is not built into this binary");
+  std::size_t rounded = ((bytes + 63) / 64) * 64;
+  if (rounded == 0) rounded = 64;
+  data_ = std::aligned_alloc(64, rounded);
+  ST_CHECK(data_ != nullptr, "out of host memory allocating " << bytes << " bytes");
+}
+
+Storage::~Storage() { std::free(data_); }
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  for (auto d : shape) ST_CHECK(d >= 0, "negative dimension in shape " << shape_string(shape));
+  Tensor t;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.storage_ = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype), device);
+  return t;
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  t.zero();
+  return t;
+}
+
+Tensor Tensor::view_of(const Tensor& base, int64_t offset, const Shape& shape) {
+  ST_CHECK(base.defined(), "view of an undefined tensor");
+  ST_CHECK(offset >= 0 && offset + shape_numel(shape) <= base.numel(),
+           "view " << shape_string(shape) << " at " << offset << " exceeds " << shape_string(base.shape()));
+  Tensor t = base;
+  t.offset_bytes_ = base.offset_bytes_ + offset * static_cast<int64_t>(dtype_size(base.dtype_));
+  t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  ST_CHECK(shape_numel(shape) == numel(),
+           "cannot reshape " << shape_string(shape_) << " to " << shape_string(shape));
+  Tensor t = *this;
+  t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t = empty(shape_, dtype_, device_);
+  t.copy_from(*this);
+  return t;
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  ST_CHECK(src.dtype_ == dtype_ && src.numel() == numel(),
+           "copy from " << dtype_name(src.dtype_) << shape_string(src.shape_) << " into "
+                        << dtype_name(dtype_) << shape_string(shape_));
+  if (bytes() > 0 && raw() != src.raw()) std::memcpy(raw(), src.raw(), bytes());
+}
+
+void Tensor::fill(float value) {
+  float* p = data<float>();
+  for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = value;
+}
+
+void Tensor::zero() {
+  if (bytes() > 0) std::memset(raw(), 0, bytes());
+}
+
+void* Tensor::raw() const {
+  ST_CHECK(storage_ != nullptr, "access to an undefined tensor");
+  return static_cast<char*>(storage_->data()) + offset_bytes_;
+}
+
+void Tensor::check_type(std::size_t elem) const {
+  ST_CHECK(elem == dtype_size(dtype_), "tensor of " << dtype_name(dtype_) << " accessed with an element of "
+                                                    << elem << " bytes");
+}
+
+}  // namespace scaletrain

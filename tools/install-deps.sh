@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian/Ubuntu packages scaletrain builds, tests and demos with.
+# Idempotent: packages already installed are skipped, and apt-get runs only when
+# something is missing. On a cluster, load modules instead (see README.md).
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  openmpi-bin libopenmpi-dev libpmix-dev
+  libhdf5-openmpi-dev hdf5-tools
+  libboost-program-options-dev libboost-test-dev
+  libdnnl-dev libopenblas-dev
+  python3 python3-numpy python3-h5py python3-torch
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+echo "deps: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
