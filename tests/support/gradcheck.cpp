@@ -1,0 +1,71 @@
+#include "support/gradcheck.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/core/rng.hpp"
+
+namespace scaletrain::test {
+
+std::vector<double> numeric_gradient(const std::function<double()>& f, std::vector<double>& x, double h) {
+  std::vector<double> g(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double saved = x[i];
+    x[i] = saved + h;
+    const double fp = f();
+    x[i] = saved - h;
+    const double fm = f();
+    x[i] = saved;
+    g[i] = (fp - fm) / (2 * h);
+  }
+  return g;
+}
+
+std::vector<double> random_vector(std::size_t n, uint64_t seed, double lo, double hi) {
+  Rng rng(seed);
+  std::vector<double> v(n);
+  for (auto& x : v) x = rng.uniform(lo, hi);
+  return v;
+}
+
+Tensor to_tensor(const std::vector<double>& v, const Shape& shape) {
+  ST_CHECK(static_cast<int64_t>(v.size()) == shape_numel(shape), "to_tensor: size mismatch");
+  Tensor t = Tensor::empty(shape);
+  float* p = t.data<float>();
+  for (std::size_t i = 0; i < v.size(); ++i) p[i] = static_cast<float>(v[i]);
+  return t;
+}
+
+std::vector<double> to_vector(const Tensor& t) {
+  const float* p = t.data<float>();
+  return std::vector<double>(p, p + t.numel());
+}
+
+double closeness(const std::vector<double>& a, const std::vector<double>& b, double atol, double rtol,
+                 std::string* where) {
+  if (a.size() != b.size()) {
+    if (where) *where = "sizes differ: " + std::to_string(a.size()) + " vs " + std::to_string(b.size());
+    return INFINITY;
+  }
+  double worst = 0.0;
+  std::size_t worst_i = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    double c = std::fabs(a[i] - b[i]) / (atol + rtol * std::fabs(b[i]));
+    if (!(c <= worst)) {  // also catches NaN
+      worst = std::isnan(c) ? INFINITY : c;
+      worst_i = i;
+      if (std::isnan(c)) break;
+    }
+  }
+  if (where) {
+    std::ostringstream os;
+    if (!a.empty())
+      os << "worst at element " << worst_i << " of " << a.size() << ": " << a[worst_i] << " vs expected "
+         << b[worst_i] << " (ratio to tolerance " << worst << ")";
+    *where = os.str();
+  }
+  return worst;
+}
+
+}  // namespace scaletrain::test

@@ -1,0 +1,37 @@
+// Test support: central finite differences and tolerant comparisons shared by the op tests.
+// Float64 references (tests/support/reference_*.hpp) work on std::vector<double> in the same
+// layouts as the kernels (channels-last activations, OIHW conv weights).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "scaletrain/tensor/tensor.hpp"
+
+namespace scaletrain::test {
+
+// d f / d x by central differences, perturbing each x[i] by +-h in turn (x restored after).
+std::vector<double> numeric_gradient(const std::function<double()>& f, std::vector<double>& x, double h = 1e-6);
+
+// Random values in [lo, hi) from a fixed seed.
+std::vector<double> random_vector(std::size_t n, uint64_t seed, double lo = -1.0, double hi = 1.0);
+
+// f32 tensor from doubles (rounded), and back.
+Tensor to_tensor(const std::vector<double>& v, const Shape& shape);
+std::vector<double> to_vector(const Tensor& t);
+
+// Largest |a - b| / (atol + rtol * |b|) over elements; <= 1 means "close". Also fills `where`
+// with a description of the worst element for failure messages.
+double closeness(const std::vector<double>& a, const std::vector<double>& b, double atol, double rtol,
+                 std::string* where = nullptr);
+
+}  // namespace scaletrain::test
+
+// BOOST-style assertion: every element of a within atol + rtol*|b| of b.
+#define ST_CHECK_CLOSE_VECTORS(a, b, atol, rtol)                                     \
+  do {                                                                               \
+    std::string st_where_;                                                           \
+    double st_c_ = ::scaletrain::test::closeness((a), (b), (atol), (rtol), &st_where_); \
+    BOOST_TEST(st_c_ <= 1.0, "not close: " << st_where_);                           \
+  } while (0)
