@@ -4,5 +4,4 @@
 
 namespace scaletrain::cli {
 int scaletrain_main(int, char**) { std::fprintf(stderr, "scaletrain: not built yet\n"); return 1; }
-int scaletrain_data_main(int, char**) { std::fprintf(stderr, "scaletrain-data: not built yet\n"); return 1; }
 }  // namespace scaletrain::cli

@@ -1,0 +1,28 @@
+// The frame every binary runs in: MPI up (MPI_Init_thread, funneled), error identity set,
+// HDF5's own error printing silenced, and any scaletrain::Error (or std::exception) turned into
+//   <program>: error: <message>
+// on stderr followed by MPI_Abort, so that every rank exits non-zero within seconds rather than
+// hanging in a collective. Errors found before MPI matters (bad options) print once, on rank 0.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <string>
+
+namespace scaletrain::cli {
+
+// Runs body(argc, argv) guarded as above and returns its exit code (0 on success).
+int run_guarded(const char* program, int argc, char** argv, const std::function<int(int, char**)>& body);
+
+// A usage error (unknown option, missing value): the message is printed by rank 0 only, with a
+// hint to run --help, and every rank exits with code 2 (no MPI_Abort needed: every rank sees it).
+class UsageError : public std::exception {
+ public:
+  explicit UsageError(std::string msg) : msg_(std::move(msg)) {}
+  const char* what() const noexcept override { return msg_.c_str(); }
+
+ private:
+  std::string msg_;
+};
+
+}  // namespace scaletrain::cli
