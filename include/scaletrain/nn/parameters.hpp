@@ -40,6 +40,8 @@ class ParameterSet {
   Tensor& buffer(int i) { return buffer_values_.at(i); }
   Tensor& flat_values() { return flat_values_; }
   Tensor& flat_grads() { return flat_grads_; }
+  // All buffers (batch-norm running statistics) in one flat tensor, for broadcast/averaging.
+  Tensor& flat_buffers() { return flat_buffers_; }
 
   // Finds a parameter or buffer by name; nullptr if absent.
   Tensor* find(const std::string& name);
