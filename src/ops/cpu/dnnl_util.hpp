@@ -6,9 +6,8 @@
 // and their descriptors are not meant to be shared across threads while executing.
 #pragma once
 
-#include <dnnl.hpp>
-
 #include <cstdint>
+#include <dnnl.hpp>
 #include <functional>
 #include <memory>
 #include <unordered_map>
@@ -42,7 +41,7 @@ inline dnnl::memory dnnl_memory(const Tensor& t, const dnnl_dims& dims, dnnl_tag
 
 // Memory in the layout `want` for a user buffer `user`: `user` itself when the layouts agree,
 // otherwise a new buffer (filled by reorder_into when `copy` is true).
-inline dnnl::memory dnnl_maybe_reorder(const dnnl::memory& user, const dnnl::memory::desc& want, dnnl::stream& stream,
+inline dnnl::memory dnnl_maybe_reorder(dnnl::memory user, const dnnl::memory::desc& want, dnnl::stream& stream,
                                        bool copy) {
   if (user.get_desc() == want) return user;
   dnnl::memory m(want, user.get_engine());
