@@ -1,16 +1,27 @@
 // Thin RAII layer over HDF5 for the dataset and checkpoint formats: files, datasets and
-// attributes, with every call checked (ST_CHECK_H5) and every error naming the file and the
-// object. hid_t stays behind an int64_t so that public headers do not include hdf5.h.
-// HDF5 is not thread-safe: call this from one thread at a time.
+// attributes, with every call checked and every error naming the file and the object.
+// hid_t stays behind an int64_t so that public headers do not include hdf5.h.
+//
+// HDF5 (the parallel build) is not thread-safe. Every function here takes one process-wide
+// recursive lock (h5_mutex()), so the data loader's prefetch thread and the main thread (say, a
+// checkpoint write) may both use this layer; code in src/ that calls the HDF5 C API directly
+// must hold the same lock.
+//
+// Written files are plain HDF5 1.8-compatible files that h5py and h5dump read: strings are
+// variable-length UTF-8 (h5py returns str), integers int64, float arrays float64.
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "scaletrain/tensor/tensor.hpp"
 
 namespace scaletrain::io {
+
+// The lock that serialises all HDF5 calls in this process.
+std::recursive_mutex& h5_mutex();
 
 // Owns one hid_t and closes it with the right H5*close.
 class H5Handle {
@@ -25,6 +36,7 @@ class H5Handle {
   H5Handle& operator=(const H5Handle&) = delete;
   int64_t id() const { return id_; }
   bool valid() const { return id_ >= 0; }
+  void reset();
 
  private:
   int64_t id_ = -1;
@@ -33,41 +45,84 @@ class H5Handle {
 
 class H5File {
  public:
-  enum class Mode { read, create_truncate };
+  enum class Mode { read, read_write, create_truncate };
+  // Opening for reading fails with a clear message when the file is missing, is not an HDF5
+  // file, or is truncated/corrupt.
   H5File(const std::string& path, Mode mode);
   const std::string& path() const { return path_; }
   int64_t id() const { return file_.id(); }
 
   bool has(const std::string& name) const;  // object (dataset or group) exists, e.g. "model/fc.weight"
+  bool is_dataset(const std::string& name) const;
+  // Creates the group and any missing parents.
   void create_group(const std::string& name);
-  // Dataset shape and HDF5 class, for checks.
+  // Names of the direct members of a group, in name order.
+  std::vector<std::string> list(const std::string& group = "/") const;
+  // Dataset shape ({} for a scalar).
   Shape dataset_shape(const std::string& name) const;
-  // "uint8", "int32", "float32", "float64", "int64", "vlen_uint8", or "other".
+  // "uint8", "int32", "float32", "float64", "int64" (any int<bits>/uint<bits>/float<bits>),
+  // "string", "vlen_uint8", or "other".
   std::string dataset_type(const std::string& name) const;
 
-  // Whole-dataset write/read. Writing f32 / i32 / u8 tensors; chunk_rows > 0 makes a chunked
-  // dataset with chunks of chunk_rows along the first dimension.
+  // Whole-dataset write of an f32 / i32 / i64 / u8 tensor (shape {} writes a scalar); missing
+  // parent groups are created. chunk_rows > 0 makes a chunked dataset with chunks of chunk_rows
+  // (capped at the first dimension) along the first dimension.
   void write(const std::string& name, const Tensor& t, int64_t chunk_rows = 0);
-  // Reads into a new tensor of the dataset's shape; the dataset's type must match dtype.
+  // Reads into a new tensor of the dataset's shape. The dataset's class (integer or float) must
+  // match dtype's; within a class HDF5 converts (e.g. a float64 dataset read as f32).
   Tensor read(const std::string& name, DType dtype) const;
-  // Reads rows [start, start + count) along the first dimension into `out` (same dtype,
-  // out.numel() == count * row size).
+  // Reads rows [start, start + count) along the first dimension into `out` (out.numel() ==
+  // count * row size).
   void read_rows(const std::string& name, int64_t start, int64_t count, Tensor& out) const;
 
-  // Attributes on the root group ("/") or on an object.
+  // Attributes on the root group ("/") or on an object. Setting replaces an existing attribute.
   bool has_attribute(const std::string& name, const std::string& object = "/") const;
   void set_attribute(const std::string& name, int64_t value, const std::string& object = "/");
   void set_attribute(const std::string& name, const std::string& value, const std::string& object = "/");
+  void set_attribute(const std::string& name, const char* value, const std::string& object = "/") {
+    set_attribute(name, std::string(value), object);
+  }
   void set_attribute(const std::string& name, const std::vector<double>& value, const std::string& object = "/");
+  void set_double_attribute(const std::string& name, double value, const std::string& object = "/");
+  // Readers accept what h5py writes: integers of any width (scalar or one element), fixed- or
+  // variable-length strings, float32 or float64 arrays (a scalar reads as one element).
   int64_t get_int_attribute(const std::string& name, const std::string& object = "/") const;
   std::string get_string_attribute(const std::string& name, const std::string& object = "/") const;
   std::vector<double> get_double_array_attribute(const std::string& name, const std::string& object = "/") const;
+  double get_double_attribute(const std::string& name, const std::string& object = "/") const;
+  // Same naming as dataset_type, for checks.
+  std::string attribute_type(const std::string& name, const std::string& object = "/") const;
 
   void flush();
+  void close();
 
  private:
   std::string path_;
   H5Handle file_;
+};
+
+// An open dataset for repeated partial reads (the data loader). Row = one index of the first
+// dimension. Reads of uncompressed chunked or contiguous datasets bypass the chunk cache, so only
+// the selected rows are read from disk; compressed datasets get a chunk cache.
+class H5Dataset {
+ public:
+  H5Dataset() = default;
+  H5Dataset(const H5File& file, const std::string& name);
+  const Shape& shape() const { return shape_; }
+  const std::string& name() const { return name_; }
+  const std::string& path() const { return path_; }
+  int64_t rows() const { return shape_.empty() ? 0 : shape_[0]; }
+  int64_t row_elements() const;
+  // Reads rows [start, start + count) into out (count * row_elements() values of dtype).
+  void read_rows(int64_t start, int64_t count, DType dtype, void* out) const;
+  // Reads the given rows, which must be strictly increasing, packed in that order into out,
+  // with one H5Dread over a union of hyperslabs (one per run of consecutive rows).
+  void read_row_list(const std::vector<int64_t>& rows, DType dtype, void* out) const;
+
+ private:
+  std::string path_, name_;
+  Shape shape_;
+  H5Handle dataset_;
 };
 
 // Quiets HDF5's automatic error printing (we report errors ourselves). Call once at start-up.

@@ -1,0 +1,554 @@
+// RAII wrappers over the HDF5 C API used by the dataset and checkpoint formats.
+// Decisions: every call is checked and reported as "<file>: <what we were doing>: <HDF5's own
+// message>"; all calls hold one process-wide lock because the parallel HDF5 build is not
+// thread-safe; written types are explicit little-endian standard types so that files are the
+// same on every machine; readers convert whatever integer/float widths h5py produced.
+#include "scaletrain/io/hdf5.hpp"
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+
+#include "scaletrain/core/error.hpp"
+
+namespace scaletrain::io {
+namespace {
+
+using Lock = std::lock_guard<std::recursive_mutex>;
+
+// Outermost and innermost descriptions of the HDF5 error stack, e.g.
+// "unable to open file (truncated file: eof = 1000, ...)".
+herr_t collect_error(unsigned n, const H5E_error2_t* err, void* client) {
+  auto* msgs = static_cast<std::vector<std::string>*>(client);
+  if (err->desc && *err->desc) msgs->push_back(err->desc);
+  return 0;
+}
+
+std::string h5_message() {
+  std::vector<std::string> msgs;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_error, &msgs);
+  H5Eclear2(H5E_DEFAULT);
+  if (msgs.empty()) return "HDF5 gave no detail";
+  if (msgs.size() == 1 || msgs.front() == msgs.back()) return msgs.front();
+  return msgs.front() + " (" + msgs.back() + ")";
+}
+
+[[noreturn]] void h5_fail(const std::string& what) { ST_THROW(what << ": " << h5_message()); }
+
+}  // namespace
+}  // namespace scaletrain::io
+
+// H5_OK(expr, message stream): evaluates an HDF5 call once; a negative result throws
+// scaletrain::Error with the message and HDF5's own explanation.
+#define H5_OK(expr, msg_stream)                \
+  ([&]() {                                     \
+    auto h5_rc_ = (expr);                      \
+    if (h5_rc_ < 0) {                          \
+      std::ostringstream h5_os_;               \
+      h5_os_ << msg_stream;                    \
+      ::scaletrain::io::h5_fail(h5_os_.str()); \
+    }                                          \
+    return h5_rc_;                             \
+  }())
+
+namespace scaletrain::io {
+namespace {
+
+hid_t native_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return H5T_NATIVE_FLOAT;
+    case DType::i32:
+      return H5T_NATIVE_INT32;
+    case DType::i64:
+      return H5T_NATIVE_INT64;
+    case DType::u8:
+      return H5T_NATIVE_UINT8;
+    default:
+      ST_THROW("HDF5 I/O of " << dtype_name(dtype) << " tensors is not supported");
+  }
+}
+
+hid_t file_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return H5T_IEEE_F32LE;
+    case DType::i32:
+      return H5T_STD_I32LE;
+    case DType::i64:
+      return H5T_STD_I64LE;
+    case DType::u8:
+      return H5T_STD_U8LE;
+    default:
+      ST_THROW("HDF5 I/O of " << dtype_name(dtype) << " tensors is not supported");
+  }
+}
+
+H5T_class_t dtype_class(DType dtype) { return dtype == DType::f32 ? H5T_FLOAT : H5T_INTEGER; }
+
+std::string type_name(hid_t type) {
+  const H5T_class_t cls = H5Tget_class(type);
+  const std::size_t bits = 8 * H5Tget_size(type);
+  switch (cls) {
+    case H5T_INTEGER:
+      return std::string(H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(bits);
+    case H5T_FLOAT:
+      return "float" + std::to_string(bits);
+    case H5T_STRING:
+      return "string";
+    case H5T_VLEN: {
+      H5Handle super(H5Tget_super(type), H5Handle::Kind::datatype);
+      if (super.valid() && H5Tget_class(super.id()) == H5T_INTEGER && H5Tget_size(super.id()) == 1 &&
+          H5Tget_sign(super.id()) == H5T_SGN_NONE)
+        return "vlen_uint8";
+      return "other";
+    }
+    default:
+      return "other";
+  }
+}
+
+std::vector<hsize_t> to_dims(const Shape& shape) { return std::vector<hsize_t>(shape.begin(), shape.end()); }
+
+Shape space_shape(hid_t space, const std::string& what) {
+  const int rank = H5_OK(H5Sget_simple_extent_ndims(space), what << ": cannot get the rank");
+  std::vector<hsize_t> dims(rank);
+  if (rank > 0) H5_OK(H5Sget_simple_extent_dims(space, dims.data(), nullptr), what << ": cannot get the shape");
+  return Shape(dims.begin(), dims.end());
+}
+
+// Link-creation property list that creates missing parent groups.
+H5Handle intermediate_groups_lcpl() {
+  H5Handle lcpl(H5_OK(H5Pcreate(H5P_LINK_CREATE), "cannot create a property list"), H5Handle::Kind::plist);
+  H5_OK(H5Pset_create_intermediate_group(lcpl.id(), 1), "cannot set a property list");
+  return lcpl;
+}
+
+std::string object_label(const std::string& object) { return object == "/" ? "the root group" : "'" + object + "'"; }
+
+}  // namespace
+
+std::recursive_mutex& h5_mutex() {
+  static std::recursive_mutex mutex;
+  return mutex;
+}
+
+void h5_silence_errors() {
+  Lock lock(h5_mutex());
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
+
+// ---------------------------------------------------------------------------------------------
+// H5Handle
+
+H5Handle::~H5Handle() { reset(); }
+
+H5Handle::H5Handle(H5Handle&& o) noexcept : id_(o.id_), kind_(o.kind_) { o.id_ = -1; }
+
+H5Handle& H5Handle::operator=(H5Handle&& o) noexcept {
+  if (this != &o) {
+    reset();
+    id_ = o.id_;
+    kind_ = o.kind_;
+    o.id_ = -1;
+  }
+  return *this;
+}
+
+void H5Handle::reset() {
+  if (id_ < 0) return;
+  Lock lock(h5_mutex());
+  switch (kind_) {
+    case Kind::file:
+      H5Fclose(id_);
+      break;
+    case Kind::group:
+      H5Gclose(id_);
+      break;
+    case Kind::dataset:
+      H5Dclose(id_);
+      break;
+    case Kind::dataspace:
+      H5Sclose(id_);
+      break;
+    case Kind::attribute:
+      H5Aclose(id_);
+      break;
+    case Kind::plist:
+      H5Pclose(id_);
+      break;
+    case Kind::datatype:
+      H5Tclose(id_);
+      break;
+  }
+  id_ = -1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// H5File
+
+H5File::H5File(const std::string& path, Mode mode) : path_(path) {
+  Lock lock(h5_mutex());
+  namespace fs = std::filesystem;
+  H5Handle fapl(H5_OK(H5Pcreate(H5P_FILE_ACCESS), "cannot create a property list"), H5Handle::Kind::plist);
+  // Lock files where the file system supports it; ignore where it is disabled (some Lustre mounts).
+  H5_OK(H5Pset_file_locking(fapl.id(), true, true), "cannot set file locking");
+  if (mode == Mode::create_truncate) {
+    file_ = H5Handle(H5_OK(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id()), path << ": cannot create"),
+                     H5Handle::Kind::file);
+    return;
+  }
+  std::error_code ec;
+  ST_CHECK(fs::exists(path, ec), path << ": no such file");
+  ST_CHECK(fs::is_regular_file(path, ec), path << ": not a regular file");
+  const htri_t is_h5 = H5Fis_hdf5(path.c_str());
+  if (is_h5 < 0) h5_fail(path + ": cannot read the file");
+  ST_CHECK(is_h5 > 0, path << ": not an HDF5 file");
+  const unsigned flags = mode == Mode::read ? H5F_ACC_RDONLY : H5F_ACC_RDWR;
+  file_ = H5Handle(
+      H5_OK(H5Fopen(path.c_str(), flags, fapl.id()), path << ": cannot open the HDF5 file (truncated or corrupt?)"),
+      H5Handle::Kind::file);
+}
+
+bool H5File::has(const std::string& name) const {
+  Lock lock(h5_mutex());
+  // H5Lexists needs every parent to exist, so walk the path one component at a time.
+  std::string prefix = !name.empty() && name[0] == '/' ? "/" : "";
+  std::stringstream ss(name);
+  std::string part;
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    prefix += (prefix.empty() || prefix == "/" ? "" : "/") + part;
+    const htri_t exists =
+        H5_OK(H5Lexists(file_.id(), prefix.c_str(), H5P_DEFAULT), path_ << ": cannot look up '" << prefix << "'");
+    if (exists <= 0) return false;
+  }
+  return true;
+}
+
+bool H5File::is_dataset(const std::string& name) const {
+  Lock lock(h5_mutex());
+  if (!has(name)) return false;
+  // H5Oopen + H5Iget_type rather than H5Oget_info*, whose signature differs between 1.10 and 1.12.
+  const hid_t obj = H5_OK(H5Oopen(file_.id(), name.c_str(), H5P_DEFAULT), path_ << ": cannot open '" << name << "'");
+  const bool dataset = H5Iget_type(obj) == H5I_DATASET;
+  H5Oclose(obj);
+  return dataset;
+}
+
+void H5File::create_group(const std::string& name) {
+  Lock lock(h5_mutex());
+  if (has(name)) return;
+  H5Handle lcpl = intermediate_groups_lcpl();
+  H5Handle group(H5_OK(H5Gcreate2(file_.id(), name.c_str(), lcpl.id(), H5P_DEFAULT, H5P_DEFAULT),
+                       path_ << ": cannot create group '" << name << "'"),
+                 H5Handle::Kind::group);
+}
+
+std::vector<std::string> H5File::list(const std::string& group) const {
+  Lock lock(h5_mutex());
+  H5Handle g(H5_OK(H5Gopen2(file_.id(), group.c_str(), H5P_DEFAULT), path_ << ": cannot open group '" << group << "'"),
+             H5Handle::Kind::group);
+  H5G_info_t info;
+  H5_OK(H5Gget_info(g.id(), &info), path_ << ": cannot list group '" << group << "'");
+  std::vector<std::string> names;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    const ssize_t len = H5_OK(H5Lget_name_by_idx(g.id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT),
+                              path_ << ": cannot list group '" << group << "'");
+    std::string name(len + 1, '\0');
+    H5_OK(H5Lget_name_by_idx(g.id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), len + 1, H5P_DEFAULT),
+          path_ << ": cannot list group '" << group << "'");
+    name.resize(len);
+    names.push_back(name);
+  }
+  return names;
+}
+
+Shape H5File::dataset_shape(const std::string& name) const {
+  Lock lock(h5_mutex());
+  H5Handle ds(H5_OK(H5Dopen2(file_.id(), name.c_str(), H5P_DEFAULT), path_ << ": cannot open dataset '" << name << "'"),
+              H5Handle::Kind::dataset);
+  H5Handle space(H5_OK(H5Dget_space(ds.id()), path_ << ": dataset '" << name << "'"), H5Handle::Kind::dataspace);
+  return space_shape(space.id(), path_ + ": dataset '" + name + "'");
+}
+
+std::string H5File::dataset_type(const std::string& name) const {
+  Lock lock(h5_mutex());
+  H5Handle ds(H5_OK(H5Dopen2(file_.id(), name.c_str(), H5P_DEFAULT), path_ << ": cannot open dataset '" << name << "'"),
+              H5Handle::Kind::dataset);
+  H5Handle type(H5_OK(H5Dget_type(ds.id()), path_ << ": dataset '" << name << "'"), H5Handle::Kind::datatype);
+  return type_name(type.id());
+}
+
+void H5File::write(const std::string& name, const Tensor& t, int64_t chunk_rows) {
+  Lock lock(h5_mutex());
+  const std::string what = path_ + ": cannot write dataset '" + name + "'";
+  const auto dims = to_dims(t.shape());
+  H5Handle space(t.ndim() == 0 ? H5_OK(H5Screate(H5S_SCALAR), what)
+                               : H5_OK(H5Screate_simple(t.ndim(), dims.data(), nullptr), what),
+                 H5Handle::Kind::dataspace);
+  H5Handle dcpl(H5_OK(H5Pcreate(H5P_DATASET_CREATE), what), H5Handle::Kind::plist);
+  const bool chunkable =
+      chunk_rows > 0 && t.ndim() > 0 && std::all_of(dims.begin(), dims.end(), [](hsize_t d) { return d > 0; });
+  if (chunkable) {
+    auto chunk = dims;
+    chunk[0] = std::min<hsize_t>(chunk_rows, dims[0]);
+    H5_OK(H5Pset_chunk(dcpl.id(), t.ndim(), chunk.data()), what << ": chunk shape");
+  }
+  if (has(name)) H5_OK(H5Ldelete(file_.id(), name.c_str(), H5P_DEFAULT), what << ": cannot replace the old one");
+  H5Handle lcpl = intermediate_groups_lcpl();
+  H5Handle ds(
+      H5_OK(H5Dcreate2(file_.id(), name.c_str(), file_type(t.dtype()), space.id(), lcpl.id(), dcpl.id(), H5P_DEFAULT),
+            what),
+      H5Handle::Kind::dataset);
+  if (t.numel() > 0) H5_OK(H5Dwrite(ds.id(), native_type(t.dtype()), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()), what);
+}
+
+Tensor H5File::read(const std::string& name, DType dtype) const {
+  Lock lock(h5_mutex());
+  const std::string what = path_ + ": cannot read dataset '" + name + "'";
+  H5Handle ds(H5_OK(H5Dopen2(file_.id(), name.c_str(), H5P_DEFAULT), what), H5Handle::Kind::dataset);
+  H5Handle type(H5_OK(H5Dget_type(ds.id()), what), H5Handle::Kind::datatype);
+  ST_CHECK(H5Tget_class(type.id()) == dtype_class(dtype), path_ << ": dataset '" << name << "' has type "
+                                                                << type_name(type.id()) << ", expected "
+                                                                << dtype_name(dtype));
+  H5Handle space(H5_OK(H5Dget_space(ds.id()), what), H5Handle::Kind::dataspace);
+  Tensor t = Tensor::empty(space_shape(space.id(), what), dtype);
+  if (t.numel() > 0) H5_OK(H5Dread(ds.id(), native_type(dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()), what);
+  return t;
+}
+
+void H5File::read_rows(const std::string& name, int64_t start, int64_t count, Tensor& out) const {
+  Lock lock(h5_mutex());
+  H5Dataset ds(*this, name);
+  ST_CHECK(out.numel() == count * ds.row_elements(), path_ << ": reading " << count << " rows of '" << name
+                                                           << "' into a tensor of " << out.numel() << " elements");
+  ds.read_rows(start, count, out.dtype(), out.raw());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attributes
+
+bool H5File::has_attribute(const std::string& name, const std::string& object) const {
+  Lock lock(h5_mutex());
+  if (object != "/" && !has(object)) return false;
+  return H5_OK(H5Aexists_by_name(file_.id(), object.c_str(), name.c_str(), H5P_DEFAULT),
+               path_ << ": cannot look up attribute '" << name << "' on " << object_label(object)) > 0;
+}
+
+namespace {
+// Creates (replacing) attribute `name` on `object` and writes one value buffer.
+void write_attribute(hid_t file, const std::string& path, const std::string& object, const std::string& name,
+                     hid_t ftype, hid_t mtype, hid_t space, const void* buf) {
+  const std::string what = path + ": cannot write attribute '" + name + "' on " + object_label(object);
+  if (H5_OK(H5Aexists_by_name(file, object.c_str(), name.c_str(), H5P_DEFAULT), what) > 0)
+    H5_OK(H5Adelete_by_name(file, object.c_str(), name.c_str(), H5P_DEFAULT), what);
+  H5Handle attr(
+      H5_OK(H5Acreate_by_name(file, object.c_str(), name.c_str(), ftype, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+            what),
+      H5Handle::Kind::attribute);
+  H5_OK(H5Awrite(attr.id(), mtype, buf), what);
+}
+
+struct OpenAttribute {
+  H5Handle attr, type, space;
+  hssize_t points = 0;
+  std::string type_name;
+};
+
+OpenAttribute open_attribute(hid_t file, const std::string& path, const std::string& object, const std::string& name) {
+  const std::string what = path + ": attribute '" + name + "' on " + object_label(object);
+  const htri_t exists = H5_OK(H5Aexists_by_name(file, object.c_str(), name.c_str(), H5P_DEFAULT), what);
+  ST_CHECK(exists > 0, path << ": missing attribute '" << name << "' on " << object_label(object));
+  OpenAttribute a;
+  a.attr = H5Handle(H5_OK(H5Aopen_by_name(file, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), what),
+                    H5Handle::Kind::attribute);
+  a.type = H5Handle(H5_OK(H5Aget_type(a.attr.id()), what), H5Handle::Kind::datatype);
+  a.space = H5Handle(H5_OK(H5Aget_space(a.attr.id()), what), H5Handle::Kind::dataspace);
+  a.points = H5_OK(H5Sget_simple_extent_npoints(a.space.id()), what);
+  a.type_name = type_name(a.type.id());
+  return a;
+}
+}  // namespace
+
+void H5File::set_attribute(const std::string& name, int64_t value, const std::string& object) {
+  Lock lock(h5_mutex());
+  H5Handle space(H5_OK(H5Screate(H5S_SCALAR), path_ << ": attribute '" << name << "'"), H5Handle::Kind::dataspace);
+  write_attribute(file_.id(), path_, object, name, H5T_STD_I64LE, H5T_NATIVE_INT64, space.id(), &value);
+}
+
+void H5File::set_double_attribute(const std::string& name, double value, const std::string& object) {
+  Lock lock(h5_mutex());
+  H5Handle space(H5_OK(H5Screate(H5S_SCALAR), path_ << ": attribute '" << name << "'"), H5Handle::Kind::dataspace);
+  write_attribute(file_.id(), path_, object, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, space.id(), &value);
+}
+
+void H5File::set_attribute(const std::string& name, const std::string& value, const std::string& object) {
+  Lock lock(h5_mutex());
+  const std::string what = path_ + ": attribute '" + name + "'";
+  H5Handle type(H5_OK(H5Tcopy(H5T_C_S1), what), H5Handle::Kind::datatype);
+  H5_OK(H5Tset_size(type.id(), H5T_VARIABLE), what);
+  H5_OK(H5Tset_cset(type.id(), H5T_CSET_UTF8), what);
+  H5Handle space(H5_OK(H5Screate(H5S_SCALAR), what), H5Handle::Kind::dataspace);
+  const char* c = value.c_str();
+  write_attribute(file_.id(), path_, object, name, type.id(), type.id(), space.id(), &c);
+}
+
+void H5File::set_attribute(const std::string& name, const std::vector<double>& value, const std::string& object) {
+  Lock lock(h5_mutex());
+  const hsize_t n = value.size();
+  H5Handle space(H5_OK(H5Screate_simple(1, &n, nullptr), path_ << ": attribute '" << name << "'"),
+                 H5Handle::Kind::dataspace);
+  write_attribute(file_.id(), path_, object, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, space.id(), value.data());
+}
+
+std::string H5File::attribute_type(const std::string& name, const std::string& object) const {
+  Lock lock(h5_mutex());
+  return open_attribute(file_.id(), path_, object, name).type_name;
+}
+
+int64_t H5File::get_int_attribute(const std::string& name, const std::string& object) const {
+  Lock lock(h5_mutex());
+  OpenAttribute a = open_attribute(file_.id(), path_, object, name);
+  ST_CHECK(H5Tget_class(a.type.id()) == H5T_INTEGER, path_ << ": attribute '" << name << "' on " << object_label(object)
+                                                           << " is " << a.type_name << ", expected an integer");
+  ST_CHECK(a.points == 1, path_ << ": attribute '" << name << "' on " << object_label(object) << " has " << a.points
+                                << " values, expected one integer");
+  int64_t value = 0;
+  H5_OK(H5Aread(a.attr.id(), H5T_NATIVE_INT64, &value), path_ << ": cannot read attribute '" << name << "'");
+  return value;
+}
+
+std::string H5File::get_string_attribute(const std::string& name, const std::string& object) const {
+  Lock lock(h5_mutex());
+  OpenAttribute a = open_attribute(file_.id(), path_, object, name);
+  const std::string what = path_ + ": cannot read attribute '" + name + "'";
+  ST_CHECK(H5Tget_class(a.type.id()) == H5T_STRING, path_ << ": attribute '" << name << "' on " << object_label(object)
+                                                          << " is " << a.type_name << ", expected a string");
+  ST_CHECK(a.points == 1, path_ << ": attribute '" << name << "' on " << object_label(object) << " has " << a.points
+                                << " values, expected one string");
+  H5Handle mtype(H5_OK(H5Tcopy(H5T_C_S1), what), H5Handle::Kind::datatype);
+  H5_OK(H5Tset_cset(mtype.id(), H5Tget_cset(a.type.id())), what);
+  if (H5_OK(H5Tis_variable_str(a.type.id()), what) > 0) {
+    // h5py's default for str attributes.
+    H5_OK(H5Tset_size(mtype.id(), H5T_VARIABLE), what);
+    char* c = nullptr;
+    H5_OK(H5Aread(a.attr.id(), mtype.id(), &c), what);
+    std::string value = c ? c : "";
+    if (c) H5free_memory(c);
+    return value;
+  }
+  // Fixed length (numpy bytes, np.string_): null-terminated or null/space padded.
+  const std::size_t size = H5Tget_size(a.type.id());
+  H5_OK(H5Tset_size(mtype.id(), size + 1), what);
+  H5_OK(H5Tset_strpad(mtype.id(), H5T_STR_NULLTERM), what);
+  std::string buf(size + 1, '\0');
+  H5_OK(H5Aread(a.attr.id(), mtype.id(), buf.data()), what);
+  buf.resize(buf.find('\0') == std::string::npos ? buf.size() : buf.find('\0'));
+  while (!buf.empty() && buf.back() == ' ') buf.pop_back();
+  return buf;
+}
+
+std::vector<double> H5File::get_double_array_attribute(const std::string& name, const std::string& object) const {
+  Lock lock(h5_mutex());
+  OpenAttribute a = open_attribute(file_.id(), path_, object, name);
+  const H5T_class_t cls = H5Tget_class(a.type.id());
+  ST_CHECK(cls == H5T_FLOAT || cls == H5T_INTEGER, path_ << ": attribute '" << name << "' on " << object_label(object)
+                                                         << " is " << a.type_name << ", expected a float array");
+  std::vector<double> values(a.points);
+  if (a.points > 0)
+    H5_OK(H5Aread(a.attr.id(), H5T_NATIVE_DOUBLE, values.data()), path_ << ": cannot read attribute '" << name << "'");
+  return values;
+}
+
+double H5File::get_double_attribute(const std::string& name, const std::string& object) const {
+  Lock lock(h5_mutex());
+  auto values = get_double_array_attribute(name, object);
+  ST_CHECK(values.size() == 1, path_ << ": attribute '" << name << "' on " << object_label(object) << " has "
+                                     << values.size() << " values, expected one number");
+  return values[0];
+}
+
+void H5File::flush() {
+  Lock lock(h5_mutex());
+  H5_OK(H5Fflush(file_.id(), H5F_SCOPE_LOCAL), path_ << ": cannot flush");
+}
+
+void H5File::close() {
+  Lock lock(h5_mutex());
+  file_.reset();
+}
+
+// ---------------------------------------------------------------------------------------------
+// H5Dataset
+
+H5Dataset::H5Dataset(const H5File& file, const std::string& name) : path_(file.path()), name_(name) {
+  Lock lock(h5_mutex());
+  const std::string what = path_ + ": cannot open dataset '" + name + "'";
+  ST_CHECK(file.is_dataset(name), path_ << ": missing dataset '" << name << "'");
+  H5Handle probe(H5_OK(H5Dopen2(file.id(), name.c_str(), H5P_DEFAULT), what), H5Handle::Kind::dataset);
+  H5Handle dcpl(H5_OK(H5Dget_create_plist(probe.id()), what), H5Handle::Kind::plist);
+  const int filters = H5_OK(H5Pget_nfilters(dcpl.id()), what);
+  probe.reset();
+  // Uncompressed: no chunk cache, so a partial read touches only the selected rows on disk.
+  // Compressed chunks must be decoded whole: cache enough of them to serve a batch.
+  H5Handle dapl(H5_OK(H5Pcreate(H5P_DATASET_ACCESS), what), H5Handle::Kind::plist);
+  const std::size_t cache_bytes = filters > 0 ? std::size_t(64) << 20 : 0;
+  H5_OK(H5Pset_chunk_cache(dapl.id(), 12421, cache_bytes, 1.0), what);
+  dataset_ = H5Handle(H5_OK(H5Dopen2(file.id(), name.c_str(), dapl.id()), what), H5Handle::Kind::dataset);
+  H5Handle space(H5_OK(H5Dget_space(dataset_.id()), what), H5Handle::Kind::dataspace);
+  shape_ = space_shape(space.id(), what);
+  ST_CHECK(!shape_.empty(), path_ << ": dataset '" << name << "' is a scalar, expected rows");
+}
+
+int64_t H5Dataset::row_elements() const {
+  int64_t n = 1;
+  for (std::size_t i = 1; i < shape_.size(); ++i) n *= shape_[i];
+  return n;
+}
+
+void H5Dataset::read_rows(int64_t start, int64_t count, DType dtype, void* out) const {
+  Lock lock(h5_mutex());
+  const std::string what = path_ + ": cannot read rows of '" + name_ + "'";
+  ST_CHECK(start >= 0 && count >= 0 && start + count <= rows(),
+           path_ << ": rows [" << start << ", " << start + count << ") of '" << name_ << "' are out of range (it has "
+                 << rows() << ")");
+  if (count == 0) return;
+  H5Handle fspace(H5_OK(H5Dget_space(dataset_.id()), what), H5Handle::Kind::dataspace);
+  std::vector<hsize_t> offset(shape_.size(), 0), counts = to_dims(shape_);
+  offset[0] = start;
+  counts[0] = count;
+  H5_OK(H5Sselect_hyperslab(fspace.id(), H5S_SELECT_SET, offset.data(), nullptr, counts.data(), nullptr), what);
+  H5Handle mspace(H5_OK(H5Screate_simple(counts.size(), counts.data(), nullptr), what), H5Handle::Kind::dataspace);
+  H5_OK(H5Dread(dataset_.id(), native_type(dtype), mspace.id(), fspace.id(), H5P_DEFAULT, out), what);
+}
+
+void H5Dataset::read_row_list(const std::vector<int64_t>& rows, DType dtype, void* out) const {
+  Lock lock(h5_mutex());
+  const std::string what = path_ + ": cannot read rows of '" + name_ + "'";
+  if (rows.empty()) return;
+  H5Handle fspace(H5_OK(H5Dget_space(dataset_.id()), what), H5Handle::Kind::dataspace);
+  std::vector<hsize_t> offset(shape_.size(), 0), counts = to_dims(shape_);
+  bool first = true;
+  for (std::size_t i = 0; i < rows.size();) {
+    std::size_t j = i + 1;
+    while (j < rows.size() && rows[j] == rows[j - 1] + 1) ++j;
+    ST_CHECK(rows[i] >= 0 && rows[j - 1] < this->rows() && (i == 0 || rows[i] > rows[i - 1]),
+             path_ << ": row list for '" << name_ << "' is not increasing or out of range (row " << rows[i] << " of "
+                   << this->rows() << ")");
+    offset[0] = rows[i];
+    counts[0] = j - i;
+    H5_OK(H5Sselect_hyperslab(fspace.id(), first ? H5S_SELECT_SET : H5S_SELECT_OR, offset.data(), nullptr,
+                              counts.data(), nullptr),
+          what);
+    first = false;
+    i = j;
+  }
+  counts[0] = rows.size();
+  H5Handle mspace(H5_OK(H5Screate_simple(counts.size(), counts.data(), nullptr), what), H5Handle::Kind::dataspace);
+  H5_OK(H5Dread(dataset_.id(), native_type(dtype), mspace.id(), fspace.id(), H5P_DEFAULT, out), what);
+}
+
+}  // namespace scaletrain::io

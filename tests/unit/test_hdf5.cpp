@@ -1,0 +1,216 @@
+// Tests for the HDF5 layer: round trips of tensors and attributes with exact values, partial and
+// scattered row reads, and clear errors for missing, non-HDF5 and truncated files.
+#include <boost/test/unit_test.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/io/hdf5.hpp"
+
+namespace fs = std::filesystem;
+using scaletrain::DType;
+using scaletrain::Error;
+using scaletrain::Shape;
+using scaletrain::Tensor;
+using scaletrain::io::H5Dataset;
+using scaletrain::io::H5File;
+
+namespace {
+std::string temp_path(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("scaletrain_test_hdf5_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return (dir / name).string();
+}
+
+// True when f() throws scaletrain::Error whose message contains every needle.
+template <typename F>
+bool throws_with(F f, std::initializer_list<std::string> needles) {
+  try {
+    f();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    for (const auto& n : needles) {
+      if (what.find(n) == std::string::npos) {
+        BOOST_TEST_MESSAGE("message '" << what << "' lacks '" << n << "'");
+        return false;
+      }
+    }
+    return true;
+  }
+  return false;
+}
+
+// HDF5 prints its error stack unless told not to; the tests provoke errors on purpose.
+struct SilenceHdf5 {
+  SilenceHdf5() { scaletrain::io::h5_silence_errors(); }
+};
+
+Tensor iota_u8(const Shape& shape) {
+  Tensor t = Tensor::empty(shape, DType::u8);
+  auto* p = t.data<uint8_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<uint8_t>((i * 7 + 3) % 251);
+  return t;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(hdf5, *boost::unit_test::fixture<SilenceHdf5>())
+
+BOOST_AUTO_TEST_CASE(tensor_round_trip_exact) {
+  const std::string path = temp_path("round_trip.h5");
+  Tensor f = Tensor::empty({3, 5}, DType::f32);
+  for (int i = 0; i < 15; ++i) f.data<float>()[i] = 0.25f * i - 1.5f;  // exactly representable
+  Tensor n = Tensor::empty({4}, DType::i32);
+  for (int i = 0; i < 4; ++i) n.data<int32_t>()[i] = -2 + 1000000 * i;
+  Tensor l = Tensor::empty({2}, DType::i64);
+  l.data<int64_t>()[0] = int64_t(1) << 40;
+  l.data<int64_t>()[1] = -7;
+  Tensor u = iota_u8({10, 2, 3, 1});
+  Tensor s = Tensor::empty({}, DType::f32);
+  s.data<float>()[0] = 42.5f;
+  {
+    H5File file(path, H5File::Mode::create_truncate);
+    file.write("model/layer1.0.conv1.weight", f);  // parent group created on the fly
+    file.write("n", n);
+    file.write("l", l);
+    file.write("u", u, 4);
+    file.write("scalar", s);
+    file.create_group("optimizer/momentum");
+  }
+  H5File file(path, H5File::Mode::read);
+  BOOST_TEST(file.has("model"));
+  BOOST_TEST(file.has("model/layer1.0.conv1.weight"));
+  BOOST_TEST(file.has("/model/layer1.0.conv1.weight"));
+  BOOST_TEST(!file.has("model/missing"));
+  BOOST_TEST(!file.has("nothing/at/all"));
+  BOOST_TEST(file.is_dataset("n"));
+  BOOST_TEST(!file.is_dataset("model"));
+  BOOST_TEST(file.has("optimizer/momentum"));
+  BOOST_TEST((file.list("/") == std::vector<std::string>{"l", "model", "n", "optimizer", "scalar", "u"}));
+  BOOST_TEST((file.list("model") == std::vector<std::string>{"layer1.0.conv1.weight"}));
+
+  BOOST_TEST(file.dataset_type("model/layer1.0.conv1.weight") == "float32");
+  BOOST_TEST(file.dataset_type("n") == "int32");
+  BOOST_TEST(file.dataset_type("l") == "int64");
+  BOOST_TEST(file.dataset_type("u") == "uint8");
+  BOOST_TEST((file.dataset_shape("u") == Shape{10, 2, 3, 1}));
+  BOOST_TEST((file.dataset_shape("scalar") == Shape{}));
+
+  Tensor f2 = file.read("model/layer1.0.conv1.weight", DType::f32);
+  BOOST_TEST((f2.shape() == Shape{3, 5}));
+  for (int i = 0; i < 15; ++i) BOOST_TEST(f2.data<float>()[i] == 0.25f * i - 1.5f);
+  Tensor n2 = file.read("n", DType::i32);
+  for (int i = 0; i < 4; ++i) BOOST_TEST(n2.data<int32_t>()[i] == -2 + 1000000 * i);
+  Tensor l2 = file.read("l", DType::i64);
+  BOOST_TEST(l2.data<int64_t>()[0] == int64_t(1) << 40);
+  BOOST_TEST(l2.data<int64_t>()[1] == -7);
+  Tensor u2 = file.read("u", DType::u8);
+  for (int i = 0; i < 60; ++i) BOOST_TEST(u2.data<uint8_t>()[i] == u.data<uint8_t>()[i]);
+  BOOST_TEST(file.read("scalar", DType::f32).data<float>()[0] == 42.5f);
+  // Integer data is not silently read as float, nor float as integer.
+  BOOST_TEST(throws_with([&] { file.read("n", DType::f32); }, {path, "'n'", "int32", "float32"}));
+  BOOST_TEST(throws_with([&] { file.read("model/layer1.0.conv1.weight", DType::i32); }, {"float32", "int32"}));
+  BOOST_TEST(throws_with([&] { file.read("missing", DType::f32); }, {path, "'missing'"}));
+}
+
+BOOST_AUTO_TEST_CASE(overwrite_dataset_and_attribute) {
+  const std::string path = temp_path("overwrite.h5");
+  H5File file(path, H5File::Mode::create_truncate);
+  file.write("x", Tensor::zeros({4}, DType::f32));
+  Tensor y = Tensor::empty({2}, DType::f32);
+  y.fill(3.0f);
+  file.write("x", y);
+  BOOST_TEST((file.dataset_shape("x") == Shape{2}));
+  BOOST_TEST(file.read("x", DType::f32).data<float>()[1] == 3.0f);
+  file.set_attribute("epoch", int64_t(1));
+  file.set_attribute("epoch", int64_t(2));
+  BOOST_TEST(file.get_int_attribute("epoch") == 2);
+}
+
+BOOST_AUTO_TEST_CASE(attributes_round_trip) {
+  const std::string path = temp_path("attrs.h5");
+  {
+    H5File file(path, H5File::Mode::create_truncate);
+    file.set_attribute("scaletrain_format", int64_t(1));
+    file.set_attribute("big", int64_t(-(int64_t(1) << 50)));
+    file.set_attribute("task", "image_classification");
+    file.set_attribute("mean", std::vector<double>{0.1, 0.2, 0.30000000000000004});
+    file.set_double_attribute("lr", 0.125);
+    file.write("model/w", Tensor::zeros({2}, DType::f32));
+    file.set_attribute("model", std::string("resnet20"), "model/w");
+  }
+  H5File file(path, H5File::Mode::read);
+  BOOST_TEST(file.has_attribute("task"));
+  BOOST_TEST(!file.has_attribute("nope"));
+  BOOST_TEST(!file.has_attribute("model", "not/there"));
+  BOOST_TEST(file.has_attribute("model", "model/w"));
+  BOOST_TEST(file.get_int_attribute("scaletrain_format") == 1);
+  BOOST_TEST(file.get_int_attribute("big") == -(int64_t(1) << 50));
+  BOOST_TEST(file.get_string_attribute("task") == "image_classification");
+  BOOST_TEST(file.get_string_attribute("model", "model/w") == "resnet20");
+  BOOST_TEST((file.get_double_array_attribute("mean") == std::vector<double>{0.1, 0.2, 0.30000000000000004}));
+  BOOST_TEST(file.get_double_attribute("lr") == 0.125);
+  BOOST_TEST(file.attribute_type("scaletrain_format") == "int64");
+  BOOST_TEST(file.attribute_type("task") == "string");
+  BOOST_TEST(file.attribute_type("mean") == "float64");
+  BOOST_TEST(throws_with([&] { file.get_int_attribute("task"); }, {path, "'task'", "expected an integer"}));
+  BOOST_TEST(throws_with([&] { file.get_string_attribute("mean"); }, {"'mean'", "float64", "expected a string"}));
+  BOOST_TEST(throws_with([&] { file.get_int_attribute("mean"); }, {"'mean'", "expected an integer"}));
+  BOOST_TEST(throws_with([&] { file.get_int_attribute("absent"); }, {path, "missing attribute 'absent'"}));
+  BOOST_TEST(throws_with([&] { file.get_double_attribute("mean"); }, {"'mean'", "3 values"}));
+}
+
+BOOST_AUTO_TEST_CASE(row_reads) {
+  const std::string path = temp_path("rows.h5");
+  const Tensor u = iota_u8({100, 3, 2, 2});  // 12 bytes per row
+  for (int64_t chunk : {0, 8, 64}) {
+    {
+      H5File file(path, H5File::Mode::create_truncate);
+      file.write("images", u, chunk);
+    }
+    H5File file(path, H5File::Mode::read);
+    Tensor part = Tensor::empty({5, 3, 2, 2}, DType::u8);
+    file.read_rows("images", 37, 5, part);
+    for (int i = 0; i < 60; ++i) BOOST_TEST(part.data<uint8_t>()[i] == u.data<uint8_t>()[37 * 12 + i]);
+
+    H5Dataset ds(file, "images");
+    BOOST_TEST(ds.rows() == 100);
+    BOOST_TEST(ds.row_elements() == 12);
+    // Runs and isolated rows across chunk boundaries, ending at the last row.
+    const std::vector<int64_t> rows = {0, 1, 2, 7, 8, 9, 10, 33, 63, 64, 65, 98, 99};
+    std::vector<uint8_t> out(rows.size() * 12);
+    ds.read_row_list(rows, DType::u8, out.data());
+    for (std::size_t k = 0; k < rows.size(); ++k)
+      for (int e = 0; e < 12; ++e) BOOST_TEST(out[k * 12 + e] == u.data<uint8_t>()[rows[k] * 12 + e]);
+    // Reading uint8 into float converts exactly.
+    std::vector<float> f(2 * 12);
+    ds.read_rows(98, 2, DType::f32, f.data());
+    for (int e = 0; e < 24; ++e) BOOST_TEST(f[e] == float(u.data<uint8_t>()[98 * 12 + e]));
+    BOOST_TEST(throws_with([&] { ds.read_rows(99, 2, DType::u8, out.data()); }, {path, "out of range"}));
+    BOOST_TEST(throws_with([&] { ds.read_row_list({5, 4}, DType::u8, out.data()); }, {path, "not increasing"}));
+    BOOST_TEST(throws_with([&] { ds.read_row_list({100}, DType::u8, out.data()); }, {path, "out of range"}));
+    BOOST_TEST(throws_with([&] { H5Dataset(file, "labels"); }, {path, "missing dataset 'labels'"}));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bad_files_name_the_file) {
+  const std::string missing = temp_path("does_not_exist.h5");
+  BOOST_TEST(throws_with([&] { H5File(missing, H5File::Mode::read); }, {missing, "no such file"}));
+
+  const std::string text = temp_path("text.h5");
+  std::ofstream(text) << "this is not an HDF5 file, just some text that is long enough to look like data\n";
+  BOOST_TEST(throws_with([&] { H5File(text, H5File::Mode::read); }, {text, "not an HDF5 file"}));
+
+  const std::string good = temp_path("truncated.h5");
+  {
+    H5File file(good, H5File::Mode::create_truncate);
+    file.write("images", iota_u8({1000, 8, 8, 1}), 100);
+  }
+  fs::resize_file(good, fs::file_size(good) / 2);
+  BOOST_TEST(throws_with([&] { H5File(good, H5File::Mode::read); }, {good, "truncated"}));
+
+  const std::string dir = temp_path("a_directory.h5");
+  fs::create_directories(dir);
+  BOOST_TEST(throws_with([&] { H5File(dir, H5File::Mode::read); }, {dir, "not a regular file"}));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
