@@ -1,0 +1,74 @@
+// The dataset format, version 1 (docs/dataset-format.md): a directory with one sub-directory per
+// split (train/, val/), each holding HDF5 shards *.h5 read in name order. This header owns the
+// description of a split (open_split validates every shard up front, so that a bad file fails
+// the run at start-up with a message naming it) and the shard writer used by scaletrain-data.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "scaletrain/tensor/tensor.hpp"
+
+namespace scaletrain::data {
+
+constexpr int kFormatVersion = 1;
+constexpr const char* kTaskImageClassification = "image_classification";
+// Samples per chunk of `images` when writing: per-sample reads stay cheap and chunks stay small.
+constexpr int64_t kDefaultChunkSamples = 256;
+
+struct ShardInfo {
+  std::string path;
+  int64_t samples = 0;
+};
+
+struct SplitInfo {
+  std::string dir;   // e.g. DATA/train
+  std::string task;  // "image_classification"
+  std::vector<ShardInfo> shards;
+  int64_t samples = 0;  // total over shards
+  int height = 0, width = 0, channels = 0;
+  int num_classes = 0;
+  std::vector<double> mean, std;  // length channels, pixel scale 0..1
+};
+
+// Opens and validates every shard of DATA/<split>. Throws scaletrain::Error naming the file for:
+// a missing or empty directory, no *.h5 files, a file that is not HDF5 or is truncated, a missing
+// attribute or dataset, a wrong dtype or rank, shapes or attributes inconsistent across shards,
+// a label out of [0, num_classes) (with the sample index), or images and labels of different N.
+// Reads the labels (4 bytes per sample) but never the images.
+SplitInfo open_split(const std::string& dataset_dir, const std::string& split);
+
+// Split names (sub-directories of dataset_dir) in name order; throws if dataset_dir is missing,
+// not a directory, or has no sub-directory.
+std::vector<std::string> list_splits(const std::string& dataset_dir);
+
+// "shard-00003-of-00016.h5": zero-padded so that name order is sample order.
+std::string shard_file_name(int64_t index, int64_t count);
+
+// The [begin, end) sample range of shard `index` when `total` samples are cut into `count`
+// shards of (nearly) equal size, in order.
+std::pair<int64_t, int64_t> shard_range(int64_t total, int64_t index, int64_t count);
+
+// Writes one image-classification shard: images u8 (N, H, W, C), chunked along N with
+// chunk_samples samples per chunk; labels i32 (N); the root attributes of format version 1.
+// Written to `path + ".tmp"` and renamed, so that a reader never sees a half-written shard.
+void write_image_shard(const std::string& path, const Tensor& images, const Tensor& labels, int num_classes,
+                       const std::vector<double>& mean, const std::vector<double>& std,
+                       int64_t chunk_samples = kDefaultChunkSamples);
+
+// Exact per-channel pixel statistics, accumulated in integers so that the result does not
+// depend on the order of accumulation (ranks can add their partial sums).
+struct PixelStats {
+  std::vector<int64_t> sum, sum_sq;  // per channel, pixel values 0..255
+  int64_t pixels_per_channel = 0;
+  explicit PixelStats(int channels = 0) : sum(channels, 0), sum_sq(channels, 0) {}
+  // images: n samples of h*w*channels bytes, channels-last.
+  void add(const uint8_t* images, int64_t n, int64_t pixels_per_sample);
+  // Mean and population standard deviation per channel, in the 0..1 pixel scale.
+  std::vector<double> mean() const;
+  std::vector<double> std() const;
+};
+
+}  // namespace scaletrain::data
