@@ -1,7 +1,9 @@
 // Communicator: the MPI world as the rest of the program sees it (rank, size, host, the few
 // collectives the trainer, data and report layers need). The MPI handle stays in src/ so public
-// headers never include mpi.h. Errors return to us (MPI_ERRORS_RETURN) and are raised through
-// ST_CHECK_MPI; a fatal error on any rank ends the job with abort().
+// headers never include mpi.h. world() works on a duplicate of MPI_COMM_WORLD, so our traffic
+// never matches another library's messages, with MPI_ERRORS_RETURN: every failing call is raised
+// through ST_CHECK_MPI as scaletrain::Error; a fatal error on any rank ends the job with abort().
+// Every method marked "collective" must be entered by every rank, in the same order.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +17,7 @@ namespace scaletrain::comm {
 
 class Communicator {
  public:
-  // The world communicator (MPI must be initialised: see MpiSession).
+  // The world communicator (MPI must be initialised: see MpiSession). Collective.
   static Communicator world();
   ~Communicator();
   Communicator(Communicator&&) noexcept;
@@ -29,7 +31,8 @@ class Communicator {
   std::vector<std::string> all_hosts() const;
 
   void barrier() const;
-  // In-place sum of a tensor over all ranks (f32 / i32 / i64).
+  // In-place sum of a tensor over all ranks (f32 / i32 / i64); any size (sent in pieces of
+  // at most 2^30 elements, as MPI counts are int).
   void allreduce_sum(Tensor& t) const;
   double allreduce_sum(double v) const;
   int64_t allreduce_sum(int64_t v) const;
@@ -37,16 +40,20 @@ class Communicator {
   double allreduce_max(double v) const;
   // Logical and over ranks (agreement on success/failure without a hang).
   bool allreduce_and(bool v) const;
-  // Broadcast from root, in place.
+  // Broadcast from root, in place. The tensor must have the same dtype and element count on
+  // every rank; the string is resized on the receivers.
   void broadcast(Tensor& t, int root = 0) const;
   void broadcast(std::string& s, int root = 0) const;
-  // Gathers one double per rank to every rank.
+  // Gathers one double per rank to every rank (result[r] is rank r's value).
   std::vector<double> allgather(double v) const;
+  // Gathers the same number of doubles from every rank: result[r * values.size() + i] is rank
+  // r's values[i]. Every rank must pass the same count.
+  std::vector<double> allgather(const std::vector<double>& values) const;
 
   // Ends the whole job with this exit code (MPI_Abort).
   [[noreturn]] void abort(int code) const;
 
-  struct Impl;
+  struct Impl;  // holds the MPI_Comm; defined in src/comm/communicator.cpp
   Impl& impl() const { return *impl_; }
 
  private:
@@ -57,15 +64,19 @@ class Communicator {
   std::string host_;
 };
 
-// RAII for MPI_Init_thread / MPI_Finalize. Requests MPI_THREAD_MULTIPLE-free
-// MPI_THREAD_FUNNELED unless `threads_multiple` (the overlapped all-reduce of issue 3 needs
-// MPI_THREAD_MULTIPLE or a dedicated communication thread that alone calls MPI).
+// RAII for MPI_Init_thread / MPI_Finalize, for tests and tools that do not run inside
+// cli::run_guarded. Requests MPI_THREAD_FUNNELED unless `threads_multiple` (the overlapped
+// all-reduce of issue 3 needs MPI_THREAD_MULTIPLE or a dedicated communication thread that alone
+// calls MPI). If MPI is already initialised it does nothing, and then does not finalise either.
 class MpiSession {
  public:
   MpiSession(int* argc, char*** argv, bool threads_multiple = false);
   ~MpiSession();
   MpiSession(const MpiSession&) = delete;
   MpiSession& operator=(const MpiSession&) = delete;
+
+ private:
+  bool owns_ = false;
 };
 
 }  // namespace scaletrain::comm

@@ -1,0 +1,209 @@
+// MPI implementation of Communicator and MpiSession. Every MPI call is checked (ST_CHECK_MPI);
+// world() works on its own duplicate of MPI_COMM_WORLD with MPI_ERRORS_RETURN so that errors
+// reach us as return codes instead of killing the job without a message.
+#include "scaletrain/comm/communicator.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/core/log.hpp"
+
+namespace scaletrain::comm {
+
+struct Communicator::Impl {
+  MPI_Comm comm = MPI_COMM_NULL;
+};
+
+namespace {
+
+// MPI counts are int: large tensors go in pieces of at most this many elements.
+constexpr int64_t kMaxCount = int64_t{1} << 30;
+
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return MPI_FLOAT;
+    case DType::i32:
+      return MPI_INT32_T;
+    case DType::i64:
+      return MPI_INT64_T;
+    default:
+      ST_THROW("all-reduce of a " << dtype_name(dtype) << " tensor is not supported (f32, i32, i64 are)");
+  }
+}
+
+bool mpi_initialized() {
+  int flag = 0;
+  MPI_Initialized(&flag);
+  return flag != 0;
+}
+
+bool mpi_finalized() {
+  int flag = 0;
+  MPI_Finalized(&flag);
+  return flag != 0;
+}
+
+}  // namespace
+
+Communicator Communicator::world() {
+  ST_CHECK(mpi_initialized() && !mpi_finalized(),
+           "Communicator::world() called while MPI is not running (initialise it with MpiSession or run_guarded)");
+  Communicator c;
+  c.impl_ = std::make_unique<Impl>();
+  ST_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &c.impl_->comm));
+  ST_CHECK_MPI(MPI_Comm_set_errhandler(c.impl_->comm, MPI_ERRORS_RETURN));
+  ST_CHECK_MPI(MPI_Comm_rank(c.impl_->comm, &c.rank_));
+  ST_CHECK_MPI(MPI_Comm_size(c.impl_->comm, &c.size_));
+  char host[MPI_MAX_PROCESSOR_NAME] = {0};
+  int len = 0;
+  ST_CHECK_MPI(MPI_Get_processor_name(host, &len));
+  c.host_.assign(host, static_cast<std::size_t>(len));
+  return c;
+}
+
+Communicator::~Communicator() {
+  // A communicator that outlives MPI_Finalize is simply dropped; freeing it then is an error.
+  if (impl_ && impl_->comm != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_free(&impl_->comm);
+}
+
+Communicator::Communicator(Communicator&&) noexcept = default;
+
+Communicator& Communicator::operator=(Communicator&& other) noexcept {
+  if (this != &other) {
+    if (impl_ && impl_->comm != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_free(&impl_->comm);
+    impl_ = std::move(other.impl_);
+    rank_ = other.rank_;
+    size_ = other.size_;
+    host_ = std::move(other.host_);
+  }
+  return *this;
+}
+
+std::vector<std::string> Communicator::all_hosts() const {
+  std::vector<char> mine(MPI_MAX_PROCESSOR_NAME, '\0');
+  std::copy_n(host_.begin(), std::min<std::size_t>(host_.size(), MPI_MAX_PROCESSOR_NAME - 1), mine.begin());
+  std::vector<char> all(static_cast<std::size_t>(MPI_MAX_PROCESSOR_NAME) * size_);
+  ST_CHECK_MPI(MPI_Allgather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
+                             MPI_CHAR, impl_->comm));
+  std::vector<std::string> hosts;
+  hosts.reserve(size_);
+  for (int r = 0; r < size_; ++r) hosts.emplace_back(all.data() + static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME);
+  return hosts;
+}
+
+void Communicator::barrier() const { ST_CHECK_MPI(MPI_Barrier(impl_->comm)); }
+
+void Communicator::allreduce_sum(Tensor& t) const {
+  ST_CHECK(t.device() == Device::cpu,
+           "all-reduce of a " << device_name(t.device()) << " tensor needs a device communicator");
+  MPI_Datatype type = mpi_type(t.dtype());
+  char* data = static_cast<char*>(t.raw());
+  const int64_t elem = static_cast<int64_t>(dtype_size(t.dtype()));
+  for (int64_t start = 0, n = t.numel(); start < n; start += kMaxCount) {
+    const int count = static_cast<int>(std::min(kMaxCount, n - start));
+    ST_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, data + start * elem, count, type, MPI_SUM, impl_->comm));
+  }
+}
+
+double Communicator::allreduce_sum(double v) const {
+  double out = 0.0;
+  ST_CHECK_MPI(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, impl_->comm));
+  return out;
+}
+
+int64_t Communicator::allreduce_sum(int64_t v) const {
+  int64_t out = 0;
+  ST_CHECK_MPI(MPI_Allreduce(&v, &out, 1, MPI_INT64_T, MPI_SUM, impl_->comm));
+  return out;
+}
+
+double Communicator::allreduce_min(double v) const {
+  double out = 0.0;
+  ST_CHECK_MPI(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MIN, impl_->comm));
+  return out;
+}
+
+double Communicator::allreduce_max(double v) const {
+  double out = 0.0;
+  ST_CHECK_MPI(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, impl_->comm));
+  return out;
+}
+
+bool Communicator::allreduce_and(bool v) const {
+  int in = v ? 1 : 0, out = 0;
+  ST_CHECK_MPI(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LAND, impl_->comm));
+  return out != 0;
+}
+
+void Communicator::broadcast(Tensor& t, int root) const {
+  ST_CHECK(t.device() == Device::cpu,
+           "broadcast of a " << device_name(t.device()) << " tensor needs a device communicator");
+  ST_CHECK(root >= 0 && root < size_, "broadcast root " << root << " is not a rank of " << size_);
+  char* data = static_cast<char*>(t.raw());
+  for (int64_t start = 0, n = static_cast<int64_t>(t.bytes()); start < n; start += kMaxCount) {
+    const int count = static_cast<int>(std::min(kMaxCount, n - start));
+    ST_CHECK_MPI(MPI_Bcast(data + start, count, MPI_BYTE, root, impl_->comm));
+  }
+}
+
+void Communicator::broadcast(std::string& s, int root) const {
+  ST_CHECK(root >= 0 && root < size_, "broadcast root " << root << " is not a rank of " << size_);
+  int64_t length = static_cast<int64_t>(s.size());
+  ST_CHECK_MPI(MPI_Bcast(&length, 1, MPI_INT64_T, root, impl_->comm));
+  ST_CHECK(length <= std::numeric_limits<int>::max(), "broadcast of a string of " << length << " bytes");
+  s.resize(static_cast<std::size_t>(length));
+  if (length > 0) ST_CHECK_MPI(MPI_Bcast(s.data(), static_cast<int>(length), MPI_CHAR, root, impl_->comm));
+}
+
+std::vector<double> Communicator::allgather(double v) const {
+  std::vector<double> out(static_cast<std::size_t>(size_));
+  ST_CHECK_MPI(MPI_Allgather(&v, 1, MPI_DOUBLE, out.data(), 1, MPI_DOUBLE, impl_->comm));
+  return out;
+}
+
+std::vector<double> Communicator::allgather(const std::vector<double>& values) const {
+  const int n = static_cast<int>(values.size());
+  std::vector<double> out(values.size() * static_cast<std::size_t>(size_));
+  if (n == 0) return out;
+  ST_CHECK_MPI(MPI_Allgather(values.data(), n, MPI_DOUBLE, out.data(), n, MPI_DOUBLE, impl_->comm));
+  return out;
+}
+
+void Communicator::abort(int code) const {
+  MPI_Abort(impl_ ? impl_->comm : MPI_COMM_WORLD, code);
+  std::abort();  // MPI_Abort does not return; this keeps the [[noreturn]] promise if it does
+}
+
+MpiSession::MpiSession(int* argc, char*** argv, bool threads_multiple) {
+  if (mpi_initialized()) return;
+  const int required = threads_multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED;
+  int provided = 0;
+  ST_CHECK_MPI(MPI_Init_thread(argc, argv, required, &provided));
+  owns_ = true;
+  ST_CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  int rank = 0;
+  ST_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  char host[MPI_MAX_PROCESSOR_NAME] = {0};
+  int len = 0;
+  ST_CHECK_MPI(MPI_Get_processor_name(host, &len));
+  set_error_identity(rank, std::string(host, static_cast<std::size_t>(len)));
+  set_log_rank(rank);
+  if (provided < required) {
+    MPI_Finalize();
+    owns_ = false;
+    ST_THROW("the MPI library provides thread level "
+             << provided << ", but " << (threads_multiple ? "MPI_THREAD_MULTIPLE" : "MPI_THREAD_FUNNELED")
+             << " is needed");
+  }
+}
+
+MpiSession::~MpiSession() {
+  if (owns_ && !mpi_finalized()) MPI_Finalize();
+}
+
+}  // namespace scaletrain::comm

@@ -1,0 +1,46 @@
+// The flat gradient reducer: after backward, one in-place MPI all-reduce (sum) of the whole flat
+// gradient buffer, then a division by the world size. It is the simple baseline the bucketed,
+// overlapped, hierarchical reducer of issue 3 is measured against.
+#include <cstdint>
+
+#include "scaletrain/comm/gradient_reducer.hpp"
+#include "scaletrain/core/error.hpp"
+
+namespace scaletrain::comm {
+namespace {
+
+class FlatReducer final : public GradientReducer {
+ public:
+  // comm and params must outlive the reducer.
+  FlatReducer(const Communicator& comm, nn::ParameterSet& params) : comm_(comm), params_(params) {
+    ST_CHECK(params.finalized(), "the flat gradient reducer needs a finalized ParameterSet");
+  }
+
+  std::string name() const override { return "flat"; }
+
+  void finish() override {
+    Tensor& grads = params_.flat_grads();
+    comm_.allreduce_sum(grads);
+    if (comm_.size() == 1) return;
+    // Divide rather than multiply by 1/P: the mean is then correctly rounded, as in PyTorch DDP.
+    const float size = static_cast<float>(comm_.size());
+    float* g = grads.data<float>();
+    const int64_t n = grads.numel();
+#pragma omp parallel for simd schedule(static) if (n > (int64_t{1} << 16))
+    for (int64_t i = 0; i < n; ++i) g[i] /= size;
+  }
+
+  int64_t bytes_per_step() const override { return static_cast<int64_t>(params_.flat_grads().bytes()); }
+
+ private:
+  const Communicator& comm_;
+  nn::ParameterSet& params_;
+};
+
+}  // namespace
+
+std::unique_ptr<GradientReducer> make_flat_reducer(const Communicator& comm, nn::ParameterSet& params) {
+  return std::make_unique<FlatReducer>(comm, params);
+}
+
+}  // namespace scaletrain::comm
