@@ -1,0 +1,46 @@
+// Phase names and per-rank phase accumulation.
+#include "scaletrain/report/phase_timer.hpp"
+
+#include "scaletrain/core/timer.hpp"
+
+namespace scaletrain::report {
+
+const char* phase_name(Phase phase) {
+  switch (phase) {
+    case Phase::data_wait:
+      return "data_wait";
+    case Phase::forward:
+      return "forward";
+    case Phase::backward:
+      return "backward";
+    case Phase::allreduce:
+      return "allreduce";
+    case Phase::optimizer:
+      return "optimizer";
+    case Phase::evaluation:
+      return "evaluation";
+  }
+  return "unknown";
+}
+
+const std::array<Phase, kNumPhases>& all_phases() {
+  static const std::array<Phase, kNumPhases> phases = {Phase::data_wait, Phase::forward,   Phase::backward,
+                                                       Phase::allreduce, Phase::optimizer, Phase::evaluation};
+  return phases;
+}
+
+void PhaseTimers::add(Phase p, double seconds) {
+  totals_[static_cast<int>(p)] += seconds;
+  counts_[static_cast<int>(p)] += 1;
+}
+
+void PhaseTimers::reset() {
+  totals_.fill(0.0);
+  counts_.fill(0);
+}
+
+ScopedPhase::ScopedPhase(PhaseTimers& timers, Phase phase) : timers_(timers), phase_(phase), start_(now_seconds()) {}
+
+ScopedPhase::~ScopedPhase() { timers_.add(phase_, now_seconds() - start_); }
+
+}  // namespace scaletrain::report
