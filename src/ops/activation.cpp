@@ -1,0 +1,81 @@
+// ReLU and element-wise add: argument checks and per-device dispatch. Kernels in src/ops/<device>/.
+#include "scaletrain/ops/activation.hpp"
+
+#include "scaletrain/core/error.hpp"
+
+namespace scaletrain::ops {
+
+// CPU kernels (src/ops/cpu/activation_cpu.cpp); arguments are checked here before the call.
+namespace cpu {
+void relu_forward(Context& ctx, const Tensor& x, Tensor& y);
+void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
+void add_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y);
+void add_inplace(Context& ctx, Tensor& y, const Tensor& x);
+}  // namespace cpu
+
+namespace {
+
+void check_tensor(const Context& ctx, const Tensor& t, const char* op, const char* name) {
+  ST_CHECK(t.defined(), op << ": " << name << " is undefined");
+  ST_CHECK(t.dtype() == DType::f32, op << ": " << name << " must be float32, got " << dtype_name(t.dtype()));
+  ST_CHECK(t.device() == ctx.device(), op << ": " << name << " is on " << device_name(t.device())
+                                          << " but the context runs on " << device_name(ctx.device()));
+}
+
+// `t` is a valid tensor with the same shape as `like`.
+void check_same_shape(const Context& ctx, const Tensor& t, const Tensor& like, const char* op, const char* name,
+                      const char* like_name) {
+  check_tensor(ctx, t, op, name);
+  ST_CHECK(t.shape() == like.shape(), op << ": " << name << " has shape " << shape_string(t.shape()) << " but "
+                                         << like_name << " has " << shape_string(like.shape()));
+}
+
+}  // namespace
+
+void relu_forward(Context& ctx, const Tensor& x, Tensor& y) {
+  check_tensor(ctx, x, "relu_forward", "x");
+  check_same_shape(ctx, y, x, "relu_forward", "y", "x");
+  switch (ctx.device()) {
+    case Device::cpu:
+      return cpu::relu_forward(ctx, x, y);
+    default:
+      ST_THROW("relu_forward: no kernel for device " << device_name(ctx.device()));
+  }
+}
+
+void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
+  check_tensor(ctx, y, "relu_backward", "y");
+  check_same_shape(ctx, dy, y, "relu_backward", "dy", "y");
+  check_same_shape(ctx, dx, y, "relu_backward", "dx", "y");
+  switch (ctx.device()) {
+    case Device::cpu:
+      return cpu::relu_backward(ctx, y, dy, dx);
+    default:
+      ST_THROW("relu_backward: no kernel for device " << device_name(ctx.device()));
+  }
+}
+
+void add_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
+  check_tensor(ctx, a, "add_forward", "a");
+  check_same_shape(ctx, b, a, "add_forward", "b", "a");
+  check_same_shape(ctx, y, a, "add_forward", "y", "a");
+  switch (ctx.device()) {
+    case Device::cpu:
+      return cpu::add_forward(ctx, a, b, y);
+    default:
+      ST_THROW("add_forward: no kernel for device " << device_name(ctx.device()));
+  }
+}
+
+void add_inplace(Context& ctx, Tensor& y, const Tensor& x) {
+  check_tensor(ctx, y, "add_inplace", "y");
+  check_same_shape(ctx, x, y, "add_inplace", "x", "y");
+  switch (ctx.device()) {
+    case Device::cpu:
+      return cpu::add_inplace(ctx, y, x);
+    default:
+      ST_THROW("add_inplace: no kernel for device " << device_name(ctx.device()));
+  }
+}
+
+}  // namespace scaletrain::ops

@@ -1,0 +1,124 @@
+// batch norm: argument checks and per-device dispatch. The kernels live in src/ops/<device>/.
+#include "scaletrain/ops/batch_norm.hpp"
+
+#include "scaletrain/core/error.hpp"
+
+namespace scaletrain::ops {
+
+// CPU kernels (src/ops/cpu/batch_norm_cpu.cpp); arguments are checked here before the call.
+namespace cpu {
+void batch_norm_forward_training(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
+                                 const Tensor& beta, Tensor& running_mean, Tensor& running_var, Tensor& y,
+                                 Tensor& saved_mean, Tensor& saved_inv_std);
+void batch_norm_forward_inference(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
+                                  const Tensor& beta, const Tensor& running_mean, const Tensor& running_var, Tensor& y);
+void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                         const Tensor& saved_mean, const Tensor& saved_inv_std, Tensor& dx, Tensor& dgamma,
+                         Tensor& dbeta);
+}  // namespace cpu
+
+namespace {
+
+void check_tensor(const Context& ctx, const Tensor& t, const char* op, const char* name) {
+  ST_CHECK(t.defined(), op << ": " << name << " is undefined");
+  ST_CHECK(t.dtype() == DType::f32, op << ": " << name << " must be float32, got " << dtype_name(t.dtype()));
+  ST_CHECK(t.device() == ctx.device(), op << ": " << name << " is on " << device_name(t.device())
+                                          << " but the context runs on " << device_name(ctx.device()));
+}
+
+void check_shape(const Tensor& t, const Shape& expected, const char* op, const char* name) {
+  ST_CHECK(t.shape() == expected,
+           op << ": " << name << " has shape " << shape_string(t.shape()) << ", expected " << shape_string(expected));
+}
+
+// x: (..., C) with at least two dimensions. Returns C.
+int64_t check_input(const Context& ctx, const Tensor& x, const char* op) {
+  check_tensor(ctx, x, op, "x");
+  ST_CHECK(x.ndim() >= 2, op << ": x must have a batch and a channel dimension, e.g. (N, H, W, C) or (N, C), got "
+                             << shape_string(x.shape()));
+  ST_CHECK(x.dim(-1) > 0, op << ": x has no channels: " << shape_string(x.shape()));
+  return x.dim(-1);
+}
+
+void check_channel_tensor(const Context& ctx, const Tensor& t, int64_t c, const char* op, const char* name) {
+  check_tensor(ctx, t, op, name);
+  check_shape(t, {c}, op, name);
+}
+
+void check_params(const BatchNormParams& p, const char* op) {
+  ST_CHECK(p.eps > 0.0f, op << ": eps must be > 0, got " << p.eps);
+  ST_CHECK(p.momentum >= 0.0f && p.momentum <= 1.0f, op << ": momentum must be in [0, 1], got " << p.momentum);
+}
+
+}  // namespace
+
+void batch_norm_forward_training(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
+                                 const Tensor& beta, Tensor& running_mean, Tensor& running_var, Tensor& y,
+                                 Tensor& saved_mean, Tensor& saved_inv_std) {
+  const char* op = "batch_norm_forward_training";
+  check_params(p, op);
+  const int64_t c = check_input(ctx, x, op);
+  // As PyTorch: the unbiased variance of a single value is undefined.
+  ST_CHECK(x.numel() / c > 1,
+           op << ": training needs more than one value per channel, got x " << shape_string(x.shape()));
+  check_channel_tensor(ctx, gamma, c, op, "gamma");
+  check_channel_tensor(ctx, beta, c, op, "beta");
+  check_channel_tensor(ctx, running_mean, c, op, "running_mean");
+  check_channel_tensor(ctx, running_var, c, op, "running_var");
+  check_channel_tensor(ctx, saved_mean, c, op, "saved_mean");
+  check_channel_tensor(ctx, saved_inv_std, c, op, "saved_inv_std");
+  check_tensor(ctx, y, op, "y");
+  check_shape(y, x.shape(), op, "y");
+  switch (ctx.device()) {
+    case Device::cpu:
+      return cpu::batch_norm_forward_training(ctx, p, x, gamma, beta, running_mean, running_var, y, saved_mean,
+                                              saved_inv_std);
+    default:
+      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+  }
+}
+
+void batch_norm_forward_inference(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
+                                  const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
+                                  Tensor& y) {
+  const char* op = "batch_norm_forward_inference";
+  check_params(p, op);
+  const int64_t c = check_input(ctx, x, op);
+  check_channel_tensor(ctx, gamma, c, op, "gamma");
+  check_channel_tensor(ctx, beta, c, op, "beta");
+  check_channel_tensor(ctx, running_mean, c, op, "running_mean");
+  check_channel_tensor(ctx, running_var, c, op, "running_var");
+  check_tensor(ctx, y, op, "y");
+  check_shape(y, x.shape(), op, "y");
+  switch (ctx.device()) {
+    case Device::cpu:
+      return cpu::batch_norm_forward_inference(ctx, p, x, gamma, beta, running_mean, running_var, y);
+    default:
+      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+  }
+}
+
+void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                         const Tensor& saved_mean, const Tensor& saved_inv_std, Tensor& dx, Tensor& dgamma,
+                         Tensor& dbeta) {
+  const char* op = "batch_norm_backward";
+  check_params(p, op);
+  const int64_t c = check_input(ctx, x, op);
+  check_tensor(ctx, dy, op, "dy");
+  check_shape(dy, x.shape(), op, "dy");
+  check_tensor(ctx, dx, op, "dx");
+  check_shape(dx, x.shape(), op, "dx");
+  check_channel_tensor(ctx, gamma, c, op, "gamma");
+  check_channel_tensor(ctx, saved_mean, c, op, "saved_mean");
+  check_channel_tensor(ctx, saved_inv_std, c, op, "saved_inv_std");
+  check_channel_tensor(ctx, dgamma, c, op, "dgamma");
+  check_channel_tensor(ctx, dbeta, c, op, "dbeta");
+  switch (ctx.device()) {
+    case Device::cpu:
+      return cpu::batch_norm_backward(ctx, p, x, dy, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta);
+    default:
+      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+  }
+}
+
+}  // namespace scaletrain::ops
