@@ -1,5 +1,7 @@
 // Tests for the HDF5 layer: round trips of tensors and attributes with exact values, partial and
 // scattered row reads, and clear errors for missing, non-HDF5 and truncated files.
+#include <unistd.h>
+
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
 #include <fstream>
@@ -43,6 +45,11 @@ bool throws_with(F f, std::initializer_list<std::string> needles) {
 // HDF5 prints its error stack unless told not to; the tests provoke errors on purpose.
 struct SilenceHdf5 {
   SilenceHdf5() { scaletrain::io::h5_silence_errors(); }
+  // Removes this process's scratch directory when the suite ends.
+  ~SilenceHdf5() {
+    std::error_code ec;
+    fs::remove_all(fs::temp_directory_path() / ("scaletrain_test_hdf5_" + std::to_string(::getpid())), ec);
+  }
 };
 
 Tensor iota_u8(const Shape& shape) {

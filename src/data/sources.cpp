@@ -1,0 +1,105 @@
+// Dataset sources: the idx reader (through zlib's gz* functions, which read compressed and plain
+// files alike) and the synthetic generator.
+#include "scaletrain/data/sources.hpp"
+
+#include <zlib.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/core/rng.hpp"
+
+namespace scaletrain::data {
+namespace fs = std::filesystem;
+namespace {
+
+struct GzCloser {
+  void operator()(gzFile_s* f) const { gzclose(f); }
+};
+using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
+
+std::string find_idx(const std::string& dir, const std::string& name) {
+  for (const std::string& candidate : {name + ".gz", name}) {
+    const fs::path p = fs::path(dir) / candidate;
+    if (fs::exists(p)) return p.string();
+  }
+  ST_THROW("no " << name << "[.gz] in " << dir << " (expected the idx files of Fashion-MNIST, e.g. from Debian's "
+                 << "dataset-fashion-mnist package)");
+}
+
+void read_exact(gzFile_s* f, const std::string& path, void* dst, std::size_t bytes) {
+  auto* p = static_cast<char*>(dst);
+  while (bytes > 0) {
+    const unsigned step = static_cast<unsigned>(std::min<std::size_t>(bytes, 1u << 30));
+    const int got = gzread(f, p, step);
+    ST_CHECK(got > 0, path << ": truncated or unreadable idx file");
+    p += got;
+    bytes -= got;
+  }
+}
+
+uint32_t read_be32(gzFile_s* f, const std::string& path) {
+  unsigned char b[4];
+  read_exact(f, path, b, 4);
+  return (uint32_t(b[0]) << 24) | (uint32_t(b[1]) << 16) | (uint32_t(b[2]) << 8) | uint32_t(b[3]);
+}
+
+GzFile open_gz(const std::string& path) {
+  GzFile f(gzopen(path.c_str(), "rb"));
+  ST_CHECK(f != nullptr, path << ": cannot open");
+  gzbuffer(f.get(), 1 << 20);
+  return f;
+}
+}  // namespace
+
+IdxSplit read_idx_split(const std::string& dir, const std::string& prefix) {
+  const std::string images_path = find_idx(dir, prefix + "-images-idx3-ubyte");
+  const std::string labels_path = find_idx(dir, prefix + "-labels-idx1-ubyte");
+  IdxSplit out;
+  {
+    GzFile f = open_gz(images_path);
+    const uint32_t magic = read_be32(f.get(), images_path);
+    ST_CHECK(magic == 0x803, images_path << ": magic number " << magic << " is not that of idx3 ubyte images (2051)");
+    const int64_t n = read_be32(f.get(), images_path), h = read_be32(f.get(), images_path),
+                  w = read_be32(f.get(), images_path);
+    ST_CHECK(n > 0 && h > 0 && w > 0 && h <= 65536 && w <= 65536,
+             images_path << ": implausible shape " << n << "x" << h << "x" << w);
+    out.images = Tensor::empty({n, h, w, 1}, DType::u8);
+    read_exact(f.get(), images_path, out.images.raw(), out.images.bytes());
+  }
+  {
+    GzFile f = open_gz(labels_path);
+    const uint32_t magic = read_be32(f.get(), labels_path);
+    ST_CHECK(magic == 0x801, labels_path << ": magic number " << magic << " is not that of idx1 ubyte labels (2049)");
+    const int64_t n = read_be32(f.get(), labels_path);
+    ST_CHECK(n == out.images.dim(0),
+             labels_path << ": " << n << " labels but " << images_path << " has " << out.images.dim(0) << " images");
+    std::vector<uint8_t> raw(n);
+    read_exact(f.get(), labels_path, raw.data(), n);
+    out.labels = Tensor::empty({n}, DType::i32);
+    for (int64_t i = 0; i < n; ++i) out.labels.data<int32_t>()[i] = raw[i];
+  }
+  return out;
+}
+
+void synthetic_samples(uint64_t seed, int split_id, int64_t first_index, int64_t count, int h, int w, int c,
+                       int classes, uint8_t* images, int32_t* labels) {
+  const int64_t bytes = int64_t(h) * w * c;
+  for (int64_t s = 0; s < count; ++s) {
+    const int64_t index = first_index + s;
+    Rng noise = Rng::derive(seed, 1 + static_cast<uint64_t>(split_id), static_cast<uint64_t>(index));
+    const int label = static_cast<int>(noise.below(classes));
+    // Streams 0 are the class prototypes; the noise streams start at 1.
+    Rng proto = Rng::derive(seed, 0, static_cast<uint64_t>(label));
+    uint8_t* out = images + s * bytes;
+    for (int64_t i = 0; i < bytes; i += 8) {
+      uint64_t a = proto.next_u64(), b = noise.next_u64();
+      for (int64_t k = i; k < std::min(bytes, i + 8); ++k, a >>= 8, b >>= 8)
+        out[k] = static_cast<uint8_t>(((a & 0xff) + (b & 0xff)) / 2);
+    }
+    labels[s] = label;
+  }
+}
+
+}  // namespace scaletrain::data
