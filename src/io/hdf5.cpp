@@ -5,9 +5,13 @@
 // same on every machine; readers convert whatever integer/float widths h5py produced.
 #include "scaletrain/io/hdf5.hpp"
 
+#include <fcntl.h>
 #include <hdf5.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 
@@ -484,6 +488,44 @@ void H5File::close() {
 // ---------------------------------------------------------------------------------------------
 // H5Dataset
 
+namespace {
+// The DType whose native in-memory type equals the file type exactly, if any.
+bool exact_dtype(hid_t ftype, DType* out) {
+  for (DType d : {DType::u8, DType::i32, DType::i64, DType::f32})
+    if (H5Tequal(ftype, native_type(d)) > 0) {
+      *out = d;
+      return true;
+    }
+  return false;
+}
+
+// A file descriptor for the pread fast path, closed on scope exit.
+class PosixFile {
+ public:
+  explicit PosixFile(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    ST_CHECK(fd_ >= 0, path << ": cannot open for reading: " << std::strerror(errno));
+  }
+  ~PosixFile() { ::close(fd_); }
+  PosixFile(const PosixFile&) = delete;
+  PosixFile& operator=(const PosixFile&) = delete;
+  void read_at(const std::string& path, int64_t offset, int64_t bytes, void* dst) const {
+    auto* p = static_cast<char*>(dst);
+    while (bytes > 0) {
+      const ssize_t got = ::pread(fd_, p, static_cast<std::size_t>(bytes), offset);
+      if (got < 0 && errno == EINTR) continue;
+      ST_CHECK(got > 0, path << ": read of " << bytes << " bytes at offset " << offset << " failed: "
+                             << (got == 0 ? std::string("end of file (truncated?)") : std::strerror(errno)));
+      p += got;
+      offset += got;
+      bytes -= got;
+    }
+  }
+
+ private:
+  int fd_;
+};
+}  // namespace
+
 H5Dataset::H5Dataset(const H5File& file, const std::string& name) : path_(file.path()), name_(name) {
   Lock lock(h5_mutex());
   const std::string what = path_ + ": cannot open dataset '" + name + "'";
@@ -492,7 +534,6 @@ H5Dataset::H5Dataset(const H5File& file, const std::string& name) : path_(file.p
   H5Handle dcpl(H5_OK(H5Dget_create_plist(probe.id()), what), H5Handle::Kind::plist);
   const int filters = H5_OK(H5Pget_nfilters(dcpl.id()), what);
   probe.reset();
-  // Uncompressed: no chunk cache, so a partial read touches only the selected rows on disk.
   // Compressed chunks must be decoded whole: cache enough of them to serve a batch.
   H5Handle dapl(H5_OK(H5Pcreate(H5P_DATASET_ACCESS), what), H5Handle::Kind::plist);
   const std::size_t cache_bytes = filters > 0 ? std::size_t(64) << 20 : 0;
@@ -501,6 +542,50 @@ H5Dataset::H5Dataset(const H5File& file, const std::string& name) : path_(file.p
   H5Handle space(H5_OK(H5Dget_space(dataset_.id()), what), H5Handle::Kind::dataspace);
   shape_ = space_shape(space.id(), what);
   ST_CHECK(!shape_.empty(), path_ << ": dataset '" << name << "' is a scalar, expected rows");
+
+  // Can rows be read with pread? Find each chunk's file offset.
+  H5Handle ftype(H5_OK(H5Dget_type(dataset_.id()), what), H5Handle::Kind::datatype);
+  if (filters > 0 || rows() == 0 || !exact_dtype(ftype.id(), &direct_dtype_)) return;
+  row_bytes_ = row_elements() * static_cast<int64_t>(dtype_size(direct_dtype_));
+  H5Handle fcpl(H5_OK(H5Fget_create_plist(file.id()), what), H5Handle::Kind::plist);
+  hsize_t userblock = 0;
+  H5_OK(H5Pget_userblock(fcpl.id(), &userblock), what);
+  const H5D_layout_t layout = H5Pget_layout(dcpl.id());
+  if (layout == H5D_CONTIGUOUS) {
+    const haddr_t addr = H5Dget_offset(dataset_.id());
+    if (addr == HADDR_UNDEF) {
+      H5Eclear2(H5E_DEFAULT);
+      return;
+    }
+    chunk_rows_ = rows();
+    chunk_offset_ = {static_cast<int64_t>(addr + userblock)};
+  } else if (layout == H5D_CHUNKED) {
+    std::vector<hsize_t> chunk(shape_.size());
+    H5_OK(H5Pget_chunk(dcpl.id(), static_cast<int>(chunk.size()), chunk.data()), what);
+    for (std::size_t d = 1; d < shape_.size(); ++d)
+      if (static_cast<int64_t>(chunk[d]) != shape_[d]) return;  // chunks split rows
+    chunk_rows_ = static_cast<int64_t>(chunk[0]);
+    const int64_t nchunks = (rows() + chunk_rows_ - 1) / chunk_rows_;
+    hsize_t stored = 0;
+    H5_OK(H5Dget_num_chunks(dataset_.id(), space.id(), &stored), what);
+    if (static_cast<int64_t>(stored) != nchunks) return;  // unwritten chunks read as fill values
+    chunk_offset_.assign(nchunks, -1);
+    std::vector<hsize_t> offset(shape_.size());
+    for (hsize_t i = 0; i < stored; ++i) {
+      unsigned mask = 0;
+      haddr_t addr = 0;
+      hsize_t size = 0;
+      H5_OK(H5Dget_chunk_info(dataset_.id(), space.id(), i, offset.data(), &mask, &addr, &size), what);
+      const int64_t index = static_cast<int64_t>(offset[0]) / chunk_rows_;
+      if (index < 0 || index >= nchunks || static_cast<int64_t>(size) != chunk_rows_ * row_bytes_) return;
+      chunk_offset_[index] = static_cast<int64_t>(addr + userblock);
+    }
+    for (int64_t o : chunk_offset_)
+      if (o < 0) return;
+  } else {
+    return;  // compact: tiny, read through HDF5
+  }
+  direct_ = true;
 }
 
 int64_t H5Dataset::row_elements() const {
@@ -510,45 +595,64 @@ int64_t H5Dataset::row_elements() const {
 }
 
 void H5Dataset::read_rows(int64_t start, int64_t count, DType dtype, void* out) const {
-  Lock lock(h5_mutex());
-  const std::string what = path_ + ": cannot read rows of '" + name_ + "'";
   ST_CHECK(start >= 0 && count >= 0 && start + count <= rows(),
            path_ << ": rows [" << start << ", " << start + count << ") of '" << name_ << "' are out of range (it has "
                  << rows() << ")");
-  if (count == 0) return;
-  H5Handle fspace(H5_OK(H5Dget_space(dataset_.id()), what), H5Handle::Kind::dataspace);
-  std::vector<hsize_t> offset(shape_.size(), 0), counts = to_dims(shape_);
-  offset[0] = start;
-  counts[0] = count;
-  H5_OK(H5Sselect_hyperslab(fspace.id(), H5S_SELECT_SET, offset.data(), nullptr, counts.data(), nullptr), what);
-  H5Handle mspace(H5_OK(H5Screate_simple(counts.size(), counts.data(), nullptr), what), H5Handle::Kind::dataspace);
-  H5_OK(H5Dread(dataset_.id(), native_type(dtype), mspace.id(), fspace.id(), H5P_DEFAULT, out), what);
+  if (count > 0) read_runs({{start, count}}, dtype, out);
 }
 
 void H5Dataset::read_row_list(const std::vector<int64_t>& rows, DType dtype, void* out) const {
-  Lock lock(h5_mutex());
-  const std::string what = path_ + ": cannot read rows of '" + name_ + "'";
-  if (rows.empty()) return;
-  H5Handle fspace(H5_OK(H5Dget_space(dataset_.id()), what), H5Handle::Kind::dataspace);
-  std::vector<hsize_t> offset(shape_.size(), 0), counts = to_dims(shape_);
-  bool first = true;
+  Runs runs;
   for (std::size_t i = 0; i < rows.size();) {
     std::size_t j = i + 1;
     while (j < rows.size() && rows[j] == rows[j - 1] + 1) ++j;
     ST_CHECK(rows[i] >= 0 && rows[j - 1] < this->rows() && (i == 0 || rows[i] > rows[i - 1]),
              path_ << ": row list for '" << name_ << "' is not increasing or out of range (row " << rows[i] << " of "
                    << this->rows() << ")");
-    offset[0] = rows[i];
-    counts[0] = j - i;
-    H5_OK(H5Sselect_hyperslab(fspace.id(), first ? H5S_SELECT_SET : H5S_SELECT_OR, offset.data(), nullptr,
-                              counts.data(), nullptr),
-          what);
-    first = false;
+    runs.emplace_back(rows[i], static_cast<int64_t>(j - i));
     i = j;
   }
-  counts[0] = rows.size();
-  H5Handle mspace(H5_OK(H5Screate_simple(counts.size(), counts.data(), nullptr), what), H5Handle::Kind::dataspace);
-  H5_OK(H5Dread(dataset_.id(), native_type(dtype), mspace.id(), fspace.id(), H5P_DEFAULT, out), what);
+  if (!runs.empty()) read_runs(runs, dtype, out);
+}
+
+void H5Dataset::read_runs(const Runs& runs, DType dtype, void* out) const {
+  if (direct(dtype)) {
+    read_runs_direct(runs, out);
+    return;
+  }
+  Lock lock(h5_mutex());
+  const std::string what = path_ + ": cannot read rows of '" + name_ + "'";
+  H5Handle fspace(H5_OK(H5Dget_space(dataset_.id()), what), H5Handle::Kind::dataspace);
+  std::vector<hsize_t> offset(shape_.size(), 0), counts = to_dims(shape_);
+  const std::size_t row_out_bytes = row_elements() * dtype_size(dtype);
+  char* dst = static_cast<char*>(out);
+  // One regular hyperslab per run: HDF5 maps those to chunks quickly (a union of many runs it
+  // walks element by element).
+  for (const auto& [first, count] : runs) {
+    offset[0] = first;
+    counts[0] = count;
+    H5_OK(H5Sselect_hyperslab(fspace.id(), H5S_SELECT_SET, offset.data(), nullptr, counts.data(), nullptr), what);
+    H5Handle mspace(H5_OK(H5Screate_simple(static_cast<int>(counts.size()), counts.data(), nullptr), what),
+                    H5Handle::Kind::dataspace);
+    H5_OK(H5Dread(dataset_.id(), native_type(dtype), mspace.id(), fspace.id(), H5P_DEFAULT, dst), what);
+    dst += count * row_out_bytes;
+  }
+}
+
+void H5Dataset::read_runs_direct(const Runs& runs, void* out) const {
+  PosixFile file(path_);
+  char* dst = static_cast<char*>(out);
+  for (auto [first, count] : runs) {
+    // A run may cross chunk borders; each piece within one chunk is one pread.
+    while (count > 0) {
+      const int64_t chunk = first / chunk_rows_, within = first % chunk_rows_;
+      const int64_t n = std::min(count, chunk_rows_ - within);
+      file.read_at(path_, chunk_offset_[chunk] + within * row_bytes_, n * row_bytes_, dst);
+      dst += n * row_bytes_;
+      first += n;
+      count -= n;
+    }
+  }
 }
 
 }  // namespace scaletrain::io

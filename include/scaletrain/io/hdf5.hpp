@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "scaletrain/tensor/tensor.hpp"
@@ -102,8 +103,15 @@ class H5File {
 };
 
 // An open dataset for repeated partial reads (the data loader). Row = one index of the first
-// dimension. Reads of uncompressed chunked or contiguous datasets bypass the chunk cache, so only
-// the selected rows are read from disk; compressed datasets get a chunk cache.
+// dimension.
+//
+// Fast path: for an uncompressed dataset stored contiguously or chunked along rows only (each
+// chunk holds whole rows, as our writer and h5py's row chunking do), the file offset of every
+// chunk is looked up once at open time and rows are then read with POSIX pread, one call per run
+// of consecutive rows, without HDF5 (and without its lock). HDF5's own partial reads of an
+// irregular selection visit every element, which is far too slow for random samples. Other
+// layouts (compressed, chunked across columns, a byte order or type that differs from the
+// requested one) are read through HDF5, one hyperslab per run.
 class H5Dataset {
  public:
   H5Dataset() = default;
@@ -113,16 +121,27 @@ class H5Dataset {
   const std::string& path() const { return path_; }
   int64_t rows() const { return shape_.empty() ? 0 : shape_[0]; }
   int64_t row_elements() const;
+  // True when reads of `dtype` take the pread fast path.
+  bool direct(DType dtype) const { return direct_ && dtype == direct_dtype_; }
   // Reads rows [start, start + count) into out (count * row_elements() values of dtype).
   void read_rows(int64_t start, int64_t count, DType dtype, void* out) const;
-  // Reads the given rows, which must be strictly increasing, packed in that order into out,
-  // with one H5Dread over a union of hyperslabs (one per run of consecutive rows).
+  // Reads the given rows, which must be strictly increasing, packed in that order into out.
   void read_row_list(const std::vector<int64_t>& rows, DType dtype, void* out) const;
 
  private:
+  // Runs of consecutive rows: (first row, count), increasing and disjoint.
+  using Runs = std::vector<std::pair<int64_t, int64_t>>;
+  void read_runs(const Runs& runs, DType dtype, void* out) const;
+  void read_runs_direct(const Runs& runs, void* out) const;
+
   std::string path_, name_;
   Shape shape_;
   H5Handle dataset_;
+  bool direct_ = false;
+  DType direct_dtype_ = DType::u8;
+  int64_t row_bytes_ = 0;
+  int64_t chunk_rows_ = 0;             // rows per chunk; the total for a contiguous dataset
+  std::vector<int64_t> chunk_offset_;  // file offset of each chunk, in row order
 };
 
 // Quiets HDF5's automatic error printing (we report errors ourselves). Call once at start-up.
