@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   openmpi-bin libopenmpi-dev libpmix-dev
-  libhdf5-openmpi-dev hdf5-tools
+  libhdf5-openmpi-dev hdf5-tools zlib1g-dev
   libboost-program-options-dev libboost-test-dev
   libdnnl-dev libopenblas-dev
   python3 python3-numpy python3-h5py python3-torch

@@ -1,7 +1,482 @@
-#include "scaletrain/cli/commands.hpp"
+// `scaletrain-data`: convert | synthetic | inspect | bench. Options come from Boost.Program_options;
+// unknown options, bad values and missing arguments are usage errors (exit 2, printed once),
+// anything wrong with the data is a scaletrain::Error naming the file (exit 1 on every rank).
+// Under mpirun the writers share the shards (shard i is written by rank i mod P) and rank 0
+// validates the result; one process works as well.
+#include <mpi.h>
 
+#include <boost/program_options.hpp>
 #include <cstdio>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "scaletrain/cli/commands.hpp"
+#include "scaletrain/cli/guard.hpp"
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/core/json.hpp"
+#include "scaletrain/core/timer.hpp"
+#include "scaletrain/data/dataset.hpp"
+#include "scaletrain/data/loader.hpp"
+#include "scaletrain/data/sources.hpp"
+#include "scaletrain/io/hdf5.hpp"
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
 
 namespace scaletrain::cli {
-int scaletrain_data_main(int, char**) { std::fprintf(stderr, "scaletrain-data: not built yet\n"); return 1; }
+namespace {
+
+const char* kUsage =
+    "usage: scaletrain-data <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  convert fashion-mnist  convert Fashion-MNIST's idx files into the scaletrain dataset format\n"
+    "  synthetic              write a random (learnable) image-classification dataset for tests and benchmarks\n"
+    "  inspect DIR            validate a dataset and print its splits, shards, sample counts and shapes\n"
+    "  bench DIR              read a split through the training data loader and report samples/s per rank\n"
+    "\n"
+    "The format is described in docs/dataset-format.md. Run 'scaletrain-data <command> --help' for a\n"
+    "command's options. convert and synthetic may run under mpirun: ranks share the shards to write.\n";
+
+struct World {
+  int rank = 0, size = 1;
+  World() {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+  }
+  void barrier() const { ST_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD)); }
+};
+
+// Parses argv (after the command word); --help prints and returns false.
+bool parse(const std::string& command, int argc, char** argv, const po::options_description& desc,
+           po::variables_map& vm, const char* synopsis,
+           const po::positional_options_description* positional = nullptr) {
+  try {
+    po::command_line_parser parser(argc, argv);
+    parser.options(desc);
+    if (positional) parser.positional(*positional);
+    po::store(parser.run(), vm);
+  } catch (const po::error& e) {
+    throw UsageError(command + ": " + e.what());
+  }
+  if (vm.count("help")) {
+    if (World().rank == 0)
+      std::cout << "usage: scaletrain-data " << command << " " << synopsis << "\n\n" << desc << "\n";
+    return false;
+  }
+  try {
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(command + ": " + e.what());
+  }
+  return true;
+}
+
+std::string vec_string(const std::vector<double>& v) {
+  std::ostringstream os;
+  os << std::setprecision(6) << "[";
+  for (std::size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  os << "]";
+  return os.str();
+}
+
+// Creates DIR/<split> for every split; refuses to mix new shards with old ones unless
+// `overwrite`, in which case old shards are removed. Rank 0 does it; the others wait.
+void prepare_output(const World& world, const std::string& output, const std::vector<std::string>& splits,
+                    bool overwrite) {
+  std::string problem;
+  if (world.rank == 0) {
+    try {
+      for (const auto& split : splits) {
+        const fs::path dir = fs::path(output) / split;
+        fs::create_directories(dir);
+        for (const auto& e : fs::directory_iterator(dir)) {
+          const std::string name = e.path().filename().string();
+          const bool shard =
+              e.path().extension() == ".h5" || (name.size() > 7 && name.substr(name.size() - 7) == ".h5.tmp");
+          if (!shard) continue;
+          if (!overwrite) {
+            problem = dir.string() + " already holds shards (" + name + "); pass --overwrite to replace them";
+            break;
+          }
+          fs::remove(e.path());
+        }
+        if (!problem.empty()) break;
+      }
+    } catch (const fs::filesystem_error& e) {
+      problem = std::string("cannot prepare ") + output + ": " + e.what();
+    }
+  }
+  // Every rank learns the verdict, so that all fail together without MPI_Abort noise.
+  int length = static_cast<int>(problem.size());
+  ST_CHECK_MPI(MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  problem.resize(length);
+  ST_CHECK_MPI(MPI_Bcast(problem.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD));
+  ST_CHECK(problem.empty(), problem);
+}
+
+void print_split(const data::SplitInfo& s, bool shards) {
+  std::cout << "split " << fs::path(s.dir).filename().string() << ": " << s.samples << " samples in " << s.shards.size()
+            << " shard" << (s.shards.size() == 1 ? "" : "s") << ", task " << s.task << ", images " << s.height << "x"
+            << s.width << "x" << s.channels << " (HxWxC, uint8), " << s.num_classes << " classes\n";
+  std::cout << "  mean " << vec_string(s.mean) << "  std " << vec_string(s.std) << " (pixel scale 0..1)\n";
+  if (shards)
+    for (const auto& sh : s.shards) std::cout << "  " << sh.path << "  " << sh.samples << " samples\n";
+}
+
+Json split_json(const data::SplitInfo& s) {
+  Json j = Json::object();
+  j.set("dir", s.dir);
+  j.set("task", s.task);
+  j.set("samples", s.samples);
+  j.set("height", s.height);
+  j.set("width", s.width);
+  j.set("channels", s.channels);
+  j.set("num_classes", s.num_classes);
+  j.set("mean", Json::array_of(s.mean));
+  j.set("std", Json::array_of(s.std));
+  Json shards = Json::array();
+  for (const auto& sh : s.shards) {
+    Json o = Json::object();
+    o.set("path", sh.path);
+    o.set("samples", sh.samples);
+    shards.push_back(o);
+  }
+  j.set("shards", shards);
+  return j;
+}
+
+// After writing: rank 0 re-opens what was written (every spec check) and prints a summary.
+void verify_and_report(const World& world, const std::string& output, const std::vector<std::string>& splits,
+                       double seconds) {
+  world.barrier();
+  if (world.rank != 0) return;
+  for (const auto& split : splits) print_split(data::open_split(output, split), false);
+  std::cout << "wrote " << output << " in " << std::fixed << std::setprecision(1) << seconds << " s with " << world.size
+            << " rank" << (world.size == 1 ? "" : "s") << "\n";
+}
+
+// ---------------------------------------------------------------------------------------------
+// convert
+
+int convert_main(int argc, char** argv) {
+  std::string dataset, source, output;
+  int64_t shards = 1, chunk = data::kDefaultChunkSamples;
+  bool overwrite = false;
+  po::options_description desc("options");
+  desc.add_options()("help,h", "print this help")(
+      "dataset", po::value(&dataset)->required(),
+      "the dataset to convert: fashion-mnist (also the first positional argument)")(
+      "source", po::value(&source)->default_value("/usr/share/datasets/fashion-mnist"),
+      "directory with train-{images-idx3,labels-idx1}-ubyte[.gz] and t10k-* (Debian's dataset-fashion-mnist)")(
+      "output", po::value(&output)->required(),
+      "dataset directory to write: OUTPUT/train/*.h5 (60,000 samples) and "
+      "OUTPUT/val/*.h5 (the 10,000 t10k samples)")(
+      "shards", po::value(&shards)->default_value(shards),
+      "shards per split (val gets min(shards, its samples)); ranks under mpirun write them in parallel")(
+      "chunk-samples", po::value(&chunk)->default_value(chunk), "samples per HDF5 chunk of 'images'")(
+      "overwrite", po::bool_switch(&overwrite), "replace shards already in OUTPUT/train and OUTPUT/val");
+  po::positional_options_description pos;
+  pos.add("dataset", 1);
+  po::variables_map vm;
+  if (!parse("convert", argc, argv, desc, vm, "fashion-mnist --output DIR [options]", &pos)) return 0;
+  if (dataset != "fashion-mnist") throw UsageError("convert: unknown dataset '" + dataset + "' (known: fashion-mnist)");
+  if (shards < 1) throw UsageError("convert: --shards must be at least 1, got " + std::to_string(shards));
+  if (chunk < 1) throw UsageError("convert: --chunk-samples must be at least 1, got " + std::to_string(chunk));
+
+  const World world;
+  Stopwatch clock;
+  const data::IdxSplit train = data::read_idx_split(source, "train");
+  const data::IdxSplit val = data::read_idx_split(source, "t10k");
+  ST_CHECK(train.images.dim(1) == val.images.dim(1) && train.images.dim(2) == val.images.dim(2),
+           source << ": train and t10k images differ in size");
+  // Normalisation constants from the training images only (every rank computes the same numbers).
+  data::PixelStats stats(1);
+  stats.add(train.images.data<uint8_t>(), train.images.dim(0), train.images.dim(1) * train.images.dim(2));
+  const std::vector<double> mean = stats.mean(), std = stats.std();
+
+  prepare_output(world, output, {"train", "val"}, overwrite);
+  struct Task {
+    const data::IdxSplit* source;
+    std::string split;
+    int64_t index, count;
+  };
+  std::vector<Task> tasks;
+  const int64_t val_shards = std::min<int64_t>(shards, val.images.dim(0));
+  for (int64_t i = 0; i < shards; ++i) tasks.push_back({&train, "train", i, shards});
+  for (int64_t i = 0; i < val_shards; ++i) tasks.push_back({&val, "val", i, val_shards});
+  for (std::size_t t = world.rank; t < tasks.size(); t += world.size) {
+    const Task& task = tasks[t];
+    const Tensor& images = task.source->images;
+    const auto [begin, end] = data::shard_range(images.dim(0), task.index, task.count);
+    const Shape& s = images.shape();
+    const Tensor part = Tensor::view_of(images, begin * s[1] * s[2] * s[3], {end - begin, s[1], s[2], s[3]});
+    const Tensor labels = Tensor::view_of(task.source->labels, begin, {end - begin});
+    const std::string path = (fs::path(output) / task.split / data::shard_file_name(task.index, task.count)).string();
+    data::write_image_shard(path, part, labels, 10, mean, std, chunk);
+  }
+  verify_and_report(world, output, {"train", "val"}, clock.elapsed());
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// synthetic
+
+int synthetic_main(int argc, char** argv) {
+  std::string task, image_size, output;
+  int64_t samples = 0, val_samples = -1, shards = 1, chunk = data::kDefaultChunkSamples;
+  int classes = 0;
+  uint64_t seed = 0;
+  bool overwrite = false;
+  po::options_description desc("options");
+  desc.add_options()("help,h", "print this help")("task",
+                                                  po::value(&task)->default_value(data::kTaskImageClassification),
+                                                  "image_classification (the only task of format version 1)")(
+      "samples", po::value(&samples)->required(), "training samples (OUTPUT/train)")(
+      "val-samples", po::value(&val_samples), "validation samples (OUTPUT/val); default max(1, samples / 10)")(
+      "image-size", po::value(&image_size)->required(), "H,W,C, e.g. 28,28,1 or 224,224,3")(
+      "classes", po::value(&classes)->required(), "number of classes K (labels uniform in [0, K))")(
+      "shards", po::value(&shards)->default_value(shards),
+      "shards per split (val gets min(shards, its samples)); ranks under mpirun write them in parallel")(
+      "output", po::value(&output)->required(), "dataset directory to write")(
+      "seed", po::value(&seed)->default_value(seed), "the data depends only on the seed, not on shards or ranks")(
+      "chunk-samples", po::value(&chunk)->default_value(chunk), "samples per HDF5 chunk of 'images'")(
+      "overwrite", po::bool_switch(&overwrite), "replace shards already in OUTPUT/train and OUTPUT/val");
+  po::variables_map vm;
+  if (!parse("synthetic", argc, argv, desc, vm, "--samples N --image-size H,W,C --classes K --output DIR [options]"))
+    return 0;
+  if (task != data::kTaskImageClassification)
+    throw UsageError("synthetic: unknown --task '" + task + "' (known: image_classification)");
+  std::vector<int> hwc;
+  {
+    std::stringstream ss(image_size);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      std::size_t used = 0;
+      long v = 0;
+      try {
+        v = std::stol(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != item.size() || item.empty() || v <= 0 || v > 65536)
+        throw UsageError("synthetic: --image-size '" + image_size + "' must be H,W,C with positive integers");
+      hwc.push_back(static_cast<int>(v));
+    }
+    if (hwc.size() != 3) throw UsageError("synthetic: --image-size '" + image_size + "' must be H,W,C");
+  }
+  if (samples < 1) throw UsageError("synthetic: --samples must be at least 1");
+  if (val_samples < 0) val_samples = std::max<int64_t>(1, samples / 10);
+  if (val_samples < 1) throw UsageError("synthetic: --val-samples must be at least 1");
+  if (classes < 1) throw UsageError("synthetic: --classes must be at least 1");
+  if (shards < 1) throw UsageError("synthetic: --shards must be at least 1");
+  if (chunk < 1) throw UsageError("synthetic: --chunk-samples must be at least 1");
+
+  const World world;
+  Stopwatch clock;
+  const int h = hwc[0], w = hwc[1], c = hwc[2];
+  const int64_t bytes = int64_t(h) * w * c;
+  struct Task {
+    int split_id;
+    int64_t total, index, count;
+  };
+  std::vector<Task> tasks;
+  const int64_t val_shards = std::min(shards, val_samples);
+  for (int64_t i = 0; i < shards; ++i) tasks.push_back({0, samples, i, shards});
+  for (int64_t i = 0; i < val_shards; ++i) tasks.push_back({1, val_samples, i, val_shards});
+
+  // Pass 1: normalisation constants from the training samples, summed exactly over ranks.
+  data::PixelStats stats(c);
+  std::vector<uint8_t> img;
+  std::vector<int32_t> lab;
+  const int64_t block = std::max<int64_t>(1, (64 << 20) / bytes);  // generate in ~64 MB pieces
+  for (std::size_t t = world.rank; t < tasks.size(); t += world.size) {
+    if (tasks[t].split_id != 0) continue;
+    const auto [begin, end] = data::shard_range(samples, tasks[t].index, tasks[t].count);
+    for (int64_t s = begin; s < end; s += block) {
+      const int64_t n = std::min(block, end - s);
+      img.resize(n * bytes);
+      lab.resize(n);
+      data::synthetic_samples(seed, 0, s, n, h, w, c, classes, img.data(), lab.data());
+      stats.add(img.data(), n, int64_t(h) * w);
+    }
+  }
+  std::vector<int64_t> sums(stats.sum);
+  sums.insert(sums.end(), stats.sum_sq.begin(), stats.sum_sq.end());
+  sums.push_back(stats.pixels_per_channel);
+  ST_CHECK_MPI(
+      MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
+  std::copy(sums.begin(), sums.begin() + c, stats.sum.begin());
+  std::copy(sums.begin() + c, sums.begin() + 2 * c, stats.sum_sq.begin());
+  stats.pixels_per_channel = sums.back();
+  const std::vector<double> mean = stats.mean(), std = stats.std();
+
+  // Pass 2: write.
+  prepare_output(world, output, {"train", "val"}, overwrite);
+  for (std::size_t t = world.rank; t < tasks.size(); t += world.size) {
+    const Task& task = tasks[t];
+    const auto [begin, end] = data::shard_range(task.total, task.index, task.count);
+    Tensor images = Tensor::empty({end - begin, h, w, c}, DType::u8);
+    Tensor labels = Tensor::empty({end - begin}, DType::i32);
+    data::synthetic_samples(seed, task.split_id, begin, end - begin, h, w, c, classes, images.data<uint8_t>(),
+                            labels.data<int32_t>());
+    const std::string split = task.split_id == 0 ? "train" : "val";
+    const std::string path = (fs::path(output) / split / data::shard_file_name(task.index, task.count)).string();
+    data::write_image_shard(path, images, labels, classes, mean, std, chunk);
+  }
+  verify_and_report(world, output, {"train", "val"}, clock.elapsed());
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// inspect
+
+int inspect_main(int argc, char** argv) {
+  std::string dir;
+  bool json = false;
+  po::options_description desc("options");
+  desc.add_options()("help,h", "print this help")("dir", po::value(&dir)->required(),
+                                                  "dataset directory (also the first positional argument)")(
+      "json", po::bool_switch(&json), "print one JSON object {\"dir\", \"splits\": {name: {...}}} instead of text");
+  po::positional_options_description pos;
+  pos.add("dir", 1);
+  po::variables_map vm;
+  if (!parse("inspect", argc, argv, desc, vm, "DIR [--json]", &pos)) return 0;
+  // Validation is rank 0's job; under mpirun the others just wait for its verdict.
+  const World world;
+  if (world.rank != 0) return 0;
+  const std::vector<std::string> splits = data::list_splits(dir);
+  Json out = Json::object();
+  out.set("dir", dir);
+  out.set("format", data::kFormatVersion);
+  Json split_objects = Json::object();
+  if (!json) std::cout << "dataset " << dir << " (scaletrain format " << data::kFormatVersion << ")\n";
+  for (const auto& split : splits) {
+    const data::SplitInfo info = data::open_split(dir, split);
+    if (json)
+      split_objects.set(split, split_json(info));
+    else
+      print_split(info, true);
+  }
+  out.set("splits", split_objects);
+  if (json) std::cout << out.dump(2) << "\n";
+  for (const char* needed : {"train", "val"})
+    if (std::find(splits.begin(), splits.end(), needed) == splits.end())
+      std::cerr << "scaletrain-data: note: " << dir << " has no " << needed
+                << "/ split ('scaletrain train' needs train/ and val/)\n";
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// bench
+
+int bench_main(int argc, char** argv) {
+  std::string dir, split = "train", dump;
+  int epochs = 1;
+  int64_t dump_batches = 1;
+  bool no_shuffle = false, no_drop_last = false;
+  data::LoaderOptions o;
+  o.batch_size = 128;
+  po::options_description desc("options");
+  desc.add_options()("help,h", "print this help")("dir", po::value(&dir)->required(),
+                                                  "dataset directory (also the first positional argument)")(
+      "split", po::value(&split)->default_value(split), "split to read")(
+      "batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "samples per rank per batch")(
+      "epochs", po::value(&epochs)->default_value(epochs), "epochs to read")(
+      "seed", po::value(&o.seed)->default_value(o.seed), "shuffle and augmentation seed")(
+      "no-shuffle", po::bool_switch(&no_shuffle), "keep file order")(
+      "no-drop-last", po::bool_switch(&no_drop_last), "evaluation plan: every sample once, last batch smaller")(
+      "augment", po::bool_switch(&o.augment), "random horizontal flip (and crop with --crop-padding)")(
+      "crop-padding", po::value(&o.crop_padding)->default_value(0), "zero padding of the random crop, pixels")(
+      "prefetch", po::value(&o.prefetch)->default_value(o.prefetch), "batches prepared ahead")(
+      "dump", po::value(&dump),
+      "rank 0 writes its first batches of epoch 0 to this HDF5 file: images (float32, "
+      "normalised), labels, ids (sample ids in split order)")(
+      "dump-batches", po::value(&dump_batches)->default_value(dump_batches), "batches to --dump");
+  po::positional_options_description pos;
+  pos.add("dir", 1);
+  po::variables_map vm;
+  if (!parse("bench", argc, argv, desc, vm, "DIR [options]", &pos)) return 0;
+  if (o.batch_size < 1) throw UsageError("bench: --batch-size must be at least 1");
+  if (epochs < 1) throw UsageError("bench: --epochs must be at least 1");
+  o.shuffle = !no_shuffle;
+  o.drop_last = !no_drop_last;
+
+  const World world;
+  const data::SplitInfo info = data::open_split(dir, split);
+  data::Loader loader(info, world.rank, world.size, o);
+  const std::vector<int64_t> plan = data::rank_samples(info.samples, world.rank, world.size, o, 0);
+  std::vector<Tensor> dumped_images, dumped_labels;
+  int64_t samples = 0;
+  Stopwatch clock;
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    loader.start_epoch(epoch);
+    Tensor images, labels;
+    for (int64_t b = 0; loader.next(images, labels); ++b) {
+      samples += labels.numel();
+      if (epoch == 0 && b < dump_batches && !dump.empty() && world.rank == 0) {
+        dumped_images.push_back(images.clone());
+        dumped_labels.push_back(labels.clone());
+      }
+    }
+  }
+  const double seconds = clock.elapsed();
+  const double rate = seconds > 0 ? samples / seconds : 0.0;
+  double stats[3] = {rate, -rate, rate};  // min, -max, sum
+  ST_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, stats, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
+  ST_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, stats + 2, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  if (world.rank == 0) {
+    std::cout << std::fixed << std::setprecision(0) << "bench " << info.dir << ": " << world.size << " rank"
+              << (world.size == 1 ? "" : "s") << ", batch " << o.batch_size << ", " << epochs << " epoch"
+              << (epochs == 1 ? "" : "s") << ", " << loader.steps_per_epoch() << " steps per epoch (rank 0)\n"
+              << "  samples/s per rank: min " << stats[0] << ", mean " << stats[2] / world.size << ", max " << -stats[1]
+              << "; total " << stats[2] << "\n"
+              << std::setprecision(3) << "  rank 0: " << samples << " samples in " << seconds << " s, waited "
+              << loader.wait_seconds() << " s, read " << std::setprecision(1) << loader.bytes_read() / 1e6 << " MB\n";
+    if (!dump.empty()) {
+      int64_t n = 0;
+      for (const auto& l : dumped_labels) n += l.numel();
+      Tensor images = Tensor::empty({n, info.height, info.width, info.channels});
+      Tensor labels = Tensor::empty({n}, DType::i32);
+      Tensor ids = Tensor::empty({n}, DType::i64);
+      int64_t at = 0;
+      for (std::size_t b = 0; b < dumped_labels.size(); ++b) {
+        const int64_t k = dumped_labels[b].numel();
+        Tensor::view_of(images, at * info.height * info.width * info.channels, dumped_images[b].shape())
+            .copy_from(dumped_images[b]);
+        Tensor::view_of(labels, at, {k}).copy_from(dumped_labels[b]);
+        at += k;
+      }
+      for (int64_t i = 0; i < n; ++i) ids.data<int64_t>()[i] = plan[i];
+      io::H5File f(dump, io::H5File::Mode::create_truncate);
+      f.write("images", images);
+      f.write("labels", labels);
+      f.write("ids", ids);
+      std::cout << "  dumped " << n << " samples to " << dump << "\n";
+    }
+  }
+  return 0;
+}
+
+int data_main(int argc, char** argv) {
+  if (argc < 2) throw UsageError("missing command (convert, synthetic, inspect or bench)");
+  const std::string command = argv[1];
+  if (command == "--help" || command == "-h" || command == "help") {
+    if (World().rank == 0) std::cout << kUsage;
+    return 0;
+  }
+  // Sub-commands parse argv[1..]: argv[1] (the command word) stands in for the program name.
+  if (command == "convert") return convert_main(argc - 1, argv + 1);
+  if (command == "synthetic") return synthetic_main(argc - 1, argv + 1);
+  if (command == "inspect") return inspect_main(argc - 1, argv + 1);
+  if (command == "bench") return bench_main(argc - 1, argv + 1);
+  throw UsageError("unknown command '" + command + "' (known: convert, synthetic, inspect, bench)");
+}
+
+}  // namespace
+
+int scaletrain_data_main(int argc, char** argv) { return run_guarded("scaletrain-data", argc, argv, data_main); }
+
 }  // namespace scaletrain::cli
