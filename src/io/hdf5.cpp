@@ -544,8 +544,11 @@ H5Dataset::H5Dataset(const H5File& file, const std::string& name) : path_(file.p
   ST_CHECK(!shape_.empty(), path_ << ": dataset '" << name << "' is a scalar, expected rows");
 
   // Can rows be read with pread? Find each chunk's file offset.
+  // (Only in read-only files: a file being written may hold data in HDF5's caches.)
   H5Handle ftype(H5_OK(H5Dget_type(dataset_.id()), what), H5Handle::Kind::datatype);
-  if (filters > 0 || rows() == 0 || !exact_dtype(ftype.id(), &direct_dtype_)) return;
+  unsigned intent = 0;
+  H5_OK(H5Fget_intent(file.id(), &intent), what);
+  if (intent != H5F_ACC_RDONLY || filters > 0 || rows() == 0 || !exact_dtype(ftype.id(), &direct_dtype_)) return;
   row_bytes_ = row_elements() * static_cast<int64_t>(dtype_size(direct_dtype_));
   H5Handle fcpl(H5_OK(H5Fget_create_plist(file.id()), what), H5Handle::Kind::plist);
   hsize_t userblock = 0;

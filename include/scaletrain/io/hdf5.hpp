@@ -2,10 +2,10 @@
 // attributes, with every call checked and every error naming the file and the object.
 // hid_t stays behind an int64_t so that public headers do not include hdf5.h.
 //
-// HDF5 (the parallel build) is not thread-safe. Every function here takes one process-wide
+// HDF5 (the parallel build) is not thread-safe. Every HDF5 call made here holds one process-wide
 // recursive lock (h5_mutex()), so the data loader's prefetch thread and the main thread (say, a
 // checkpoint write) may both use this layer; code in src/ that calls the HDF5 C API directly
-// must hold the same lock.
+// must hold the same lock. (H5Dataset's pread fast path reads without HDF5 and without the lock.)
 //
 // Written files are plain HDF5 1.8-compatible files that h5py and h5dump read: strings are
 // variable-length UTF-8 (h5py returns str), integers int64, float arrays float64.
@@ -105,12 +105,11 @@ class H5File {
 // An open dataset for repeated partial reads (the data loader). Row = one index of the first
 // dimension.
 //
-// Fast path: for an uncompressed dataset stored contiguously or chunked along rows only (each
-// chunk holds whole rows, as our writer and h5py's row chunking do), the file offset of every
-// chunk is looked up once at open time and rows are then read with POSIX pread, one call per run
-// of consecutive rows, without HDF5 (and without its lock). HDF5's own partial reads of an
-// irregular selection visit every element, which is far too slow for random samples. Other
-// layouts (compressed, chunked across columns, a byte order or type that differs from the
+// Fast path: in a file opened read-only, for an uncompressed dataset stored contiguously or chunked along rows only
+// (each chunk holds whole rows, as our writer and h5py's row chunking do), the file offset of every chunk is looked up
+// once at open time and rows are then read with POSIX pread, one call per run of consecutive rows, without HDF5 (and
+// without its lock). HDF5's own partial reads of an irregular selection visit every element, which is far too slow for
+// random samples. Other layouts (compressed, chunked across columns, a byte order or type that differs from the
 // requested one) are read through HDF5, one hyperslab per run.
 class H5Dataset {
  public:
