@@ -10,6 +10,7 @@
 #include <dnnl.hpp>
 #include <functional>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -72,7 +73,14 @@ Entry& cached_primitive(const PrimitiveKey& key, const std::function<Entry()>& m
   auto it = cache.find(key);
   if (it != cache.end()) return *it->second;
   if (cache.size() >= kMaxEntries) cache.clear();
-  auto entry = std::make_unique<Entry>(make());
+  std::unique_ptr<Entry> entry;
+  try {
+    entry = std::make_unique<Entry>(make());
+  } catch (const dnnl::error& e) {
+    std::string sizes;
+    for (std::size_t i = 1; i < key.size(); ++i) sizes += (i > 1 ? ", " : "") + std::to_string(key[i]);
+    ST_THROW("oneDNN could not build a primitive for sizes (" << sizes << "): " << e.what());
+  }
   Entry& ref = *entry;
   cache.emplace(key, std::move(entry));
   return ref;

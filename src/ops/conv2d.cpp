@@ -1,0 +1,78 @@
+// conv2d: argument checks and per-device dispatch. The kernels live in src/ops/<device>/.
+#include "scaletrain/ops/conv2d.hpp"
+
+#include "ops/cpu/conv2d_cpu.hpp"
+#include "scaletrain/core/error.hpp"
+
+namespace scaletrain::ops {
+namespace {
+
+void check_tensor(const Context& ctx, const Tensor& t, const char* op, const char* name) {
+  ST_CHECK(t.defined(), op << ": " << name << " is undefined");
+  ST_CHECK(t.dtype() == DType::f32, op << ": " << name << " must be float32, got " << dtype_name(t.dtype()));
+  ST_CHECK(t.device() == ctx.device(), op << ": " << name << " is on " << device_name(t.device())
+                                          << " but the context runs on " << device_name(ctx.device()));
+}
+
+void check_shape(const Tensor& t, const Shape& expected, const char* op, const char* name) {
+  ST_CHECK(t.shape() == expected,
+           op << ": " << name << " has shape " << shape_string(t.shape()) << ", expected " << shape_string(expected));
+}
+
+}  // namespace
+
+Shape conv2d_output_shape(const Conv2dParams& p, const Shape& x, const Shape& w) {
+  ST_CHECK(x.size() == 4, "conv2d: input must be (N, H, W, C), got " << shape_string(x));
+  ST_CHECK(w.size() == 4, "conv2d: weight must be (O, C, KH, KW), got " << shape_string(w));
+  ST_CHECK(p.stride >= 1, "conv2d: stride must be >= 1, got " << p.stride);
+  ST_CHECK(p.padding >= 0, "conv2d: padding must be >= 0, got " << p.padding);
+  ST_CHECK(x[3] == w[1], "conv2d: input " << shape_string(x) << " has " << x[3] << " channels but weight "
+                                          << shape_string(w) << " expects " << w[1]);
+  ST_CHECK(w[0] > 0 && w[2] > 0 && w[3] > 0, "conv2d: empty weight " << shape_string(w));
+  const int64_t oh = (x[1] + 2 * p.padding - w[2]);
+  const int64_t ow = (x[2] + 2 * p.padding - w[3]);
+  ST_CHECK(oh >= 0 && ow >= 0, "conv2d: kernel " << w[2] << "x" << w[3] << " is larger than the padded input "
+                                                 << x[1] + 2 * p.padding << "x" << x[2] + 2 * p.padding);
+  return {x[0], oh / p.stride + 1, ow / p.stride + 1, w[0]};
+}
+
+void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, Tensor& y) {
+  check_tensor(ctx, x, "conv2d_forward", "x");
+  check_tensor(ctx, w, "conv2d_forward", "w");
+  check_tensor(ctx, y, "conv2d_forward", "y");
+  check_shape(y, conv2d_output_shape(p, x.shape(), w.shape()), "conv2d_forward", "y");
+  switch (ctx.device()) {
+    case Device::cpu:
+      return cpu::conv2d_forward(ctx, p, x, w, y);
+    default:
+      ST_THROW("conv2d_forward: no kernel for device " << device_name(ctx.device()));
+  }
+}
+
+void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
+  check_tensor(ctx, dy, "conv2d_backward_data", "dy");
+  check_tensor(ctx, w, "conv2d_backward_data", "w");
+  check_tensor(ctx, dx, "conv2d_backward_data", "dx");
+  check_shape(dy, conv2d_output_shape(p, dx.shape(), w.shape()), "conv2d_backward_data", "dy");
+  switch (ctx.device()) {
+    case Device::cpu:
+      return cpu::conv2d_backward_data(ctx, p, dy, w, dx);
+    default:
+      ST_THROW("conv2d_backward_data: no kernel for device " << device_name(ctx.device()));
+  }
+}
+
+void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw) {
+  check_tensor(ctx, x, "conv2d_backward_filter", "x");
+  check_tensor(ctx, dy, "conv2d_backward_filter", "dy");
+  check_tensor(ctx, dw, "conv2d_backward_filter", "dw");
+  check_shape(dy, conv2d_output_shape(p, x.shape(), dw.shape()), "conv2d_backward_filter", "dy");
+  switch (ctx.device()) {
+    case Device::cpu:
+      return cpu::conv2d_backward_filter(ctx, p, x, dy, dw);
+    default:
+      ST_THROW("conv2d_backward_filter: no kernel for device " << device_name(ctx.device()));
+  }
+}
+
+}  // namespace scaletrain::ops
