@@ -1,0 +1,65 @@
+// linear: argument checks and per-device dispatch. The kernels live in src/ops/<device>/.
+#include "scaletrain/ops/linear.hpp"
+
+#include "ops/cpu/linear_cpu.hpp"
+#include "scaletrain/core/error.hpp"
+
+namespace scaletrain::ops {
+namespace {
+
+void check_tensor(const Context& ctx, const Tensor& t, const Shape& expected, const char* op, const char* name) {
+  ST_CHECK(t.defined(), op << ": " << name << " is undefined");
+  ST_CHECK(t.dtype() == DType::f32, op << ": " << name << " must be float32, got " << dtype_name(t.dtype()));
+  ST_CHECK(t.device() == ctx.device(), op << ": " << name << " is on " << device_name(t.device())
+                                          << " but the context runs on " << device_name(ctx.device()));
+  ST_CHECK(t.shape() == expected,
+           op << ": " << name << " has shape " << shape_string(t.shape()) << ", expected " << shape_string(expected));
+}
+
+// Checks x (N, IN) and w (OUT, IN) and returns {N, IN, OUT}.
+Shape linear_sizes(const Tensor& x, const Tensor& w, const char* op) {
+  ST_CHECK(x.defined() && x.ndim() == 2,
+           op << ": input must be (N, IN), got " << (x.defined() ? shape_string(x.shape()) : "undefined"));
+  ST_CHECK(w.defined() && w.ndim() == 2,
+           op << ": weight must be (OUT, IN), got " << (w.defined() ? shape_string(w.shape()) : "undefined"));
+  ST_CHECK(x.dim(1) == w.dim(1), op << ": input " << shape_string(x.shape()) << " has " << x.dim(1)
+                                    << " features but weight " << shape_string(w.shape()) << " expects " << w.dim(1));
+  return {x.dim(0), x.dim(1), w.dim(0)};
+}
+
+}  // namespace
+
+void linear_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+  const char* op = "linear_forward";
+  const Shape s = linear_sizes(x, w, op);
+  check_tensor(ctx, x, {s[0], s[1]}, op, "x");
+  check_tensor(ctx, w, {s[2], s[1]}, op, "w");
+  check_tensor(ctx, b, {s[2]}, op, "b");
+  check_tensor(ctx, y, {s[0], s[2]}, op, "y");
+  switch (ctx.device()) {
+    case Device::cpu:
+      return cpu::linear_forward(ctx, x, w, b, y);
+    default:
+      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+  }
+}
+
+void linear_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                     Tensor& db) {
+  const char* op = "linear_backward";
+  const Shape s = linear_sizes(x, w, op);
+  check_tensor(ctx, x, {s[0], s[1]}, op, "x");
+  check_tensor(ctx, w, {s[2], s[1]}, op, "w");
+  check_tensor(ctx, dy, {s[0], s[2]}, op, "dy");
+  if (dx.defined()) check_tensor(ctx, dx, {s[0], s[1]}, op, "dx");
+  check_tensor(ctx, dw, {s[2], s[1]}, op, "dw");
+  check_tensor(ctx, db, {s[2]}, op, "db");
+  switch (ctx.device()) {
+    case Device::cpu:
+      return cpu::linear_backward(ctx, x, w, dy, dx, dw, db);
+    default:
+      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+  }
+}
+
+}  // namespace scaletrain::ops

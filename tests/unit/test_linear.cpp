@@ -1,0 +1,112 @@
+// linear: the oneDNN fp32 kernels against the float64 reference (forward, input, weight and bias
+// gradients) on several shapes, the reference's backward against central finite differences,
+// the "dx undefined" path and the argument checks.
+#include <boost/test/unit_test.hpp>
+#include <limits>
+#include <string>
+
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/ops/linear.hpp"
+#include "support/gradcheck.hpp"
+#include "support/reference_linear.hpp"
+
+namespace st = scaletrain;
+
+namespace {
+
+struct Sizes {
+  int64_t n, in, out;
+};
+
+std::vector<double> random_floats(std::size_t n, uint64_t seed) {
+  auto v = st::test::random_vector(n, seed);
+  for (auto& x : v) x = static_cast<float>(x);  // kernel and reference see the same inputs
+  return v;
+}
+
+st::Tensor nan_tensor(const st::Shape& shape) {
+  st::Tensor t = st::Tensor::empty(shape);
+  t.fill(std::numeric_limits<float>::quiet_NaN());  // outputs must be overwritten, not accumulated
+  return t;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(linear)
+
+BOOST_AUTO_TEST_CASE(kernels_match_float64_reference) {
+  st::Context ctx;
+  const Sizes cases[] = {{3, 5, 7}, {1, 1, 1}, {64, 64, 10}, {13, 37, 11}, {8, 2048, 100}, {5, 3, 40}};
+  uint64_t seed = 40;
+  for (const auto& s : cases) {
+    BOOST_TEST_CONTEXT("N " << s.n << ", IN " << s.in << ", OUT " << s.out) {
+      const auto x = random_floats(s.n * s.in, ++seed), w = random_floats(s.out * s.in, ++seed);
+      const auto b = random_floats(s.out, ++seed), dy = random_floats(s.n * s.out, ++seed);
+      const st::Tensor xt = st::test::to_tensor(x, {s.n, s.in}), wt = st::test::to_tensor(w, {s.out, s.in});
+      const st::Tensor bt = st::test::to_tensor(b, {s.out}), dyt = st::test::to_tensor(dy, {s.n, s.out});
+      st::Tensor y = nan_tensor({s.n, s.out}), dx = nan_tensor({s.n, s.in});
+      st::Tensor dw = nan_tensor({s.out, s.in}), db = nan_tensor({s.out});
+      st::ops::linear_forward(ctx, xt, wt, bt, y);
+      st::ops::linear_backward(ctx, xt, wt, dyt, dx, dw, db);
+
+      const auto g = st::test::reference_linear_backward(s.n, s.in, s.out, x, w, dy);
+      ST_CHECK_CLOSE_VECTORS(st::test::to_vector(y), st::test::reference_linear_forward(s.n, s.in, s.out, x, w, b),
+                             1e-4, 1e-4);
+      ST_CHECK_CLOSE_VECTORS(st::test::to_vector(dx), g.dx, 1e-4, 1e-4);
+      ST_CHECK_CLOSE_VECTORS(st::test::to_vector(dw), g.dw, 1e-4, 1e-4);
+      ST_CHECK_CLOSE_VECTORS(st::test::to_vector(db), g.db, 1e-4, 1e-4);
+
+      // Without dx (input needs no gradient) the parameter gradients are the same.
+      st::Tensor no_dx, dw2 = nan_tensor({s.out, s.in}), db2 = nan_tensor({s.out});
+      st::ops::linear_backward(ctx, xt, wt, dyt, no_dx, dw2, db2);
+      ST_CHECK_CLOSE_VECTORS(st::test::to_vector(dw2), g.dw, 1e-4, 1e-4);
+      ST_CHECK_CLOSE_VECTORS(st::test::to_vector(db2), g.db, 1e-4, 1e-4);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(exact_small_example) {
+  // y = x w^T + b with small integers: every value is exact in float32.
+  st::Context ctx;
+  const st::Tensor x = st::test::to_tensor({1, 2, 3, -1, 0, 2}, {2, 3});
+  const st::Tensor w = st::test::to_tensor({1, 0, -1, 2, 1, 0}, {2, 3});
+  const st::Tensor b = st::test::to_tensor({10, -10}, {2});
+  st::Tensor y = nan_tensor({2, 2});
+  st::ops::linear_forward(ctx, x, w, b, y);
+  BOOST_TEST(st::test::to_vector(y) == (std::vector<double>{8, -6, 7, -12}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(reference_backward_matches_finite_differences) {
+  const int64_t n = 4, in = 5, out = 3;
+  auto x = st::test::random_vector(n * in, 1), w = st::test::random_vector(out * in, 2);
+  auto b = st::test::random_vector(out, 3);
+  const auto r = st::test::random_vector(n * out, 4);
+  auto loss = [&] {  // L = sum(y * r), so dL/dy = r
+    const auto y = st::test::reference_linear_forward(n, in, out, x, w, b);
+    double s = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) s += y[i] * r[i];
+    return s;
+  };
+  const auto g = st::test::reference_linear_backward(n, in, out, x, w, r);
+  ST_CHECK_CLOSE_VECTORS(g.dx, st::test::numeric_gradient(loss, x), 1e-7, 1e-6);
+  ST_CHECK_CLOSE_VECTORS(g.dw, st::test::numeric_gradient(loss, w), 1e-7, 1e-6);
+  ST_CHECK_CLOSE_VECTORS(g.db, st::test::numeric_gradient(loss, b), 1e-7, 1e-6);
+}
+
+BOOST_AUTO_TEST_CASE(bad_arguments_are_reported) {
+  st::Context ctx;
+  auto mentions = [](const char* text) {
+    return [text](const st::Error& e) { return std::string(e.what()).find(text) != std::string::npos; };
+  };
+  const st::Tensor x = st::Tensor::zeros({4, 6}), w = st::Tensor::zeros({3, 5}), b = st::Tensor::zeros({3});
+  st::Tensor y = st::Tensor::zeros({4, 3});
+  BOOST_CHECK_EXCEPTION(st::ops::linear_forward(ctx, x, w, b, y), st::Error, mentions("has 6 features"));
+  const st::Tensor w6 = st::Tensor::zeros({3, 6}), b4 = st::Tensor::zeros({4});
+  BOOST_CHECK_EXCEPTION(st::ops::linear_forward(ctx, x, w6, b4, y), st::Error, mentions("b has shape [4]"));
+  st::Tensor dx = st::Tensor::zeros({4, 6}), dw = st::Tensor::zeros({3, 6}), db = st::Tensor::zeros({3});
+  const st::Tensor dy_wrong = st::Tensor::zeros({5, 3});
+  BOOST_CHECK_EXCEPTION(st::ops::linear_backward(ctx, x, w6, dy_wrong, dx, dw, db), st::Error,
+                        mentions("dy has shape [5, 3], expected [4, 3]"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
