@@ -1,0 +1,70 @@
+// Model: a named network (a Module tree) with its ParameterSet, and the registry that builds
+// models by name (--model). Parameter and buffer names follow torchvision's state_dict, so a
+// checkpoint maps one-to-one onto a PyTorch model.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "scaletrain/core/json.hpp"
+#include "scaletrain/nn/module.hpp"
+#include "scaletrain/nn/parameters.hpp"
+
+namespace scaletrain::models {
+
+class Model {
+ public:
+  // Builders construct the Model first (its ParameterSet receives the layers' registrations),
+  // then hand over the network with set_network().
+  Model(std::string name, int num_classes, int in_channels);
+  virtual ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const std::string& name() const { return name_; }
+  int num_classes() const { return num_classes_; }
+  int in_channels() const { return in_channels_; }
+  nn::ParameterSet& params() { return params_; }
+  nn::Module& network() { return *network_; }
+
+  // Takes the network and finalizes the ParameterSet (parameters are zero until initialize()
+  // or a checkpoint load fills them).
+  void set_network(nn::ModulePtr network);
+
+  // x: (N, H, W, C) float32, normalised; it must stay unchanged until backward() returns.
+  // Returns logits (N, num_classes), owned by the model and overwritten by the next forward.
+  Tensor forward(Context& ctx, const Tensor& x, bool training);
+  // dlogits: (N, num_classes), after a training-mode forward. Overwrites every parameter
+  // gradient, calling params().mark_grad_ready(i) once per parameter as each is complete,
+  // roughly in reverse registration order.
+  void backward(Context& ctx, const Tensor& dlogits);
+  // torchvision's initialisation, seeded: conv kaiming_normal_(mode='fan_out', nonlinearity='relu');
+  // batch norm weight 1, bias 0, running_mean 0, running_var 1; Linear: PyTorch's default
+  // (weight and bias uniform(-1/sqrt(in), 1/sqrt(in))).
+  void initialize(uint64_t seed);
+
+ private:
+  std::string name_;
+  int num_classes_, in_channels_;
+  nn::ParameterSet params_;
+  nn::ModulePtr network_;
+  int64_t last_batch_ = -1;
+};
+
+// Throws scaletrain::Error "unknown model 'x' (known: resnet20, resnet50)" for an unknown name.
+// in_channels: from the dataset (1 for Fashion-MNIST, 3 for RGB).
+std::unique_ptr<Model> make_model(const std::string& name, int num_classes, int in_channels);
+std::vector<std::string> model_names();
+
+// The state_dict entries (parameters and batch-norm buffers) in torchvision's state_dict order:
+// module by module, each module's parameters then its buffers.
+std::vector<nn::TensorInfo> state_dict_infos(const nn::ParameterSet& params);
+
+// {"model": name, "parameters": count, "num_classes": K, "input_shape": [C, H, W],
+//  "tensors": [{"name": ..., "shape": [...], "kind": "parameter" | "buffer"}, ...]}, tensors in
+// state_dict order (num_batches_tracked is not stored). input_chw must have the model's channels.
+Json describe_model(Model& model, const Shape& input_chw);
+
+}  // namespace scaletrain::models

@@ -1,0 +1,122 @@
+// Model plumbing shared by every architecture: forward/backward entry points with shape checks,
+// seeded initialisation, the registry of model names, and the description `scaletrain info` prints.
+#include "scaletrain/models/model.hpp"
+
+#include <map>
+#include <set>
+
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/models/resnet.hpp"
+
+namespace scaletrain::models {
+
+Model::Model(std::string name, int num_classes, int in_channels)
+    : name_(std::move(name)), num_classes_(num_classes), in_channels_(in_channels) {
+  ST_CHECK(num_classes >= 1, "model " << name_ << ": --num-classes must be at least 1, got " << num_classes);
+  ST_CHECK(in_channels >= 1, "model " << name_ << ": input channels must be at least 1, got " << in_channels);
+}
+
+Model::~Model() = default;
+
+void Model::set_network(nn::ModulePtr network) {
+  ST_CHECK(network_ == nullptr, "model " << name_ << ": network set twice");
+  network_ = std::move(network);
+  params_.finalize();
+}
+
+Tensor Model::forward(Context& ctx, const Tensor& x, bool training) {
+  ST_CHECK(network_ != nullptr, "model " << name_ << " has no network");
+  ST_CHECK(x.ndim() == 4 && x.dim(3) == in_channels_,
+           "model " << name_ << " expects images (N, H, W, C=" << in_channels_ << "), got " << shape_string(x.shape()));
+  Tensor logits = network_->forward(ctx, x, training);
+  ST_CHECK(logits.ndim() == 2 && logits.dim(1) == num_classes_, "model " << name_ << " produced "
+                                                                         << shape_string(logits.shape())
+                                                                         << ", expected (N, " << num_classes_ << ")");
+  last_batch_ = x.dim(0);
+  return logits;
+}
+
+void Model::backward(Context& ctx, const Tensor& dlogits) {
+  ST_CHECK(last_batch_ >= 0, "model " << name_ << ": backward before forward");
+  ST_CHECK(dlogits.ndim() == 2 && dlogits.dim(0) == last_batch_ && dlogits.dim(1) == num_classes_,
+           "model " << name_ << ": dlogits " << shape_string(dlogits.shape()) << " does not match the logits ["
+                    << last_batch_ << ", " << num_classes_ << "]");
+  // The input needs no gradient: the first conv skips its data gradient.
+  network_->backward(ctx, dlogits, false);
+}
+
+void Model::initialize(uint64_t seed) {
+  ST_CHECK(network_ != nullptr, "model " << name_ << " has no network");
+  Rng rng(seed);
+  network_->initialize(rng);
+}
+
+std::vector<std::string> model_names() { return {"resnet20", "resnet50"}; }
+
+std::unique_ptr<Model> make_model(const std::string& name, int num_classes, int in_channels) {
+  if (name == "resnet20") return make_resnet20(num_classes, in_channels);
+  if (name == "resnet50") return make_resnet50(num_classes, in_channels);
+  std::string known;
+  for (const auto& n : model_names()) known += (known.empty() ? "" : ", ") + n;
+  ST_THROW("unknown model '" << name << "' (known: " << known << ")");
+}
+
+namespace {
+std::string module_of(const std::string& name) {
+  const auto dot = name.rfind('.');
+  return dot == std::string::npos ? std::string() : name.substr(0, dot);
+}
+}  // namespace
+
+std::vector<nn::TensorInfo> state_dict_infos(const nn::ParameterSet& params) {
+  // torchvision's state_dict lists each module's parameters, then its buffers, module by module
+  // in registration order; our ParameterSet keeps parameters and buffers apart, so interleave.
+  std::map<std::string, std::vector<int>> buffers_of;
+  for (int b = 0; b < params.num_buffers(); ++b) buffers_of[module_of(params.buffer_info(b).name)].push_back(b);
+  std::vector<nn::TensorInfo> out;
+  std::set<std::string> emitted;
+  auto emit_buffers = [&](const std::string& module) {
+    if (!emitted.insert(module).second) return;
+    auto it = buffers_of.find(module);
+    if (it == buffers_of.end()) return;
+    for (int b : it->second) out.push_back(params.buffer_info(b));
+  };
+  for (int i = 0; i < params.num_parameters(); ++i) {
+    out.push_back(params.parameter_info(i));
+    const std::string module = module_of(params.parameter_info(i).name);
+    const bool last_of_module =
+        i + 1 == params.num_parameters() || module_of(params.parameter_info(i + 1).name) != module;
+    if (last_of_module) emit_buffers(module);
+  }
+  for (int b = 0; b < params.num_buffers(); ++b) emit_buffers(module_of(params.buffer_info(b).name));
+  return out;
+}
+
+Json describe_model(Model& model, const Shape& input_chw) {
+  ST_CHECK(input_chw.size() == 3 && input_chw[0] > 0 && input_chw[1] > 0 && input_chw[2] > 0,
+           "input shape must be C,H,W with positive sizes, got " << shape_string(input_chw));
+  ST_CHECK(input_chw[0] == model.in_channels(), "input shape " << shape_string(input_chw) << " has " << input_chw[0]
+                                                               << " channels but model " << model.name()
+                                                               << " was built for " << model.in_channels());
+  nn::ParameterSet& params = model.params();
+  std::set<std::string> buffer_names;
+  for (int b = 0; b < params.num_buffers(); ++b) buffer_names.insert(params.buffer_info(b).name);
+
+  Json tensors = Json::array();
+  for (const auto& info : state_dict_infos(params)) {
+    Json t = Json::object();
+    t.set("name", info.name);
+    t.set("shape", Json::array_of(info.shape));
+    t.set("kind", buffer_names.count(info.name) ? "buffer" : "parameter");
+    tensors.push_back(std::move(t));
+  }
+  Json j = Json::object();
+  j.set("model", model.name());
+  j.set("parameters", params.parameter_count());
+  j.set("num_classes", model.num_classes());
+  j.set("input_shape", Json::array_of(input_chw));
+  j.set("tensors", std::move(tensors));
+  return j;
+}
+
+}  // namespace scaletrain::models
