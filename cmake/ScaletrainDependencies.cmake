@@ -1,6 +1,7 @@
 # Finds the real dependencies: MPI, parallel HDF5, Boost, oneDNN, OpenBLAS, OpenMP.
 find_package(MPI REQUIRED COMPONENTS C CXX)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
+find_package(ZLIB REQUIRED)  # gzip-compressed idx files (Fashion-MNIST)
 
 # Parallel HDF5 (Debian: libhdf5-openmpi-dev). Prefer the MPI build.
 set(HDF5_PREFER_PARALLEL TRUE)

@@ -10,7 +10,7 @@ packages=(
   libhdf5-openmpi-dev hdf5-tools zlib1g-dev
   libboost-program-options-dev libboost-test-dev
   libdnnl-dev libopenblas-dev
-  python3 python3-numpy python3-h5py python3-torch
+  python3 python3-numpy python3-h5py python3-torch python3-torchvision
   dataset-fashion-mnist
 )
 

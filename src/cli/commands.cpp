@@ -1,7 +1,389 @@
+// `scaletrain`: train | eval | predict | info. Options come from Boost.Program_options; for train,
+// an INI file given with --config supplies defaults that the command line overrides.
+// Unknown options, bad values and missing arguments are usage errors (exit 2, printed once).
 #include "scaletrain/cli/commands.hpp"
 
+#include <boost/program_options.hpp>
 #include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "scaletrain/backend/context.hpp"
+#include "scaletrain/checkpoint/checkpoint.hpp"
+#include "scaletrain/cli/guard.hpp"
+#include "scaletrain/comm/communicator.hpp"
+#include "scaletrain/config.hpp"
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/core/log.hpp"
+#include "scaletrain/data/dataset.hpp"
+#include "scaletrain/io/hdf5.hpp"
+#include "scaletrain/models/model.hpp"
+#include "scaletrain/train/trainer.hpp"
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
 
 namespace scaletrain::cli {
-int scaletrain_main(int, char**) { std::fprintf(stderr, "scaletrain: not built yet\n"); return 1; }
+namespace {
+
+const char* kUsage =
+    "usage: scaletrain <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  train    data-parallel training under mpirun/srun; writes report.json and checkpoint.h5\n"
+    "  eval     top-1 accuracy of a checkpoint on a dataset split (sharded over ranks)\n"
+    "  predict  logits for inputs stored in an HDF5 file\n"
+    "  info     a model's parameter count and tensors (torchvision state_dict names)\n"
+    "\n"
+    "Run 'scaletrain <command> --help' for a command's options.\n";
+
+// Parses argv (after the command word) against `desc`; --help prints and returns false.
+bool parse(const std::string& command, int argc, char** argv, const po::options_description& desc,
+           po::variables_map& vm, const po::positional_options_description* positional = nullptr) {
+  try {
+    po::command_line_parser parser(argc, argv);
+    parser.options(desc);
+    if (positional) parser.positional(*positional);
+    po::store(parser.run(), vm);
+  } catch (const po::error& e) {
+    throw UsageError(command + ": " + e.what());
+  }
+  if (vm.count("help")) {
+    if (log_rank() == 0) std::cout << "usage: scaletrain " << command << " [options]\n\n" << desc << "\n";
+    return false;
+  }
+  return true;
+}
+
+void notify(const std::string& command, po::variables_map& vm) {
+  try {
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(command + ": " + e.what());
+  }
+}
+
+// "3,224,224" -> {3, 224, 224}
+Shape parse_shape(const std::string& option, const std::string& text, std::size_t dims) {
+  Shape s;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      std::size_t used = 0;
+      long long v = std::stoll(item, &used);
+      if (used != item.size() || v <= 0) throw std::invalid_argument(item);
+      s.push_back(v);
+    } catch (const std::exception&) {
+      throw UsageError("--" + option + " '" + text + "' is not a list of " + std::to_string(dims) +
+                       " positive integers");
+    }
+  }
+  if (s.size() != dims)
+    throw UsageError("--" + option + " '" + text + "' must have " + std::to_string(dims) + " comma-separated values");
+  return s;
+}
+
+void check_model_name(const std::string& model) {
+  for (const auto& m : models::model_names())
+    if (m == model) return;
+  std::string known;
+  for (const auto& m : models::model_names()) known += (known.empty() ? "" : ", ") + m;
+  throw UsageError("unknown model '" + model + "' (known: " + known + ")");
+}
+
+// ---------------------------------------------------------------------------------------------
+// train
+
+po::options_description train_options(train::TrainConfig& c, std::string& config_file) {
+  po::options_description general("general");
+  general.add_options()
+      ("help,h", "print this help")
+      ("config", po::value(&config_file), "INI file with any of these options (key = value, long names without "
+                                          "--); the command line overrides it. Examples in inputs/")
+      ("model", po::value(&c.model)->default_value(c.model), "resnet50 | resnet20")
+      ("data", po::value(&c.data_dir), "dataset directory with train/ and val/ shards (docs/dataset-format.md)")
+      ("output-dir", po::value(&c.output_dir)->default_value(c.output_dir),
+       "where report.json and checkpoint.h5 go (created by rank 0)")
+      ("init-from", po::value(&c.init_from), "start from this checkpoint's weights (a new run: step 0, fresh momentum)")
+      ("seed", po::value(&c.seed)->default_value(c.seed), "seed for initialisation, shuffling and augmentation")
+      ("threads", po::value(&c.threads)->default_value(c.threads),
+       "CPU threads per rank; 0 = the node's cores divided by its ranks");
+  po::options_description schedule("schedule and optimizer");
+  schedule.add_options()
+      ("epochs", po::value(&c.epochs)->default_value(c.epochs), "epochs to train")
+      ("max-steps", po::value(&c.max_steps)->default_value(c.max_steps), "stop after N optimizer steps (0 = no limit)")
+      ("batch-size", po::value(&c.batch_size)->default_value(c.batch_size),
+       "samples per rank per step; global batch = ranks x batch size")
+      ("base-lr", po::value(&c.base_lr)->default_value(c.base_lr),
+       "learning rate for the global batch (no implicit scaling with the number of ranks)")
+      ("lr-schedule", po::value(&c.lr_schedule)->default_value(c.lr_schedule),
+       "cosine (to 0) | poly (power 2, to --end-lr) | step (x0.1 at 30%, 60%, 80% of the epochs)")
+      ("warmup-epochs", po::value(&c.warmup_epochs)->default_value(c.warmup_epochs),
+       "linear warmup to --base-lr over this many epochs (may be fractional)")
+      ("end-lr", po::value(&c.end_lr)->default_value(c.end_lr), "final learning rate of the poly schedule")
+      ("momentum", po::value(&c.momentum)->default_value(c.momentum), "SGD momentum")
+      ("weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay), "L2 weight decay (PyTorch's rule)")
+      ("nesterov", po::bool_switch(&c.nesterov), "Nesterov momentum")
+      ("label-smoothing", po::value(&c.label_smoothing)->default_value(c.label_smoothing),
+       "as PyTorch's CrossEntropyLoss(label_smoothing=...)");
+  po::options_description data("data");
+  bool no_shuffle = false, no_augment = false;
+  (void)no_shuffle;
+  (void)no_augment;
+  data.add_options()
+      ("no-shuffle", po::bool_switch(), "keep file order (no per-epoch shuffling)")
+      ("no-augment", po::bool_switch(), "no augmentation: normalisation only")
+      ("crop-padding", po::value(&c.crop_padding)->default_value(c.crop_padding),
+       "random crop after zero padding by this many pixels (0 = off)")
+      ("prefetch", po::value(&c.data_prefetch)->default_value(c.data_prefetch), "batches prepared ahead per rank");
+  po::options_description progress("evaluation, progress and outputs");
+  progress.add_options()
+      ("eval-every", po::value(&c.eval_every)->default_value(c.eval_every),
+       "evaluate on val every N epochs (and after the last)")
+      ("target-accuracy", po::value(&c.target_accuracy)->default_value(c.target_accuracy),
+       "stop at the first evaluation with top-1 >= this (0..1; 0 = train all epochs)")
+      ("log-every", po::value(&c.log_every)->default_value(c.log_every), "progress line every N steps (rank 0)")
+      ("checkpoint-every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),
+       "also checkpoint every N epochs (0 = only at the end)");
+  po::options_description all("scaletrain train");
+  all.add(general).add(schedule).add(data).add(progress);
+  return all;
+}
+
+Json config_json(const train::TrainConfig& c, const std::string& config_file) {
+  Json j = Json::object();
+  j.set("config_file", config_file.empty() ? Json() : Json(config_file));
+  j.set("model", c.model);
+  j.set("data", c.data_dir);
+  j.set("output_dir", c.output_dir);
+  j.set("init_from", c.init_from.empty() ? Json() : Json(c.init_from));
+  j.set("seed", static_cast<int64_t>(c.seed));
+  j.set("threads", c.threads);
+  j.set("epochs", c.epochs);
+  j.set("max_steps", c.max_steps);
+  j.set("batch_size", c.batch_size);
+  j.set("base_lr", c.base_lr);
+  j.set("lr_schedule", c.lr_schedule);
+  j.set("warmup_epochs", c.warmup_epochs);
+  j.set("end_lr", c.end_lr);
+  j.set("momentum", c.momentum);
+  j.set("weight_decay", c.weight_decay);
+  j.set("nesterov", c.nesterov);
+  j.set("label_smoothing", c.label_smoothing);
+  j.set("shuffle", c.shuffle);
+  j.set("augment", c.augment);
+  j.set("crop_padding", c.crop_padding);
+  j.set("prefetch", c.data_prefetch);
+  j.set("eval_every", c.eval_every);
+  j.set("target_accuracy", c.target_accuracy);
+  j.set("log_every", c.log_every);
+  j.set("checkpoint_every", c.checkpoint_every);
+  return j;
+}
+
+int cmd_train(int argc, char** argv) {
+  train::TrainConfig c;
+  std::string config_file;
+  po::options_description desc = train_options(c, config_file);
+  po::variables_map vm;
+  if (!parse("train", argc, argv, desc, vm)) return 0;
+  if (vm.count("config")) {
+    config_file = vm["config"].as<std::string>();
+    if (!fs::is_regular_file(config_file)) throw UsageError("--config " + config_file + ": no such file");
+    try {
+      po::store(po::parse_config_file<char>(config_file.c_str(), desc), vm);
+    } catch (const po::error& e) {
+      throw UsageError("--config " + config_file + ": " + e.what());
+    }
+  }
+  notify("train", vm);
+  c.shuffle = !vm["no-shuffle"].as<bool>();
+  c.augment = !vm["no-augment"].as<bool>();
+  check_model_name(c.model);
+  if (c.data_dir.empty()) throw UsageError("train: --data DIR is required");
+  if (c.batch_size <= 0) throw UsageError("--batch-size must be positive, got " + std::to_string(c.batch_size));
+  if (c.epochs <= 0) throw UsageError("--epochs must be positive, got " + std::to_string(c.epochs));
+  if (c.max_steps < 0) throw UsageError("--max-steps must be >= 0");
+  if (c.target_accuracy < 0 || c.target_accuracy > 1)
+    throw UsageError("--target-accuracy must be between 0 and 1 (e.g. 0.92), got " + std::to_string(c.target_accuracy));
+  if (c.label_smoothing < 0 || c.label_smoothing >= 1) throw UsageError("--label-smoothing must be in [0, 1)");
+  if (c.base_lr <= 0) throw UsageError("--base-lr must be positive");
+  if (c.crop_padding < 0) throw UsageError("--crop-padding must be >= 0");
+  if (c.lr_schedule != "cosine" && c.lr_schedule != "poly" && c.lr_schedule != "step")
+    throw UsageError("--lr-schedule '" + c.lr_schedule + "' is not one of cosine, poly, step");
+
+  const comm::Communicator comm = comm::Communicator::world();
+  train::run_training(comm, c, config_json(c, config_file));
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// eval
+
+int cmd_eval(int argc, char** argv) {
+  std::string model, checkpoint, data_dir, split = "val";
+  int64_t batch_size = 128;
+  int threads = 0;
+  po::options_description desc("scaletrain eval");
+  desc.add_options()
+      ("help,h", "print this help")
+      ("model", po::value(&model)->required(), "resnet50 | resnet20")
+      ("checkpoint", po::value(&checkpoint)->required(), "checkpoint.h5 written by scaletrain train")
+      ("data", po::value(&data_dir)->required(), "dataset directory")
+      ("split", po::value(&split)->default_value(split), "split to evaluate")
+      ("batch-size", po::value(&batch_size)->default_value(batch_size), "samples per rank per batch")
+      ("threads", po::value(&threads)->default_value(threads), "CPU threads per rank (0 = cores / ranks on the node)");
+  po::variables_map vm;
+  if (!parse("eval", argc, argv, desc, vm)) return 0;
+  notify("eval", vm);
+  check_model_name(model);
+  if (batch_size <= 0) throw UsageError("--batch-size must be positive");
+
+  const comm::Communicator comm = comm::Communicator::world();
+  const data::SplitInfo info = data::open_split(data_dir, split);
+  Context ctx(Device::cpu, threads > 0 ? threads : train::default_threads(comm));
+  auto m = models::make_model(model, info.num_classes, info.channels);
+  train::check_checkpoint_fits(checkpoint, model, info.channels, info.num_classes, data_dir);
+  checkpoint::load_checkpoint(checkpoint, model, m->params(), nullptr);
+  const train::EvalResult r = train::evaluate(comm, ctx, *m, info, batch_size);
+  char line[256];
+  std::snprintf(line, sizeof line, "top-1 accuracy %.4f (%lld/%lld) on %s/%s, loss %.4f", r.accuracy(),
+                static_cast<long long>(r.correct), static_cast<long long>(r.samples), data_dir.c_str(), split.c_str(),
+                r.loss);
+  ST_LOG(line);
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// predict
+
+int cmd_predict(int argc, char** argv) {
+  std::string model, checkpoint, input, output;
+  int64_t batch_size = 64;
+  int threads = 0;
+  po::options_description desc("scaletrain predict");
+  desc.add_options()
+      ("help,h", "print this help")
+      ("model", po::value(&model)->required(), "resnet50 | resnet20")
+      ("checkpoint", po::value(&checkpoint)->required(), "checkpoint.h5 written by scaletrain train")
+      ("input", po::value(&input)->required(), "HDF5 file with dataset 'inputs' float32 [N, C, H, W], normalised")
+      ("output", po::value(&output)->required(), "HDF5 file to write with dataset 'logits' float32 [N, K]")
+      ("batch-size", po::value(&batch_size)->default_value(batch_size), "samples per forward pass")
+      ("threads", po::value(&threads)->default_value(threads), "CPU threads (0 = all cores)");
+  po::variables_map vm;
+  if (!parse("predict", argc, argv, desc, vm)) return 0;
+  notify("predict", vm);
+  check_model_name(model);
+  if (batch_size <= 0) throw UsageError("--batch-size must be positive");
+
+  const comm::Communicator comm = comm::Communicator::world();
+  if (comm.rank() != 0) return 0;  // small inference job: rank 0 does it all
+  ST_CHECK(fs::exists(input), "--input " << input << " does not exist");
+  ST_CHECK(fs::exists(checkpoint), "--checkpoint " << checkpoint << " does not exist");
+  Tensor nchw;
+  {
+    io::H5File in(input, io::H5File::Mode::read);
+    ST_CHECK(in.has("inputs"), "--input " << input << " has no dataset 'inputs'");
+    ST_CHECK(in.dataset_type("inputs") == "float32",
+             "--input " << input << ": dataset 'inputs' is " << in.dataset_type("inputs") << ", expected float32");
+    ST_CHECK(in.dataset_shape("inputs").size() == 4, "--input " << input << ": dataset 'inputs' has shape "
+                                                                << shape_string(in.dataset_shape("inputs"))
+                                                                << ", expected [N, C, H, W]");
+    nchw = in.read("inputs", DType::f32);
+  }
+  const int64_t n = nchw.dim(0), c = nchw.dim(1), h = nchw.dim(2), w = nchw.dim(3);
+  int64_t classes = 0;
+  {
+    io::H5File ck(checkpoint, io::H5File::Mode::read);
+    ST_CHECK(ck.has("model/fc.weight"), "checkpoint " << checkpoint << " has no model/fc.weight");
+    classes = ck.dataset_shape("model/fc.weight").at(0);
+  }
+  Context ctx(Device::cpu, threads);
+  auto m = models::make_model(model, static_cast<int>(classes), static_cast<int>(c));
+  train::check_checkpoint_fits(checkpoint, model, static_cast<int>(c), static_cast<int>(classes), input);
+  checkpoint::load_checkpoint(checkpoint, model, m->params(), nullptr);
+
+  Tensor logits_all = Tensor::empty({n, classes});
+  for (int64_t start = 0; start < n; start += batch_size) {
+    const int64_t b = std::min(batch_size, n - start);
+    Tensor x = Tensor::empty({b, h, w, c});  // NCHW file layout -> channels-last
+    const float* src = nchw.data<float>() + start * c * h * w;
+    float* dst = x.data<float>();
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t p = 0; p < h * w; ++p) dst[(i * h * w + p) * c + ch] = src[(i * c + ch) * h * w + p];
+    Tensor y = m->forward(ctx, x, /*training=*/false);
+    std::copy(y.data<float>(), y.data<float>() + y.numel(), logits_all.data<float>() + start * classes);
+  }
+  const std::string tmp = output + ".tmp";
+  {
+    io::H5File out(tmp, io::H5File::Mode::create_truncate);
+    out.write("logits", logits_all);
+    out.set_attribute("model", model);
+    out.set_attribute("checkpoint", checkpoint);
+  }
+  fs::rename(tmp, output);
+  ST_LOG("wrote logits [" << n << ", " << classes << "] to " << output);
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// info
+
+int cmd_info(int argc, char** argv) {
+  std::string model, input_shape;
+  int num_classes = 1000;
+  bool json = false;
+  po::options_description desc("scaletrain info");
+  desc.add_options()
+      ("help,h", "print this help")
+      ("model", po::value(&model)->required(), "resnet50 | resnet20")
+      ("num-classes", po::value(&num_classes)->default_value(num_classes), "classes (outputs of fc)")
+      ("input-shape", po::value(&input_shape), "C,H,W (default 3,224,224 for resnet50, 3,32,32 for resnet20)")
+      ("json", po::bool_switch(&json), "print a JSON object instead of a table");
+  po::variables_map vm;
+  if (!parse("info", argc, argv, desc, vm)) return 0;
+  notify("info", vm);
+  check_model_name(model);
+  if (num_classes <= 0) throw UsageError("--num-classes must be positive");
+  Shape chw = model == "resnet50" ? Shape{3, 224, 224} : Shape{3, 32, 32};
+  if (!input_shape.empty()) chw = parse_shape("input-shape", input_shape, 3);
+  if (log_rank() != 0) return 0;
+  auto m = models::make_model(model, num_classes, static_cast<int>(chw[0]));
+  const Json d = models::describe_model(*m, chw);
+  if (json) {
+    std::cout << d.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << model << ": " << m->params().parameter_count() << " parameters, input " << shape_string(chw)
+            << " (C, H, W), " << num_classes << " classes\n";
+  for (const auto& t : m->params().state_infos()) std::cout << "  " << t.name << " " << shape_string(t.shape) << "\n";
+  return 0;
+}
+
+int dispatch(int argc, char** argv) {
+  if (argc < 2) throw UsageError(std::string("no command given\n") + kUsage);
+  const std::string command = argv[1];
+  if (command == "--help" || command == "-h" || command == "help") {
+    if (log_rank() == 0) std::cout << kUsage;
+    return 0;
+  }
+  if (command == "--version") {
+    if (log_rank() == 0) std::cout << "scaletrain " << SCALETRAIN_VERSION << "\n";
+    return 0;
+  }
+  // Sub-command parsers see argv from the command word on (argv[0] is skipped by the parser).
+  if (command == "train") return cmd_train(argc - 1, argv + 1);
+  if (command == "eval") return cmd_eval(argc - 1, argv + 1);
+  if (command == "predict") return cmd_predict(argc - 1, argv + 1);
+  if (command == "info") return cmd_info(argc - 1, argv + 1);
+  throw UsageError("unknown command '" + command + "' (commands: train, eval, predict, info)");
+}
+
+}  // namespace
+
+int scaletrain_main(int argc, char** argv) { return run_guarded("scaletrain", argc, argv, dispatch); }
+
 }  // namespace scaletrain::cli

@@ -1,0 +1,43 @@
+// TrainConfig: everything `scaletrain train` is told, after the config file and the command
+// line are merged. Defaults follow the MLPerf ResNet-50 reference where one exists.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace scaletrain::train {
+
+struct TrainConfig {
+  std::string model = "resnet50";
+  std::string data_dir;
+  std::string output_dir = "runs/latest";
+  std::string init_from;  // checkpoint whose weights start the run (empty: torchvision init)
+
+  int epochs = 1;
+  int64_t max_steps = 0;    // 0: no limit; otherwise stop after this many optimizer steps
+  int64_t batch_size = 32;  // per rank; global batch = world size x batch_size
+
+  // SGD with momentum (PyTorch's rule); MLPerf ResNet-50 reference: momentum 0.9.
+  double base_lr = 0.1;  // LR for the run's global batch, no implicit scaling
+  double momentum = 0.9;
+  double weight_decay = 5e-5;  // MLPerf ResNet-50 reference value
+  bool nesterov = false;
+  std::string lr_schedule = "cosine";  // cosine | poly | step
+  double warmup_epochs = 0.0;
+  double end_lr = 1e-4;  // poly decay target (MLPerf ResNet-50: 1e-4)
+  double label_smoothing = 0.0;
+
+  int eval_every = 1;            // epochs between evaluations (MLPerf ResNet-50: 4)
+  double target_accuracy = 0.0;  // 0: none; stop at the first evaluation reaching it
+  uint64_t seed = 0;
+  bool shuffle = true;
+  bool augment = true;
+  int crop_padding = 0;
+
+  int threads = 0;  // CPU threads per rank; 0: cores on the node / ranks on the node
+  int data_prefetch = 2;
+  int log_every = 50;
+  int checkpoint_every = 0;  // epochs; 0: only at the end
+};
+
+}  // namespace scaletrain::train

@@ -1,0 +1,382 @@
+// The training loop. One step: wait for the batch, forward + loss, backward (each parameter's
+// gradient is announced to the reducer as soon as it is written), wait for the averaged
+// gradients, SGD step. Every rank runs the same number of steps (the loader gives equal shares),
+// so every collective is entered by every rank the same number of times.
+// Batch-norm running statistics are averaged over ranks before each evaluation and checkpoint,
+// so that the evaluated and saved model is the same on every rank.
+#include "scaletrain/train/trainer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+#include <fstream>
+#include <thread>
+
+#include "scaletrain/checkpoint/checkpoint.hpp"
+#include "scaletrain/comm/gradient_reducer.hpp"
+#include "scaletrain/config.hpp"
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/core/log.hpp"
+#include "scaletrain/core/timer.hpp"
+#include "scaletrain/data/loader.hpp"
+#include "scaletrain/io/hdf5.hpp"
+#include "scaletrain/ops/loss.hpp"
+#include "scaletrain/optim/lr_schedule.hpp"
+#include "scaletrain/optim/sgd.hpp"
+#include "scaletrain/report/phase_timer.hpp"
+#include "scaletrain/report/summary.hpp"
+
+namespace scaletrain::train {
+namespace fs = std::filesystem;
+using report::Phase;
+using report::ScopedPhase;
+
+namespace {
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const long s = std::lround(seconds);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  return buf;
+}
+
+// Every rank agrees on the running statistics: the mean over ranks.
+void average_buffers(const comm::Communicator& comm, nn::ParameterSet& params) {
+  Tensor& b = params.flat_buffers();
+  if (comm.size() == 1 || b.numel() == 0) return;
+  comm.allreduce_sum(b);
+  const float scale = 1.0f / comm.size();
+  float* p = b.data<float>();
+  for (int64_t i = 0; i < b.numel(); ++i) p[i] *= scale;
+}
+
+// Rank 0 creates the output directory and proves it writable before any training starts;
+// every rank learns the outcome, so a bad --output-dir fails at once on all of them.
+void prepare_output_dir(const comm::Communicator& comm, const std::string& dir) {
+  std::string problem;
+  if (comm.rank() == 0) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) {
+      problem = "cannot create --output-dir " + dir + ": " + ec.message();
+    } else {
+      const std::string probe = (fs::path(dir) / ".scaletrain-write-test").string();
+      std::ofstream f(probe);
+      if (!f) problem = "--output-dir " + dir + " is not writable";
+      f.close();
+      fs::remove(probe, ec);
+    }
+  }
+  comm.broadcast(problem, 0);
+  ST_CHECK(problem.empty(), problem);
+}
+
+void save(const comm::Communicator& comm, const std::string& path, const models::Model& model,
+          nn::ParameterSet& params, optim::Sgd& sgd, int64_t epoch, int64_t step) {
+  if (comm.rank() == 0) {
+    checkpoint::CheckpointMeta meta;
+    meta.model = model.name();
+    meta.epoch = epoch;
+    meta.step = step;
+    checkpoint::save_checkpoint(path, meta, params, &sgd);
+  }
+  comm.barrier();
+}
+
+}  // namespace
+
+int default_threads(const comm::Communicator& comm) {
+  const auto hosts = comm.all_hosts();
+  const int on_my_node = static_cast<int>(std::count(hosts.begin(), hosts.end(), comm.host()));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, on_my_node));
+}
+
+void check_checkpoint_fits(const std::string& checkpoint, const std::string& model, int channels,
+                           int num_classes, const std::string& data_dir) {
+  ST_CHECK(fs::exists(checkpoint), "checkpoint " << checkpoint << " does not exist");
+  io::H5File f(checkpoint, io::H5File::Mode::read);
+  if (f.has("model/conv1.weight")) {
+    const Shape w = f.dataset_shape("model/conv1.weight");
+    ST_CHECK(w.size() == 4 && w[1] == channels,
+             "dataset " << data_dir << " has " << channels << "-channel images but the model in checkpoint "
+                        << checkpoint << " takes " << (w.size() == 4 ? w[1] : -1) << " channels");
+  }
+  if (f.has("model/fc.weight")) {
+    const Shape w = f.dataset_shape("model/fc.weight");
+    ST_CHECK(w.size() == 2 && w[0] == num_classes,
+             "dataset " << data_dir << " has " << num_classes << " classes but the model in checkpoint "
+                        << checkpoint << " has " << (w.size() == 2 ? w[0] : -1) << " outputs");
+  }
+  (void)model;
+}
+
+EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model& model,
+                    const data::SplitInfo& split, int64_t batch_size) {
+  data::LoaderOptions options;
+  options.batch_size = batch_size;
+  options.shuffle = false;
+  options.augment = false;
+  options.drop_last = false;  // every sample exactly once across ranks
+  data::Loader loader(split, comm.rank(), comm.size(), options);
+  loader.start_epoch(0);
+  Tensor images, labels, no_grad;
+  int64_t correct = 0, samples = 0;
+  double loss_sum = 0.0;
+  while (loader.next(images, labels)) {
+    Tensor logits = model.forward(ctx, images, /*training=*/false);
+    loss_sum += ops::softmax_cross_entropy(ctx, logits, labels, 0.0f, no_grad) * labels.numel();
+    correct += ops::count_correct(logits, labels);
+    samples += labels.numel();
+  }
+  EvalResult r;
+  r.correct = comm.allreduce_sum(correct);
+  r.samples = comm.allreduce_sum(samples);
+  r.loss = r.samples ? comm.allreduce_sum(loss_sum) / r.samples : 0.0;
+  return r;
+}
+
+Json run_training(const comm::Communicator& comm, const TrainConfig& cfg, const Json& resolved_config) {
+  const double start_unix_ms = unix_time_ms();
+  const int rank = comm.rank(), world = comm.size();
+  prepare_output_dir(comm, cfg.output_dir);
+
+  ST_CHECK(!cfg.data_dir.empty(), "no dataset given: pass --data DIR");
+  ST_CHECK(cfg.batch_size > 0, "--batch-size must be positive, got " << cfg.batch_size);
+  ST_CHECK(cfg.epochs > 0, "--epochs must be positive, got " << cfg.epochs);
+  const data::SplitInfo train_split = data::open_split(cfg.data_dir, "train");
+  const data::SplitInfo val_split = data::open_split(cfg.data_dir, "val");
+  ST_CHECK(val_split.height == train_split.height && val_split.width == train_split.width &&
+               val_split.channels == train_split.channels && val_split.num_classes == train_split.num_classes,
+           "dataset " << cfg.data_dir << ": val images/classes (" << val_split.height << "x" << val_split.width
+                      << "x" << val_split.channels << ", " << val_split.num_classes
+                      << " classes) differ from train (" << train_split.height << "x" << train_split.width << "x"
+                      << train_split.channels << ", " << train_split.num_classes << " classes)");
+
+  const int threads = cfg.threads > 0 ? cfg.threads : default_threads(comm);
+  Context ctx(Device::cpu, threads);
+
+  auto model = models::make_model(cfg.model, train_split.num_classes, train_split.channels);
+  nn::ParameterSet& params = model->params();
+  model->initialize(cfg.seed);
+  if (!cfg.init_from.empty()) {
+    check_checkpoint_fits(cfg.init_from, cfg.model, train_split.channels, train_split.num_classes, cfg.data_dir);
+    checkpoint::load_checkpoint(cfg.init_from, cfg.model, params, nullptr);
+  }
+  // Every rank starts from rank 0's weights and statistics.
+  comm.broadcast(params.flat_values(), 0);
+  if (params.flat_buffers().numel() > 0) comm.broadcast(params.flat_buffers(), 0);
+
+  data::LoaderOptions lo;
+  lo.batch_size = cfg.batch_size;
+  lo.shuffle = cfg.shuffle;
+  lo.seed = cfg.seed;
+  lo.augment = cfg.augment;
+  lo.crop_padding = cfg.crop_padding;
+  lo.drop_last = true;
+  lo.prefetch = cfg.data_prefetch;
+  data::Loader loader(train_split, rank, world, lo);
+  const int64_t steps_per_epoch = loader.steps_per_epoch();
+  ST_CHECK(steps_per_epoch > 0, "dataset " << cfg.data_dir << "/train has " << train_split.samples
+                                           << " samples: too few for " << world << " ranks x --batch-size "
+                                           << cfg.batch_size);
+  // --max-steps cuts the run short; the learning-rate schedule stays the one for all epochs.
+  const int64_t schedule_steps = steps_per_epoch * cfg.epochs;
+  const int64_t total_steps = cfg.max_steps > 0 ? std::min(schedule_steps, cfg.max_steps) : schedule_steps;
+  const int64_t global_batch = cfg.batch_size * world;
+
+  optim::LrScheduleOptions so;
+  so.kind = cfg.lr_schedule;
+  so.base_lr = cfg.base_lr;
+  so.warmup_epochs = cfg.warmup_epochs;
+  so.steps_per_epoch = steps_per_epoch;
+  so.total_steps = schedule_steps;
+  so.end_lr = cfg.end_lr;
+  optim::LrSchedule schedule(so);
+  optim::SgdOptions sgd_options;
+  sgd_options.momentum = cfg.momentum;
+  sgd_options.weight_decay = cfg.weight_decay;
+  sgd_options.nesterov = cfg.nesterov;
+  optim::Sgd sgd(params, sgd_options);
+  auto reducer = comm::make_flat_reducer(comm, params);
+  params.set_grad_ready_hook([&reducer](int i) { reducer->on_grad_ready(i); });
+
+  const auto hosts = comm.all_hosts();
+  ST_LOG("scaletrain " << SCALETRAIN_VERSION << ": " << cfg.model << " (" << params.parameter_count()
+                       << " parameters), " << world << " ranks on "
+                       << std::set<std::string>(hosts.begin(), hosts.end()).size() << " hosts, " << threads
+                       << " threads per rank, all-reduce " << reducer->name());
+  ST_LOG("data " << cfg.data_dir << ": " << train_split.samples << " train / " << val_split.samples << " val samples of "
+                 << train_split.height << "x" << train_split.width << "x" << train_split.channels << ", "
+                 << train_split.num_classes << " classes; global batch " << global_batch << " (" << cfg.batch_size
+                 << " per rank), " << steps_per_epoch << " steps per epoch, " << total_steps << " steps");
+
+  report::PhaseTimers timers;
+  Json epochs_json = Json::array();
+  Json time_to_target;  // null until reached
+  double last_accuracy = -1.0;
+  bool stop = false;
+  int64_t step = 0;
+  int64_t samples_trained = 0;  // this rank
+  double train_seconds = 0.0;   // excluding evaluation and checkpoints
+  const std::string checkpoint_path = (fs::path(cfg.output_dir) / "checkpoint.h5").string();
+  Tensor images, labels, dlogits;
+  Stopwatch run_clock;
+  int epochs_run = 0;
+
+  for (int epoch = 0; epoch < cfg.epochs && !stop; ++epoch) {
+    Stopwatch epoch_clock;
+    loader.start_epoch(epoch);
+    double loss_sum = 0.0;
+    int64_t epoch_steps = 0;
+    Stopwatch log_clock;
+    int64_t log_steps = 0;
+    double log_loss = 0.0;
+    for (int64_t s = 0; s < steps_per_epoch && step < total_steps; ++s) {
+      bool got = false;
+      {
+        ScopedPhase t(timers, Phase::data_wait);
+        got = loader.next(images, labels);
+      }
+      ST_CHECK(got, "internal: the loader ran out of batches at step " << s << " of " << steps_per_epoch);
+      double loss = 0.0;
+      {
+        ScopedPhase t(timers, Phase::forward);
+        Tensor logits = model->forward(ctx, images, /*training=*/true);
+        if (!dlogits.defined() || dlogits.shape() != logits.shape()) dlogits = Tensor::empty(logits.shape());
+        loss = ops::softmax_cross_entropy(ctx, logits, labels, static_cast<float>(cfg.label_smoothing), dlogits);
+      }
+      {
+        ScopedPhase t(timers, Phase::backward);
+        reducer->begin_step();
+        model->backward(ctx, dlogits);
+      }
+      {
+        ScopedPhase t(timers, Phase::allreduce);
+        reducer->finish();
+      }
+      const double lr = schedule.at(step);
+      {
+        ScopedPhase t(timers, Phase::optimizer);
+        sgd.step(lr);
+      }
+      ST_CHECK(std::isfinite(loss), "training diverged: loss is " << loss << " at epoch " << epoch + 1 << " step "
+                                                                  << s + 1 << " (try a smaller --base-lr)");
+      ++step;
+      ++epoch_steps;
+      samples_trained += labels.numel();
+      loss_sum += loss;
+      log_loss += loss;
+      ++log_steps;
+      if (cfg.log_every > 0 && (step % cfg.log_every == 0)) {
+        const double dt = log_clock.elapsed();
+        const double rate = log_steps * global_batch / std::max(dt, 1e-9);
+        const double eta = (total_steps - step) * dt / log_steps;
+        char line[256];
+        std::snprintf(line, sizeof line, "epoch %d/%d  step %lld/%lld  loss %.4f  lr %.5f  %.1f samples/s  eta %s",
+                      epoch + 1, cfg.epochs, static_cast<long long>(s + 1), static_cast<long long>(steps_per_epoch),
+                      log_loss / log_steps, lr, rate, format_duration(eta).c_str());
+        ST_LOG(line);
+        log_clock.reset();
+        log_steps = 0;
+        log_loss = 0.0;
+      }
+    }
+    train_seconds += epoch_clock.elapsed();
+    ++epochs_run;
+    const bool last = (epoch + 1 == cfg.epochs) || step >= total_steps;
+
+    Json e = Json::object();
+    e.set("epoch", epoch + 1);
+    e.set("steps", epoch_steps);
+    const double train_loss =
+        comm.allreduce_sum(loss_sum) / std::max<int64_t>(1, comm.allreduce_sum(epoch_steps));
+    e.set("train_loss", train_loss);
+    e.set("val_accuracy", Json());
+    e.set("val_loss", Json());
+    if ((cfg.eval_every > 0 && (epoch + 1) % cfg.eval_every == 0) || last) {
+      ScopedPhase t(timers, Phase::evaluation);
+      average_buffers(comm, params);
+      const EvalResult r = evaluate(comm, ctx, *model, val_split, cfg.batch_size);
+      last_accuracy = r.accuracy();
+      e.set("val_accuracy", r.accuracy());
+      e.set("val_loss", r.loss);
+      if (cfg.target_accuracy > 0 && r.accuracy() >= cfg.target_accuracy) {
+        time_to_target = Json(run_clock.elapsed());
+        stop = true;
+      }
+    }
+    e.set("elapsed_s", run_clock.elapsed());
+    e.set("timestamp_unix_ms", unix_time_ms());
+    {
+      char acc[32] = "-";
+      if (e["val_accuracy"].type() != Json::Type::null) std::snprintf(acc, sizeof acc, "%.2f%%", 100 * last_accuracy);
+      char line[256];
+      std::snprintf(line, sizeof line, "epoch %d done  train loss %.4f  val top-1 %s  elapsed %s", epoch + 1,
+                    train_loss, acc, format_duration(run_clock.elapsed()).c_str());
+      ST_LOG(line);
+    }
+    epochs_json.push_back(e);
+    if (stop) ST_LOG("reached target accuracy " << cfg.target_accuracy << " after " << run_clock.elapsed() << " s");
+    if (cfg.checkpoint_every > 0 && (epoch + 1) % cfg.checkpoint_every == 0 && !last && !stop) {
+      average_buffers(comm, params);
+      save(comm, checkpoint_path, *model, params, sgd, epoch + 1, step);
+    }
+    if (step >= total_steps) break;
+  }
+  const double total_seconds = run_clock.elapsed();
+  average_buffers(comm, params);
+  save(comm, checkpoint_path, *model, params, sgd, epochs_run, step);
+
+  // Report: everything a scaling study compares, gathered over ranks.
+  Json report = Json::object();
+  report.set("scaletrain_version", SCALETRAIN_VERSION);
+  report.set("command", "train");
+  report.set("model", cfg.model);
+  report.set("parameters", params.parameter_count());
+  report.set("world_size", world);
+  report.set("hosts", Json::array_of(hosts));
+  report.set("threads_per_rank", threads);
+  report.set("config", resolved_config);
+  Json dataset = Json::object();
+  dataset.set("dir", cfg.data_dir);
+  dataset.set("train_samples", train_split.samples);
+  dataset.set("val_samples", val_split.samples);
+  dataset.set("image_shape", Json::array_of(std::vector<int64_t>{train_split.height, train_split.width,
+                                                                 train_split.channels}));
+  dataset.set("num_classes", train_split.num_classes);
+  report.set("dataset", dataset);
+  report.set("global_batch_size", global_batch);
+  report.set("steps_per_epoch", steps_per_epoch);
+  report.set("steps", step);
+  report.set("allreduce", reducer->name());
+  report.set("allreduce_bytes_per_step", reducer->bytes_per_step());
+  report.set("start_time_unix_ms", start_unix_ms);
+  report.set("epochs", epochs_json);
+  report.set("final_val_accuracy", last_accuracy >= 0 ? Json(last_accuracy) : Json());
+  report.set("target_accuracy", cfg.target_accuracy > 0 ? Json(cfg.target_accuracy) : Json());
+  report.set("time_to_target_s", time_to_target);
+  report.set("train_time_s", comm.allreduce_max(train_seconds));
+  report.set("total_time_s", comm.allreduce_max(total_seconds));
+  Json throughput = Json::object();
+  const double my_rate = samples_trained / std::max(train_seconds, 1e-9);
+  const double slowest_train = comm.allreduce_max(train_seconds);
+  throughput.set("samples_per_s", comm.allreduce_sum(samples_trained) / std::max(slowest_train, 1e-9));
+  throughput.set("per_rank_samples_per_s", Json::array_of(comm.allgather(my_rate)));
+  throughput.set("per_rank_summary", report::stats_over_ranks(comm, my_rate));
+  report.set("throughput", throughput);
+  report.set("phases", report::phase_summary(comm, timers));
+  report.set("checkpoint", checkpoint_path);
+  if (rank == 0) report::write_json_atomic((fs::path(cfg.output_dir) / "report.json").string(), report);
+  comm.barrier();
+  ST_LOG("wrote " << (fs::path(cfg.output_dir) / "report.json").string() << " and " << checkpoint_path);
+  return report;
+}
+
+}  // namespace scaletrain::train

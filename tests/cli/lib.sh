@@ -1,0 +1,23 @@
+# Shared helpers for the command-line tests: real binaries, real files, real mpirun.
+set -euo pipefail
+BIN=${ST_BIN:-build/bin}
+TMP_ROOT=${ST_TMP:-/tmp/scaletrain-test}
+PY=/usr/bin/python3
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# expect_failure NAME PATTERN CMD...: CMD must exit non-zero within 60 s (no hang) and its
+# stderr must contain PATTERN (a fixed string).
+expect_failure() {
+  local name=$1 pattern=$2
+  shift 2
+  local out rc=0
+  out=$(timeout 60 "$@" 2>&1) || rc=$?
+  [ "$rc" -ne 0 ] || fail "$name: exited 0, expected an error: $out"
+  [ "$rc" -ne 124 ] || fail "$name: hung (killed after 60 s)"
+  grep -qF -- "$pattern" <<<"$out" || fail "$name: message does not mention '$pattern': $out"
+  echo "ok: $name (exit $rc)"
+}
+
+mpirun_np() { local np=$1; shift; mpirun -np "$np" --oversubscribe "$@"; }

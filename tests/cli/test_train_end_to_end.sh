@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# End to end on a synthetic dataset: train with 2 ranks, check report.json's documented keys and
+# values, the checkpoint's layout (with h5py), and that `eval` and `predict` agree.
+source "$(dirname "$0")/lib.sh"
+T=$TMP_ROOT/train_e2e
+rm -rf "$T" && mkdir -p "$T"
+"$BIN/scaletrain" --help | grep -q "train" || fail "scaletrain --help lists no commands"
+"$BIN/scaletrain" train --help | grep -q -- "--target-accuracy" || fail "train --help misses --target-accuracy"
+
+"$BIN/scaletrain-data" synthetic --task image_classification --samples 200 --val-samples 50 --image-size 12,12,3 \
+  --classes 5 --shards 3 --output "$T/data" >/dev/null
+mpirun_np 2 "$BIN/scaletrain" train --model resnet20 --data "$T/data" --output-dir "$T/run" --epochs 2 \
+  --batch-size 16 --base-lr 0.05 --threads 1 --log-every 2 --eval-every 1 | tee "$T/train.log"
+grep -q "epoch 1/2" "$T/train.log" || fail "no progress lines"
+grep -q "samples/s" "$T/train.log" || fail "progress line without samples/s"
+
+$PY - "$T/run" <<'PY'
+import json, sys, h5py
+run = sys.argv[1]
+r = json.load(open(run + "/report.json"))
+for k in ["model", "parameters", "world_size", "hosts", "config", "epochs", "time_to_target_s", "throughput", "phases"]:
+    assert k in r, f"report.json lacks {k}"
+assert r["model"] == "resnet20" and r["world_size"] == 2 and len(r["hosts"]) == 2
+assert r["config"]["batch_size"] == 16 and r["global_batch_size"] == 32
+# 200 samples over 2 ranks -> 100 each -> 6 full batches of 16 per epoch
+assert r["steps_per_epoch"] == 6, r["steps_per_epoch"]
+assert len(r["epochs"]) == 2
+for i, e in enumerate(r["epochs"]):
+    assert e["epoch"] == i + 1 and e["train_loss"] > 0 and 0 <= e["val_accuracy"] <= 1 and e["elapsed_s"] > 0
+assert r["epochs"][1]["elapsed_s"] > r["epochs"][0]["elapsed_s"]
+assert r["time_to_target_s"] is None
+t = r["throughput"]
+assert t["samples_per_s"] > 0 and len(t["per_rank_samples_per_s"]) == 2
+for p in ["data_wait", "forward", "backward", "allreduce", "optimizer", "evaluation"]:
+    s = r["phases"][p]
+    assert 0 <= s["min_s"] <= s["mean_s"] <= s["max_s"] and s["slowest_rank"] in (0, 1), (p, s)
+with h5py.File(run + "/checkpoint.h5", "r") as f:
+    assert f.attrs["model"] in ("resnet20", b"resnet20")
+    assert int(f.attrs["step"]) == 12, f.attrs["step"]
+    assert f["model/conv1.weight"].shape == (16, 3, 3, 3)
+    assert f["model/fc.weight"].shape == (5, 64)
+    assert f["model/layer2.0.downsample.0.weight"].shape == (32, 16, 1, 1)
+    assert f["optimizer/fc.weight"].shape == (5, 64)
+    assert r["parameters"] == sum(f["model/" + k].size for k in f["model"] if "running" not in k)
+print("report and checkpoint ok")
+PY
+[ ! -e "$T/run/checkpoint.h5.tmp" ] || fail "temporary checkpoint left behind"
+
+# eval (sharded over 2 ranks) must agree with predict's logits scored in Python.
+acc=$(mpirun_np 2 "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/run/checkpoint.h5" --data "$T/data" \
+  --threads 1 | sed -n 's/^top-1 accuracy \([0-9.]*\).*/\1/p')
+[ -n "$acc" ] || fail "eval printed no accuracy"
+$PY - "$T" "$acc" <<'PY'
+import glob, sys, subprocess, os, h5py, numpy as np
+T, acc = sys.argv[1], float(sys.argv[2])
+imgs, labels = [], []
+for p in sorted(glob.glob(T + "/data/val/*.h5")):
+    with h5py.File(p, "r") as f:
+        imgs.append(np.array(f["images"])); labels.append(np.array(f["labels"]))
+        mean, std = np.array(f.attrs["mean"]), np.array(f.attrs["std"])
+x = ((np.concatenate(imgs) / 255.0 - mean) / std).astype(np.float32).transpose(0, 3, 1, 2)
+with h5py.File(T + "/in.h5", "w") as f:
+    f["inputs"] = np.ascontiguousarray(x)
+subprocess.run([os.environ.get("ST_BIN", "build/bin") + "/scaletrain", "predict", "--model", "resnet20",
+                "--checkpoint", T + "/run/checkpoint.h5", "--input", T + "/in.h5", "--output", T + "/out.h5",
+                "--batch-size", "7"], check=True)
+with h5py.File(T + "/out.h5", "r") as f:
+    logits = np.array(f["logits"])
+assert logits.shape == (x.shape[0], 5)
+mine = float((logits.argmax(1) == np.concatenate(labels)).mean())
+assert abs(mine - acc) < 1e-3, (mine, acc)
+print(f"eval {acc:.4f} == predict {mine:.4f}")
+PY
+echo "end to end passed"

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Bad input to `scaletrain` (issue section 8): each case gives a clear message naming what is
+# wrong and a non-zero exit on every rank within seconds, never a hang.
+source "$(dirname "$0")/lib.sh"
+T=$TMP_ROOT/train_errors
+rm -rf "$T" && mkdir -p "$T"
+
+"$BIN/scaletrain-data" synthetic --task image_classification --samples 64 --val-samples 16 --image-size 8,8,1 \
+  --classes 4 --shards 2 --output "$T/gray" >/dev/null
+"$BIN/scaletrain-data" synthetic --task image_classification --samples 64 --val-samples 16 --image-size 8,8,3 \
+  --classes 4 --shards 2 --output "$T/rgb" >/dev/null
+common=(--epochs 1 --batch-size 8 --threads 1 --log-every 0)
+
+# Options and commands.
+expect_failure "unknown model" "unknown model 'resnet51'" \
+  mpirun_np 2 "$BIN/scaletrain" train --model resnet51 --data "$T/gray" --output-dir "$T/o"
+expect_failure "unknown option" "unrecognised option '--bogus'" \
+  mpirun_np 2 "$BIN/scaletrain" train --bogus --data "$T/gray"
+expect_failure "unknown command" "unknown command 'trian'" "$BIN/scaletrain" trian
+expect_failure "missing --data" "--data" "$BIN/scaletrain" train --model resnet20
+expect_failure "bad number" "--batch-size" "$BIN/scaletrain" train --data "$T/gray" --batch-size many
+expect_failure "missing config file" "--config $T/none.ini" "$BIN/scaletrain" train --config "$T/none.ini" --data x
+printf 'model = resnet20\nbatch-sise = 8\n' >"$T/bad.ini"
+expect_failure "unknown key in config" "$T/bad.ini" "$BIN/scaletrain" train --config "$T/bad.ini" --data "$T/gray"
+
+# Data.
+expect_failure "missing data dir" "$T/nowhere" \
+  mpirun_np 2 "$BIN/scaletrain" train --model resnet20 --data "$T/nowhere" --output-dir "$T/o" "${common[@]}"
+mkdir -p "$T/empty"
+expect_failure "empty data dir" "$T/empty" \
+  mpirun_np 2 "$BIN/scaletrain" train --model resnet20 --data "$T/empty" --output-dir "$T/o" "${common[@]}"
+cp -r "$T/gray" "$T/truncated"
+shard=$(ls "$T/truncated/train/"*.h5 | tail -1)
+truncate -s 3000 "$shard"
+expect_failure "truncated shard" "$(basename "$shard")" \
+  mpirun_np 2 "$BIN/scaletrain" train --model resnet20 --data "$T/truncated" --output-dir "$T/o" "${common[@]}"
+cp -r "$T/gray" "$T/badlabel"
+shard=$(ls "$T/badlabel/train/"*.h5 | head -1)
+$PY -c "import h5py,sys; f=h5py.File(sys.argv[1],'r+'); l=f['labels']; l[3]=7; f.close()" "$shard"
+expect_failure "label out of range" "$(basename "$shard")" \
+  mpirun_np 2 "$BIN/scaletrain" train --model resnet20 --data "$T/badlabel" --output-dir "$T/o" "${common[@]}"
+cp -r "$T/gray" "$T/nolabels"
+shard=$(ls "$T/nolabels/val/"*.h5 | head -1)
+$PY -c "import h5py,sys; f=h5py.File(sys.argv[1],'r+'); del f['labels']; f.close()" "$shard"
+expect_failure "missing dataset" "labels" \
+  mpirun_np 2 "$BIN/scaletrain" train --model resnet20 --data "$T/nolabels" --output-dir "$T/o" "${common[@]}"
+cp -r "$T/gray" "$T/floatlabels"
+shard=$(ls "$T/floatlabels/train/"*.h5 | head -1)
+$PY -c "
+import h5py,sys,numpy as np
+f=h5py.File(sys.argv[1],'r+'); l=np.array(f['labels']); del f['labels']
+f.create_dataset('labels', data=l.astype(np.float32)); f.close()" "$shard"
+expect_failure "wrong dtype" "labels" \
+  mpirun_np 2 "$BIN/scaletrain" train --model resnet20 --data "$T/floatlabels" --output-dir "$T/o" "${common[@]}"
+
+# Checkpoints: another model, another shape, a dataset that does not fit the model.
+mpirun_np 2 "$BIN/scaletrain" train --model resnet20 --data "$T/gray" --output-dir "$T/r20" --max-steps 1 \
+  "${common[@]}" >/dev/null
+expect_failure "checkpoint for another model" "resnet20" \
+  mpirun_np 2 "$BIN/scaletrain" eval --model resnet50 --checkpoint "$T/r20/checkpoint.h5" --data "$T/gray"
+expect_failure "dataset channels vs checkpoint" "channels" \
+  mpirun_np 2 "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/r20/checkpoint.h5" --data "$T/rgb"
+expect_failure "init-from with wrong channels" "channels" \
+  mpirun_np 2 "$BIN/scaletrain" train --model resnet20 --data "$T/rgb" --init-from "$T/r20/checkpoint.h5" \
+  --output-dir "$T/o" "${common[@]}"
+cp "$T/r20/checkpoint.h5" "$T/reshaped.h5"
+$PY -c "
+import h5py,sys,numpy as np
+f=h5py.File(sys.argv[1],'r+'); w=np.array(f['model/layer1.0.conv1.weight']); del f['model/layer1.0.conv1.weight']
+f.create_dataset('model/layer1.0.conv1.weight', data=w[:, :, :1, :1]); f.close()" "$T/reshaped.h5"
+expect_failure "checkpoint with a wrong shape" "layer1.0.conv1.weight" \
+  mpirun_np 2 "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/reshaped.h5" --data "$T/gray"
+expect_failure "missing checkpoint" "$T/none.h5" \
+  mpirun_np 2 "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/none.h5" --data "$T/gray"
+echo "all error cases passed"

@@ -1,0 +1,100 @@
+// Core pieces: JSON output, the RNG's determinism and distributions, tensor views, and the
+// ParameterSet's flat buffers and gradient-ready hook.
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/core/json.hpp"
+#include "scaletrain/core/rng.hpp"
+#include "scaletrain/nn/parameters.hpp"
+#include "scaletrain/tensor/tensor.hpp"
+
+using namespace scaletrain;
+
+BOOST_AUTO_TEST_SUITE(core)
+
+BOOST_AUTO_TEST_CASE(json_dump_keeps_order_and_escapes) {
+  Json j = Json::object();
+  j.set("b", 1);
+  j.set("a", Json::array_of(std::vector<double>{0.5, 2.0}));
+  j.set("s", "quote\" and \\ and \n");
+  j.set("n", Json());
+  j.set("nan", std::nan(""));
+  j.set("t", true);
+  BOOST_TEST(j.dump() ==
+             R"({"b": 1, "a": [0.5, 2], "s": "quote\" and \\ and \n", "n": null, "nan": null, "t": true})");
+  j["b"] = Json(int64_t{5});  // replacing keeps the position
+  BOOST_TEST(j.dump().rfind(R"({"b": 5,)", 0) == 0);
+  BOOST_TEST(Json::object().dump(2) == "{}");
+  Json nested = Json::object();
+  nested["x"]["y"] = 3;
+  BOOST_TEST(nested.dump(2) == "{\n  \"x\": {\n    \"y\": 3\n  }\n}");
+}
+
+BOOST_AUTO_TEST_CASE(rng_is_deterministic_and_well_spread) {
+  Rng a(42), b(42), c(43);
+  for (int i = 0; i < 100; ++i) BOOST_TEST(a.next_u64() == b.next_u64());
+  BOOST_TEST(Rng(42).next_u64() != c.next_u64());
+  BOOST_TEST(Rng::derive(1, 2, 3).next_u64() == Rng::derive(1, 2, 3).next_u64());
+  BOOST_TEST(Rng::derive(1, 2, 3).next_u64() != Rng::derive(1, 3, 2).next_u64());
+  Rng r(7);
+  const int n = 200000;
+  double sum = 0, sq = 0, nsum = 0, nsq = 0;
+  int counts[10] = {0};
+  for (int i = 0; i < n; ++i) {
+    const double u = r.uniform();
+    BOOST_REQUIRE(u >= 0.0 && u < 1.0);
+    sum += u;
+    sq += u * u;
+    const double z = r.normal();
+    nsum += z;
+    nsq += z * z;
+    counts[r.below(10)]++;
+  }
+  BOOST_TEST(std::fabs(sum / n - 0.5) < 0.005);
+  BOOST_TEST(std::fabs(sq / n - 1.0 / 3.0) < 0.005);
+  BOOST_TEST(std::fabs(nsum / n) < 0.01);
+  BOOST_TEST(std::fabs(nsq / n - 1.0) < 0.01);
+  for (int k = 0; k < 10; ++k) BOOST_TEST(std::abs(counts[k] - n / 10) < n / 100);
+}
+
+BOOST_AUTO_TEST_CASE(tensor_views_share_storage) {
+  Tensor base = Tensor::zeros({10});
+  Tensor v = Tensor::view_of(base, 4, {2, 3});
+  v.fill(7.0f);
+  const float* p = base.data<float>();
+  for (int i = 0; i < 10; ++i) BOOST_TEST(p[i] == ((i >= 4) ? 7.0f : 0.0f));
+  BOOST_TEST(v.data<float>() == base.data<float>() + 4);
+  BOOST_CHECK_THROW(Tensor::view_of(base, 5, {6}), Error);
+  BOOST_CHECK_THROW(base.reshape({3, 3}), Error);
+  BOOST_CHECK_THROW(base.data<int64_t>(), Error);
+  Tensor c = base.clone();
+  c.zero();
+  BOOST_TEST(base.data<float>()[9] == 7.0f);
+  BOOST_TEST(reinterpret_cast<uintptr_t>(Tensor::empty({3}).raw()) % 64 == 0);
+}
+
+BOOST_AUTO_TEST_CASE(parameter_set_flat_layout_and_hook) {
+  nn::ParameterSet ps;
+  const int w = ps.add_parameter("conv.weight", {2, 1, 3, 3});
+  const int b = ps.add_parameter("fc.bias", {4});
+  ps.add_buffer("bn.running_mean", {5});
+  BOOST_CHECK_THROW(ps.add_parameter("fc.bias", {1}), Error);
+  ps.finalize();
+  BOOST_TEST(ps.parameter_count() == 22);
+  BOOST_TEST(ps.flat_values().numel() == 22);
+  BOOST_TEST(ps.flat_buffers().numel() == 5);
+  BOOST_TEST(ps.value(b).data<float>() == ps.flat_values().data<float>() + 18);
+  BOOST_TEST(ps.grad(w).data<float>() == ps.flat_grads().data<float>());
+  BOOST_TEST(ps.find("bn.running_mean") != nullptr);
+  BOOST_TEST(ps.find("nope") == nullptr);
+  BOOST_TEST(ps.state_infos().size() == 3u);
+  std::vector<int> ready;
+  ps.set_grad_ready_hook([&](int i) { ready.push_back(i); });
+  ps.mark_grad_ready(b);
+  ps.mark_grad_ready(w);
+  BOOST_TEST((ready == std::vector<int>{b, w}));
+  BOOST_CHECK_THROW(ps.add_parameter("late", {1}), Error);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
