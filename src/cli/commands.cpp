@@ -359,7 +359,7 @@ int cmd_info(int argc, char** argv) {
   }
   std::cout << model << ": " << m->params().parameter_count() << " parameters, input " << shape_string(chw)
             << " (C, H, W), " << num_classes << " classes\n";
-  for (const auto& t : m->params().state_infos()) std::cout << "  " << t.name << " " << shape_string(t.shape) << "\n";
+  for (const auto& t : models::state_dict_infos(m->params())) std::cout << "  " << t.name << " " << shape_string(t.shape) << "\n";
   return 0;
 }
 
