@@ -20,4 +20,3 @@ expect_failure() {
   echo "ok: $name (exit $rc)"
 }
 
-mpirun_np() { local np=$1; shift; mpirun -np "$np" --oversubscribe "$@"; }

@@ -9,7 +9,7 @@ rm -rf "$T" && mkdir -p "$T"
 
 "$BIN/scaletrain-data" synthetic --task image_classification --samples 200 --val-samples 50 --image-size 12,12,3 \
   --classes 5 --shards 3 --output "$T/data" >/dev/null
-mpirun_np 2 "$BIN/scaletrain" train --model resnet20 --data "$T/data" --output-dir "$T/run" --epochs 2 \
+mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/data" --output-dir "$T/run" --epochs 2 \
   --batch-size 16 --base-lr 0.05 --threads 1 --log-every 2 --eval-every 1 | tee "$T/train.log"
 grep -q "epoch 1/2" "$T/train.log" || fail "no progress lines"
 grep -q "samples/s" "$T/train.log" || fail "progress line without samples/s"
@@ -47,7 +47,7 @@ PY
 [ ! -e "$T/run/checkpoint.h5.tmp" ] || fail "temporary checkpoint left behind"
 
 # eval (sharded over 2 ranks) must agree with predict's logits scored in Python.
-acc=$(mpirun_np 2 "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/run/checkpoint.h5" --data "$T/data" \
+acc=$(mpirun -np 2 --oversubscribe "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/run/checkpoint.h5" --data "$T/data" \
   --threads 1 | sed -n 's/^top-1 accuracy \([0-9.]*\).*/\1/p')
 [ -n "$acc" ] || fail "eval printed no accuracy"
 $PY - "$T" "$acc" <<'PY'

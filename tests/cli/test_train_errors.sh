@@ -13,9 +13,9 @@ common=(--epochs 1 --batch-size 8 --threads 1 --log-every 0)
 
 # Options and commands.
 expect_failure "unknown model" "unknown model 'resnet51'" \
-  mpirun_np 2 "$BIN/scaletrain" train --model resnet51 --data "$T/gray" --output-dir "$T/o"
+  mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet51 --data "$T/gray" --output-dir "$T/o"
 expect_failure "unknown option" "unrecognised option '--bogus'" \
-  mpirun_np 2 "$BIN/scaletrain" train --bogus --data "$T/gray"
+  mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --bogus --data "$T/gray"
 expect_failure "unknown command" "unknown command 'trian'" "$BIN/scaletrain" trian
 expect_failure "missing --data" "--data" "$BIN/scaletrain" train --model resnet20
 expect_failure "bad number" "--batch-size" "$BIN/scaletrain" train --data "$T/gray" --batch-size many
@@ -25,25 +25,25 @@ expect_failure "unknown key in config" "$T/bad.ini" "$BIN/scaletrain" train --co
 
 # Data.
 expect_failure "missing data dir" "$T/nowhere" \
-  mpirun_np 2 "$BIN/scaletrain" train --model resnet20 --data "$T/nowhere" --output-dir "$T/o" "${common[@]}"
+  mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/nowhere" --output-dir "$T/o" "${common[@]}"
 mkdir -p "$T/empty"
 expect_failure "empty data dir" "$T/empty" \
-  mpirun_np 2 "$BIN/scaletrain" train --model resnet20 --data "$T/empty" --output-dir "$T/o" "${common[@]}"
+  mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/empty" --output-dir "$T/o" "${common[@]}"
 cp -r "$T/gray" "$T/truncated"
 shard=$(ls "$T/truncated/train/"*.h5 | tail -1)
 truncate -s 3000 "$shard"
 expect_failure "truncated shard" "$(basename "$shard")" \
-  mpirun_np 2 "$BIN/scaletrain" train --model resnet20 --data "$T/truncated" --output-dir "$T/o" "${common[@]}"
+  mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/truncated" --output-dir "$T/o" "${common[@]}"
 cp -r "$T/gray" "$T/badlabel"
 shard=$(ls "$T/badlabel/train/"*.h5 | head -1)
 $PY -c "import h5py,sys; f=h5py.File(sys.argv[1],'r+'); l=f['labels']; l[3]=7; f.close()" "$shard"
 expect_failure "label out of range" "$(basename "$shard")" \
-  mpirun_np 2 "$BIN/scaletrain" train --model resnet20 --data "$T/badlabel" --output-dir "$T/o" "${common[@]}"
+  mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/badlabel" --output-dir "$T/o" "${common[@]}"
 cp -r "$T/gray" "$T/nolabels"
 shard=$(ls "$T/nolabels/val/"*.h5 | head -1)
 $PY -c "import h5py,sys; f=h5py.File(sys.argv[1],'r+'); del f['labels']; f.close()" "$shard"
 expect_failure "missing dataset" "labels" \
-  mpirun_np 2 "$BIN/scaletrain" train --model resnet20 --data "$T/nolabels" --output-dir "$T/o" "${common[@]}"
+  mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/nolabels" --output-dir "$T/o" "${common[@]}"
 cp -r "$T/gray" "$T/floatlabels"
 shard=$(ls "$T/floatlabels/train/"*.h5 | head -1)
 $PY -c "
@@ -51,17 +51,17 @@ import h5py,sys,numpy as np
 f=h5py.File(sys.argv[1],'r+'); l=np.array(f['labels']); del f['labels']
 f.create_dataset('labels', data=l.astype(np.float32)); f.close()" "$shard"
 expect_failure "wrong dtype" "labels" \
-  mpirun_np 2 "$BIN/scaletrain" train --model resnet20 --data "$T/floatlabels" --output-dir "$T/o" "${common[@]}"
+  mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/floatlabels" --output-dir "$T/o" "${common[@]}"
 
 # Checkpoints: another model, another shape, a dataset that does not fit the model.
-mpirun_np 2 "$BIN/scaletrain" train --model resnet20 --data "$T/gray" --output-dir "$T/r20" --max-steps 1 \
+mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/gray" --output-dir "$T/r20" --max-steps 1 \
   "${common[@]}" >/dev/null
 expect_failure "checkpoint for another model" "resnet20" \
-  mpirun_np 2 "$BIN/scaletrain" eval --model resnet50 --checkpoint "$T/r20/checkpoint.h5" --data "$T/gray"
+  mpirun -np 2 --oversubscribe "$BIN/scaletrain" eval --model resnet50 --checkpoint "$T/r20/checkpoint.h5" --data "$T/gray"
 expect_failure "dataset channels vs checkpoint" "channels" \
-  mpirun_np 2 "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/r20/checkpoint.h5" --data "$T/rgb"
+  mpirun -np 2 --oversubscribe "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/r20/checkpoint.h5" --data "$T/rgb"
 expect_failure "init-from with wrong channels" "channels" \
-  mpirun_np 2 "$BIN/scaletrain" train --model resnet20 --data "$T/rgb" --init-from "$T/r20/checkpoint.h5" \
+  mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/rgb" --init-from "$T/r20/checkpoint.h5" \
   --output-dir "$T/o" "${common[@]}"
 cp "$T/r20/checkpoint.h5" "$T/reshaped.h5"
 $PY -c "
@@ -69,7 +69,7 @@ import h5py,sys,numpy as np
 f=h5py.File(sys.argv[1],'r+'); w=np.array(f['model/layer1.0.conv1.weight']); del f['model/layer1.0.conv1.weight']
 f.create_dataset('model/layer1.0.conv1.weight', data=w[:, :, :1, :1]); f.close()" "$T/reshaped.h5"
 expect_failure "checkpoint with a wrong shape" "layer1.0.conv1.weight" \
-  mpirun_np 2 "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/reshaped.h5" --data "$T/gray"
+  mpirun -np 2 --oversubscribe "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/reshaped.h5" --data "$T/gray"
 expect_failure "missing checkpoint" "$T/none.h5" \
-  mpirun_np 2 "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/none.h5" --data "$T/gray"
+  mpirun -np 2 --oversubscribe "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/none.h5" --data "$T/gray"
 echo "all error cases passed"
