@@ -8,8 +8,8 @@
 namespace scaletrain {
 
 Context::Context(Device device, int threads) : device_(device), threads_(threads) {
-  ST_CHECK(device == Device::cpu, "device " << device_name(device)
-                                            << " is not built into this binary (configure with SCALETRAIN_CUDA=ON)");
+  ST_CHECK(device == Device::cpu,
+           "device " << device_name(device) << " is not built into this binary (configure with SCALETRAIN_CUDA=ON)");
   if (threads > 0) omp_set_num_threads(threads);
   threads_ = omp_get_max_threads();
   impl_ = std::make_unique<Impl>();

@@ -98,55 +98,52 @@ void check_model_name(const std::string& model) {
 
 po::options_description train_options(train::TrainConfig& c, std::string& config_file) {
   po::options_description general("general");
-  general.add_options()
-      ("help,h", "print this help")
-      ("config", po::value(&config_file), "INI file with any of these options (key = value, long names without "
-                                          "--); the command line overrides it. Examples in inputs/")
-      ("model", po::value(&c.model)->default_value(c.model), "resnet50 | resnet20")
-      ("data", po::value(&c.data_dir), "dataset directory with train/ and val/ shards (docs/dataset-format.md)")
-      ("output-dir", po::value(&c.output_dir)->default_value(c.output_dir),
-       "where report.json and checkpoint.h5 go (created by rank 0)")
-      ("init-from", po::value(&c.init_from), "start from this checkpoint's weights (a new run: step 0, fresh momentum)")
-      ("seed", po::value(&c.seed)->default_value(c.seed), "seed for initialisation, shuffling and augmentation")
-      ("threads", po::value(&c.threads)->default_value(c.threads),
-       "CPU threads per rank; 0 = the node's cores divided by its ranks");
+  general.add_options()("help,h", "print this help")(
+      "config", po::value(&config_file),
+      "INI file with any of these options (key = value, long names without "
+      "--); the command line overrides it. Examples in inputs/")("model", po::value(&c.model)->default_value(c.model),
+                                                                 "resnet50 | resnet20")(
+      "data", po::value(&c.data_dir), "dataset directory with train/ and val/ shards (docs/dataset-format.md)")(
+      "output-dir", po::value(&c.output_dir)->default_value(c.output_dir),
+      "where report.json and checkpoint.h5 go (created by rank 0)")(
+      "init-from", po::value(&c.init_from), "start from this checkpoint's weights (a new run: step 0, fresh momentum)")(
+      "seed", po::value(&c.seed)->default_value(c.seed), "seed for initialisation, shuffling and augmentation")(
+      "threads", po::value(&c.threads)->default_value(c.threads),
+      "CPU threads per rank; 0 = the node's cores divided by its ranks");
   po::options_description schedule("schedule and optimizer");
-  schedule.add_options()
-      ("epochs", po::value(&c.epochs)->default_value(c.epochs), "epochs to train")
-      ("max-steps", po::value(&c.max_steps)->default_value(c.max_steps), "stop after N optimizer steps (0 = no limit)")
-      ("batch-size", po::value(&c.batch_size)->default_value(c.batch_size),
-       "samples per rank per step; global batch = ranks x batch size")
-      ("base-lr", po::value(&c.base_lr)->default_value(c.base_lr),
-       "learning rate for the global batch (no implicit scaling with the number of ranks)")
-      ("lr-schedule", po::value(&c.lr_schedule)->default_value(c.lr_schedule),
-       "cosine (to 0) | poly (power 2, to --end-lr) | step (x0.1 at 30%, 60%, 80% of the epochs)")
-      ("warmup-epochs", po::value(&c.warmup_epochs)->default_value(c.warmup_epochs),
-       "linear warmup to --base-lr over this many epochs (may be fractional)")
-      ("end-lr", po::value(&c.end_lr)->default_value(c.end_lr), "final learning rate of the poly schedule")
-      ("momentum", po::value(&c.momentum)->default_value(c.momentum), "SGD momentum")
-      ("weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay), "L2 weight decay (PyTorch's rule)")
-      ("nesterov", po::bool_switch(&c.nesterov), "Nesterov momentum")
-      ("label-smoothing", po::value(&c.label_smoothing)->default_value(c.label_smoothing),
-       "as PyTorch's CrossEntropyLoss(label_smoothing=...)");
+  schedule.add_options()("epochs", po::value(&c.epochs)->default_value(c.epochs), "epochs to train")(
+      "max-steps", po::value(&c.max_steps)->default_value(c.max_steps), "stop after N optimizer steps (0 = no limit)")(
+      "batch-size", po::value(&c.batch_size)->default_value(c.batch_size),
+      "samples per rank per step; global batch = ranks x batch size")(
+      "base-lr", po::value(&c.base_lr)->default_value(c.base_lr),
+      "learning rate for the global batch (no implicit scaling with the number of ranks)")(
+      "lr-schedule", po::value(&c.lr_schedule)->default_value(c.lr_schedule),
+      "cosine (to 0) | poly (power 2, to --end-lr) | step (x0.1 at 30%, 60%, 80% of the epochs)")(
+      "warmup-epochs", po::value(&c.warmup_epochs)->default_value(c.warmup_epochs),
+      "linear warmup to --base-lr over this many epochs (may be fractional)")(
+      "end-lr", po::value(&c.end_lr)->default_value(c.end_lr), "final learning rate of the poly schedule")(
+      "momentum", po::value(&c.momentum)->default_value(c.momentum), "SGD momentum")(
+      "weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay), "L2 weight decay (PyTorch's rule)")(
+      "nesterov", po::bool_switch(&c.nesterov), "Nesterov momentum")(
+      "label-smoothing", po::value(&c.label_smoothing)->default_value(c.label_smoothing),
+      "as PyTorch's CrossEntropyLoss(label_smoothing=...)");
   po::options_description data("data");
   bool no_shuffle = false, no_augment = false;
   (void)no_shuffle;
   (void)no_augment;
-  data.add_options()
-      ("no-shuffle", po::bool_switch(), "keep file order (no per-epoch shuffling)")
-      ("no-augment", po::bool_switch(), "no augmentation: normalisation only")
-      ("crop-padding", po::value(&c.crop_padding)->default_value(c.crop_padding),
-       "random crop after zero padding by this many pixels (0 = off)")
-      ("prefetch", po::value(&c.data_prefetch)->default_value(c.data_prefetch), "batches prepared ahead per rank");
+  data.add_options()("no-shuffle", po::bool_switch(), "keep file order (no per-epoch shuffling)")(
+      "no-augment", po::bool_switch(), "no augmentation: normalisation only")(
+      "crop-padding", po::value(&c.crop_padding)->default_value(c.crop_padding),
+      "random crop after zero padding by this many pixels (0 = off)")(
+      "prefetch", po::value(&c.data_prefetch)->default_value(c.data_prefetch), "batches prepared ahead per rank");
   po::options_description progress("evaluation, progress and outputs");
-  progress.add_options()
-      ("eval-every", po::value(&c.eval_every)->default_value(c.eval_every),
-       "evaluate on val every N epochs (and after the last)")
-      ("target-accuracy", po::value(&c.target_accuracy)->default_value(c.target_accuracy),
-       "stop at the first evaluation with top-1 >= this (0..1; 0 = train all epochs)")
-      ("log-every", po::value(&c.log_every)->default_value(c.log_every), "progress line every N steps (rank 0)")
-      ("checkpoint-every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),
-       "also checkpoint every N epochs (0 = only at the end)");
+  progress.add_options()("eval-every", po::value(&c.eval_every)->default_value(c.eval_every),
+                         "evaluate on val every N epochs (and after the last)")(
+      "target-accuracy", po::value(&c.target_accuracy)->default_value(c.target_accuracy),
+      "stop at the first evaluation with top-1 >= this (0..1; 0 = train all epochs)")(
+      "log-every", po::value(&c.log_every)->default_value(c.log_every), "progress line every N steps (rank 0)")(
+      "checkpoint-every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),
+      "also checkpoint every N epochs (0 = only at the end)");
   po::options_description all("scaletrain train");
   all.add(general).add(schedule).add(data).add(progress);
   return all;
@@ -227,14 +224,12 @@ int cmd_eval(int argc, char** argv) {
   int64_t batch_size = 128;
   int threads = 0;
   po::options_description desc("scaletrain eval");
-  desc.add_options()
-      ("help,h", "print this help")
-      ("model", po::value(&model)->required(), "resnet50 | resnet20")
-      ("checkpoint", po::value(&checkpoint)->required(), "checkpoint.h5 written by scaletrain train")
-      ("data", po::value(&data_dir)->required(), "dataset directory")
-      ("split", po::value(&split)->default_value(split), "split to evaluate")
-      ("batch-size", po::value(&batch_size)->default_value(batch_size), "samples per rank per batch")
-      ("threads", po::value(&threads)->default_value(threads), "CPU threads per rank (0 = cores / ranks on the node)");
+  desc.add_options()("help,h", "print this help")("model", po::value(&model)->required(), "resnet50 | resnet20")(
+      "checkpoint", po::value(&checkpoint)->required(), "checkpoint.h5 written by scaletrain train")(
+      "data", po::value(&data_dir)->required(), "dataset directory")("split", po::value(&split)->default_value(split),
+                                                                     "split to evaluate")(
+      "batch-size", po::value(&batch_size)->default_value(batch_size), "samples per rank per batch")(
+      "threads", po::value(&threads)->default_value(threads), "CPU threads per rank (0 = cores / ranks on the node)");
   po::variables_map vm;
   if (!parse("eval", argc, argv, desc, vm)) return 0;
   notify("eval", vm);
@@ -264,14 +259,12 @@ int cmd_predict(int argc, char** argv) {
   int64_t batch_size = 64;
   int threads = 0;
   po::options_description desc("scaletrain predict");
-  desc.add_options()
-      ("help,h", "print this help")
-      ("model", po::value(&model)->required(), "resnet50 | resnet20")
-      ("checkpoint", po::value(&checkpoint)->required(), "checkpoint.h5 written by scaletrain train")
-      ("input", po::value(&input)->required(), "HDF5 file with dataset 'inputs' float32 [N, C, H, W], normalised")
-      ("output", po::value(&output)->required(), "HDF5 file to write with dataset 'logits' float32 [N, K]")
-      ("batch-size", po::value(&batch_size)->default_value(batch_size), "samples per forward pass")
-      ("threads", po::value(&threads)->default_value(threads), "CPU threads (0 = all cores)");
+  desc.add_options()("help,h", "print this help")("model", po::value(&model)->required(), "resnet50 | resnet20")(
+      "checkpoint", po::value(&checkpoint)->required(), "checkpoint.h5 written by scaletrain train")(
+      "input", po::value(&input)->required(), "HDF5 file with dataset 'inputs' float32 [N, C, H, W], normalised")(
+      "output", po::value(&output)->required(), "HDF5 file to write with dataset 'logits' float32 [N, K]")(
+      "batch-size", po::value(&batch_size)->default_value(batch_size), "samples per forward pass")(
+      "threads", po::value(&threads)->default_value(threads), "CPU threads (0 = all cores)");
   po::variables_map vm;
   if (!parse("predict", argc, argv, desc, vm)) return 0;
   notify("predict", vm);
@@ -337,12 +330,10 @@ int cmd_info(int argc, char** argv) {
   int num_classes = 1000;
   bool json = false;
   po::options_description desc("scaletrain info");
-  desc.add_options()
-      ("help,h", "print this help")
-      ("model", po::value(&model)->required(), "resnet50 | resnet20")
-      ("num-classes", po::value(&num_classes)->default_value(num_classes), "classes (outputs of fc)")
-      ("input-shape", po::value(&input_shape), "C,H,W (default 3,224,224 for resnet50, 3,32,32 for resnet20)")
-      ("json", po::bool_switch(&json), "print a JSON object instead of a table");
+  desc.add_options()("help,h", "print this help")("model", po::value(&model)->required(), "resnet50 | resnet20")(
+      "num-classes", po::value(&num_classes)->default_value(num_classes), "classes (outputs of fc)")(
+      "input-shape", po::value(&input_shape), "C,H,W (default 3,224,224 for resnet50, 3,32,32 for resnet20)")(
+      "json", po::bool_switch(&json), "print a JSON object instead of a table");
   po::variables_map vm;
   if (!parse("info", argc, argv, desc, vm)) return 0;
   notify("info", vm);
@@ -359,7 +350,8 @@ int cmd_info(int argc, char** argv) {
   }
   std::cout << model << ": " << m->params().parameter_count() << " parameters, input " << shape_string(chw)
             << " (C, H, W), " << num_classes << " classes\n";
-  for (const auto& t : models::state_dict_infos(m->params())) std::cout << "  " << t.name << " " << shape_string(t.shape) << "\n";
+  for (const auto& t : models::state_dict_infos(m->params()))
+    std::cout << "  " << t.name << " " << shape_string(t.shape) << "\n";
   return 0;
 }
 

@@ -29,7 +29,8 @@ int run_guarded(const char* program, int argc, char** argv, const std::function<
   try {
     rc = body(argc, argv);
   } catch (const UsageError& e) {
-    if (rank == 0) std::fprintf(stderr, "%s: error: %s\nRun '%s --help' for the options.\n", program, e.what(), program);
+    if (rank == 0)
+      std::fprintf(stderr, "%s: error: %s\nRun '%s --help' for the options.\n", program, e.what(), program);
     MPI_Finalize();
     return 2;
   } catch (const std::exception& e) {

@@ -40,16 +40,16 @@ void throw_mpi_error(const char* file, int line, const char* expr, int code) {
   char buf[MPI_MAX_ERROR_STRING] = {0};
   int len = 0;
   MPI_Error_string(code, buf, &len);
-  throw Error(prefix() + "MPI call failed at " + basename_of(file) + ":" + std::to_string(line) +
-              ": " + expr + ": " + std::string(buf, len));
+  throw Error(prefix() + "MPI call failed at " + basename_of(file) + ":" + std::to_string(line) + ": " + expr + ": " +
+              std::string(buf, len));
 }
 
 void throw_h5_error(const char* file, int line, const char* expr) {
   std::string msg = "unknown HDF5 error";
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, h5_walk, &msg);
   H5Eclear2(H5E_DEFAULT);
-  throw Error(prefix() + "HDF5 call failed at " + basename_of(file) + ":" + std::to_string(line) +
-              ": " + expr + ": " + msg);
+  throw Error(prefix() + "HDF5 call failed at " + basename_of(file) + ":" + std::to_string(line) + ": " + expr + ": " +
+              msg);
 }
 }  // namespace detail
 }  // namespace scaletrain

@@ -40,11 +40,21 @@ std::string json_quote(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -71,20 +81,28 @@ void Json::write(std::string& out, int indent, int depth) const {
     out.append(static_cast<std::size_t>(indent * d), ' ');
   };
   switch (type_) {
-    case Type::null: out += "null"; break;
-    case Type::boolean: out += bool_ ? "true" : "false"; break;
-    case Type::integer: out += std::to_string(int_); break;
+    case Type::null:
+      out += "null";
+      break;
+    case Type::boolean:
+      out += bool_ ? "true" : "false";
+      break;
+    case Type::integer:
+      out += std::to_string(int_);
+      break;
     case Type::number: {
       if (!std::isfinite(num_)) {
         out += "null";  // JSON has no NaN/inf
       } else {
         char buf[32];
-        std::snprintf(buf, sizeof buf, "%.9g", num_);
+        std::snprintf(buf, sizeof buf, "%.15g", num_);  // exact for ms timestamps, short for 0.1
         out += buf;
       }
       break;
     }
-    case Type::string: out += json_quote(str_); break;
+    case Type::string:
+      out += json_quote(str_);
+      break;
     case Type::array: {
       out += '[';
       for (std::size_t i = 0; i < items_.size(); ++i) {

@@ -11,24 +11,36 @@ namespace scaletrain {
 
 std::size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::f32: return 4;
-    case DType::f16: return 2;
-    case DType::bf16: return 2;
-    case DType::i32: return 4;
-    case DType::i64: return 8;
-    case DType::u8: return 1;
+    case DType::f32:
+      return 4;
+    case DType::f16:
+      return 2;
+    case DType::bf16:
+      return 2;
+    case DType::i32:
+      return 4;
+    case DType::i64:
+      return 8;
+    case DType::u8:
+      return 1;
   }
   return 0;
 }
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::f32: return "float32";
-    case DType::f16: return "float16";
-    case DType::bf16: return "bfloat16";
-    case DType::i32: return "int32";
-    case DType::i64: return "int64";
-    case DType::u8: return "uint8";
+    case DType::f32:
+      return "float32";
+    case DType::f16:
+      return "float16";
+    case DType::bf16:
+      return "bfloat16";
+    case DType::i32:
+      return "int32";
+    case DType::i64:
+      return "int64";
+    case DType::u8:
+      return "uint8";
   }
   return "?";
 }
@@ -86,8 +98,7 @@ Tensor Tensor::view_of(const Tensor& base, int64_t offset, const Shape& shape) {
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
-  ST_CHECK(shape_numel(shape) == numel(),
-           "cannot reshape " << shape_string(shape_) << " to " << shape_string(shape));
+  ST_CHECK(shape_numel(shape) == numel(), "cannot reshape " << shape_string(shape_) << " to " << shape_string(shape));
   Tensor t = *this;
   t.shape_ = shape;
   return t;
@@ -100,9 +111,9 @@ Tensor Tensor::clone() const {
 }
 
 void Tensor::copy_from(const Tensor& src) {
-  ST_CHECK(src.dtype_ == dtype_ && src.numel() == numel(),
-           "copy from " << dtype_name(src.dtype_) << shape_string(src.shape_) << " into "
-                        << dtype_name(dtype_) << shape_string(shape_));
+  ST_CHECK(src.dtype_ == dtype_ && src.numel() == numel(), "copy from " << dtype_name(src.dtype_)
+                                                                        << shape_string(src.shape_) << " into "
+                                                                        << dtype_name(dtype_) << shape_string(shape_));
   if (bytes() > 0 && raw() != src.raw()) std::memcpy(raw(), src.raw(), bytes());
 }
 
@@ -121,8 +132,8 @@ void* Tensor::raw() const {
 }
 
 void Tensor::check_type(std::size_t elem) const {
-  ST_CHECK(elem == dtype_size(dtype_), "tensor of " << dtype_name(dtype_) << " accessed with an element of "
-                                                    << elem << " bytes");
+  ST_CHECK(elem == dtype_size(dtype_),
+           "tensor of " << dtype_name(dtype_) << " accessed with an element of " << elem << " bytes");
 }
 
 }  // namespace scaletrain

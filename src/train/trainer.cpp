@@ -10,8 +10,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <set>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "scaletrain/checkpoint/checkpoint.hpp"
@@ -77,8 +77,8 @@ void prepare_output_dir(const comm::Communicator& comm, const std::string& dir) 
   ST_CHECK(problem.empty(), problem);
 }
 
-void save(const comm::Communicator& comm, const std::string& path, const models::Model& model,
-          nn::ParameterSet& params, optim::Sgd& sgd, int64_t epoch, int64_t step) {
+void save(const comm::Communicator& comm, const std::string& path, const models::Model& model, nn::ParameterSet& params,
+          optim::Sgd& sgd, int64_t epoch, int64_t step) {
   if (comm.rank() == 0) {
     checkpoint::CheckpointMeta meta;
     meta.model = model.name();
@@ -98,8 +98,8 @@ int default_threads(const comm::Communicator& comm) {
   return std::max(1, cores / std::max(1, on_my_node));
 }
 
-void check_checkpoint_fits(const std::string& checkpoint, const std::string& model, int channels,
-                           int num_classes, const std::string& data_dir) {
+void check_checkpoint_fits(const std::string& checkpoint, const std::string& model, int channels, int num_classes,
+                           const std::string& data_dir) {
   ST_CHECK(fs::exists(checkpoint), "checkpoint " << checkpoint << " does not exist");
   io::H5File f(checkpoint, io::H5File::Mode::read);
   if (f.has("model/conv1.weight")) {
@@ -110,15 +110,15 @@ void check_checkpoint_fits(const std::string& checkpoint, const std::string& mod
   }
   if (f.has("model/fc.weight")) {
     const Shape w = f.dataset_shape("model/fc.weight");
-    ST_CHECK(w.size() == 2 && w[0] == num_classes,
-             "dataset " << data_dir << " has " << num_classes << " classes but the model in checkpoint "
-                        << checkpoint << " has " << (w.size() == 2 ? w[0] : -1) << " outputs");
+    ST_CHECK(w.size() == 2 && w[0] == num_classes, "dataset " << data_dir << " has " << num_classes
+                                                              << " classes but the model in checkpoint " << checkpoint
+                                                              << " has " << (w.size() == 2 ? w[0] : -1) << " outputs");
   }
   (void)model;
 }
 
-EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model& model,
-                    const data::SplitInfo& split, int64_t batch_size) {
+EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model& model, const data::SplitInfo& split,
+                    int64_t batch_size) {
   data::LoaderOptions options;
   options.batch_size = batch_size;
   options.shuffle = false;
@@ -154,10 +154,10 @@ Json run_training(const comm::Communicator& comm, const TrainConfig& cfg, const 
   const data::SplitInfo val_split = data::open_split(cfg.data_dir, "val");
   ST_CHECK(val_split.height == train_split.height && val_split.width == train_split.width &&
                val_split.channels == train_split.channels && val_split.num_classes == train_split.num_classes,
-           "dataset " << cfg.data_dir << ": val images/classes (" << val_split.height << "x" << val_split.width
-                      << "x" << val_split.channels << ", " << val_split.num_classes
-                      << " classes) differ from train (" << train_split.height << "x" << train_split.width << "x"
-                      << train_split.channels << ", " << train_split.num_classes << " classes)");
+           "dataset " << cfg.data_dir << ": val images/classes (" << val_split.height << "x" << val_split.width << "x"
+                      << val_split.channels << ", " << val_split.num_classes << " classes) differ from train ("
+                      << train_split.height << "x" << train_split.width << "x" << train_split.channels << ", "
+                      << train_split.num_classes << " classes)");
 
   const int threads = cfg.threads > 0 ? cfg.threads : default_threads(comm);
   Context ctx(Device::cpu, threads);
@@ -212,10 +212,11 @@ Json run_training(const comm::Communicator& comm, const TrainConfig& cfg, const 
                        << " parameters), " << world << " ranks on "
                        << std::set<std::string>(hosts.begin(), hosts.end()).size() << " hosts, " << threads
                        << " threads per rank, all-reduce " << reducer->name());
-  ST_LOG("data " << cfg.data_dir << ": " << train_split.samples << " train / " << val_split.samples << " val samples of "
-                 << train_split.height << "x" << train_split.width << "x" << train_split.channels << ", "
-                 << train_split.num_classes << " classes; global batch " << global_batch << " (" << cfg.batch_size
-                 << " per rank), " << steps_per_epoch << " steps per epoch, " << total_steps << " steps");
+  ST_LOG("data " << cfg.data_dir << ": " << train_split.samples << " train / " << val_split.samples
+                 << " val samples of " << train_split.height << "x" << train_split.width << "x" << train_split.channels
+                 << ", " << train_split.num_classes << " classes; global batch " << global_batch << " ("
+                 << cfg.batch_size << " per rank), " << steps_per_epoch << " steps per epoch, " << total_steps
+                 << " steps");
 
   report::PhaseTimers timers;
   Json epochs_json = Json::array();
@@ -295,8 +296,7 @@ Json run_training(const comm::Communicator& comm, const TrainConfig& cfg, const 
     Json e = Json::object();
     e.set("epoch", epoch + 1);
     e.set("steps", epoch_steps);
-    const double train_loss =
-        comm.allreduce_sum(loss_sum) / std::max<int64_t>(1, comm.allreduce_sum(epoch_steps));
+    const double train_loss = comm.allreduce_sum(loss_sum) / std::max<int64_t>(1, comm.allreduce_sum(epoch_steps));
     e.set("train_loss", train_loss);
     e.set("val_accuracy", Json());
     e.set("val_loss", Json());
@@ -348,8 +348,8 @@ Json run_training(const comm::Communicator& comm, const TrainConfig& cfg, const 
   dataset.set("dir", cfg.data_dir);
   dataset.set("train_samples", train_split.samples);
   dataset.set("val_samples", val_split.samples);
-  dataset.set("image_shape", Json::array_of(std::vector<int64_t>{train_split.height, train_split.width,
-                                                                 train_split.channels}));
+  dataset.set("image_shape",
+              Json::array_of(std::vector<int64_t>{train_split.height, train_split.width, train_split.channels}));
   dataset.set("num_classes", train_split.num_classes);
   report.set("dataset", dataset);
   report.set("global_batch_size", global_batch);

@@ -61,8 +61,8 @@ double closeness(const std::vector<double>& a, const std::vector<double>& b, dou
   if (where) {
     std::ostringstream os;
     if (!a.empty())
-      os << "worst at element " << worst_i << " of " << a.size() << ": " << a[worst_i] << " vs expected "
-         << b[worst_i] << " (ratio to tolerance " << worst << ")";
+      os << "worst at element " << worst_i << " of " << a.size() << ": " << a[worst_i] << " vs expected " << b[worst_i]
+         << " (ratio to tolerance " << worst << ")";
     *where = os.str();
   }
   return worst;

@@ -29,9 +29,9 @@ double closeness(const std::vector<double>& a, const std::vector<double>& b, dou
 }  // namespace scaletrain::test
 
 // BOOST-style assertion: every element of a within atol + rtol*|b| of b.
-#define ST_CHECK_CLOSE_VECTORS(a, b, atol, rtol)                                     \
-  do {                                                                               \
-    std::string st_where_;                                                           \
+#define ST_CHECK_CLOSE_VECTORS(a, b, atol, rtol)                                        \
+  do {                                                                                  \
+    std::string st_where_;                                                              \
     double st_c_ = ::scaletrain::test::closeness((a), (b), (atol), (rtol), &st_where_); \
-    BOOST_TEST(st_c_ <= 1.0, "not close: " << st_where_);                           \
+    BOOST_TEST(st_c_ <= 1.0, "not close: " << st_where_);                               \
   } while (0)

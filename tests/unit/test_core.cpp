@@ -21,8 +21,7 @@ BOOST_AUTO_TEST_CASE(json_dump_keeps_order_and_escapes) {
   j.set("n", Json());
   j.set("nan", std::nan(""));
   j.set("t", true);
-  BOOST_TEST(j.dump() ==
-             R"({"b": 1, "a": [0.5, 2], "s": "quote\" and \\ and \n", "n": null, "nan": null, "t": true})");
+  BOOST_TEST(j.dump() == R"({"b": 1, "a": [0.5, 2], "s": "quote\" and \\ and \n", "n": null, "nan": null, "t": true})");
   j["b"] = Json(int64_t{5});  // replacing keeps the position
   BOOST_TEST(j.dump().rfind(R"({"b": 5,)", 0) == 0);
   BOOST_TEST(Json::object().dump(2) == "{}");

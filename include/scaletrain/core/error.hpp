@@ -28,30 +28,30 @@ namespace detail {
 }  // namespace scaletrain
 
 // ST_THROW(a << b): throws scaletrain::Error with a streamed message.
-#define ST_THROW(msg_stream)                                        \
-  do {                                                              \
-    std::ostringstream st_os_;                                      \
-    st_os_ << msg_stream;                                           \
+#define ST_THROW(msg_stream)                                             \
+  do {                                                                   \
+    std::ostringstream st_os_;                                           \
+    st_os_ << msg_stream;                                                \
     ::scaletrain::detail::throw_error(__FILE__, __LINE__, st_os_.str()); \
   } while (0)
 
 // ST_CHECK(cond, a << b): throws when cond is false.
-#define ST_CHECK(cond, msg_stream) \
-  do {                             \
+#define ST_CHECK(cond, msg_stream)     \
+  do {                                 \
     if (!(cond)) ST_THROW(msg_stream); \
   } while (0)
 
 // ST_CHECK_MPI(MPI_Foo(...)): MPI returns MPI_SUCCESS (0) on success.
-#define ST_CHECK_MPI(expr)                                                      \
-  do {                                                                          \
-    int st_rc_ = (expr);                                                        \
+#define ST_CHECK_MPI(expr)                                                                     \
+  do {                                                                                         \
+    int st_rc_ = (expr);                                                                       \
     if (st_rc_ != 0) ::scaletrain::detail::throw_mpi_error(__FILE__, __LINE__, #expr, st_rc_); \
   } while (0)
 
 // ST_CHECK_H5(H5Foo(...)): HDF5 returns a negative value (herr_t or hid_t) on failure.
-#define ST_CHECK_H5(expr)                                                      \
-  ([&]() {                                                                     \
-    auto st_rc_ = (expr);                                                      \
+#define ST_CHECK_H5(expr)                                                            \
+  ([&]() {                                                                           \
+    auto st_rc_ = (expr);                                                            \
     if (st_rc_ < 0) ::scaletrain::detail::throw_h5_error(__FILE__, __LINE__, #expr); \
-    return st_rc_;                                                             \
+    return st_rc_;                                                                   \
   }())

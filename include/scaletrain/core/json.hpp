@@ -25,8 +25,16 @@ class Json {
   Json(const char* v) : type_(Type::string), str_(v) {}
   Json(std::string v) : type_(Type::string), str_(std::move(v)) {}
 
-  static Json array() { Json j; j.type_ = Type::array; return j; }
-  static Json object() { Json j; j.type_ = Type::object; return j; }
+  static Json array() {
+    Json j;
+    j.type_ = Type::array;
+    return j;
+  }
+  static Json object() {
+    Json j;
+    j.type_ = Type::object;
+    return j;
+  }
   template <typename T>
   static Json array_of(const std::vector<T>& values) {
     Json j = array();

@@ -15,16 +15,16 @@ void log_warning(const std::string& line);
 
 }  // namespace scaletrain
 
-#define ST_LOG(msg_stream)                      \
-  do {                                          \
-    std::ostringstream st_os_;                  \
-    st_os_ << msg_stream;                       \
-    ::scaletrain::log_info(st_os_.str());       \
+#define ST_LOG(msg_stream)                \
+  do {                                    \
+    std::ostringstream st_os_;            \
+    st_os_ << msg_stream;                 \
+    ::scaletrain::log_info(st_os_.str()); \
   } while (0)
 
-#define ST_WARN(msg_stream)                     \
-  do {                                          \
-    std::ostringstream st_os_;                  \
-    st_os_ << msg_stream;                       \
-    ::scaletrain::log_warning(st_os_.str());    \
+#define ST_WARN(msg_stream)                  \
+  do {                                       \
+    std::ostringstream st_os_;               \
+    st_os_ << msg_stream;                    \
+    ::scaletrain::log_warning(st_os_.str()); \
   } while (0)

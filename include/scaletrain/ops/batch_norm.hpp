@@ -20,11 +20,10 @@ void batch_norm_forward_training(Context& ctx, const BatchNormParams& p, const T
                                  Tensor& saved_mean, Tensor& saved_inv_std);
 // Evaluation: normalises with the running statistics. y overwritten (may alias x).
 void batch_norm_forward_inference(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
-                                  const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
-                                  Tensor& y);
+                                  const Tensor& beta, const Tensor& running_mean, const Tensor& running_var, Tensor& y);
 // dx: (..., C) overwritten; dgamma, dbeta: (C) overwritten.
-void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& dy,
-                         const Tensor& gamma, const Tensor& saved_mean, const Tensor& saved_inv_std, Tensor& dx,
-                         Tensor& dgamma, Tensor& dbeta);
+void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                         const Tensor& saved_mean, const Tensor& saved_inv_std, Tensor& dx, Tensor& dgamma,
+                         Tensor& dbeta);
 
 }  // namespace scaletrain::ops

@@ -16,8 +16,8 @@ Shape max_pool2d_output_shape(const MaxPool2dParams& p, const Shape& x);
 // y: (N, OH, OW, C), overwritten.
 void max_pool2d_forward(Context& ctx, const MaxPool2dParams& p, const Tensor& x, Tensor& y);
 // Gradient goes to the first maximum of each window; dx: (N, H, W, C), overwritten.
-void max_pool2d_backward(Context& ctx, const MaxPool2dParams& p, const Tensor& x, const Tensor& y,
-                         const Tensor& dy, Tensor& dx);
+void max_pool2d_backward(Context& ctx, const MaxPool2dParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
+                         Tensor& dx);
 
 // x: (N, H, W, C); y: (N, C) overwritten with the mean over H and W.
 void global_avg_pool_forward(Context& ctx, const Tensor& x, Tensor& y);

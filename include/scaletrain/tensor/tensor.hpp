@@ -14,7 +14,7 @@
 namespace scaletrain {
 
 enum class DType { f32, f16, bf16, i32, i64, u8 };  // f16/bf16 reserved for the GPU backend
-enum class Device { cpu, cuda };                   // cuda reserved (SCALETRAIN_CUDA)
+enum class Device { cpu, cuda };                    // cuda reserved (SCALETRAIN_CUDA)
 
 std::size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);

@@ -26,15 +26,15 @@ struct EvalResult {
 
 // Top-1 accuracy on a split, sharded over ranks (every sample exactly once) and reduced.
 // Batch norm runs in evaluation mode.
-EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model& model,
-                    const data::SplitInfo& split, int64_t batch_size);
+EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model& model, const data::SplitInfo& split,
+                    int64_t batch_size);
 
 // Threads per rank when --threads is 0: the node's cores shared evenly by its ranks.
 int default_threads(const comm::Communicator& comm);
 
 // Checks that a dataset fits a model checkpoint before loading it (channels and classes), with
 // a message naming both files.
-void check_checkpoint_fits(const std::string& checkpoint, const std::string& model, int channels,
-                           int num_classes, const std::string& data_dir);
+void check_checkpoint_fits(const std::string& checkpoint, const std::string& model, int channels, int num_classes,
+                           const std::string& data_dir);
 
 }  // namespace scaletrain::train
