@@ -1,26 +1,13 @@
 // ReLU and element-wise add: argument checks and per-device dispatch. Kernels in src/ops/<device>/.
 #include "scaletrain/ops/activation.hpp"
 
+#include "ops/cpu/activation_cpu.hpp"
+#include "ops/op_checks.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
 
-// CPU kernels (src/ops/cpu/activation_cpu.cpp); arguments are checked here before the call.
-namespace cpu {
-void relu_forward(Context& ctx, const Tensor& x, Tensor& y);
-void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
-void add_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y);
-void add_inplace(Context& ctx, Tensor& y, const Tensor& x);
-}  // namespace cpu
-
 namespace {
-
-void check_tensor(const Context& ctx, const Tensor& t, const char* op, const char* name) {
-  ST_CHECK(t.defined(), op << ": " << name << " is undefined");
-  ST_CHECK(t.dtype() == DType::f32, op << ": " << name << " must be float32, got " << dtype_name(t.dtype()));
-  ST_CHECK(t.device() == ctx.device(), op << ": " << name << " is on " << device_name(t.device())
-                                          << " but the context runs on " << device_name(ctx.device()));
-}
 
 // `t` is a valid tensor with the same shape as `like`.
 void check_same_shape(const Context& ctx, const Tensor& t, const Tensor& like, const char* op, const char* name,

@@ -1,35 +1,13 @@
 // batch norm: argument checks and per-device dispatch. The kernels live in src/ops/<device>/.
 #include "scaletrain/ops/batch_norm.hpp"
 
+#include "ops/cpu/batch_norm_cpu.hpp"
+#include "ops/op_checks.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
 
-// CPU kernels (src/ops/cpu/batch_norm_cpu.cpp); arguments are checked here before the call.
-namespace cpu {
-void batch_norm_forward_training(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
-                                 const Tensor& beta, Tensor& running_mean, Tensor& running_var, Tensor& y,
-                                 Tensor& saved_mean, Tensor& saved_inv_std);
-void batch_norm_forward_inference(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
-                                  const Tensor& beta, const Tensor& running_mean, const Tensor& running_var, Tensor& y);
-void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& gamma,
-                         const Tensor& saved_mean, const Tensor& saved_inv_std, Tensor& dx, Tensor& dgamma,
-                         Tensor& dbeta);
-}  // namespace cpu
-
 namespace {
-
-void check_tensor(const Context& ctx, const Tensor& t, const char* op, const char* name) {
-  ST_CHECK(t.defined(), op << ": " << name << " is undefined");
-  ST_CHECK(t.dtype() == DType::f32, op << ": " << name << " must be float32, got " << dtype_name(t.dtype()));
-  ST_CHECK(t.device() == ctx.device(), op << ": " << name << " is on " << device_name(t.device())
-                                          << " but the context runs on " << device_name(ctx.device()));
-}
-
-void check_shape(const Tensor& t, const Shape& expected, const char* op, const char* name) {
-  ST_CHECK(t.shape() == expected,
-           op << ": " << name << " has shape " << shape_string(t.shape()) << ", expected " << shape_string(expected));
-}
 
 // x: (..., C) with at least two dimensions. Returns C.
 int64_t check_input(const Context& ctx, const Tensor& x, const char* op) {

@@ -2,25 +2,10 @@
 #include "scaletrain/ops/conv2d.hpp"
 
 #include "ops/cpu/conv2d_cpu.hpp"
+#include "ops/op_checks.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
-namespace {
-
-void check_tensor(const Context& ctx, const Tensor& t, const char* op, const char* name) {
-  ST_CHECK(t.defined(), op << ": " << name << " is undefined");
-  ST_CHECK(t.dtype() == DType::f32, op << ": " << name << " must be float32, got " << dtype_name(t.dtype()));
-  ST_CHECK(t.device() == ctx.device(), op << ": " << name << " is on " << device_name(t.device())
-                                          << " but the context runs on " << device_name(ctx.device()));
-}
-
-void check_shape(const Tensor& t, const Shape& expected, const char* op, const char* name) {
-  ST_CHECK(t.shape() == expected,
-           op << ": " << name << " has shape " << shape_string(t.shape()) << ", expected " << shape_string(expected));
-}
-
-}  // namespace
-
 Shape conv2d_output_shape(const Conv2dParams& p, const Shape& x, const Shape& w) {
   ST_CHECK(x.size() == 4, "conv2d: input must be (N, H, W, C), got " << shape_string(x));
   ST_CHECK(w.size() == 4, "conv2d: weight must be (O, C, KH, KW), got " << shape_string(w));

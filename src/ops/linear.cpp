@@ -2,19 +2,11 @@
 #include "scaletrain/ops/linear.hpp"
 
 #include "ops/cpu/linear_cpu.hpp"
+#include "ops/op_checks.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
 namespace {
-
-void check_tensor(const Context& ctx, const Tensor& t, const Shape& expected, const char* op, const char* name) {
-  ST_CHECK(t.defined(), op << ": " << name << " is undefined");
-  ST_CHECK(t.dtype() == DType::f32, op << ": " << name << " must be float32, got " << dtype_name(t.dtype()));
-  ST_CHECK(t.device() == ctx.device(), op << ": " << name << " is on " << device_name(t.device())
-                                          << " but the context runs on " << device_name(ctx.device()));
-  ST_CHECK(t.shape() == expected,
-           op << ": " << name << " has shape " << shape_string(t.shape()) << ", expected " << shape_string(expected));
-}
 
 // Checks x (N, IN) and w (OUT, IN) and returns {N, IN, OUT}.
 Shape linear_sizes(const Tensor& x, const Tensor& w, const char* op) {

@@ -2,32 +2,13 @@
 // The kernels live in src/ops/<device>/.
 #include "scaletrain/ops/pool.hpp"
 
+#include "ops/cpu/pool_cpu.hpp"
+#include "ops/op_checks.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
 
-// CPU kernels (src/ops/cpu/pool_cpu.cpp); arguments are checked here before the call.
-namespace cpu {
-void max_pool2d_forward(Context& ctx, const MaxPool2dParams& p, const Tensor& x, Tensor& y);
-void max_pool2d_backward(Context& ctx, const MaxPool2dParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
-                         Tensor& dx);
-void global_avg_pool_forward(Context& ctx, const Tensor& x, Tensor& y);
-void global_avg_pool_backward(Context& ctx, const Tensor& dy, Tensor& dx);
-}  // namespace cpu
-
 namespace {
-
-void check_tensor(const Context& ctx, const Tensor& t, const char* op, const char* name) {
-  ST_CHECK(t.defined(), op << ": " << name << " is undefined");
-  ST_CHECK(t.dtype() == DType::f32, op << ": " << name << " must be float32, got " << dtype_name(t.dtype()));
-  ST_CHECK(t.device() == ctx.device(), op << ": " << name << " is on " << device_name(t.device())
-                                          << " but the context runs on " << device_name(ctx.device()));
-}
-
-void check_shape(const Tensor& t, const Shape& expected, const char* op, const char* name) {
-  ST_CHECK(t.shape() == expected,
-           op << ": " << name << " has shape " << shape_string(t.shape()) << ", expected " << shape_string(expected));
-}
 
 void check_nhwc(const Tensor& t, const char* op, const char* name) {
   ST_CHECK(t.ndim() == 4, op << ": " << name << " must be (N, H, W, C), got " << shape_string(t.shape()));

@@ -5,7 +5,7 @@
 // alias inputs.
 #include <cstdint>
 
-#include "scaletrain/ops/activation.hpp"
+#include "ops/cpu/activation_cpu.hpp"
 
 namespace scaletrain::ops::cpu {
 namespace {

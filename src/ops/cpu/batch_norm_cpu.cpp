@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "scaletrain/core/error.hpp"
-#include "scaletrain/ops/batch_norm.hpp"
+#include "ops/cpu/batch_norm_cpu.hpp"
 
 namespace scaletrain::ops::cpu {
 namespace {

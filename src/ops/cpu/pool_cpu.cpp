@@ -9,7 +9,7 @@
 #include <limits>
 #include <vector>
 
-#include "scaletrain/ops/pool.hpp"
+#include "ops/cpu/pool_cpu.hpp"
 
 namespace scaletrain::ops::cpu {
 namespace {

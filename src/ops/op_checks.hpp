@@ -1,0 +1,29 @@
+// Private: argument checks shared by the op dispatchers, so every op reports a bad tensor the
+// same way ("<op>: <argument> ...") before any backend kernel runs.
+#pragma once
+
+#include "scaletrain/backend/context.hpp"
+#include "scaletrain/core/error.hpp"
+
+namespace scaletrain::ops {
+
+// t is defined, float32 and on the context's device.
+inline void check_tensor(const Context& ctx, const Tensor& t, const char* op, const char* name) {
+  ST_CHECK(t.defined(), op << ": " << name << " is undefined");
+  ST_CHECK(t.dtype() == DType::f32, op << ": " << name << " must be float32, got " << dtype_name(t.dtype()));
+  ST_CHECK(t.device() == ctx.device(), op << ": " << name << " is on " << device_name(t.device())
+                                          << " but the context runs on " << device_name(ctx.device()));
+}
+
+inline void check_shape(const Tensor& t, const Shape& expected, const char* op, const char* name) {
+  ST_CHECK(t.shape() == expected,
+           op << ": " << name << " has shape " << shape_string(t.shape()) << ", expected " << shape_string(expected));
+}
+
+// Both of the above.
+inline void check_tensor(const Context& ctx, const Tensor& t, const Shape& expected, const char* op, const char* name) {
+  check_tensor(ctx, t, op, name);
+  check_shape(t, expected, op, name);
+}
+
+}  // namespace scaletrain::ops
