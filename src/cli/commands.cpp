@@ -64,6 +64,15 @@ void notify(const std::string& command, po::variables_map& vm) {
   }
 }
 
+// A default shown in --help as the user would type it (0.1, not 0.10000000000000001).
+std::string shortest(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+constexpr unsigned kHelpWidth = 110;  // columns of --help output
+
 // "3,224,224" -> {3, 224, 224}
 Shape parse_shape(const std::string& option, const std::string& text, std::size_t dims) {
   Shape s;
@@ -97,7 +106,7 @@ void check_model_name(const std::string& model) {
 // train
 
 po::options_description train_options(train::TrainConfig& c, std::string& config_file) {
-  po::options_description general("general");
+  po::options_description general("general", kHelpWidth);
   general.add_options()("help,h", "print this help")(
       "config", po::value(&config_file),
       "INI file with any of these options (key = value, long names without "
@@ -110,24 +119,25 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "seed", po::value(&c.seed)->default_value(c.seed), "seed for initialisation, shuffling and augmentation")(
       "threads", po::value(&c.threads)->default_value(c.threads),
       "CPU threads per rank; 0 = the node's cores divided by its ranks");
-  po::options_description schedule("schedule and optimizer");
+  po::options_description schedule("schedule and optimizer", kHelpWidth);
   schedule.add_options()("epochs", po::value(&c.epochs)->default_value(c.epochs), "epochs to train")(
       "max-steps", po::value(&c.max_steps)->default_value(c.max_steps), "stop after N optimizer steps (0 = no limit)")(
       "batch-size", po::value(&c.batch_size)->default_value(c.batch_size),
       "samples per rank per step; global batch = ranks x batch size")(
-      "base-lr", po::value(&c.base_lr)->default_value(c.base_lr),
+      "base-lr", po::value(&c.base_lr)->default_value(c.base_lr, shortest(c.base_lr)),
       "learning rate for the global batch (no implicit scaling with the number of ranks)")(
       "lr-schedule", po::value(&c.lr_schedule)->default_value(c.lr_schedule),
       "cosine (to 0) | poly (power 2, to --end-lr) | step (x0.1 at 30%, 60%, 80% of the epochs)")(
-      "warmup-epochs", po::value(&c.warmup_epochs)->default_value(c.warmup_epochs),
+      "warmup-epochs", po::value(&c.warmup_epochs)->default_value(c.warmup_epochs, shortest(c.warmup_epochs)),
       "linear warmup to --base-lr over this many epochs (may be fractional)")(
-      "end-lr", po::value(&c.end_lr)->default_value(c.end_lr), "final learning rate of the poly schedule")(
-      "momentum", po::value(&c.momentum)->default_value(c.momentum), "SGD momentum")(
-      "weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay), "L2 weight decay (PyTorch's rule)")(
-      "nesterov", po::bool_switch(&c.nesterov), "Nesterov momentum")(
-      "label-smoothing", po::value(&c.label_smoothing)->default_value(c.label_smoothing),
+      "end-lr", po::value(&c.end_lr)->default_value(c.end_lr, shortest(c.end_lr)),
+      "final learning rate of the poly schedule")(
+      "momentum", po::value(&c.momentum)->default_value(c.momentum, shortest(c.momentum)), "SGD momentum")(
+      "weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay, shortest(c.weight_decay)),
+      "L2 weight decay (PyTorch's rule)")("nesterov", po::bool_switch(&c.nesterov), "Nesterov momentum")(
+      "label-smoothing", po::value(&c.label_smoothing)->default_value(c.label_smoothing, shortest(c.label_smoothing)),
       "as PyTorch's CrossEntropyLoss(label_smoothing=...)");
-  po::options_description data("data");
+  po::options_description data("data", kHelpWidth);
   bool no_shuffle = false, no_augment = false;
   (void)no_shuffle;
   (void)no_augment;
@@ -136,15 +146,15 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "crop-padding", po::value(&c.crop_padding)->default_value(c.crop_padding),
       "random crop after zero padding by this many pixels (0 = off)")(
       "prefetch", po::value(&c.data_prefetch)->default_value(c.data_prefetch), "batches prepared ahead per rank");
-  po::options_description progress("evaluation, progress and outputs");
+  po::options_description progress("evaluation, progress and outputs", kHelpWidth);
   progress.add_options()("eval-every", po::value(&c.eval_every)->default_value(c.eval_every),
                          "evaluate on val every N epochs (and after the last)")(
-      "target-accuracy", po::value(&c.target_accuracy)->default_value(c.target_accuracy),
+      "target-accuracy", po::value(&c.target_accuracy)->default_value(c.target_accuracy, shortest(c.target_accuracy)),
       "stop at the first evaluation with top-1 >= this (0..1; 0 = train all epochs)")(
       "log-every", po::value(&c.log_every)->default_value(c.log_every), "progress line every N steps (rank 0)")(
       "checkpoint-every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),
       "also checkpoint every N epochs (0 = only at the end)");
-  po::options_description all("scaletrain train");
+  po::options_description all("scaletrain train", kHelpWidth);
   all.add(general).add(schedule).add(data).add(progress);
   return all;
 }
@@ -223,7 +233,7 @@ int cmd_eval(int argc, char** argv) {
   std::string model, checkpoint, data_dir, split = "val";
   int64_t batch_size = 128;
   int threads = 0;
-  po::options_description desc("scaletrain eval");
+  po::options_description desc("scaletrain eval", kHelpWidth);
   desc.add_options()("help,h", "print this help")("model", po::value(&model)->required(), "resnet50 | resnet20")(
       "checkpoint", po::value(&checkpoint)->required(), "checkpoint.h5 written by scaletrain train")(
       "data", po::value(&data_dir)->required(), "dataset directory")("split", po::value(&split)->default_value(split),
@@ -258,7 +268,7 @@ int cmd_predict(int argc, char** argv) {
   std::string model, checkpoint, input, output;
   int64_t batch_size = 64;
   int threads = 0;
-  po::options_description desc("scaletrain predict");
+  po::options_description desc("scaletrain predict", kHelpWidth);
   desc.add_options()("help,h", "print this help")("model", po::value(&model)->required(), "resnet50 | resnet20")(
       "checkpoint", po::value(&checkpoint)->required(), "checkpoint.h5 written by scaletrain train")(
       "input", po::value(&input)->required(), "HDF5 file with dataset 'inputs' float32 [N, C, H, W], normalised")(
@@ -329,7 +339,7 @@ int cmd_info(int argc, char** argv) {
   std::string model, input_shape;
   int num_classes = 1000;
   bool json = false;
-  po::options_description desc("scaletrain info");
+  po::options_description desc("scaletrain info", kHelpWidth);
   desc.add_options()("help,h", "print this help")("model", po::value(&model)->required(), "resnet50 | resnet20")(
       "num-classes", po::value(&num_classes)->default_value(num_classes), "classes (outputs of fc)")(
       "input-shape", po::value(&input_shape), "C,H,W (default 3,224,224 for resnet50, 3,32,32 for resnet20)")(
