@@ -13,7 +13,9 @@ namespace scaletrain::cli {
 
 int run_guarded(const char* program, int argc, char** argv, const std::function<int(int, char**)>& body) {
   int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  // The overlapped all-reduce calls MPI from its communication thread while the main thread
+  // works, so ask for MPI_THREAD_MULTIPLE; AllReducer refuses to start without it.
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -10,7 +10,8 @@
 #include "scaletrain/core/log.hpp"
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);  // as the binaries (cli/guard.cpp)
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   char host[MPI_MAX_PROCESSOR_NAME];

@@ -7,5 +7,6 @@ namespace scaletrain::cli {
 
 int scaletrain_main(int argc, char** argv);
 int scaletrain_data_main(int argc, char** argv);
+int scaletrain_comm_bench_main(int argc, char** argv);
 
 }  // namespace scaletrain::cli

@@ -1,4 +1,4 @@
-// The frame every binary runs in: MPI up (MPI_Init_thread, funneled), error identity set,
+// The frame every binary runs in: MPI up (MPI_Init_thread, MPI_THREAD_MULTIPLE), error identity set,
 // HDF5's own error printing silenced, and any scaletrain::Error (or std::exception) turned into
 //   <program>: error: <message>
 // on stderr followed by MPI_Abort, so that every rank exits non-zero within seconds rather than
