@@ -9,14 +9,11 @@
 #include <cstdlib>
 #include <limits>
 
+#include "comm/mpi_impl.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/log.hpp"
 
 namespace scaletrain::comm {
-
-struct Communicator::Impl {
-  MPI_Comm comm = MPI_COMM_NULL;
-};
 
 namespace {
 
@@ -53,9 +50,15 @@ bool mpi_finalized() {
 Communicator Communicator::world() {
   ST_CHECK(mpi_initialized() && !mpi_finalized(),
            "Communicator::world() called while MPI is not running (initialise it with MpiSession or run_guarded)");
+  auto impl = std::make_unique<Impl>();
+  ST_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &impl->comm));
+  return adopt(std::move(impl));
+}
+
+Communicator Communicator::adopt(std::unique_ptr<Impl> impl) {
+  ST_CHECK(impl && impl->comm != MPI_COMM_NULL, "Communicator::adopt() needs a valid MPI communicator");
   Communicator c;
-  c.impl_ = std::make_unique<Impl>();
-  ST_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &c.impl_->comm));
+  c.impl_ = std::move(impl);
   ST_CHECK_MPI(MPI_Comm_set_errhandler(c.impl_->comm, MPI_ERRORS_RETURN));
   ST_CHECK_MPI(MPI_Comm_rank(c.impl_->comm, &c.rank_));
   ST_CHECK_MPI(MPI_Comm_size(c.impl_->comm, &c.size_));
@@ -64,6 +67,25 @@ Communicator Communicator::world() {
   ST_CHECK_MPI(MPI_Get_processor_name(host, &len));
   c.host_.assign(host, static_cast<std::size_t>(len));
   return c;
+}
+
+Communicator Communicator::dup() const {
+  auto impl = std::make_unique<Impl>();
+  ST_CHECK_MPI(MPI_Comm_dup(impl_->comm, &impl->comm));
+  return adopt(std::move(impl));
+}
+
+Communicator Communicator::split(int color, int key) const {
+  ST_CHECK(color >= 0, "Communicator::split: color " << color << " must be >= 0");
+  auto impl = std::make_unique<Impl>();
+  ST_CHECK_MPI(MPI_Comm_split(impl_->comm, color, key, &impl->comm));
+  return adopt(std::move(impl));
+}
+
+Communicator Communicator::split_shared() const {
+  auto impl = std::make_unique<Impl>();
+  ST_CHECK_MPI(MPI_Comm_split_type(impl_->comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &impl->comm));
+  return adopt(std::move(impl));
 }
 
 Communicator::~Communicator() {

@@ -25,6 +25,8 @@ enum class Compression { none, fp16, bf16 };
 const char* algorithm_name(Algorithm a);
 const char* compression_name(Compression c);
 Compression parse_compression(const std::string& text);
+// Throws unless text is flat, hierarchical or auto (for option parsing before MPI work).
+void check_algorithm_name(const std::string& text);
 
 // Blocking building blocks. Every rank of the topology's world calls them with the same count.
 // Results are bitwise identical on every rank.

@@ -50,13 +50,25 @@ class Communicator {
   // r's values[i]. Every rank must pass the same count.
   std::vector<double> allgather(const std::vector<double>& values) const;
 
+  // New communicators (collective over this one; each owns its MPI handle).
+  // A duplicate: same ranks, separate message space.
+  Communicator dup() const;
+  // Ranks passing the same color form one communicator, ordered by key (then by rank here).
+  Communicator split(int color, int key) const;
+  // The ranks that share memory with this one (MPI_COMM_TYPE_SHARED: one node), ordered by
+  // rank here.
+  Communicator split_shared() const;
+
   // Ends the whole job with this exit code (MPI_Abort).
   [[noreturn]] void abort(int code) const;
 
-  struct Impl;  // holds the MPI_Comm; defined in src/comm/communicator.cpp
+  struct Impl;  // holds the MPI_Comm; defined in src/comm/mpi_impl.hpp
   Impl& impl() const { return *impl_; }
+  // Takes ownership of a communicator handle (src/comm only: Impl is private there).
+  static Communicator adopt(std::unique_ptr<Impl> impl);
 
  private:
+  friend class Topology;  // holds communicators that are filled in by Topology::build
   Communicator() = default;
   std::unique_ptr<Impl> impl_;
   int rank_ = 0;
