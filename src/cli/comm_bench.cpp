@@ -1,10 +1,626 @@
+// `scaletrain-comm-bench`: all-reduce time and bandwidth per algorithm and message size, in the
+// style of nccl-tests, and (--p2p) the rank x rank point-to-point bandwidth matrix.
+//
+// Decisions:
+// - nccl-tests' definitions: algbw = bytes / time, busbw = algbw * 2(n-1)/n, 1 GB = 1e9 B; time
+//   is the maximum over ranks of each rank's mean time per iteration of a timed loop.
+// - Every algorithm (flat, hierarchical, and MPI_Allreduce as the baseline "mpi") runs in place on
+//   the same buffer, allocated once at the largest size that fits in memory.
+// - Correctness: one untimed all-reduce of a pattern whose sum is exact in float32 (element i of
+//   rank r holds a(i) + b(r), small integers, a(i) aperiodic so misplaced shares show), compared
+//   bitwise; the timed iterations then run on zeros, which stay exact and finite however many
+//   iterations run (the sum of a sum grows by a factor n each time).
+// - Sizes are rounded down to whole floats; sizes under 4 bytes are skipped.
+#include <mpi.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "scaletrain/cli/commands.hpp"
+#include "scaletrain/cli/guard.hpp"
+#include "scaletrain/comm/allreduce.hpp"
+#include "scaletrain/comm/communicator.hpp"
+#include "scaletrain/comm/topology.hpp"
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/core/json.hpp"
+
+namespace po = boost::program_options;
 
 namespace scaletrain::cli {
-int scaletrain_comm_bench_main(int, char**) {
-  std::fprintf(stderr, "scaletrain-comm-bench: not built yet\n");
-  return 1;
+namespace {
+
+constexpr unsigned kHelpWidth = 110;
+constexpr const char* kProgram = "scaletrain-comm-bench";
+// MPI counts are int: the baseline sends larger buffers in pieces of at most this many floats.
+constexpr int64_t kMaxMpiCount = int64_t{1} << 30;
+// Memory per rank as a multiple of the largest message: our buffer, the algorithms' scratch
+// (a 1/L share, 16-bit copies) and MPI's temporaries: 3.1x measured at 256 MiB (docs/performance.md).
+constexpr double kMemoryFactor = 3.5;
+constexpr int64_t kMaxBytes = int64_t{1} << 40;
+
+enum class Bench { flat, hierarchical, mpi };
+
+const char* bench_name(Bench b) {
+  switch (b) {
+    case Bench::flat:
+      return "flat";
+    case Bench::hierarchical:
+      return "hierarchical";
+    default:
+      return "mpi";
+  }
 }
+
+struct Options {
+  std::string min_bytes = "8", max_bytes = "1G", algorithms = "flat,hierarchical", compression = "none", json;
+  int64_t step_factor = 2;
+  int iters = 20, warmup = 5, ranks_per_node = 0;
+  bool p2p = false;
+  std::string p2p_bytes = "64M";
+  int p2p_iters = 5;
+};
+
+// "8", "64K", "64KiB", "1G": binary multiples (as nccl-tests' -b/-e), so 1K = 1024 bytes.
+int64_t parse_bytes(const std::string& option, const std::string& text) {
+  const auto bad = [&](const std::string& why) { return UsageError("--" + option + " '" + text + "' " + why); };
+  if (!text.empty() && text[0] == '-') throw bad("must not be negative");
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0) throw bad("is not a size in bytes (e.g. 8, 64K, 16M, 1G)");
+  std::string suffix = text.substr(digits);
+  for (auto& ch : suffix) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  int shift = 0;
+  if (suffix == "" || suffix == "b")
+    shift = 0;
+  else if (suffix == "k" || suffix == "kib")
+    shift = 10;
+  else if (suffix == "m" || suffix == "mib")
+    shift = 20;
+  else if (suffix == "g" || suffix == "gib")
+    shift = 30;
+  else
+    throw bad("has an unknown unit (use K, M or G: binary multiples, 1K = 1024 bytes)");
+  if (digits > 13) throw bad("is too large");
+  const int64_t value = std::stoll(text.substr(0, digits));
+  if (value > (kMaxBytes >> shift)) throw bad("is too large (at most 1 TiB)");
+  return value << shift;
+}
+
+// 1073741824 -> "1 GiB", 12 -> "12 B", 1536 -> "1.5 KiB".
+std::string human_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, bytes == std::floor(bytes) ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+  return buf;
+}
+
+std::vector<Bench> parse_algorithms(const std::string& text) {
+  std::vector<Bench> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    Bench b;
+    if (item == "flat")
+      b = Bench::flat;
+    else if (item == "hierarchical")
+      b = Bench::hierarchical;
+    else if (item == "mpi")
+      b = Bench::mpi;
+    else
+      throw UsageError("unknown algorithm '" + item + "' in --algorithms '" + text +
+                       "' (known: flat, hierarchical; mpi, the MPI_Allreduce baseline, always runs)");
+    if (std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
+  }
+  // The baseline runs in every benchmark, last, so that every row has its reference.
+  out.erase(std::remove(out.begin(), out.end(), Bench::mpi), out.end());
+  out.push_back(Bench::mpi);
+  return out;
+}
+
+// A communicator of our own for the baseline and the point-to-point matrix.
+class BenchComm {
+ public:
+  BenchComm() {
+    ST_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
+    ST_CHECK_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+    ST_CHECK_MPI(MPI_Comm_rank(comm_, &rank_));
+    ST_CHECK_MPI(MPI_Comm_size(comm_, &size_));
+  }
+  ~BenchComm() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+  BenchComm(const BenchComm&) = delete;
+  BenchComm& operator=(const BenchComm&) = delete;
+  MPI_Comm get() const { return comm_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  void barrier() const { ST_CHECK_MPI(MPI_Barrier(comm_)); }
+  double max(double v) const {
+    ST_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, comm_));
+    return v;
+  }
+  double min(double v) const { return -max(-v); }
+  int64_t sum(int64_t v) const {
+    ST_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_SUM, comm_));
+    return v;
+  }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+};
+
+// Ranks on this host (MPI's view, whatever --ranks-per-node emulates): they share its memory.
+int ranks_on_host() {
+  MPI_Comm host = MPI_COMM_NULL;
+  ST_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+  int n = 1;
+  MPI_Comm_size(host, &n);
+  MPI_Comm_free(&host);
+  return n;
+}
+
+// MemAvailable from /proc/meminfo in bytes; infinity when it cannot be read.
+double memory_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return std::numeric_limits<double>::infinity();
+}
+
+double peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024;  // Linux reports kilobytes
+}
+
+// The test pattern: element i of rank r holds a(i) + b(r). a(i) in [-3, 4] from the top bits of a
+// Fibonacci hash, so it has no short period (a share placed at the wrong offset shows), and
+// b(r) in [-1, 1]. Every partial sum is an integer of magnitude <= 5n: exact in float32, and in
+// fp16 / bf16 (which hold integers up to 2048 / 256 exactly) for up to 409 / 51 ranks.
+inline int pattern_a(int64_t i) {
+  return static_cast<int>((static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull) >> 61) - 3;
+}
+inline int pattern_b(int rank) { return rank % 3 - 1; }
+
+void fill_pattern(float* data, int64_t count, int rank) {
+  const int b = pattern_b(rank);
+  for (int64_t i = 0; i < count; ++i) data[i] = static_cast<float>(pattern_a(i) + b);
+}
+
+int64_t count_wrong(const float* data, int64_t count, int ranks) {
+  int b_sum = 0;
+  for (int r = 0; r < ranks; ++r) b_sum += pattern_b(r);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const float expected = static_cast<float>(ranks * pattern_a(i) + b_sum);
+    wrong += std::memcmp(&data[i], &expected, sizeof(float)) != 0;  // bitwise: -0.0 or NaN is wrong
+  }
+  return wrong;
+}
+
+struct Row {
+  Bench algorithm;
+  int64_t bytes = 0;
+  double time_us = 0, algbw = 0, busbw = 0;
+  int64_t wrong = 0;
+};
+
+class Runner {
+ public:
+  Runner(const Options& o, const comm::Topology& topo, const BenchComm& bc, comm::Compression compression)
+      : o_(o), topo_(topo), bc_(bc), compression_(compression) {}
+
+  void reduce(Bench b, float* data, int64_t count) const {
+    switch (b) {
+      case Bench::flat:
+        comm::allreduce_flat(topo_, data, count, compression_);
+        break;
+      case Bench::hierarchical:
+        comm::allreduce_hierarchical(topo_, data, count, compression_);
+        break;
+      case Bench::mpi:
+        for (int64_t start = 0; start < count; start += kMaxMpiCount) {
+          const int n = static_cast<int>(std::min(kMaxMpiCount, count - start));
+          ST_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, data + start, n, MPI_FLOAT, MPI_SUM, bc_.get()));
+        }
+        break;
+    }
+  }
+
+  Row measure(Bench b, float* data, int64_t count) const {
+    Row row;
+    row.algorithm = b;
+    row.bytes = count * static_cast<int64_t>(sizeof(float));
+    fill_pattern(data, count, bc_.rank());
+    bc_.barrier();
+    reduce(b, data, count);
+    row.wrong = bc_.sum(count_wrong(data, count, bc_.size()));
+    std::fill(data, data + count, 0.0f);
+    for (int i = 0; i < o_.warmup; ++i) reduce(b, data, count);
+    bc_.barrier();
+    const double t0 = MPI_Wtime();
+    for (int i = 0; i < o_.iters; ++i) reduce(b, data, count);
+    const double mean = (MPI_Wtime() - t0) / o_.iters;
+    const double seconds = bc_.max(mean);
+    const int n = bc_.size();
+    row.time_us = seconds * 1e6;
+    row.algbw = seconds > 0 ? row.bytes / seconds / 1e9 : 0.0;
+    row.busbw = row.algbw * 2.0 * (n - 1) / n;
+    return row;
+  }
+
+ private:
+  const Options& o_;
+  const comm::Topology& topo_;
+  const BenchComm& bc_;
+  comm::Compression compression_;
+};
+
+// Bandwidths up to 99999.99 with two decimals; beyond (one rank: nothing moves) in %g.
+std::string fmt_number(double v, int width) {
+  char buf[48];
+  if (std::fabs(v) < 1e5)
+    std::snprintf(buf, sizeof buf, "%*.2f", width, v);
+  else
+    std::snprintf(buf, sizeof buf, "%*.3g", width, v);
+  return buf;
+}
+
+void print_preamble(const comm::Topology& topo, int ranks, int host_ranks) {
+  std::printf("# %s: %d rank%s, %d per host; topology: %s\n", kProgram, ranks, ranks == 1 ? "" : "s", host_ranks,
+              topo.describe().c_str());
+}
+
+// ---------------------------------------------------------------------------------------------
+// all-reduce sweep
+
+int run_sweep(const Options& o, const comm::Topology& topo, const BenchComm& bc, const std::vector<Bench>& algos,
+              comm::Compression compression, const std::vector<int64_t>& requested_sizes) {
+  const int n = bc.size();
+  const bool root = bc.rank() == 0;
+  const int host_ranks = ranks_on_host();
+
+  // Keep the sizes whose buffers fit in this host's memory (the smallest verdict over hosts).
+  const double available = bc.min(memory_available());
+  std::vector<int64_t> sizes;
+  for (int64_t s : requested_sizes)
+    if (host_ranks * kMemoryFactor * static_cast<double>(s) <= available) sizes.push_back(s);
+  if (sizes.empty())
+    ST_THROW("not even the smallest size, "
+             << human_bytes(requested_sizes.front()) << ", fits in memory: " << host_ranks << " ranks on a host x "
+             << kMemoryFactor << " x " << human_bytes(requested_sizes.front()) << " > " << human_bytes(available)
+             << " available");
+
+  if (root) {
+    print_preamble(topo, n, host_ranks);
+    std::printf(
+        "# all-reduce, sum of float32, in place; %d warm-up + %d timed iterations per size; time = max over ranks of\n"
+        "# the mean per iteration; algbw = bytes/time, busbw = algbw*2(n-1)/n (nccl-tests), 1 GB = 1e9 B\n"
+        "# compression %s for flat and hierarchical; mpi = MPI_Allreduce (float32), the baseline\n",
+        o.warmup, o.iters, comm::compression_name(compression));
+    if (compression == comm::Compression::bf16 && 5 * n > 256)
+      std::printf("# note: with bf16 on more than 51 ranks partial sums exceed 256 and round: #wrong may count that\n");
+    if (compression == comm::Compression::fp16 && 5 * n > 2048)
+      std::printf(
+          "# note: with fp16 on more than 409 ranks partial sums exceed 2048 and round: #wrong may count that\n");
+    if (sizes.size() < requested_sizes.size())
+      std::printf(
+          "# skipping %zu size%s above %s: %d ranks on this host x %.0f x the message size would need ~%s, "
+          "%s available (lower --max-bytes or run fewer ranks per host)\n",
+          requested_sizes.size() - sizes.size(), requested_sizes.size() - sizes.size() == 1 ? "" : "s",
+          human_bytes(sizes.back()).c_str(), host_ranks, kMemoryFactor,
+          human_bytes(host_ranks * kMemoryFactor * requested_sizes.back()).c_str(), human_bytes(available).c_str());
+    // Header: one group of columns per algorithm.
+    // Widths match the rows below: " %12lld %11lld" then per algorithm " %10.2f %8 %8 %7lld".
+    std::string names = "#                        ", cols = "#        size       count",
+                units = "#         (B)  (elements)";
+    for (Bench b : algos) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "   %-34s", b == Bench::mpi ? "mpi (baseline)" : bench_name(b));
+      names += buf;
+      cols += "       time    algbw    busbw  #wrong";
+      units += "       (us)   (GB/s)   (GB/s)        ";
+    }
+    const auto rstrip = [](std::string& text) { text.erase(text.find_last_not_of(' ') + 1); };
+    rstrip(names);
+    rstrip(units);
+    std::printf("%s\n%s\n%s\n", names.c_str(), cols.c_str(), units.c_str());
+    std::fflush(stdout);
+  }
+
+  std::vector<float> buffer(static_cast<std::size_t>(sizes.back() / 4));
+  std::vector<Row> rows;
+  const Runner runner(o, topo, bc, compression);
+  for (int64_t bytes : sizes) {
+    std::string line;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " %12lld %11lld", static_cast<long long>(bytes), static_cast<long long>(bytes / 4));
+    line += buf;
+    for (Bench b : algos) {
+      const Row row = runner.measure(b, buffer.data(), bytes / 4);
+      rows.push_back(row);
+      std::snprintf(buf, sizeof buf, " %10.2f", row.time_us);
+      line += buf + (" " + fmt_number(row.algbw, 8)) + " " + fmt_number(row.busbw, 8);
+      std::snprintf(buf, sizeof buf, " %7lld", static_cast<long long>(row.wrong));
+      line += buf;
+    }
+    if (root) {
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+    }
+  }
+
+  int64_t wrong = 0;
+  for (const Row& r : rows) wrong += r.wrong;
+  const double peak = bc.max(peak_rss_bytes());
+  if (root) {
+    std::string avg = "# average busbw (GB/s):";
+    for (Bench b : algos) {
+      double s = 0;
+      int k = 0;
+      for (const Row& r : rows)
+        if (r.algorithm == b) s += r.busbw, ++k;
+      avg += std::string(" ") + bench_name(b) + " " + fmt_number(k ? s / k : 0.0, 0) + ";";
+    }
+    avg.pop_back();
+    std::printf("%s\n# wrong elements in total: %lld\n# peak memory per rank (max over ranks): %s\n", avg.c_str(),
+                static_cast<long long>(wrong), human_bytes(peak).c_str());
+    if (!o.json.empty()) {
+      Json list = Json::array();
+      for (const Row& r : rows) {
+        Json j = Json::object();
+        j.set("algorithm", bench_name(r.algorithm));
+        j.set("bytes", r.bytes);
+        j.set("count", r.bytes / 4);
+        j.set("time_us", r.time_us);
+        j.set("algbw_gbps", r.algbw);
+        j.set("busbw_gbps", r.busbw);
+        j.set("wrong", r.wrong);
+        j.set("ranks", n);
+        j.set("nodes", topo.num_nodes());
+        j.set("ranks_per_node", topo.local_size());
+        j.set("compression", r.algorithm == Bench::mpi ? "none" : comm::compression_name(compression));
+        j.set("warmup", o.warmup);
+        j.set("iters", o.iters);
+        list.push_back(j);
+      }
+      std::ofstream out(o.json);
+      out << list.dump(1) << "\n";
+      out.close();
+      ST_CHECK(out, "cannot write --json " << o.json);
+      std::printf("# wrote %s\n", o.json.c_str());
+    }
+    if (wrong > 0)
+      std::fprintf(stderr, "%s: error: %lld wrong elements: an all-reduce returned wrong sums (see #wrong)\n", kProgram,
+                   static_cast<long long>(wrong));
+  }
+  return wrong > 0 ? 1 : 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// point-to-point matrix
+
+int run_p2p(const Options& o, const comm::Topology& topo, const BenchComm& bc, int64_t bytes) {
+  const int n = bc.size(), me = bc.rank();
+  const int host_ranks = ranks_on_host();  // collective: before rank 0 goes its own way
+  MPI_Comm c = bc.get();
+  std::vector<char> send(static_cast<std::size_t>(bytes), 1), recv(static_cast<std::size_t>(bytes), 0);
+  const int count = static_cast<int>(bytes);
+  std::vector<double> gbps(static_cast<std::size_t>(n) * n, 0.0);  // row = sender; filled by the sender
+  constexpr int kTagGo = 1, kTagData = 2, kTagAck = 3;
+  for (int s = 0; s < n; ++s) {
+    for (int d = 0; d < n; ++d) {
+      bc.barrier();  // one pair at a time: everyone else waits here
+      if (s == d && me == s) {
+        std::memcpy(recv.data(), send.data(), send.size());  // warm-up
+        const double t0 = MPI_Wtime();
+        for (int k = 0; k < o.p2p_iters; ++k) {
+          send[0] = static_cast<char>(k);
+          std::memcpy(recv.data(), send.data(), send.size());
+        }
+        const double t = MPI_Wtime() - t0;
+        gbps[s * n + d] = recv[0] == send[0] && t > 0 ? double(bytes) * o.p2p_iters / t / 1e9 : 0.0;
+      } else if (s != d && me == s) {
+        ST_CHECK_MPI(MPI_Recv(nullptr, 0, MPI_BYTE, d, kTagGo, c, MPI_STATUS_IGNORE));
+        ST_CHECK_MPI(MPI_Send(send.data(), count, MPI_BYTE, d, kTagData, c));  // warm-up
+        ST_CHECK_MPI(MPI_Recv(nullptr, 0, MPI_BYTE, d, kTagAck, c, MPI_STATUS_IGNORE));
+        const double t0 = MPI_Wtime();
+        for (int k = 0; k < o.p2p_iters; ++k) ST_CHECK_MPI(MPI_Send(send.data(), count, MPI_BYTE, d, kTagData, c));
+        ST_CHECK_MPI(MPI_Recv(nullptr, 0, MPI_BYTE, d, kTagAck, c, MPI_STATUS_IGNORE));
+        const double t = MPI_Wtime() - t0;
+        gbps[s * n + d] = t > 0 ? double(bytes) * o.p2p_iters / t / 1e9 : 0.0;
+      } else if (s != d && me == d) {
+        ST_CHECK_MPI(MPI_Send(nullptr, 0, MPI_BYTE, s, kTagGo, c));
+        for (int k = 0; k <= o.p2p_iters; ++k) {
+          ST_CHECK_MPI(MPI_Recv(recv.data(), count, MPI_BYTE, s, kTagData, c, MPI_STATUS_IGNORE));
+          if (k == 0) ST_CHECK_MPI(MPI_Send(nullptr, 0, MPI_BYTE, s, kTagAck, c));
+        }
+        ST_CHECK_MPI(MPI_Send(nullptr, 0, MPI_BYTE, s, kTagAck, c));
+      }
+    }
+  }
+  ST_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, gbps.data(), n * n, MPI_DOUBLE, MPI_SUM, c));
+  if (me != 0) return 0;
+
+  print_preamble(topo, n, host_ranks);
+  std::printf(
+      "# point-to-point bandwidth in GB/s (1 GB = 1e9 B): %s messages, %d timed per pair after 1 warm-up;\n"
+      "# pairs measured one at a time while the other ranks wait; row = sender, column = receiver;\n"
+      "# diagonal = memcpy within the rank\n",
+      human_bytes(bytes).c_str(), o.p2p_iters);
+  std::printf("#  send\\recv");
+  for (int d = 0; d < n; ++d) std::printf(" %9d", d);
+  std::printf("\n");
+  for (int s = 0; s < n; ++s) {
+    std::printf(" %11d", s);
+    for (int d = 0; d < n; ++d) std::printf(" %s", fmt_number(gbps[s * n + d], 9).c_str());
+    std::printf("\n");
+  }
+  // The summary an operator reads first: the slowest link against the typical one.
+  std::vector<double> off;
+  for (int s = 0; s < n; ++s)
+    for (int d = 0; d < n; ++d)
+      if (s != d) off.push_back(gbps[s * n + d]);
+  if (off.empty()) {
+    std::printf("# one rank: no links to measure\n");
+  } else {
+    std::vector<double> sorted = off;
+    std::sort(sorted.begin(), sorted.end());
+    const double median = sorted[sorted.size() / 2];
+    std::printf("# links: min %.2f, median %.2f, max %.2f GB/s\n", sorted.front(), median, sorted.back());
+    for (int s = 0; s < n; ++s)
+      for (int d = 0; d < n; ++d)
+        if (s != d && gbps[s * n + d] < 0.5 * median)
+          std::printf("# slow link: %d -> %d at %.2f GB/s, under half the median\n", s, d, gbps[s * n + d]);
+  }
+  if (!o.json.empty()) {
+    Json j = Json::object();
+    j.set("mode", "p2p");
+    j.set("ranks", n);
+    j.set("bytes", bytes);
+    j.set("iters", o.p2p_iters);
+    Json matrix = Json::array();
+    for (int s = 0; s < n; ++s) {
+      Json row = Json::array();
+      for (int d = 0; d < n; ++d) row.push_back(gbps[s * n + d]);
+      matrix.push_back(row);
+    }
+    j.set("gbps", matrix);
+    std::ofstream out(o.json);
+    out << j.dump(1) << "\n";
+    out.close();
+    ST_CHECK(out, "cannot write --json " << o.json);
+    std::printf("# wrote %s\n", o.json.c_str());
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+int comm_bench_main(int argc, char** argv) {
+  Options o;
+  po::options_description desc("options", kHelpWidth);
+  desc.add_options()("help,h", "print this help")(
+      "min-bytes", po::value(&o.min_bytes)->default_value(o.min_bytes),
+      "smallest message; K, M, G are binary (1K = 1024). Sizes are rounded down to whole floats "
+      "(4 bytes); sizes under 4 bytes are skipped")("max-bytes", po::value(&o.max_bytes)->default_value(o.max_bytes),
+                                                    "largest message (sizes that do not fit in memory are skipped "
+                                                    "with a message; see docs/performance.md)")(
+      "step-factor", po::value(&o.step_factor)->default_value(o.step_factor),
+      "each size is this many times the previous one (an integer >= 2)")(
+      "algorithms", po::value(&o.algorithms)->default_value(o.algorithms),
+      "comma-separated: flat (one MPI_Allreduce of the world, through scaletrain's layer), hierarchical "
+      "(intra-node reduce-scatter, cross-node all-reduce, intra-node all-gather). MPI_Allreduce itself runs "
+      "as the baseline 'mpi' in every benchmark")("iters", po::value(&o.iters)->default_value(o.iters),
+                                                  "timed iterations per size and algorithm")(
+      "warmup", po::value(&o.warmup)->default_value(o.warmup), "untimed iterations before them")(
+      "ranks-per-node", po::value(&o.ranks_per_node)->default_value(o.ranks_per_node),
+      "emulate nodes of N ranks (ranks k*N .. k*N+N-1 form node k); 0 = the environment variable "
+      "SCALETRAIN_RANKS_PER_NODE, or else the ranks that share memory")(
+      "grad-compression", po::value(&o.compression)->default_value(o.compression),
+      "none | fp16 | bf16: flat and hierarchical send 16-bit values and add in float32 (the mpi "
+      "baseline stays float32; bandwidths count float32 bytes)")(
+      "json", po::value(&o.json),
+      "also write the results to this file: a JSON list with one object per (algorithm, size): algorithm, bytes, "
+      "count, time_us, algbw_gbps, busbw_gbps, wrong, ranks, nodes, ranks_per_node, compression, warmup, iters")(
+      "p2p", po::bool_switch(&o.p2p),
+      "instead of the all-reduce sweep, print the rank x rank point-to-point bandwidth matrix (GB/s; row = "
+      "sender, column = receiver; diagonal = memcpy); with --json, an object with the matrix under 'gbps'")(
+      "p2p-bytes", po::value(&o.p2p_bytes)->default_value(o.p2p_bytes), "message size of --p2p (at most 1G)")(
+      "p2p-iters", po::value(&o.p2p_iters)->default_value(o.p2p_iters), "timed messages per pair of --p2p");
+
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    if (vm.count("help")) {
+      int rank = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      if (rank == 0)
+        std::cout << "usage: mpirun -np N " << kProgram << " [options]\n\n"
+                  << "All-reduce time, algbw and busbw per algorithm and message size (nccl-tests' definitions),\n"
+                  << "with a count of wrong elements; or (--p2p) the point-to-point bandwidth matrix.\n"
+                  << "Example: mpirun -np 4 " << kProgram << " --ranks-per-node 2 --max-bytes 64M --json out.json\n\n"
+                  << desc << "\n";
+      return 0;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
+  }
+
+  const int64_t min_bytes = parse_bytes("min-bytes", o.min_bytes);
+  const int64_t max_bytes = parse_bytes("max-bytes", o.max_bytes);
+  if (min_bytes < 1) throw UsageError("--min-bytes must be at least 1, got " + o.min_bytes);
+  if (min_bytes > max_bytes)
+    throw UsageError("--min-bytes " + o.min_bytes + " is larger than --max-bytes " + o.max_bytes);
+  if (o.step_factor < 2)
+    throw UsageError("--step-factor must be an integer >= 2, got " + std::to_string(o.step_factor));
+  if (o.iters < 1) throw UsageError("--iters must be at least 1, got " + std::to_string(o.iters));
+  if (o.warmup < 0) throw UsageError("--warmup must not be negative, got " + std::to_string(o.warmup));
+  if (o.ranks_per_node < 0)
+    throw UsageError("--ranks-per-node must be positive (or 0 for automatic), got " + std::to_string(o.ranks_per_node));
+  if (o.compression != "none" && o.compression != "fp16" && o.compression != "bf16")
+    throw UsageError("unknown --grad-compression '" + o.compression + "' (known: none, fp16, bf16)");
+  const std::vector<Bench> algos = parse_algorithms(o.algorithms);
+  const int64_t p2p_bytes = parse_bytes("p2p-bytes", o.p2p_bytes);
+  if (p2p_bytes < 1 || p2p_bytes > (int64_t{1} << 30))
+    throw UsageError("--p2p-bytes must be from 1 byte to 1G, got " + o.p2p_bytes);
+  if (o.p2p_iters < 1) throw UsageError("--p2p-iters must be at least 1, got " + std::to_string(o.p2p_iters));
+
+  std::vector<int64_t> sizes;
+  for (int64_t s = min_bytes;; s *= o.step_factor) {
+    const int64_t whole = s / 4 * 4;
+    if (whole > 0 && (sizes.empty() || sizes.back() != whole)) sizes.push_back(whole);
+    if (s > max_bytes / o.step_factor) break;
+  }
+  if (sizes.empty() && !o.p2p)
+    throw UsageError("no size from --min-bytes " + o.min_bytes + " to --max-bytes " + o.max_bytes +
+                     " holds a whole float (4 bytes)");
+
+  const BenchComm bc;
+  // Fail before a long run, on every rank alike, when the JSON file cannot be written.
+  if (!o.json.empty()) {
+    int ok = 1;
+    if (bc.rank() == 0) ok = std::ofstream(o.json) ? 1 : 0;
+    ST_CHECK_MPI(MPI_Bcast(&ok, 1, MPI_INT, 0, bc.get()));
+    if (!ok) throw UsageError("cannot write --json " + o.json);
+  }
+
+  const comm::Communicator world = comm::Communicator::world();
+  const comm::Topology topo = comm::Topology::build(world, o.ranks_per_node);
+  const bool wants_hierarchical = std::find(algos.begin(), algos.end(), Bench::hierarchical) != algos.end();
+  if (wants_hierarchical && !topo.uniform() && !o.p2p)
+    throw UsageError("hierarchical all-reduce needs the same number of ranks on every node, but the topology is " +
+                     topo.describe() + "; choose a --ranks-per-node that divides the " + std::to_string(bc.size()) +
+                     " ranks, or --algorithms flat");
+
+  if (o.p2p) return run_p2p(o, topo, bc, p2p_bytes);
+  return run_sweep(o, topo, bc, algos, comm::parse_compression(o.compression), sizes);
+}
+
+}  // namespace
+
+int scaletrain_comm_bench_main(int argc, char** argv) { return run_guarded(kProgram, argc, argv, comm_bench_main); }
+
 }  // namespace scaletrain::cli
