@@ -4,6 +4,7 @@
 #include "scaletrain/cli/commands.hpp"
 
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -154,8 +155,25 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "log-every", po::value(&c.log_every)->default_value(c.log_every), "progress line every N steps (rank 0)")(
       "checkpoint-every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),
       "also checkpoint every N epochs (0 = only at the end)");
+  po::options_description communication("gradient communication", kHelpWidth);
+  communication.add_options()(
+      "ranks-per-node", po::value<int>(),
+      "emulate nodes of N ranks: ranks k*N .. k*N+N-1 form node k (default: SCALETRAIN_RANKS_PER_NODE, else the "
+      "ranks that share memory)")("allreduce", po::value(&c.allreduce)->default_value(c.allreduce),
+                                  "flat | hierarchical (intra-node reduce-scatter, inter-node all-reduce of 1/L, "
+                                  "intra-node all-gather) | auto (per bucket size, the faster in a start-up "
+                                  "calibration; flat on unequal nodes)")(
+      "grad-compression", po::value(&c.grad_compression)->default_value(c.grad_compression),
+      "none | fp16 | bf16: send 16-bit gradients, accumulate in fp32")(
+      "bucket-mb", po::value(&c.bucket_mb)->default_value(c.bucket_mb, shortest(c.bucket_mb)),
+      "gradient bucket size in MiB; each bucket is all-reduced as soon as backward completes it")(
+      "no-overlap", po::bool_switch(), "all-reduce every bucket after backward instead of during it")(
+      "preflight", po::bool_switch(&c.preflight),
+      "before training, time ~2 s of all-reduce at the model's gradient size and report busbw")(
+      "min-busbw", po::value(&c.min_busbw)->default_value(c.min_busbw, shortest(c.min_busbw)),
+      "abort when the pre-flight busbw (GB/s) is below this (implies --preflight; 0 = no check)");
   po::options_description all("scaletrain train", kHelpWidth);
-  all.add(general).add(schedule).add(data).add(progress);
+  all.add(general).add(schedule).add(data).add(progress).add(communication);
   return all;
 }
 
@@ -187,6 +205,13 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("target_accuracy", c.target_accuracy);
   j.set("log_every", c.log_every);
   j.set("checkpoint_every", c.checkpoint_every);
+  j.set("ranks_per_node", c.ranks_per_node > 0 ? Json(c.ranks_per_node) : Json());
+  j.set("allreduce", c.allreduce);
+  j.set("grad_compression", c.grad_compression);
+  j.set("bucket_mb", c.bucket_mb);
+  j.set("overlap", c.overlap);
+  j.set("preflight", c.preflight || c.min_busbw > 0);
+  j.set("min_busbw", c.min_busbw);
   return j;
 }
 
@@ -220,6 +245,20 @@ int cmd_train(int argc, char** argv) {
   if (c.crop_padding < 0) throw UsageError("--crop-padding must be >= 0");
   if (c.lr_schedule != "cosine" && c.lr_schedule != "poly" && c.lr_schedule != "step")
     throw UsageError("--lr-schedule '" + c.lr_schedule + "' is not one of cosine, poly, step");
+  c.overlap = !vm["no-overlap"].as<bool>();
+  if (vm.count("ranks-per-node")) {
+    c.ranks_per_node = vm["ranks-per-node"].as<int>();
+    if (c.ranks_per_node <= 0)
+      throw UsageError("--ranks-per-node must be a positive integer, got " + std::to_string(c.ranks_per_node));
+  }
+  if (c.allreduce != "flat" && c.allreduce != "hierarchical" && c.allreduce != "auto")
+    throw UsageError("unknown --allreduce '" + c.allreduce + "' (known: flat, hierarchical, auto)");
+  if (c.grad_compression != "none" && c.grad_compression != "fp16" && c.grad_compression != "bf16")
+    throw UsageError("unknown --grad-compression '" + c.grad_compression + "' (known: none, fp16, bf16)");
+  if (!(c.bucket_mb > 0) || !std::isfinite(c.bucket_mb))
+    throw UsageError("--bucket-mb must be a positive number of MiB, got " + shortest(c.bucket_mb));
+  if (!(c.min_busbw >= 0) || !std::isfinite(c.min_busbw))
+    throw UsageError("--min-busbw must be >= 0 (GB/s), got " + shortest(c.min_busbw));
 
   const comm::Communicator comm = comm::Communicator::world();
   train::run_training(comm, c, config_json(c, config_file));

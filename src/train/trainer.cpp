@@ -4,6 +4,8 @@
 // so every collective is entered by every rank the same number of times.
 // Batch-norm running statistics are averaged over ranks before each evaluation and checkpoint,
 // so that the evaluated and saved model is the same on every rank.
+// Gradients go through the bucketed reducer on an AllReducer (flat / hierarchical / auto) over
+// the node topology; --preflight measures the all-reduce bandwidth before the first step.
 #include "scaletrain/train/trainer.hpp"
 
 #include <algorithm>
@@ -11,11 +13,15 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "scaletrain/checkpoint/checkpoint.hpp"
+#include "scaletrain/comm/allreduce.hpp"
 #include "scaletrain/comm/gradient_reducer.hpp"
+#include "scaletrain/comm/topology.hpp"
 #include "scaletrain/config.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/log.hpp"
@@ -87,6 +93,87 @@ void save(const comm::Communicator& comm, const std::string& path, const models:
     checkpoint::save_checkpoint(path, meta, params, &sgd);
   }
   comm.barrier();
+}
+
+// Pre-flight: all-reduce a buffer of the model's gradient size with the training AllReducer,
+// after one warm-up, in rounds of growing length until about kPreflightSeconds and at least
+// kPreflightMinIters iterations have been timed, and report nccl-tests' bandwidths. A round's
+// time is the maximum over ranks, so the number of rounds and the verdict come from numbers
+// every rank shares: all ranks decide alike and none is left waiting.
+constexpr double kPreflightSeconds = 2.0;
+constexpr int64_t kPreflightMinIters = 3;
+
+Json run_preflight(const comm::Communicator& comm, comm::AllReducer& allreducer, int64_t count, double min_busbw) {
+  const int world = comm.size();
+  const int64_t bytes = count * static_cast<int64_t>(sizeof(float));
+  Tensor buffer = Tensor::zeros({count});  // zeros stay zeros: no overflow however many sums
+  float* data = buffer.data<float>();
+  allreducer.wait(allreducer.start(data, count));  // warm-up: first-touch, connections
+  int64_t iters = 0, round = 1;
+  double elapsed = 0.0;
+  while (elapsed < kPreflightSeconds || iters < kPreflightMinIters) {
+    comm.barrier();
+    Stopwatch clock;
+    for (int64_t i = 0; i < round; ++i) allreducer.wait(allreducer.start(data, count));
+    elapsed += comm.allreduce_max(clock.elapsed());
+    iters += round;
+    // Next round: double, but no longer than what is left of the budget.
+    const double per_iter = elapsed / iters;
+    const double left = std::max(kPreflightSeconds - elapsed, 0.0);
+    round = std::clamp<int64_t>(static_cast<int64_t>(left / std::max(per_iter, 1e-9)), 1, 2 * round);
+  }
+  const double time = elapsed / iters;
+  const double algbw = bytes / std::max(time, 1e-12) / 1e9;
+  const double busbw = algbw * 2.0 * (world - 1) / world;
+  const std::string algorithm = comm::algorithm_name(allreducer.algorithm_for(bytes));
+
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "pre-flight: all-reduce of %.2f MB (%s) on %d ranks, %lld iterations: %.1f us, algbw %.3f GB/s, busbw "
+                "%.3f GB/s",
+                bytes / 1e6, algorithm.c_str(), world, static_cast<long long>(iters), time * 1e6, algbw, busbw);
+  ST_LOG(line);
+  Json j = Json::object();
+  j.set("bytes", bytes);
+  j.set("algorithm", algorithm);
+  j.set("iterations", iters);
+  j.set("time_us", time * 1e6);
+  j.set("algbw_gbps", algbw);
+  j.set("busbw_gbps", busbw);
+  j.set("min_busbw_gbps", min_busbw > 0 ? Json(min_busbw) : Json());
+  if (min_busbw > 0 && world == 1) {
+    ST_LOG("pre-flight: --min-busbw not checked on 1 rank (no fabric to measure)");
+  } else if (min_busbw > 0 && busbw < min_busbw) {
+    char message[320];
+    std::snprintf(message, sizeof message,
+                  "pre-flight: all-reduce bus bandwidth %.3f GB/s is below --min-busbw %g GB/s (%lld bytes, %s, %d "
+                  "ranks, %.1f us per all-reduce); check the fabric or lower --min-busbw",
+                  busbw, min_busbw, static_cast<long long>(bytes), algorithm.c_str(), world, time * 1e6);
+    ST_THROW(message);
+  }
+  return j;
+}
+
+// "hierarchical, 12 buckets of <= 25 MiB overlapped with backward (hierarchical x10, flat x2)"
+std::string describe_buckets(const comm::AllReducer& allreducer, const std::vector<comm::GradientBucket>& buckets,
+                             const comm::BucketOptions& options, comm::Compression compression) {
+  std::ostringstream os;
+  os << allreducer.requested();
+  if (compression != comm::Compression::none) os << " (" << comm::compression_name(compression) << " on the wire)";
+  os << ", " << buckets.size() << " bucket" << (buckets.size() == 1 ? "" : "s") << " of <= " << options.bucket_mb
+     << " MiB " << (options.overlap ? "overlapped with backward" : "after backward (no overlap)");
+  int flat = 0, hierarchical = 0;
+  for (const auto& b : buckets) {
+    if (allreducer.algorithm_for(b.count * static_cast<int64_t>(sizeof(float))) == comm::Algorithm::flat)
+      ++flat;
+    else
+      ++hierarchical;
+  }
+  os << " (";
+  if (hierarchical) os << "hierarchical x" << hierarchical << (flat ? ", " : "");
+  if (flat) os << "flat x" << flat;
+  os << ")";
+  return os.str();
 }
 
 }  // namespace
@@ -204,7 +291,16 @@ Json run_training(const comm::Communicator& comm, const TrainConfig& cfg, const 
   sgd_options.weight_decay = cfg.weight_decay;
   sgd_options.nesterov = cfg.nesterov;
   optim::Sgd sgd(params, sgd_options);
-  auto reducer = comm::make_flat_reducer(comm, params);
+  // Gradient communication: topology -> AllReducer (its thread; auto calibrates here) -> buckets.
+  const comm::Topology topology = comm::Topology::build(comm, cfg.ranks_per_node);
+  comm::AllReduceOptions ao;
+  ao.algorithm = cfg.allreduce;
+  ao.compression = comm::parse_compression(cfg.grad_compression);
+  comm::AllReducer allreducer(topology, ao);
+  comm::BucketOptions bo;
+  bo.bucket_mb = cfg.bucket_mb;
+  bo.overlap = cfg.overlap;
+  auto reducer = comm::make_bucketed_reducer(allreducer, params, bo);
   params.set_grad_ready_hook([&reducer](int i) { reducer->on_grad_ready(i); });
 
   const auto hosts = comm.all_hosts();
@@ -217,6 +313,13 @@ Json run_training(const comm::Communicator& comm, const TrainConfig& cfg, const 
                  << ", " << train_split.num_classes << " classes; global batch " << global_batch << " ("
                  << cfg.batch_size << " per rank), " << steps_per_epoch << " steps per epoch, " << total_steps
                  << " steps");
+  ST_LOG("topology: " << topology.describe());
+  ST_LOG("all-reduce: " << describe_buckets(allreducer, comm::plan_buckets(params, bo.bucket_mb), bo, ao.compression)
+                        << ", " << std::fixed << std::setprecision(2) << reducer->bytes_per_step() / 1e6
+                        << " MB per step");
+  Json preflight;  // null unless asked for
+  if (cfg.preflight || cfg.min_busbw > 0)
+    preflight = run_preflight(comm, allreducer, params.parameter_count(), cfg.min_busbw);
 
   report::PhaseTimers timers;
   Json epochs_json = Json::array();
@@ -355,8 +458,31 @@ Json run_training(const comm::Communicator& comm, const TrainConfig& cfg, const 
   report.set("global_batch_size", global_batch);
   report.set("steps_per_epoch", steps_per_epoch);
   report.set("steps", step);
-  report.set("allreduce", reducer->name());
+  report.set("allreduce", allreducer.requested());
   report.set("allreduce_bytes_per_step", reducer->bytes_per_step());
+  Json allreduce_options = Json::object();
+  allreduce_options.set("algorithm", allreducer.requested());
+  allreduce_options.set("compression", comm::compression_name(ao.compression));
+  allreduce_options.set("bucket_mb", bo.bucket_mb);
+  allreduce_options.set("overlap", bo.overlap);
+  allreduce_options.set("calibration", allreducer.to_json());
+  report.set("allreduce_options", allreduce_options);
+  report.set("topology", topology.to_json());
+  report.set("bucket_layout", reducer->layout());
+  {
+    // Total: the communication thread's busy time; exposed: the wait after backward (the
+    // allreduce phase). Both per rank, over the run and per step.
+    const int64_t steps_timed = std::max<int64_t>(1, timers.count(Phase::allreduce));
+    const double busy = reducer->communication_seconds(), exposed = timers.total(Phase::allreduce);
+    Json t = Json::object();
+    t.set("steps", timers.count(Phase::allreduce));
+    t.set("total_s", report::stats_over_ranks(comm, busy));
+    t.set("per_step_s", report::stats_over_ranks(comm, busy / steps_timed));
+    t.set("exposed_total_s", report::stats_over_ranks(comm, exposed));
+    t.set("exposed_per_step_s", report::stats_over_ranks(comm, exposed / steps_timed));
+    report.set("allreduce_time", t);
+  }
+  report.set("preflight", preflight);
   report.set("start_time_unix_ms", start_unix_ms);
   report.set("epochs", epochs_json);
   report.set("final_val_accuracy", last_accuracy >= 0 ? Json(last_accuracy) : Json());

@@ -1,14 +1,21 @@
 // GradientReducer: the trainer's only view of gradient communication. It is told when each
 // parameter's gradient is complete during backward (on_grad_ready) and, before the optimizer
 // step, waits until the flat gradient buffer holds the average over all ranks (finish).
-// The flat implementation here all-reduces the whole buffer after backward; the hierarchical,
-// bucketed and overlapped reducer replaces it behind this interface.
+// Two implementations:
+//   flat:     one MPI all-reduce of the whole buffer after backward (the simple baseline);
+//   bucketed: gradients fused into buckets of consecutive parameters in backward order, each
+//             all-reduced by an AllReducer (flat / hierarchical / auto) on its communication
+//             thread as soon as the bucket is complete, overlapped with the rest of backward.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "scaletrain/comm/allreduce.hpp"
 #include "scaletrain/comm/communicator.hpp"
+#include "scaletrain/core/json.hpp"
 #include "scaletrain/nn/parameters.hpp"
 
 namespace scaletrain::comm {
@@ -26,9 +33,44 @@ class GradientReducer {
   virtual void finish() = 0;
   // Bytes all-reduced per step (for the report).
   virtual int64_t bytes_per_step() const = 0;
+  // For the report: how the gradients are communicated (algorithm, buckets).
+  virtual Json layout() const = 0;
+  // Seconds spent all-reducing over the whole run, as the implementation documents it (flat:
+  // the blocking MPI call; bucketed: the communication thread's busy time).
+  virtual double communication_seconds() const = 0;
 };
 
 // One MPI all-reduce of the whole flat gradient buffer after backward, then divide by size.
 std::unique_ptr<GradientReducer> make_flat_reducer(const Communicator& comm, nn::ParameterSet& params);
+
+struct BucketOptions {
+  // Bucket capacity in MiB (2^20 bytes), as PyTorch DDP's bucket_cap_mb (default 25 there too).
+  double bucket_mb = 25.0;
+  // true: a bucket's all-reduce starts during backward as soon as it is complete; false: every
+  // bucket starts in finish(), after backward (the baseline the overlap is measured against).
+  bool overlap = true;
+};
+
+// One bucket: parameters first_param..last_param (forward registration order, inclusive), i.e.
+// elements [offset, offset + count) of params.flat_grads(). Buckets are numbered in backward
+// order: bucket 0 holds the last parameters registered (the first gradients backward writes).
+struct GradientBucket {
+  int first_param = 0;
+  int last_param = 0;
+  int64_t offset = 0;  // elements
+  int64_t count = 0;   // elements
+};
+
+// The bucket plan: walking the parameters from the last registered to the first, a parameter
+// joins the current bucket while the bucket stays within bucket_mb; otherwise it starts a new
+// bucket. A parameter larger than a bucket thus gets a bucket of its own. bucket_mb must be > 0.
+std::vector<GradientBucket> plan_buckets(const nn::ParameterSet& params, double bucket_mb);
+
+// Bucketed, optionally overlapped reducer on `reducer` (which must outlive it, as must
+// params). Buckets start in bucket order on every rank (a complete bucket waits for the ones
+// before it), so every rank starts the same sequence of all-reduces even if gradients arrive in
+// another order. finish() throws a clear error naming any parameter never marked ready.
+std::unique_ptr<GradientReducer> make_bucketed_reducer(AllReducer& reducer, nn::ParameterSet& params,
+                                                       const BucketOptions& options = {});
 
 }  // namespace scaletrain::comm

@@ -38,6 +38,18 @@ struct TrainConfig {
   int data_prefetch = 2;
   int log_every = 50;
   int checkpoint_every = 0;  // epochs; 0: only at the end
+
+  // Gradient communication (issue 3). Default hierarchical: the algorithm built for multi-GPU
+  // nodes (on one node it is a reduce-scatter + all-gather), repeatable bit for bit, and free of
+  // auto's start-up calibration (seconds, and noise-driven picks on a loaded machine). Nodes with
+  // unequal rank counts need --allreduce flat or auto (which falls back to flat).
+  int ranks_per_node = 0;  // > 0: emulate nodes of this many ranks; 0: SCALETRAIN_RANKS_PER_NODE or shared memory
+  std::string allreduce = "hierarchical";  // flat | hierarchical | auto
+  std::string grad_compression = "none";   // none | fp16 | bf16
+  double bucket_mb = 25.0;                 // MiB per gradient bucket (PyTorch DDP's default)
+  bool overlap = true;                     // start buckets during backward
+  bool preflight = false;                  // measure all-reduce busbw before training
+  double min_busbw = 0.0;                  // GB/s; > 0 implies preflight and aborts below it
 };
 
 }  // namespace scaletrain::train

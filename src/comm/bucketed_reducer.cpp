@@ -1,0 +1,258 @@
+// The bucketed, overlapped gradient reducer. Gradients of consecutive parameters, in backward
+// order, are fused into buckets (plan_buckets); since the flat gradient buffer is laid out in
+// forward order, every bucket is a contiguous range of it and is all-reduced in place. During
+// backward, on_grad_ready counts each bucket's finished members; a complete bucket is handed to
+// the AllReducer (its communication thread runs the all-reduce while backward goes on). Buckets
+// start strictly in bucket order, so every rank starts the same sequence of all-reduces.
+//
+// A small completion thread waits for the started buckets in order, notes when each completes,
+// and divides it by the world size right away (overlapped too). The times give the
+// communication thread's busy time honestly: requests run one after another in start order, so
+// bucket k occupies it from max(start_k, done_{k-1}) to done_k. finish() waits only for buckets
+// still in flight.
+#include <algorithm>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "scaletrain/comm/gradient_reducer.hpp"
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/core/timer.hpp"
+
+namespace scaletrain::comm {
+
+std::vector<GradientBucket> plan_buckets(const nn::ParameterSet& params, double bucket_mb) {
+  ST_CHECK(bucket_mb > 0, "--bucket-mb must be positive, got " << bucket_mb);
+  const double capacity = bucket_mb * 1024.0 * 1024.0;  // bytes
+  std::vector<GradientBucket> buckets;
+  double bytes = 0.0;  // of the bucket being filled
+  for (int i = params.num_parameters() - 1; i >= 0; --i) {
+    const nn::TensorInfo& info = params.parameter_info(i);
+    const int64_t count = shape_numel(info.shape);
+    const double param_bytes = static_cast<double>(count) * sizeof(float);
+    if (buckets.empty() || bytes + param_bytes > capacity) {
+      buckets.push_back({i, i, info.offset, 0});
+      bytes = 0.0;
+    }
+    GradientBucket& b = buckets.back();
+    b.first_param = i;
+    b.offset = info.offset;
+    b.count += count;
+    bytes += param_bytes;
+  }
+  return buckets;
+}
+
+namespace {
+
+class BucketedReducer final : public GradientReducer {
+ public:
+  BucketedReducer(AllReducer& reducer, nn::ParameterSet& params, const BucketOptions& options)
+      : reducer_(reducer), params_(params), options_(options) {
+    ST_CHECK(params.finalized(), "the bucketed gradient reducer needs a finalized ParameterSet");
+    buckets_ = plan_buckets(params, options.bucket_mb);
+    bucket_of_.assign(static_cast<std::size_t>(params.num_parameters()), 0);
+    for (std::size_t b = 0; b < buckets_.size(); ++b)
+      for (int i = buckets_[b].first_param; i <= buckets_[b].last_param; ++i) bucket_of_[i] = static_cast<int>(b);
+    ready_.assign(bucket_of_.size(), 0);
+    ready_count_.assign(buckets_.size(), 0);
+    world_size_ = reducer.topology().world().size();
+    completion_thread_ = std::thread([this] { complete_in_order(); });
+  }
+
+  ~BucketedReducer() override {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    // Buckets still in flight (an error unwinding mid-step) are completed first, as the
+    // AllReducer's own destructor completes every started request: the other ranks start them too.
+    completion_thread_.join();
+  }
+
+  std::string name() const override { return reducer_.requested(); }
+
+  void begin_step() override {
+    ST_CHECK(!in_step_, "internal error: begin_step() twice without finish() in between");
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      ST_CHECK(launched_ == completed_, "internal error: begin_step() with all-reduces still in flight");
+      launched_ = completed_ = 0;
+    }
+    std::fill(ready_.begin(), ready_.end(), 0);
+    std::fill(ready_count_.begin(), ready_count_.end(), 0);
+    next_to_start_ = 0;
+    in_step_ = true;
+  }
+
+  void on_grad_ready(int index) override {
+    ST_CHECK(in_step_, "internal error: gradient of parameter " << index << " marked ready outside a step");
+    ST_CHECK(index >= 0 && index < params_.num_parameters(),
+             "internal error: gradient ready for parameter " << index << " of " << params_.num_parameters());
+    ST_CHECK(!ready_[index], "internal error: gradient of parameter " << params_.parameter_info(index).name
+                                                                      << " marked ready twice in one step");
+    ready_[index] = 1;
+    const int b = bucket_of_[index];
+    ++ready_count_[b];
+    if (options_.overlap && complete(b)) start_ready_buckets();
+  }
+
+  void finish() override {
+    ST_CHECK(in_step_, "internal error: finish() without begin_step()");
+    in_step_ = false;
+    start_ready_buckets();  // without overlap: all of them, now
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_cv_.wait(lock, [this] { return completed_ == launched_ || error_; });
+    if (error_) std::rethrow_exception(error_);
+    if (next_to_start_ < static_cast<int>(buckets_.size())) {
+      // Some gradient never arrived: its bucket (and every later one) was never started.
+      std::ostringstream missing;
+      int n = 0;
+      for (int i = 0; i < params_.num_parameters(); ++i) {
+        if (ready_[i]) continue;
+        if (n < 3) missing << (n ? ", " : "") << params_.parameter_info(i).name;
+        ++n;
+      }
+      ST_THROW("internal error: backward never marked the gradient of " << n << " parameter(s) ready (" << missing.str()
+                                                                        << (n > 3 ? ", ..." : "")
+                                                                        << "), so their all-reduce could not run");
+    }
+  }
+
+  int64_t bytes_per_step() const override { return params_.parameter_count() * static_cast<int64_t>(sizeof(float)); }
+
+  Json layout() const override {
+    Json list = Json::array();
+    for (std::size_t k = 0; k < buckets_.size(); ++k) {
+      const GradientBucket& b = buckets_[k];
+      const int64_t bytes = b.count * static_cast<int64_t>(sizeof(float));
+      Json j = Json::object();
+      j.set("bucket", static_cast<int64_t>(k));
+      j.set("bytes", bytes);
+      j.set("offset_bytes", b.offset * static_cast<int64_t>(sizeof(float)));
+      j.set("parameters", b.last_param - b.first_param + 1);
+      // In the order backward completes them: the bucket's last registered parameter first.
+      j.set("first_parameter", params_.parameter_info(b.last_param).name);
+      j.set("last_parameter", params_.parameter_info(b.first_param).name);
+      j.set("algorithm", algorithm_name(reducer_.algorithm_for(bytes)));
+      list.push_back(j);
+    }
+    Json j = Json::object();
+    j.set("reducer", "bucketed");
+    j.set("algorithm", reducer_.requested());
+    j.set("overlap", options_.overlap);
+    j.set("bucket_mb", options_.bucket_mb);
+    j.set("buckets", static_cast<int64_t>(buckets_.size()));
+    j.set("bytes", bytes_per_step());
+    j.set("list", list);
+    return j;
+  }
+
+  double communication_seconds() const override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return busy_seconds_;
+  }
+
+ private:
+  struct Started {
+    int bucket;
+    AllReducer::Request request;
+    double start;
+  };
+
+  bool complete(int b) const {
+    const GradientBucket& bucket = buckets_[b];
+    return ready_count_[b] == bucket.last_param - bucket.first_param + 1;
+  }
+
+  // Starts every complete bucket from next_to_start_ on, in bucket order.
+  void start_ready_buckets() {
+    float* grads = params_.flat_grads().data<float>();
+    while (next_to_start_ < static_cast<int>(buckets_.size()) && complete(next_to_start_)) {
+      const GradientBucket& b = buckets_[next_to_start_];
+      const double start = now_seconds();
+      const AllReducer::Request request = reducer_.start(grads + b.offset, b.count);
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        started_.push_back({next_to_start_, request, start});
+        ++launched_;
+      }
+      work_cv_.notify_one();
+      ++next_to_start_;
+    }
+  }
+
+  // The completion thread: waits for started buckets in order, records the communication
+  // thread's busy time and averages each bucket.
+  void complete_in_order() {
+    float* grads = params_.flat_grads().data<float>();
+    const float size = static_cast<float>(world_size_);
+    double last_done = 0.0;
+    for (;;) {
+      Started item{};
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        work_cv_.wait(lock, [this] { return stop_ || !started_.empty(); });
+        if (started_.empty()) return;  // stopping, nothing left
+        item = started_.front();
+        started_.pop_front();
+      }
+      try {
+        reducer_.wait(item.request);
+        const double done = now_seconds();
+        // Divide rather than multiply by 1/P, as the flat reducer and PyTorch DDP: the mean is
+        // correctly rounded, and the same on every rank since the sums are.
+        if (world_size_ > 1) {
+          const GradientBucket& b = buckets_[item.bucket];
+          float* g = grads + b.offset;
+          for (int64_t i = 0; i < b.count; ++i) g[i] /= size;
+        }
+        std::unique_lock<std::mutex> lock(mutex_);
+        busy_seconds_ += done - std::max(item.start, last_done);
+        last_done = done;
+        ++completed_;
+      } catch (...) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        error_ = std::current_exception();
+        done_cv_.notify_all();
+        return;  // later requests may never complete; finish() rethrows
+      }
+      done_cv_.notify_all();
+    }
+  }
+
+  AllReducer& reducer_;
+  nn::ParameterSet& params_;
+  const BucketOptions options_;
+  std::vector<GradientBucket> buckets_;
+  std::vector<int> bucket_of_;    // parameter -> bucket
+  std::vector<char> ready_;       // per parameter, this step
+  std::vector<int> ready_count_;  // per bucket, this step
+  int world_size_ = 1;
+  int next_to_start_ = 0;
+  bool in_step_ = false;
+
+  // Shared with the completion thread.
+  mutable std::mutex mutex_;
+  std::condition_variable work_cv_, done_cv_;
+  std::deque<Started> started_;
+  int64_t launched_ = 0, completed_ = 0;
+  double busy_seconds_ = 0.0;
+  std::exception_ptr error_;
+  bool stop_ = false;
+  std::thread completion_thread_;
+};
+
+}  // namespace
+
+std::unique_ptr<GradientReducer> make_bucketed_reducer(AllReducer& reducer, nn::ParameterSet& params,
+                                                       const BucketOptions& options) {
+  return std::make_unique<BucketedReducer>(reducer, params, options);
+}
+
+}  // namespace scaletrain::comm
