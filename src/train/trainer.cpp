@@ -304,10 +304,11 @@ Json run_training(const comm::Communicator& comm, const TrainConfig& cfg, const 
   params.set_grad_ready_hook([&reducer](int i) { reducer->on_grad_ready(i); });
 
   const auto hosts = comm.all_hosts();
+  const std::size_t distinct_hosts = std::set<std::string>(hosts.begin(), hosts.end()).size();
   ST_LOG("scaletrain " << SCALETRAIN_VERSION << ": " << cfg.model << " (" << params.parameter_count()
-                       << " parameters), " << world << " ranks on "
-                       << std::set<std::string>(hosts.begin(), hosts.end()).size() << " hosts, " << threads
-                       << " threads per rank, all-reduce " << reducer->name());
+                       << " parameters), " << world << (world == 1 ? " rank" : " ranks") << " on " << distinct_hosts
+                       << (distinct_hosts == 1 ? " host, " : " hosts, ") << threads
+                       << (threads == 1 ? " thread" : " threads") << " per rank, all-reduce " << reducer->name());
   ST_LOG("data " << cfg.data_dir << ": " << train_split.samples << " train / " << val_split.samples
                  << " val samples of " << train_split.height << "x" << train_split.width << "x" << train_split.channels
                  << ", " << train_split.num_classes << " classes; global batch " << global_batch << " ("
