@@ -23,46 +23,39 @@ inline float bits_float(uint32_t u) {
   return f;
 }
 
+// Every case is computed and the right one selected, so that loops vectorise.
 inline uint16_t float_to_fp16(float value) {
   const uint32_t bits = float_bits(value);
   const uint32_t sign = (bits >> 16) & 0x8000u;
   const uint32_t a = bits & 0x7fffffffu;
-  uint16_t out;
-  if (a > 0x7f800000u) {
-    out = 0x7e00u;  // NaN
-  } else if (a >= 0x477ff000u) {
-    out = 0x7c00u;  // inf, and every finite value that rounds to 65520 or more
-  } else if (a < 0x38800000u) {
-    // Below 2^-14: a subnormal (or zero). Adding 0.5 puts the value's 2^-24 units in the low
-    // mantissa bits of a float with exponent -1, and the float addition rounds to nearest even.
-    out = static_cast<uint16_t>(float_bits(bits_float(a) + 0.5f) - 0x3f000000u);
-  } else {
-    // Normal: rebias the exponent (127 -> 15) and round the 13 dropped bits to nearest even.
-    const uint32_t odd = (a >> 13) & 1u;
-    out = static_cast<uint16_t>((a - 0x38000000u + 0xfffu + odd) >> 13);
-  }
+  // Normal: rebias the exponent (127 -> 15) and round the 13 dropped bits to nearest even.
+  const uint32_t normal = (a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13;
+  // Below 2^-14, a subnormal (or zero): adding 0.5 puts the value's 2^-24 units in the low
+  // mantissa bits of a float with exponent -1, and the float addition rounds to nearest even.
+  const uint32_t subnormal = float_bits(bits_float(a) + 0.5f) - 0x3f000000u;
+  uint32_t out = a < 0x38800000u ? subnormal : normal;
+  out = a >= 0x477ff000u ? 0x7c00u : out;  // inf, and every finite value that rounds to >= 65520
+  out = a > 0x7f800000u ? 0x7e00u : out;   // NaN
   return static_cast<uint16_t>(out | sign);
 }
 
 inline float fp16_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t a = h & 0x7fffu;
-  uint32_t bits;
-  if (a >= 0x7c00u) {
-    bits = 0x7f800000u | ((a & 0x3ffu) << 13);  // inf, NaN (payload kept)
-  } else if (a < 0x400u) {
-    bits = float_bits(static_cast<float>(a) * 0x1p-24f);  // subnormal or zero: exact
-  } else {
-    bits = (a << 13) + 0x38000000u;
-  }
+  const uint32_t normal = (a << 13) + 0x38000000u;
+  // Subnormal m * 2^-24: build 2^-14 * (1 + m / 1024) and subtract 2^-14 (both exact).
+  const uint32_t subnormal = float_bits(bits_float((a << 13) + 0x38800000u) - 0x1p-14f);
+  const uint32_t special = (a << 13) | 0x7f800000u;  // inf, NaN (payload kept)
+  const uint32_t bits = a >= 0x7c00u ? special : (a < 0x400u ? subnormal : normal);
   return bits_float(bits | sign);
 }
 
 inline uint16_t float_to_bf16(float value) {
   const uint32_t bits = float_bits(value);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);  // quiet NaN
   // Round to nearest even on the 16 dropped bits; overflow carries into inf as it should.
-  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+  const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (bits >> 16) | 0x40u;
+  return static_cast<uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
 inline float bf16_to_float(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
