@@ -357,7 +357,7 @@ void AllReducer::Impl::calibrate() {
   std::vector<double> times;  // [size][rep][algorithm]
   const Communicator& world = topo.world();
   for (int64_t bytes : sizes) {
-    const int rep_count = bytes >= (int64_t{16} << 20) ? 3 : 5;  // the first is the warm-up
+    const int rep_count = bytes >= (int64_t{16} << 20) ? 2 : 4;  // the first is the warm-up
     reps.push_back(rep_count);
     for (int rep = 0; rep < rep_count; ++rep) {
       for (Algorithm a : {Algorithm::flat, Algorithm::hierarchical}) {
