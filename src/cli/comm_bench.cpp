@@ -522,33 +522,36 @@ int comm_bench_main(int argc, char** argv) {
   Options o;
   po::options_description desc("options", kHelpWidth);
   desc.add_options()("help,h", "print this help")(
-      "min-bytes", po::value(&o.min_bytes)->default_value(o.min_bytes),
+      "min-bytes", po::value(&o.min_bytes)->default_value(o.min_bytes)->value_name("SIZE"),
       "smallest message; K, M, G are binary (1K = 1024). Sizes are rounded down to whole floats "
-      "(4 bytes); sizes under 4 bytes are skipped")("max-bytes", po::value(&o.max_bytes)->default_value(o.max_bytes),
-                                                    "largest message (sizes that do not fit in memory are skipped "
-                                                    "with a message; see docs/performance.md)")(
-      "step-factor", po::value(&o.step_factor)->default_value(o.step_factor),
+      "(4 bytes); sizes under 4 bytes are skipped")(
+      "max-bytes", po::value(&o.max_bytes)->default_value(o.max_bytes)->value_name("SIZE"),
+      "largest message (sizes that do not fit in memory are skipped "
+      "with a message; see docs/performance.md)")(
+      "step-factor", po::value(&o.step_factor)->default_value(o.step_factor)->value_name("F"),
       "each size is this many times the previous one (an integer >= 2)")(
-      "algorithms", po::value(&o.algorithms)->default_value(o.algorithms),
+      "algorithms", po::value(&o.algorithms)->default_value(o.algorithms)->value_name("LIST"),
       "comma-separated: flat (one MPI_Allreduce of the world, through scaletrain's layer), hierarchical "
       "(intra-node reduce-scatter, cross-node all-reduce, intra-node all-gather). MPI_Allreduce itself runs "
-      "as the baseline 'mpi' in every benchmark")("iters", po::value(&o.iters)->default_value(o.iters),
+      "as the baseline 'mpi' in every benchmark")("iters", po::value(&o.iters)->default_value(o.iters)->value_name("N"),
                                                   "timed iterations per size and algorithm")(
-      "warmup", po::value(&o.warmup)->default_value(o.warmup), "untimed iterations before them")(
-      "ranks-per-node", po::value(&o.ranks_per_node)->default_value(o.ranks_per_node),
+      "warmup", po::value(&o.warmup)->default_value(o.warmup)->value_name("N"), "untimed iterations before them")(
+      "ranks-per-node", po::value(&o.ranks_per_node)->default_value(o.ranks_per_node)->value_name("N"),
       "emulate nodes of N ranks (ranks k*N .. k*N+N-1 form node k); 0 = the environment variable "
       "SCALETRAIN_RANKS_PER_NODE, or else the ranks that share memory")(
-      "grad-compression", po::value(&o.compression)->default_value(o.compression),
+      "grad-compression", po::value(&o.compression)->default_value(o.compression)->value_name("C"),
       "none | fp16 | bf16: flat and hierarchical send 16-bit values and add in float32 (the mpi "
       "baseline stays float32; bandwidths count float32 bytes)")(
-      "json", po::value(&o.json),
+      "json", po::value(&o.json)->value_name("FILE"),
       "also write the results to this file: a JSON list with one object per (algorithm, size): algorithm, bytes, "
       "count, time_us, algbw_gbps, busbw_gbps, wrong, ranks, nodes, ranks_per_node, compression, warmup, iters")(
       "p2p", po::bool_switch(&o.p2p),
       "instead of the all-reduce sweep, print the rank x rank point-to-point bandwidth matrix (GB/s; row = "
       "sender, column = receiver; diagonal = memcpy); with --json, an object with the matrix under 'gbps'")(
-      "p2p-bytes", po::value(&o.p2p_bytes)->default_value(o.p2p_bytes), "message size of --p2p (at most 1G)")(
-      "p2p-iters", po::value(&o.p2p_iters)->default_value(o.p2p_iters), "timed messages per pair of --p2p");
+      "p2p-bytes", po::value(&o.p2p_bytes)->default_value(o.p2p_bytes)->value_name("SIZE"),
+      "message size of --p2p (at most 1G)")("p2p-iters",
+                                            po::value(&o.p2p_iters)->default_value(o.p2p_iters)->value_name("N"),
+                                            "timed messages per pair of --p2p");
 
   po::variables_map vm;
   try {
@@ -560,6 +563,10 @@ int comm_bench_main(int argc, char** argv) {
         std::cout << "usage: mpirun -np N " << kProgram << " [options]\n\n"
                   << "All-reduce time, algbw and busbw per algorithm and message size (nccl-tests' definitions),\n"
                   << "with a count of wrong elements; or (--p2p) the point-to-point bandwidth matrix.\n"
+                  << "time: the maximum over ranks of the mean time per timed iteration; algbw = bytes / time;\n"
+                  << "busbw = algbw * 2(n-1)/n for n ranks; 1 GB = 1e9 bytes. #wrong: elements that differ from the\n"
+                  << "exact sum of a test pattern, summed over ranks (any makes the exit status 1).\n"
+                  << "Details and measured figures: docs/performance.md.\n"
                   << "Example: mpirun -np 4 " << kProgram << " --ranks-per-node 2 --max-bytes 64M --json out.json\n\n"
                   << desc << "\n";
       return 0;
