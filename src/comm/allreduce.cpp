@@ -19,6 +19,7 @@
 #include "scaletrain/comm/allreduce.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -44,6 +45,53 @@ constexpr int64_t kMaxChunk = int64_t{1} << 28;
 constexpr int64_t kRingChunkBytes = int64_t{1} << 20;
 // Tag of the point-to-point messages of the intra-node rings (on the node communicator only).
 constexpr int kTag = 7301;
+
+// True on AllReducer's communication thread. There, waits back off instead of spinning: the
+// peer is usually still in backward, and a polling thread would take a core from this rank's
+// compute (on a CPU node every core computes; measured in docs/performance.md).
+thread_local bool t_background = false;
+// Set while the caller waits idle for results (AllReducer::set_caller_idle): then spinning costs
+// no compute and the communication thread polls at full speed.
+thread_local const std::atomic<bool>* t_caller_idle = nullptr;
+
+// Completes `n` requests: at full speed in the foreground (MPI_Waitall); on the communication
+// thread, a short spin, then sched_yield, then sleeps of up to 100 us between MPI_Testall calls.
+void complete(MPI_Request* requests, int n) {
+  if (!t_background || (t_caller_idle && t_caller_idle->load(std::memory_order_relaxed))) {
+    ST_CHECK_MPI(MPI_Waitall(n, requests, MPI_STATUSES_IGNORE));
+    return;
+  }
+  for (int tries = 0;; ++tries) {
+    int done = 0;
+    ST_CHECK_MPI(MPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE));
+    if (done) return;
+    if (tries < 32 || (t_caller_idle && t_caller_idle->load(std::memory_order_relaxed))) continue;
+    if (tries < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(std::min(100, 5 * (tries - 63))));
+    }
+  }
+}
+
+void sendrecv(const void* send, int send_count, void* recv, int recv_count, MPI_Datatype type, int next, int prev,
+              MPI_Comm comm) {
+  MPI_Request r[2];
+  ST_CHECK_MPI(MPI_Irecv(recv, recv_count, type, prev, kTag, comm, &r[0]));
+  ST_CHECK_MPI(MPI_Isend(send, send_count, type, next, kTag, comm, &r[1]));
+  complete(r, 2);
+}
+
+// In-place all-reduce; non-blocking (so that complete() can back off) on the communication thread.
+void allreduce_in_place(void* data, int n, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  if (!t_background) {
+    ST_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, data, n, type, op, comm));
+    return;
+  }
+  MPI_Request r;
+  ST_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, data, n, type, op, comm, &r));
+  complete(&r, 1);
+}
 
 // ---- 16-bit sums: add in float32, round back once per addition. ----
 
@@ -144,7 +192,7 @@ void flat_wire(const Topology& topo, void* data, int64_t count, const Wire& w) {
   char* bytes = static_cast<char*>(data);
   for (int64_t start = 0; start < count; start += kMaxChunk) {
     const int n = static_cast<int>(std::min(kMaxChunk, count - start));
-    ST_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, bytes + start * w.elem, n, w.type, w.op, mpi_comm(topo.world())));
+    allreduce_in_place(bytes + start * w.elem, n, w.type, w.op, mpi_comm(topo.world()));
   }
 }
 
@@ -169,8 +217,7 @@ void ring_reduce_scatter(char* chunk, const Blocks& b, const Wire& w, MPI_Comm n
   const int next = (me + 1) % size, prev = (me + size - 1) % size;
   for (int s = 0; s < size - 1; ++s) {
     const int send = (me - 1 - s + 2 * size) % size, recv = (me - 2 - s + 2 * size) % size;
-    ST_CHECK_MPI(MPI_Sendrecv(chunk + b.displs[send] * w.elem, b.counts[send], w.type, next, kTag, tmp, b.counts[recv],
-                              w.type, prev, kTag, node, MPI_STATUS_IGNORE));
+    sendrecv(chunk + b.displs[send] * w.elem, b.counts[send], tmp, b.counts[recv], w.type, next, prev, node);
     w.local_sum(tmp, chunk + b.displs[recv] * w.elem, b.counts[recv]);
   }
 }
@@ -180,9 +227,8 @@ void ring_allgather(char* chunk, const Blocks& b, const Wire& w, MPI_Comm node, 
   const int next = (me + 1) % size, prev = (me + size - 1) % size;
   for (int s = 0; s < size - 1; ++s) {
     const int send = (me - s + size) % size, recv = (me - s - 1 + 2 * size) % size;
-    ST_CHECK_MPI(MPI_Sendrecv(chunk + b.displs[send] * w.elem, b.counts[send], w.type, next, kTag,
-                              chunk + b.displs[recv] * w.elem, b.counts[recv], w.type, prev, kTag, node,
-                              MPI_STATUS_IGNORE));
+    sendrecv(chunk + b.displs[send] * w.elem, b.counts[send], chunk + b.displs[recv] * w.elem, b.counts[recv], w.type,
+             next, prev, node);
   }
 }
 
@@ -199,13 +245,12 @@ void hierarchical_wire(const Topology& topo, void* data, int64_t count, const Wi
     const int n = static_cast<int>(std::min(chunk, count - start));
     char* part = bytes + start * w.elem;
     if (local_size == 1) {  // one rank per node: only the cross-node all-reduce remains
-      if (across) ST_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, part, n, w.type, w.op, cross));
+      if (across) allreduce_in_place(part, n, w.type, w.op, cross);
       continue;
     }
     b.split(n, local_size);
     ring_reduce_scatter(part, b, w, node, me, local_size, tmp);
-    if (across && b.counts[me] > 0)
-      ST_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, part + b.displs[me] * w.elem, b.counts[me], w.type, w.op, cross));
+    if (across && b.counts[me] > 0) allreduce_in_place(part + b.displs[me] * w.elem, b.counts[me], w.type, w.op, cross);
     ring_allgather(part, b, w, node, me, local_size);
   }
 }
@@ -324,6 +369,7 @@ struct AllReducer::Impl {
   Request failed_from = -1;  // first failed request, -1 when none
   std::exception_ptr error;
   bool stopping = false;
+  std::atomic<bool> caller_idle{false};
   std::thread thread;
 
   Impl(const Topology& t, const AllReduceOptions& o) : topo(t), options(o) {}
@@ -392,6 +438,8 @@ void AllReducer::Impl::calibrate() {
 }
 
 void AllReducer::Impl::loop() {
+  t_background = true;
+  t_caller_idle = &caller_idle;
   for (;;) {
     Job job;
     bool failed = false;
@@ -496,6 +544,8 @@ void AllReducer::wait_all() {
   }
   if (last >= 0) wait(last);
 }
+
+void AllReducer::set_caller_idle(bool idle) { impl_->caller_idle.store(idle, std::memory_order_relaxed); }
 
 Algorithm AllReducer::algorithm_for(int64_t bytes) const { return impl_->algorithm_for(bytes); }
 

@@ -106,6 +106,12 @@ class BucketedReducer final : public GradientReducer {
     ST_CHECK(in_step_, "internal error: finish() without begin_step()");
     in_step_ = false;
     start_ready_buckets();  // without overlap: all of them, now
+    // Backward is over: nothing left to protect from a polling communication thread.
+    reducer_.set_caller_idle(true);
+    struct Busy {
+      AllReducer& r;
+      ~Busy() { r.set_caller_idle(false); }
+    } busy{reducer_};
     std::unique_lock<std::mutex> lock(mutex_);
     done_cv_.wait(lock, [this] { return completed_ == launched_ || error_; });
     if (error_) std::rethrow_exception(error_);

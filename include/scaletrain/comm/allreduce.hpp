@@ -67,6 +67,10 @@ class AllReducer {
   Request start(float* data, int64_t count);
   void wait(Request request);
   void wait_all();
+  // While requests are in flight the communication thread backs off between polls, so that it
+  // does not take a core from the caller's compute (backward). A caller that has nothing left to
+  // do but wait says so (true) and the thread polls at full speed until told false again.
+  void set_caller_idle(bool idle);
 
   // The algorithm used for a message of this many bytes (float32 bytes, count * 4, with or
   // without compression). auto: the calibrated size class nearest on a log scale (4 KiB ..
