@@ -31,6 +31,9 @@ struct SplitInfo {
   int height = 0, width = 0, channels = 0;
   int num_classes = 0;
   std::vector<double> mean, std;  // length channels, pixel scale 0..1
+  // "raw": dataset `images` uint8 [N, H, W, C] (height/width as stored);
+  // "jpeg": dataset `jpeg` variable-length uint8 [N] (height/width 0: the loader's --image-size).
+  std::string encoding = "raw";
 };
 
 // Opens and validates every shard of DATA/<split>. Throws scaletrain::Error naming the file for:

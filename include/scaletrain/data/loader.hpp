@@ -27,16 +27,31 @@
 #include "scaletrain/data/dataset.hpp"
 #include "scaletrain/tensor/tensor.hpp"
 
+namespace scaletrain::comm {
+class Communicator;
+}
+
 namespace scaletrain::data {
 
 struct LoaderOptions {
   int64_t batch_size = 32;  // per rank
-  bool shuffle = true;      // per-epoch permutation seeded by (seed, epoch), identical on all ranks
+  bool shuffle = true;      // false: file order (--no-shuffle), whatever shuffle_mode says
+  // "global": a permutation of all samples per epoch, seeded by (seed, epoch), identical on every
+  // rank and independent of the number of ranks, cut into equal contiguous rank slices.
+  // "shard": shards permuted and dealt to ranks, then shuffled within a buffer (--shuffle-buffer).
+  std::string shuffle_mode = "global";
+  int64_t shuffle_buffer = 10000;  // samples, for shuffle_mode "shard"
   uint64_t seed = 0;
   bool augment = false;   // random horizontal flip; plus random crop when crop_padding > 0
   int crop_padding = 0;   // pixels of zero padding (raw value 0, before normalisation) for the crop
   bool drop_last = true;  // true: equal full batches on every rank (training); false: every sample once
-  int prefetch = 2;       // batches prepared ahead on the background thread
+  bool pad_last = false;  // with drop_last: repeat samples to fill the last batch instead of dropping
+  int prefetch = 2;       // batches prepared ahead
+  int data_threads = 1;   // decode/augment workers
+  std::string io = "posix";  // posix | mpiio | mpiio-collective
+  int image_height = 0, image_width = 0;  // JPEG datasets: the model's input size (--image-size)
+  bool skip_bad_samples = false;  // skip (and count) samples that fail to read or decode
+  const comm::Communicator* comm = nullptr;  // the world, for the MPI-IO readers
 };
 
 // The global sample ids (0 .. total-1, in shard order) that `rank` yields in `epoch`, in order;

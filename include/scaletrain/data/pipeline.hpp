@@ -1,0 +1,81 @@
+// The seams of the input pipeline (issue 4). A SampleReader fetches samples' stored bytes from
+// the shards (posix, mpiio, mpiio-collective); a SampleDecoder turns one sample's bytes into the
+// model's input (raw pixels or JPEG; decode, augment, normalise). The Loader runs readers on
+// dedicated I/O threads (HDF5 is not thread-safe) and decoders on --data-threads workers, and
+// hands out batches in a deterministic order whatever the thread timing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "scaletrain/core/rng.hpp"
+#include "scaletrain/data/dataset.hpp"
+#include "scaletrain/data/loader.hpp"
+
+namespace scaletrain::comm {
+class Communicator;
+}
+
+namespace scaletrain::data {
+
+// Stored bytes of a list of samples, in the order requested.
+struct SampleBytes {
+  std::vector<int64_t> ids;      // split-wide sample index (shard order, then row)
+  std::vector<int32_t> labels;   // one per id
+  std::vector<uint8_t> bytes;    // all samples' bytes, concatenated
+  std::vector<int64_t> offsets;  // ids.size() + 1 offsets into bytes
+  void clear() {
+    ids.clear();
+    labels.clear();
+    bytes.clear();
+    offsets.assign(1, 0);
+  }
+};
+
+class SampleReader {
+ public:
+  virtual ~SampleReader() = default;
+  virtual std::string name() const = 0;  // "posix", "mpiio", "mpiio-collective"
+  // Reads `ids` (any order, repeats allowed) into `out` (cleared first), coalescing the rows of
+  // each shard into few chunk-aligned reads. Called by one thread at a time. A collective reader
+  // requires every rank to call read() the same number of times (with no ids if it has none).
+  // Errors name the file and the sample index.
+  virtual void read(const std::vector<int64_t>& ids, SampleBytes& out) = 0;
+  virtual int64_t bytes_read() const = 0;  // total so far
+};
+
+// The reader for options.io. `comm` is the world (needed by the MPI-IO readers; may be null for
+// posix). mpiio-collective opens every shard collectively: all ranks construct it together.
+std::unique_ptr<SampleReader> make_sample_reader(const SplitInfo& split, const LoaderOptions& options,
+                                                 const comm::Communicator* comm);
+// Implemented in src/data/mpiio_reader.cpp.
+std::unique_ptr<SampleReader> make_mpiio_reader(const SplitInfo& split, const LoaderOptions& options,
+                                                const comm::Communicator& comm, bool collective);
+
+class SampleDecoder {
+ public:
+  virtual ~SampleDecoder() = default;
+  int out_height() const { return height_; }
+  int out_width() const { return width_; }
+  int channels() const { return channels_; }
+  // bytes: one stored sample. out: (out_height, out_width, channels) float32, normalised
+  // ((pixel/255 - mean) / std). train selects the training augmentation (rng: per sample, seeded
+  // by the loader from (seed, epoch, sample id), so results do not depend on thread timing).
+  // Thread-safe: called concurrently by the worker threads. Throws scaletrain::Error describing
+  // what is wrong with the bytes (the loader adds the file and the sample index).
+  virtual void decode(const uint8_t* bytes, std::size_t size, bool train, Rng& rng, float* out) const = 0;
+
+ protected:
+  int height_ = 0, width_ = 0, channels_ = 0;
+};
+
+// The decoder for split.encoding ("raw" or "jpeg").
+std::unique_ptr<SampleDecoder> make_sample_decoder(const SplitInfo& split, const LoaderOptions& options);
+// Implemented in src/data/jpeg_decoder.cpp: libjpeg-turbo decode (with DCT scaling when the
+// output is much smaller than the image); training: random resized crop (scale 0.08-1, aspect
+// 3/4-4/3) + horizontal flip; evaluation: resize the shorter side to size/0.875, centre crop.
+std::unique_ptr<SampleDecoder> make_jpeg_decoder(const SplitInfo& split, const LoaderOptions& options);
+
+}  // namespace scaletrain::data
