@@ -12,6 +12,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "cli/data_subcommands.hpp"
 #include "scaletrain/cli/commands.hpp"
 #include "scaletrain/cli/guard.hpp"
 #include "scaletrain/core/error.hpp"
@@ -162,13 +163,16 @@ void verify_and_report(const World& world, const std::string& output, const std:
 // convert
 
 int convert_main(int argc, char** argv) {
+  // `convert imagenet ...` has its own options (src/cli/data_imagenet.cpp).
+  if (argc >= 2 && std::string(argv[1]) == "imagenet") return convert_imagenet_main(argc - 1, argv + 1);
   std::string dataset, source, output;
   int64_t shards = 1, chunk = data::kDefaultChunkSamples;
   bool overwrite = false;
   po::options_description desc("options");
   desc.add_options()("help,h", "print this help")(
       "dataset", po::value(&dataset)->required(),
-      "the dataset to convert: fashion-mnist (also the first positional argument)")(
+      "the dataset to convert: fashion-mnist or imagenet (also the first positional argument; "
+      "'convert imagenet --help' for its options)")(
       "source", po::value(&source)->default_value("/usr/share/datasets/fashion-mnist"),
       "directory with train-{images-idx3,labels-idx1}-ubyte[.gz] and t10k-* (Debian's dataset-fashion-mnist)")(
       "output", po::value(&output)->required(),
@@ -182,7 +186,7 @@ int convert_main(int argc, char** argv) {
   pos.add("dataset", 1);
   po::variables_map vm;
   if (!parse("convert", argc, argv, desc, vm, "fashion-mnist --output DIR [options]", &pos)) return 0;
-  if (dataset != "fashion-mnist") throw UsageError("convert: unknown dataset '" + dataset + "' (known: fashion-mnist)");
+  if (dataset != "fashion-mnist") throw UsageError("convert: unknown dataset '" + dataset + "' (known: fashion-mnist, imagenet)");
   if (shards < 1) throw UsageError("convert: --shards must be at least 1, got " + std::to_string(shards));
   if (chunk < 1) throw UsageError("convert: --chunk-samples must be at least 1, got " + std::to_string(chunk));
 
