@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <iostream>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "scaletrain/backend/context.hpp"
 #include "scaletrain/checkpoint/checkpoint.hpp"
@@ -95,6 +97,23 @@ Shape parse_shape(const std::string& option, const std::string& text, std::size_
   return s;
 }
 
+// The input-pipeline options shared by train and eval; UsageError naming the option.
+void check_io(const std::string& io) {
+  if (io != "posix" && io != "mpiio" && io != "mpiio-collective")
+    throw UsageError("unknown --io '" + io + "' (known: posix, mpiio, mpiio-collective)");
+}
+void check_data_threads(int n) {
+  if (n < 1 || n > 256) throw UsageError("--data-threads must be between 1 and 256, got " + std::to_string(n));
+}
+// "224,224" -> (224, 224); 0, 0 when the option is absent.
+std::pair<int, int> image_size_option(const po::variables_map& vm) {
+  if (!vm.count("image-size")) return {0, 0};
+  const Shape hw = parse_shape("image-size", vm["image-size"].as<std::string>(), 2);
+  if (hw[0] > 8192 || hw[1] > 8192)
+    throw UsageError("--image-size '" + vm["image-size"].as<std::string>() + "' is too large (at most 8192,8192)");
+  return {static_cast<int>(hw[0]), static_cast<int>(hw[1])};
+}
+
 void check_model_name(const std::string& model) {
   for (const auto& m : models::model_names())
     if (m == model) return;
@@ -146,7 +165,25 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "no-augment", po::bool_switch(), "no augmentation: normalisation only")(
       "crop-padding", po::value(&c.crop_padding)->default_value(c.crop_padding),
       "random crop after zero padding by this many pixels (0 = off)")(
-      "prefetch", po::value(&c.data_prefetch)->default_value(c.data_prefetch), "batches prepared ahead per rank");
+      "prefetch", po::value(&c.data_prefetch)->default_value(c.data_prefetch), "batches prepared ahead per rank")(
+      "io", po::value(&c.io)->default_value(c.io),
+      "shard reader: posix (pread) | mpiio (HDF5 MPI-IO, independent) | mpiio-collective (collective reads, "
+      "aggregated by MPI-IO)")("shuffle", po::value(&c.shuffle_mode)->default_value(c.shuffle_mode),
+                               "global (a permutation of all samples per epoch) | shard (shards dealt to ranks, "
+                               "then shuffled within --shuffle-buffer)")(
+      "shuffle-buffer", po::value(&c.shuffle_buffer)->default_value(c.shuffle_buffer),
+      "samples in the shuffle buffer of --shuffle shard")(
+      "pad-last", po::bool_switch(&c.pad_last),
+      "repeat samples to fill the last batch of an epoch (default: drop the incomplete batch)")(
+      "data-threads", po::value(&c.data_threads)->default_value(c.data_threads),
+      "decode/augment threads per rank (they share the cores with compute; 2-4 for JPEG)")(
+      "stage-to", po::value(&c.stage_to),
+      "before training, one rank per node copies the shards to this node-local directory (e.g. $TMPDIR, /raid) "
+      "and verifies their checksums; the node's ranks then read from there")(
+      "image-size", po::value<std::string>(),
+      "H,W: model input size for JPEG datasets (default 224,224 for resnet50, "
+      "32,32 for resnet20)")("skip-bad-samples", po::bool_switch(&c.skip_bad_samples),
+                             "skip samples that fail to read or decode (counted in report.json) instead of stopping");
   po::options_description progress("evaluation, progress and outputs", kHelpWidth);
   progress.add_options()("eval-every", po::value(&c.eval_every)->default_value(c.eval_every),
                          "evaluate on val every N epochs (and after the last)")(
@@ -201,6 +238,16 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("augment", c.augment);
   j.set("crop_padding", c.crop_padding);
   j.set("prefetch", c.data_prefetch);
+  j.set("io", c.io);
+  j.set("shuffle_mode", c.shuffle_mode);
+  j.set("shuffle_buffer", c.shuffle_buffer);
+  j.set("pad_last", c.pad_last);
+  j.set("data_threads", c.data_threads);
+  j.set("stage_to", c.stage_to.empty() ? Json() : Json(c.stage_to));
+  j.set("image_size",
+        Json::array_of(std::vector<int64_t>{c.image_height > 0 ? c.image_height : train::default_image_size(c.model),
+                                            c.image_width > 0 ? c.image_width : train::default_image_size(c.model)}));
+  j.set("skip_bad_samples", c.skip_bad_samples);
   j.set("eval_every", c.eval_every);
   j.set("target_accuracy", c.target_accuracy);
   j.set("log_every", c.log_every);
@@ -259,6 +306,15 @@ int cmd_train(int argc, char** argv) {
     throw UsageError("--bucket-mb must be a positive number of MiB, got " + shortest(c.bucket_mb));
   if (!(c.min_busbw >= 0) || !std::isfinite(c.min_busbw))
     throw UsageError("--min-busbw must be >= 0 (GB/s), got " + shortest(c.min_busbw));
+  check_io(c.io);
+  check_data_threads(c.data_threads);
+  if (c.shuffle_mode != "global" && c.shuffle_mode != "shard")
+    throw UsageError("unknown --shuffle '" + c.shuffle_mode + "' (known: global, shard; --no-shuffle turns it off)");
+  if (c.shuffle_buffer < 1)
+    throw UsageError("--shuffle-buffer must be a positive number of samples, got " + std::to_string(c.shuffle_buffer));
+  if (c.data_prefetch < 1) throw UsageError("--prefetch must be at least 1, got " + std::to_string(c.data_prefetch));
+  if (vm.count("stage-to") && c.stage_to.empty()) throw UsageError("--stage-to needs a directory");
+  std::tie(c.image_height, c.image_width) = image_size_option(vm);
 
   const comm::Communicator comm = comm::Communicator::world();
   train::run_training(comm, c, config_json(c, config_file));
@@ -272,18 +328,31 @@ int cmd_eval(int argc, char** argv) {
   std::string model, checkpoint, data_dir, split = "val";
   int64_t batch_size = 128;
   int threads = 0;
+  train::EvalDataOptions data_options;
   po::options_description desc("scaletrain eval", kHelpWidth);
   desc.add_options()("help,h", "print this help")("model", po::value(&model)->required(), "resnet50 | resnet20")(
       "checkpoint", po::value(&checkpoint)->required(), "checkpoint.h5 written by scaletrain train")(
       "data", po::value(&data_dir)->required(), "dataset directory")("split", po::value(&split)->default_value(split),
                                                                      "split to evaluate")(
       "batch-size", po::value(&batch_size)->default_value(batch_size), "samples per rank per batch")(
-      "threads", po::value(&threads)->default_value(threads), "CPU threads per rank (0 = cores / ranks on the node)");
+      "threads", po::value(&threads)->default_value(threads), "CPU threads per rank (0 = cores / ranks on the node)")(
+      "io", po::value(&data_options.io)->default_value(data_options.io),
+      "shard reader: posix | mpiio | mpiio-collective")(
+      "data-threads", po::value(&data_options.data_threads)->default_value(data_options.data_threads),
+      "decode threads per rank")("image-size", po::value<std::string>(),
+                                 "H,W: model input size for JPEG datasets (default 224,224 for resnet50, 32,32 for "
+                                 "resnet20)");
   po::variables_map vm;
   if (!parse("eval", argc, argv, desc, vm)) return 0;
   notify("eval", vm);
   check_model_name(model);
   if (batch_size <= 0) throw UsageError("--batch-size must be positive");
+  check_io(data_options.io);
+  check_data_threads(data_options.data_threads);
+  std::tie(data_options.image_height, data_options.image_width) = image_size_option(vm);
+  if (data_options.image_height == 0) {
+    data_options.image_height = data_options.image_width = train::default_image_size(model);
+  }
 
   const comm::Communicator comm = comm::Communicator::world();
   const data::SplitInfo info = data::open_split(data_dir, split);
@@ -291,7 +360,7 @@ int cmd_eval(int argc, char** argv) {
   auto m = models::make_model(model, info.num_classes, info.channels);
   train::check_checkpoint_fits(checkpoint, model, info.channels, info.num_classes, data_dir);
   checkpoint::load_checkpoint(checkpoint, model, m->params(), nullptr);
-  const train::EvalResult r = train::evaluate(comm, ctx, *m, info, batch_size);
+  const train::EvalResult r = train::evaluate(comm, ctx, *m, info, batch_size, data_options);
   char line[256];
   std::snprintf(line, sizeof line, "top-1 accuracy %.4f (%lld/%lld) on %s/%s, loss %.4f", r.accuracy(),
                 static_cast<long long>(r.correct), static_cast<long long>(r.samples), data_dir.c_str(), split.c_str(),

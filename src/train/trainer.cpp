@@ -27,6 +27,7 @@
 #include "scaletrain/core/log.hpp"
 #include "scaletrain/core/timer.hpp"
 #include "scaletrain/data/loader.hpp"
+#include "scaletrain/data/staging.hpp"
 #include "scaletrain/io/hdf5.hpp"
 #include "scaletrain/ops/loss.hpp"
 #include "scaletrain/optim/lr_schedule.hpp"
@@ -206,11 +207,23 @@ void check_checkpoint_fits(const std::string& checkpoint, const std::string& mod
 
 EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model& model, const data::SplitInfo& split,
                     int64_t batch_size) {
+  return evaluate(comm, ctx, model, split, batch_size, EvalDataOptions{});
+}
+
+EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model& model, const data::SplitInfo& split,
+                    int64_t batch_size, const EvalDataOptions& data_options) {
   data::LoaderOptions options;
   options.batch_size = batch_size;
   options.shuffle = false;
   options.augment = false;
   options.drop_last = false;  // every sample exactly once across ranks
+  options.io = data_options.io;
+  options.data_threads = data_options.data_threads;
+  options.prefetch = data_options.prefetch;
+  options.image_height = data_options.image_height;
+  options.image_width = data_options.image_width;
+  options.skip_bad_samples = data_options.skip_bad_samples;
+  options.comm = &comm;
   data::Loader loader(split, comm.rank(), comm.size(), options);
   loader.start_epoch(0);
   Tensor images, labels, no_grad;
@@ -237,14 +250,35 @@ Json run_training(const comm::Communicator& comm, const TrainConfig& cfg, const 
   ST_CHECK(!cfg.data_dir.empty(), "no dataset given: pass --data DIR");
   ST_CHECK(cfg.batch_size > 0, "--batch-size must be positive, got " << cfg.batch_size);
   ST_CHECK(cfg.epochs > 0, "--epochs must be positive, got " << cfg.epochs);
-  const data::SplitInfo train_split = data::open_split(cfg.data_dir, "train");
-  const data::SplitInfo val_split = data::open_split(cfg.data_dir, "val");
+  data::SplitInfo train_split = data::open_split(cfg.data_dir, "train");
+  data::SplitInfo val_split = data::open_split(cfg.data_dir, "val");
   ST_CHECK(val_split.height == train_split.height && val_split.width == train_split.width &&
                val_split.channels == train_split.channels && val_split.num_classes == train_split.num_classes,
            "dataset " << cfg.data_dir << ": val images/classes (" << val_split.height << "x" << val_split.width << "x"
                       << val_split.channels << ", " << val_split.num_classes << " classes) differ from train ("
                       << train_split.height << "x" << train_split.width << "x" << train_split.channels << ", "
                       << train_split.num_classes << " classes)");
+
+  // The node topology first: staging copies once per node, and the all-reducer uses it below.
+  const comm::Topology topology = comm::Topology::build(comm, cfg.ranks_per_node);
+  Json staging;  // null unless --stage-to
+  if (!cfg.stage_to.empty()) {
+    const data::StagingResult train_staged = data::stage_split(train_split, cfg.stage_to, topology);
+    const data::StagingResult val_staged = data::stage_split(val_split, cfg.stage_to, topology);
+    train_split = train_staged.split;
+    val_split = val_staged.split;
+    staging = Json::object();
+    staging.set("dir", cfg.stage_to);
+    for (const auto* r : {&train_staged, &val_staged}) {
+      Json s = r->to_json();
+      s.set("seconds", report::stats_over_ranks(comm, r->seconds));
+      s.set("bytes", report::stats_over_ranks(comm, static_cast<double>(r->bytes)));
+      s.set("per_rank_bytes", Json::array_of(comm.allgather(static_cast<double>(r->bytes))));
+      staging.set(r == &train_staged ? "train" : "val", s);
+    }
+    staging.set("seconds", report::stats_over_ranks(comm, train_staged.seconds + val_staged.seconds));
+    staging.set("bytes", report::stats_over_ranks(comm, static_cast<double>(train_staged.bytes + val_staged.bytes)));
+  }
 
   const int threads = cfg.threads > 0 ? cfg.threads : default_threads(comm);
   Context ctx(Device::cpu, threads);
@@ -267,8 +301,24 @@ Json run_training(const comm::Communicator& comm, const TrainConfig& cfg, const 
   lo.augment = cfg.augment;
   lo.crop_padding = cfg.crop_padding;
   lo.drop_last = true;
+  lo.pad_last = cfg.pad_last;
   lo.prefetch = cfg.data_prefetch;
+  lo.shuffle_mode = cfg.shuffle_mode;
+  lo.shuffle_buffer = cfg.shuffle_buffer;
+  lo.data_threads = cfg.data_threads;
+  lo.io = cfg.io;
+  lo.image_height = cfg.image_height > 0 ? cfg.image_height : default_image_size(cfg.model);
+  lo.image_width = cfg.image_width > 0 ? cfg.image_width : default_image_size(cfg.model);
+  lo.skip_bad_samples = cfg.skip_bad_samples;
+  lo.comm = &comm;
   data::Loader loader(train_split, rank, world, lo);
+  EvalDataOptions eval_data;
+  eval_data.io = cfg.io;
+  eval_data.data_threads = cfg.data_threads;
+  eval_data.prefetch = cfg.data_prefetch;
+  eval_data.image_height = lo.image_height;
+  eval_data.image_width = lo.image_width;
+  eval_data.skip_bad_samples = cfg.skip_bad_samples;
   const int64_t steps_per_epoch = loader.steps_per_epoch();
   ST_CHECK(steps_per_epoch > 0, "dataset " << cfg.data_dir << "/train has " << train_split.samples
                                            << " samples: too few for " << world << " ranks x --batch-size "
@@ -292,7 +342,6 @@ Json run_training(const comm::Communicator& comm, const TrainConfig& cfg, const 
   sgd_options.nesterov = cfg.nesterov;
   optim::Sgd sgd(params, sgd_options);
   // Gradient communication: topology -> AllReducer (its thread; auto calibrates here) -> buckets.
-  const comm::Topology topology = comm::Topology::build(comm, cfg.ranks_per_node);
   comm::AllReduceOptions ao;
   ao.algorithm = cfg.allreduce;
   ao.compression = comm::parse_compression(cfg.grad_compression);
@@ -315,6 +364,11 @@ Json run_training(const comm::Communicator& comm, const TrainConfig& cfg, const 
                  << cfg.batch_size << " per rank), " << steps_per_epoch << " steps per epoch, " << total_steps
                  << " steps");
   ST_LOG("topology: " << topology.describe());
+  ST_LOG("input: " << train_split.encoding << " shards read with " << cfg.io << ", " << cfg.data_threads
+                   << " data thread" << (cfg.data_threads == 1 ? "" : "s") << ", prefetch " << cfg.data_prefetch
+                   << ", shuffle " << (cfg.shuffle ? cfg.shuffle_mode : std::string("off"))
+                   << (cfg.pad_last ? ", pad last batch" : "")
+                   << (cfg.stage_to.empty() ? "" : ", staged to " + cfg.stage_to));
   ST_LOG("all-reduce: " << describe_buckets(allreducer, comm::plan_buckets(params, bo.bucket_mb), bo, ao.compression)
                         << ", " << std::fixed << std::setprecision(2) << reducer->bytes_per_step() / 1e6
                         << " MB per step");
@@ -407,7 +461,7 @@ Json run_training(const comm::Communicator& comm, const TrainConfig& cfg, const 
     if ((cfg.eval_every > 0 && (epoch + 1) % cfg.eval_every == 0) || last) {
       ScopedPhase t(timers, Phase::evaluation);
       average_buffers(comm, params);
-      const EvalResult r = evaluate(comm, ctx, *model, val_split, cfg.batch_size);
+      const EvalResult r = evaluate(comm, ctx, *model, val_split, cfg.batch_size, eval_data);
       last_accuracy = r.accuracy();
       e.set("val_accuracy", r.accuracy());
       e.set("val_loss", r.loss);
@@ -499,6 +553,25 @@ Json run_training(const comm::Communicator& comm, const TrainConfig& cfg, const 
   throughput.set("per_rank_summary", report::stats_over_ranks(comm, my_rate));
   report.set("throughput", throughput);
   report.set("phases", report::phase_summary(comm, timers));
+  {
+    // Input pipeline, per rank: how long steps waited for their batch, and what was read.
+    const int64_t steps_timed = std::max<int64_t>(1, timers.count(Phase::data_wait));
+    const double wait = timers.total(Phase::data_wait);
+    Json d = Json::object();
+    d.set("io", cfg.io);
+    d.set("encoding", train_split.encoding);
+    d.set("data_threads", cfg.data_threads);
+    d.set("prefetch", cfg.data_prefetch);
+    d.set("steps", timers.count(Phase::data_wait));
+    d.set("wait_total_s", report::stats_over_ranks(comm, wait));
+    d.set("wait_per_step_s", report::stats_over_ranks(comm, wait / steps_timed));
+    d.set("wait_fraction", report::stats_over_ranks(comm, wait / std::max(train_seconds, 1e-9)));
+    d.set("bytes_read", report::stats_over_ranks(comm, static_cast<double>(loader.bytes_read())));
+    d.set("per_rank_bytes_read", Json::array_of(comm.allgather(static_cast<double>(loader.bytes_read()))));
+    d.set("read_mb_per_s", report::stats_over_ranks(comm, loader.bytes_read() / 1e6 / std::max(train_seconds, 1e-9)));
+    report.set("data", d);
+  }
+  report.set("staging", staging);
   report.set("checkpoint", checkpoint_path);
   if (rank == 0) report::write_json_atomic((fs::path(cfg.output_dir) / "report.json").string(), report);
   comm.barrier();

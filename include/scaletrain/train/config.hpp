@@ -5,6 +5,19 @@
 #include <cstdint>
 #include <string>
 
+namespace scaletrain {
+class Context;
+}
+namespace scaletrain::comm {
+class Communicator;
+}
+namespace scaletrain::models {
+class Model;
+}
+namespace scaletrain::data {
+struct SplitInfo;
+}
+
 namespace scaletrain::train {
 
 struct TrainConfig {
@@ -36,6 +49,17 @@ struct TrainConfig {
 
   int threads = 0;  // CPU threads per rank; 0: cores on the node / ranks on the node
   int data_prefetch = 2;
+  // Input pipeline (issue 4).
+  std::string io = "posix";             // posix | mpiio | mpiio-collective
+  std::string shuffle_mode = "global";  // global | shard
+  int64_t shuffle_buffer = 10000;       // samples, for --shuffle shard
+  bool pad_last = false;                // repeat samples to fill the last batch instead of dropping them
+  // Decode/augment workers per rank. 1 by default: CPU ranks share their cores with compute, and
+  // one worker keeps ahead of a CPU ResNet step (docs/performance.md); raise it for JPEG.
+  int data_threads = 1;
+  std::string stage_to;                   // copy the shards to this node-local directory first (empty: read in place)
+  int image_height = 0, image_width = 0;  // JPEG input size; 0: the model's default (224 or 32)
+  bool skip_bad_samples = false;
   int log_every = 50;
   int checkpoint_every = 0;  // epochs; 0: only at the end
 
@@ -51,5 +75,22 @@ struct TrainConfig {
   bool preflight = false;                  // measure all-reduce busbw before training
   double min_busbw = 0.0;                  // GB/s; > 0 implies preflight and aborts below it
 };
+
+// How evaluation reads its split (`scaletrain eval` options, and the training run's own).
+struct EvalDataOptions {
+  std::string io = "posix";
+  int data_threads = 1;
+  int prefetch = 2;
+  int image_height = 0, image_width = 0;  // JPEG datasets: the model's input size
+  bool skip_bad_samples = false;
+};
+
+// evaluate() (trainer.hpp) with the reading options above; defined in trainer.cpp.
+struct EvalResult;
+EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model& model, const data::SplitInfo& split,
+                    int64_t batch_size, const EvalDataOptions& data_options);
+
+// The model's default input size for JPEG datasets (--image-size): 224 for resnet50, 32 for resnet20.
+inline int default_image_size(const std::string& model) { return model == "resnet20" ? 32 : 224; }
 
 }  // namespace scaletrain::train
