@@ -1,4 +1,4 @@
-# Finds the real dependencies: MPI, parallel HDF5, Boost, oneDNN, OpenBLAS, OpenMP.
+# Finds the real dependencies: MPI, parallel HDF5, Boost, oneDNN, OpenBLAS, OpenMP, libturbojpeg.
 find_package(MPI REQUIRED COMPONENTS C CXX)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(ZLIB REQUIRED)  # gzip-compressed idx files (Fashion-MNIST)
@@ -34,6 +34,8 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 add_library(scaletrain_blas INTERFACE)
 target_link_libraries(scaletrain_blas INTERFACE PkgConfig::OPENBLAS)
+# libjpeg-turbo's TurboJPEG API (Debian: libturbojpeg0-dev): JPEG-encoded datasets.
+pkg_check_modules(TURBOJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
 
 # PyTorch cross-checks use the system interpreter, where Debian's python3-torch lives.
 if(EXISTS /usr/bin/python3 AND NOT Python3_EXECUTABLE)

@@ -2,13 +2,17 @@
 // at open time, each error naming the file) and the shard writer.
 #include "scaletrain/data/dataset.hpp"
 
+#include <hdf5.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <sstream>
 
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/data/staging.hpp"
 #include "scaletrain/io/hdf5.hpp"
 
 namespace scaletrain::data {
@@ -32,6 +36,7 @@ struct ShardHeader {
   int height = 0, width = 0, channels = 0;
   int num_classes = 0;
   std::vector<double> mean, std;
+  std::string encoding;
 };
 
 int64_t required_int(const io::H5File& f, const std::string& name) {
@@ -81,16 +86,36 @@ ShardHeader read_shard(const std::string& path) {
   ST_CHECK(classes > 0 && classes < (int64_t(1) << 31), path << ": num_classes = " << classes << " is not positive");
   h.num_classes = static_cast<int>(classes);
 
-  const Shape images = required_dataset(f, "images", "uint8", 4, "[N, H, W, C]");
+  // The encoding: `jpeg` (variable-length JPEG bytes per sample) or `images` (raw pixels). The
+  // optional attribute `encoding` must agree with the dataset present.
+  const bool jpeg = f.is_dataset("jpeg");
+  h.encoding = jpeg ? "jpeg" : "raw";
+  if (f.has_attribute("encoding")) {
+    const std::string e = f.get_string_attribute("encoding");
+    ST_CHECK(e == "raw" || e == "jpeg", path << ": attribute 'encoding' = '" << e << "' is not supported (raw, jpeg)");
+    ST_CHECK(e == h.encoding, path << ": attribute 'encoding' says '" << e << "' but the shard has dataset '"
+                                   << (jpeg ? "jpeg" : "images") << "'");
+  }
   const Shape labels = required_dataset(f, "labels", "int32", 1, "[N]");
-  ST_CHECK(images[1] > 0 && images[2] > 0 && images[3] > 0,
-           path << ": dataset 'images' has shape " << shape_string(images) << " with an empty image dimension");
-  ST_CHECK(images[0] == labels[0], path << ": 'images' has " << images[0] << " samples but 'labels' has " << labels[0]
-                                        << " (the first dimension is the sample index)");
-  h.samples = images[0];
-  h.height = static_cast<int>(images[1]);
-  h.width = static_cast<int>(images[2]);
-  h.channels = static_cast<int>(images[3]);
+  if (jpeg) {
+    const Shape bytes = required_dataset(f, "jpeg", "vlen_uint8", 1, "variable-length uint8 [N]");
+    ST_CHECK(bytes[0] == labels[0], path << ": 'jpeg' has " << bytes[0] << " samples but 'labels' has " << labels[0]
+                                         << " (the first dimension is the sample index)");
+    h.samples = bytes[0];
+    const int64_t channels = f.has_attribute("channels") ? f.get_int_attribute("channels") : 3;
+    ST_CHECK(channels == 3, path << ": attribute 'channels' = " << channels << " (JPEG datasets decode to RGB, 3)");
+    h.channels = 3;
+  } else {
+    const Shape images = required_dataset(f, "images", "uint8", 4, "[N, H, W, C]");
+    ST_CHECK(images[1] > 0 && images[2] > 0 && images[3] > 0,
+             path << ": dataset 'images' has shape " << shape_string(images) << " with an empty image dimension");
+    ST_CHECK(images[0] == labels[0], path << ": 'images' has " << images[0] << " samples but 'labels' has " << labels[0]
+                                          << " (the first dimension is the sample index)");
+    h.samples = images[0];
+    h.height = static_cast<int>(images[1]);
+    h.width = static_cast<int>(images[2]);
+    h.channels = static_cast<int>(images[3]);
+  }
 
   h.mean = required_channel_array(f, "mean", h.channels);
   h.std = required_channel_array(f, "std", h.channels);
@@ -146,6 +171,8 @@ SplitInfo open_split(const std::string& dataset_dir, const std::string& split) {
       first = h;
     } else {
       const std::string& p0 = paths[0];
+      ST_CHECK(h.encoding == first.encoding, paths[i] << ": encoding '" << h.encoding << "' but " << p0 << " is '"
+                                                      << first.encoding << "' (all shards of a split share it)");
       ST_CHECK(h.height == first.height && h.width == first.width && h.channels == first.channels,
                paths[i] << ": images are " << h.height << "x" << h.width << "x" << h.channels << " (HxWxC) but " << p0
                         << " has " << first.height << "x" << first.width << "x" << first.channels
@@ -167,6 +194,7 @@ SplitInfo open_split(const std::string& dataset_dir, const std::string& split) {
   info.num_classes = first.num_classes;
   info.mean = first.mean;
   info.std = first.std;
+  info.encoding = first.encoding;
   return info;
 }
 
@@ -182,38 +210,107 @@ std::pair<int64_t, int64_t> shard_range(int64_t total, int64_t index, int64_t co
   return {total * index / count, total * (index + 1) / count};
 }
 
-void write_image_shard(const std::string& path, const Tensor& images, const Tensor& labels, int num_classes,
-                       const std::vector<double>& mean, const std::vector<double>& std, int64_t chunk_samples) {
-  ST_CHECK(images.dtype() == DType::u8 && images.ndim() == 4, path << ": images must be uint8 [N, H, W, C], got "
-                                                                   << dtype_name(images.dtype())
-                                                                   << shape_string(images.shape()));
-  ST_CHECK(labels.dtype() == DType::i32 && labels.ndim() == 1 && labels.dim(0) == images.dim(0),
-           path << ": labels must be int32 [" << images.dim(0) << "], got " << dtype_name(labels.dtype())
+namespace {
+
+void check_shard_metadata(const std::string& path, const Tensor& labels, int64_t samples, int channels, int num_classes,
+                          const std::vector<double>& mean, const std::vector<double>& std, int64_t chunk_samples) {
+  ST_CHECK(labels.dtype() == DType::i32 && labels.ndim() == 1 && labels.dim(0) == samples,
+           path << ": labels must be int32 [" << samples << "], got " << dtype_name(labels.dtype())
                 << shape_string(labels.shape()));
-  ST_CHECK(static_cast<int64_t>(mean.size()) == images.dim(3) && static_cast<int64_t>(std.size()) == images.dim(3),
-           path << ": mean and std need one value per channel (" << images.dim(3) << ")");
+  ST_CHECK(static_cast<int>(mean.size()) == channels && static_cast<int>(std.size()) == channels,
+           path << ": mean and std need one value per channel (" << channels << ")");
   ST_CHECK(num_classes > 0, path << ": num_classes must be positive");
   ST_CHECK(chunk_samples > 0, path << ": chunk samples must be positive, got " << chunk_samples);
   const int32_t* l = labels.data<int32_t>();
   for (int64_t i = 0; i < labels.numel(); ++i)
     ST_CHECK(l[i] >= 0 && l[i] < num_classes,
              path << ": label " << l[i] << " of sample " << i << " is out of range [0, " << num_classes << ")");
+}
 
+void write_root_attributes(io::H5File& f, int num_classes, const std::vector<double>& mean,
+                           const std::vector<double>& std) {
+  f.set_attribute("scaletrain_format", int64_t(kFormatVersion));
+  f.set_attribute("task", kTaskImageClassification);
+  f.set_attribute("num_classes", int64_t(num_classes));
+  f.set_attribute("mean", mean);
+  f.set_attribute("std", std);
+}
+
+// Moves the finished `path.tmp` into place and stamps its checksum.
+void finish_shard(const std::string& path) {
   const std::string tmp = path + ".tmp";
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  ST_CHECK(!ec, path << ": cannot rename " << tmp << " into place: " << ec.message());
+  stamp_shard_checksum(path);
+}
+
+// Closes an HDF5 id when it goes out of scope (the C API calls below hold io::h5_mutex()).
+struct H5Id {
+  hid_t id;
+  herr_t (*close)(hid_t);
+  ~H5Id() {
+    if (id >= 0) close(id);
+  }
+};
+
+}  // namespace
+
+void write_image_shard(const std::string& path, const Tensor& images, const Tensor& labels, int num_classes,
+                       const std::vector<double>& mean, const std::vector<double>& std, int64_t chunk_samples) {
+  ST_CHECK(images.dtype() == DType::u8 && images.ndim() == 4, path << ": images must be uint8 [N, H, W, C], got "
+                                                                   << dtype_name(images.dtype())
+                                                                   << shape_string(images.shape()));
+  check_shard_metadata(path, labels, images.dim(0), static_cast<int>(images.dim(3)), num_classes, mean, std,
+                       chunk_samples);
   {
-    io::H5File f(tmp, io::H5File::Mode::create_truncate);
-    f.set_attribute("scaletrain_format", int64_t(kFormatVersion));
-    f.set_attribute("task", kTaskImageClassification);
-    f.set_attribute("num_classes", int64_t(num_classes));
-    f.set_attribute("mean", mean);
-    f.set_attribute("std", std);
+    io::H5File f(path + ".tmp", io::H5File::Mode::create_truncate);
+    write_root_attributes(f, num_classes, mean, std);
     f.write("images", images, chunk_samples);
     f.write("labels", labels);
     f.close();
   }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  ST_CHECK(!ec, path << ": cannot rename " << tmp << " into place: " << ec.message());
+  finish_shard(path);
+}
+
+void write_jpeg_shard(const std::string& path, const std::vector<std::vector<uint8_t>>& jpegs, const Tensor& labels,
+                      int num_classes, const std::vector<double>& mean, const std::vector<double>& std,
+                      int64_t chunk_samples) {
+  const int64_t n = static_cast<int64_t>(jpegs.size());
+  check_shard_metadata(path, labels, n, 3, num_classes, mean, std, chunk_samples);
+  for (int64_t i = 0; i < n; ++i) ST_CHECK(!jpegs[i].empty(), path << ": sample " << i << " has no JPEG bytes");
+  const std::string tmp = path + ".tmp";
+  {
+    io::H5File f(tmp, io::H5File::Mode::create_truncate);
+    write_root_attributes(f, num_classes, mean, std);
+    f.set_attribute("encoding", "jpeg");
+    f.set_attribute("channels", int64_t(3));
+    {
+      // h5py's vlen uint8 (h5py.vlen_dtype(np.uint8)), chunked along samples.
+      std::lock_guard<std::recursive_mutex> lock(io::h5_mutex());
+      const hsize_t dims[1] = {static_cast<hsize_t>(n)};
+      H5Id type{H5Tvlen_create(H5T_NATIVE_UINT8), H5Tclose};
+      H5Id space{H5Screate_simple(1, dims, nullptr), H5Sclose};
+      H5Id dcpl{H5Pcreate(H5P_DATASET_CREATE), H5Pclose};
+      ST_CHECK(type.id >= 0 && space.id >= 0 && dcpl.id >= 0, tmp << ": cannot create the vlen uint8 type");
+      if (n > 0) {
+        const hsize_t chunk[1] = {static_cast<hsize_t>(std::min(chunk_samples, n))};
+        ST_CHECK(H5Pset_chunk(dcpl.id, 1, chunk) >= 0, tmp << ": cannot chunk dataset 'jpeg'");
+      }
+      H5Id dset{H5Dcreate2(static_cast<hid_t>(f.id()), "jpeg", type.id, space.id, H5P_DEFAULT, dcpl.id, H5P_DEFAULT),
+                H5Dclose};
+      ST_CHECK(dset.id >= 0, tmp << ": cannot create dataset 'jpeg'");
+      if (n > 0) {
+        std::vector<hvl_t> rows(n);
+        for (int64_t i = 0; i < n; ++i) rows[i] = {jpegs[i].size(), const_cast<uint8_t*>(jpegs[i].data())};
+        ST_CHECK(H5Dwrite(dset.id, type.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()) >= 0,
+                 tmp << ": cannot write dataset 'jpeg' (disk full?)");
+      }
+    }
+    f.write("labels", labels);
+    f.close();
+  }
+  finish_shard(path);
 }
 
 void PixelStats::add(const uint8_t* images, int64_t n, int64_t pixels_per_sample) {

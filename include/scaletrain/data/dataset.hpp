@@ -56,10 +56,18 @@ std::pair<int64_t, int64_t> shard_range(int64_t total, int64_t index, int64_t co
 
 // Writes one image-classification shard: images u8 (N, H, W, C), chunked along N with
 // chunk_samples samples per chunk; labels i32 (N); the root attributes of format version 1.
-// Written to `path + ".tmp"` and renamed, so that a reader never sees a half-written shard.
+// Written to `path + ".tmp"` and renamed, so that a reader never sees a half-written shard; then
+// stamped with its checksum (stamp_shard_checksum).
 void write_image_shard(const std::string& path, const Tensor& images, const Tensor& labels, int num_classes,
                        const std::vector<double>& mean, const std::vector<double>& std,
                        int64_t chunk_samples = kDefaultChunkSamples);
+
+// Writes one JPEG-encoded shard: dataset `jpeg` variable-length uint8 [N] (one JPEG file's bytes
+// per sample, chunked along N), labels i32 (N), the root attributes of format version 1 plus
+// `encoding` = "jpeg" and `channels` = 3; mean/std of length 3. Same tmp/rename/checksum as above.
+void write_jpeg_shard(const std::string& path, const std::vector<std::vector<uint8_t>>& jpegs, const Tensor& labels,
+                      int num_classes, const std::vector<double>& mean, const std::vector<double>& std,
+                      int64_t chunk_samples = kDefaultChunkSamples);
 
 // Exact per-channel pixel statistics, accumulated in integers so that the result does not
 // depend on the order of accumulation (ranks can add their partial sums).

@@ -1,0 +1,64 @@
+// JPEG decoding and encoding (libjpeg-turbo's TurboJPEG API) and the geometry of the ImageNet
+// transforms: crop boxes (random resized crop, evaluation centre crop) and one bilinear
+// resample-crop-flip pass that writes either uint8 pixels or normalised float32. Used by the JPEG
+// sample decoder, the ImageNet converter and their tests. Every function is thread-safe (one
+// TurboJPEG handle per thread).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "scaletrain/core/rng.hpp"
+
+namespace scaletrain::data {
+
+// An 8-bit RGB image, (height, width, 3) channels-last.
+struct RgbImage {
+  int height = 0, width = 0;
+  std::vector<uint8_t> pixels;
+};
+
+struct JpegHeader {
+  int height = 0, width = 0;
+};
+
+// Reads the size from a JPEG's header; throws scaletrain::Error with libjpeg-turbo's message.
+JpegHeader jpeg_header(const uint8_t* data, std::size_t size);
+
+// Decodes to RGB (grayscale and CMYK/YCCK JPEGs are converted). With min_height/min_width > 0
+// it uses libjpeg-turbo's DCT scaling: the smallest scale factor whose result is still at least
+// min_height x min_width (never upscaling; full size when none is smaller). `out` is reused.
+// Returns the scale actually used as (decoded width / full width). Throws scaletrain::Error with
+// libjpeg-turbo's message for data that does not decode (including a truncated file).
+double decode_jpeg(const uint8_t* data, std::size_t size, RgbImage& out, int min_height = 0, int min_width = 0);
+
+// Encodes RGB pixels (height, width, 3) at `quality` (1..100, 4:2:0 subsampling).
+std::vector<uint8_t> encode_jpeg(const uint8_t* rgb, int height, int width, int quality);
+
+// A region of an image in pixel coordinates (top-left corner y, x and size h, w; may be
+// fractional after scaling).
+struct CropBox {
+  double y = 0, x = 0, h = 0, w = 0;
+};
+
+// torchvision's RandomResizedCrop box for an image of height x width: up to 10 attempts at an
+// area fraction uniform in [0.08, 1] and an aspect ratio (w/h) log-uniform in [3/4, 4/3] that
+// fits, placed uniformly; then the centre crop of the whole image clamped to that ratio range.
+// Integer sizes and positions. Deterministic for a given rng state.
+CropBox random_resized_crop_box(int height, int width, Rng& rng);
+
+// Evaluation: the centre crop that "resize so that the image covers (out_h / crop_fraction,
+// out_w / crop_fraction) keeping the aspect ratio, then centre-crop out_h x out_w" takes from
+// the original image (crop_fraction 0.875: shorter side to size/0.875 for a square output;
+// 1.0: resize to cover, then centre crop).
+CropBox center_crop_box(int height, int width, int out_h, int out_w, double crop_fraction);
+
+// Bilinear resample of `box` of src (half-pixel centres, as torchvision's resize without
+// antialiasing; coordinates clamped to the image) to out_h x out_w, mirrored left-right when
+// `flip`. The uint8 form rounds; the float form writes (v / 255 - mean[c]) / std[c].
+void resample_crop(const RgbImage& src, const CropBox& box, int out_h, int out_w, bool flip, uint8_t* out);
+void resample_crop(const RgbImage& src, const CropBox& box, int out_h, int out_w, bool flip, const double* mean,
+                   const double* std, float* out);
+
+}  // namespace scaletrain::data

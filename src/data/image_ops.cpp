@@ -1,0 +1,215 @@
+// JPEG decode/encode through TurboJPEG (one handle per thread: decode() runs on every worker)
+// and the bilinear resample-crop used by the ImageNet transforms.
+#include "scaletrain/data/image_ops.hpp"
+
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "scaletrain/core/error.hpp"
+
+namespace scaletrain::data {
+namespace {
+
+// A TurboJPEG handle owned by the calling thread, created on first use.
+class ThreadHandle {
+ public:
+  explicit ThreadHandle(bool compress) : handle_(compress ? tjInitCompress() : tjInitDecompress()) {
+    ST_CHECK(handle_ != nullptr, "libjpeg-turbo: cannot create a handle: " << tjGetErrorStr2(nullptr));
+  }
+  ~ThreadHandle() { tjDestroy(handle_); }
+  ThreadHandle(const ThreadHandle&) = delete;
+  ThreadHandle& operator=(const ThreadHandle&) = delete;
+  tjhandle get() const { return handle_; }
+
+ private:
+  tjhandle handle_;
+};
+
+tjhandle decompressor() {
+  thread_local ThreadHandle h(false);
+  return h.get();
+}
+
+tjhandle compressor() {
+  thread_local ThreadHandle h(true);
+  return h.get();
+}
+
+std::string tj_error(tjhandle h) { return tjGetErrorStr2(h); }
+
+struct Header {
+  int width = 0, height = 0, subsamp = 0, colorspace = 0;
+};
+
+Header read_header(tjhandle h, const uint8_t* data, std::size_t size) {
+  ST_CHECK(size > 0, "JPEG data is empty");
+  Header hd;
+  if (tjDecompressHeader3(h, data, static_cast<unsigned long>(size), &hd.width, &hd.height, &hd.subsamp,
+                          &hd.colorspace) != 0)
+    ST_THROW("JPEG does not decode: " << tj_error(h));
+  ST_CHECK(hd.width > 0 && hd.height > 0, "JPEG has an empty size " << hd.width << "x" << hd.height);
+  return hd;
+}
+
+// Bilinear source coordinates of every output position along one axis.
+struct Axis {
+  std::vector<int> i0, i1;
+  std::vector<float> f;
+  Axis(double start, double length, int out, int limit, bool flip) : i0(out), i1(out), f(out) {
+    const double step = length / out;
+    for (int o = 0; o < out; ++o) {
+      const int k = flip ? out - 1 - o : o;
+      double s = start + (k + 0.5) * step - 0.5;
+      s = std::clamp(s, 0.0, static_cast<double>(limit - 1));
+      const int a = static_cast<int>(s);
+      i0[o] = a;
+      i1[o] = std::min(a + 1, limit - 1);
+      f[o] = static_cast<float>(s - a);
+    }
+  }
+};
+
+template <typename Store>
+void resample(const RgbImage& src, const CropBox& box, int out_h, int out_w, bool flip, Store store) {
+  ST_CHECK(src.height > 0 && src.width > 0 && out_h > 0 && out_w > 0,
+           "resample: empty image " << src.height << "x" << src.width << " or output " << out_h << "x" << out_w);
+  const Axis ys(box.y, box.h, out_h, src.height, false);
+  const Axis xs(box.x, box.w, out_w, src.width, flip);
+  const uint8_t* p = src.pixels.data();
+  const std::size_t stride = static_cast<std::size_t>(src.width) * 3;
+  for (int oy = 0; oy < out_h; ++oy) {
+    const uint8_t* r0 = p + ys.i0[oy] * stride;
+    const uint8_t* r1 = p + ys.i1[oy] * stride;
+    const float fy = ys.f[oy];
+    for (int ox = 0; ox < out_w; ++ox) {
+      const int a = xs.i0[ox] * 3, b = xs.i1[ox] * 3;
+      const float fx = xs.f[ox];
+      for (int c = 0; c < 3; ++c) {
+        const float top = r0[a + c] + fx * (r0[b + c] - r0[a + c]);
+        const float bottom = r1[a + c] + fx * (r1[b + c] - r1[a + c]);
+        store((static_cast<std::size_t>(oy) * out_w + ox) * 3 + c, c, top + fy * (bottom - top));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+JpegHeader jpeg_header(const uint8_t* data, std::size_t size) {
+  const Header h = read_header(decompressor(), data, size);
+  return {h.height, h.width};
+}
+
+double decode_jpeg(const uint8_t* data, std::size_t size, RgbImage& out, int min_height, int min_width) {
+  tjhandle h = decompressor();
+  const Header hd = read_header(h, data, size);
+  int width = hd.width, height = hd.height;
+  if (min_height > 0 || min_width > 0) {
+    // The smallest DCT scale (num/denom <= 1) whose output still covers the request.
+    int count = 0;
+    const tjscalingfactor* factors = tjGetScalingFactors(&count);
+    for (int i = 0; i < count; ++i) {
+      const tjscalingfactor sf = factors[i];
+      if (sf.num > sf.denom) continue;
+      const int w = TJSCALED(hd.width, sf), hh = TJSCALED(hd.height, sf);
+      if (w >= min_width && hh >= min_height && static_cast<int64_t>(w) * hh < static_cast<int64_t>(width) * height) {
+        width = w;
+        height = hh;
+      }
+    }
+  }
+  const bool cmyk = hd.colorspace == TJCS_CMYK || hd.colorspace == TJCS_YCCK;
+  const int channels = cmyk ? 4 : 3;
+  std::vector<uint8_t>& buf = out.pixels;
+  buf.resize(static_cast<std::size_t>(width) * height * channels);
+  const int rc = tjDecompress2(h, data, static_cast<unsigned long>(size), buf.data(), width, 0, height,
+                               cmyk ? TJPF_CMYK : TJPF_RGB, 0);
+  if (rc != 0) {
+    // Warnings (e.g. extraneous bytes, common in ImageNet) still give a complete image; a
+    // truncated file does not.
+    const std::string msg = tj_error(h);
+    if (tjGetErrorCode(h) != TJERR_WARNING || msg.find("Premature end") != std::string::npos)
+      ST_THROW("JPEG does not decode: " << msg);
+  }
+  if (cmyk) {
+    // libjpeg returns Adobe's inverted CMYK: R = C * K / 255 and so on.
+    const std::size_t n = static_cast<std::size_t>(width) * height;
+    for (std::size_t i = 0; i < n; ++i) {
+      const unsigned k = buf[4 * i + 3];
+      for (int c = 0; c < 3; ++c) buf[3 * i + c] = static_cast<uint8_t>((buf[4 * i + c] * k + 127) / 255);
+    }
+    buf.resize(n * 3);
+  }
+  out.width = width;
+  out.height = height;
+  return static_cast<double>(width) / hd.width;
+}
+
+std::vector<uint8_t> encode_jpeg(const uint8_t* rgb, int height, int width, int quality) {
+  ST_CHECK(height > 0 && width > 0 && quality >= 1 && quality <= 100,
+           "encode_jpeg: bad size " << height << "x" << width << " or quality " << quality);
+  tjhandle h = compressor();
+  unsigned char* jpeg = nullptr;
+  unsigned long size = 0;
+  const int rc = tjCompress2(h, rgb, width, 0, height, TJPF_RGB, &jpeg, &size, TJSAMP_420, quality, 0);
+  if (rc != 0) {
+    tjFree(jpeg);
+    ST_THROW("JPEG encoding failed: " << tj_error(h));
+  }
+  std::vector<uint8_t> result(jpeg, jpeg + size);
+  tjFree(jpeg);
+  return result;
+}
+
+CropBox random_resized_crop_box(int height, int width, Rng& rng) {
+  const double area = static_cast<double>(height) * width;
+  const double log_lo = std::log(3.0 / 4.0), log_hi = std::log(4.0 / 3.0);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target = area * rng.uniform(0.08, 1.0);
+    const double ratio = std::exp(rng.uniform(log_lo, log_hi));
+    const int w = static_cast<int>(std::lround(std::sqrt(target * ratio)));
+    const int h = static_cast<int>(std::lround(std::sqrt(target / ratio)));
+    if (w > 0 && h > 0 && w <= width && h <= height) {
+      const int y = static_cast<int>(rng.below(static_cast<uint64_t>(height - h) + 1));
+      const int x = static_cast<int>(rng.below(static_cast<uint64_t>(width - w) + 1));
+      return {double(y), double(x), double(h), double(w)};
+    }
+  }
+  // Fallback: the whole image, clamped to the aspect-ratio range, centred.
+  const double in_ratio = static_cast<double>(width) / height;
+  int w = width, h = height;
+  if (in_ratio < 3.0 / 4.0)
+    h = std::min(height, static_cast<int>(std::lround(width / (3.0 / 4.0))));
+  else if (in_ratio > 4.0 / 3.0)
+    w = std::min(width, static_cast<int>(std::lround(height * (4.0 / 3.0))));
+  return {double((height - h) / 2), double((width - w) / 2), double(h), double(w)};
+}
+
+CropBox center_crop_box(int height, int width, int out_h, int out_w, double crop_fraction) {
+  // Resize factor r so that the resized image covers out / crop_fraction in both dimensions.
+  const double r = std::max(out_h / (crop_fraction * height), out_w / (crop_fraction * width));
+  const double h = std::min<double>(height, out_h / r), w = std::min<double>(width, out_w / r);
+  return {(height - h) / 2, (width - w) / 2, h, w};
+}
+
+void resample_crop(const RgbImage& src, const CropBox& box, int out_h, int out_w, bool flip, uint8_t* out) {
+  resample(src, box, out_h, out_w, flip,
+           [out](std::size_t i, int, float v) { out[i] = static_cast<uint8_t>(std::clamp(v + 0.5f, 0.0f, 255.0f)); });
+}
+
+void resample_crop(const RgbImage& src, const CropBox& box, int out_h, int out_w, bool flip, const double* mean,
+                   const double* std, float* out) {
+  float scale[3], bias[3];
+  for (int c = 0; c < 3; ++c) {
+    scale[c] = static_cast<float>(1.0 / (255.0 * std[c]));
+    bias[c] = static_cast<float>(-mean[c] / std[c]);
+  }
+  resample(src, box, out_h, out_w, flip,
+           [out, &scale, &bias](std::size_t i, int c, float v) { out[i] = v * scale[c] + bias[c]; });
+}
+
+}  // namespace scaletrain::data

@@ -1,0 +1,336 @@
+// Tests for JPEG datasets: decoding against the pixels that were encoded (within JPEG
+// tolerance), DCT-scaled decoding against full decoding + resize, the evaluation crop's geometry
+// against hand-derived coordinates, random resized crop bounds and determinism, flipping,
+// corrupt data, and the jpeg shard writer / open_split round trip.
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <filesystem>
+
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/data/dataset.hpp"
+#include "scaletrain/data/image_ops.hpp"
+#include "scaletrain/data/pipeline.hpp"
+#include "scaletrain/io/hdf5.hpp"
+
+namespace fs = std::filesystem;
+using namespace scaletrain;
+using namespace scaletrain::data;
+
+namespace {
+
+// R = 255 x / (w - 1), G = 255 y / (h - 1), B = 64: linear, so bilinear resampling is exact.
+std::vector<uint8_t> gradient(int h, int w) {
+  std::vector<uint8_t> p(static_cast<std::size_t>(h) * w * 3);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      uint8_t* q = &p[(static_cast<std::size_t>(y) * w + x) * 3];
+      q[0] = static_cast<uint8_t>(std::lround(255.0 * x / (w - 1)));
+      q[1] = static_cast<uint8_t>(std::lround(255.0 * y / (h - 1)));
+      q[2] = 64;
+    }
+  return p;
+}
+
+double max_abs_diff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  BOOST_REQUIRE_EQUAL(a.size(), b.size());
+  int m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(int(a[i]) - int(b[i])));
+  return m;
+}
+
+double mean_abs_diff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  BOOST_REQUIRE_EQUAL(a.size(), b.size());
+  double s = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += std::abs(int(a[i]) - int(b[i]));
+  return s / a.size();
+}
+
+SplitInfo jpeg_split(std::vector<double> mean = {0, 0, 0}, std::vector<double> std = {1, 1, 1}) {
+  SplitInfo s;
+  s.dir = "test/jpeg";
+  s.encoding = "jpeg";
+  s.channels = 3;
+  s.num_classes = 2;
+  s.mean = std::move(mean);
+  s.std = std::move(std);
+  return s;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(jpeg)
+
+BOOST_AUTO_TEST_CASE(flat_colour_decodes_to_its_colour) {
+  const int h = 48, w = 64;
+  std::vector<uint8_t> px(h * w * 3);
+  for (int i = 0; i < h * w; ++i) {
+    px[3 * i] = 200;
+    px[3 * i + 1] = 100;
+    px[3 * i + 2] = 30;
+  }
+  const std::vector<uint8_t> jpeg = encode_jpeg(px.data(), h, w, 95);
+  const JpegHeader hd = jpeg_header(jpeg.data(), jpeg.size());
+  BOOST_TEST(hd.height == h);
+  BOOST_TEST(hd.width == w);
+  RgbImage img;
+  BOOST_TEST(decode_jpeg(jpeg.data(), jpeg.size(), img) == 1.0);
+  BOOST_TEST(img.height == h);
+  BOOST_TEST(img.width == w);
+  BOOST_TEST(max_abs_diff(img.pixels, px) <= 3);  // colour conversion rounding only
+}
+
+BOOST_AUTO_TEST_CASE(gradient_decodes_within_jpeg_tolerance) {
+  const int h = 96, w = 128;
+  const std::vector<uint8_t> px = gradient(h, w);
+  const std::vector<uint8_t> jpeg = encode_jpeg(px.data(), h, w, 95);
+  RgbImage img;
+  decode_jpeg(jpeg.data(), jpeg.size(), img);
+  BOOST_TEST(max_abs_diff(img.pixels, px) <= 8);
+  BOOST_TEST(mean_abs_diff(img.pixels, px) <= 1.5);
+}
+
+BOOST_AUTO_TEST_CASE(dct_scaled_decode_matches_full_decode_and_resize) {
+  const int h = 256, w = 320;
+  const std::vector<uint8_t> px = gradient(h, w);
+  const std::vector<uint8_t> jpeg = encode_jpeg(px.data(), h, w, 95);
+  RgbImage full, scaled;
+  decode_jpeg(jpeg.data(), jpeg.size(), full);
+  // 64x80 needed: 1/4 is the smallest scale that covers it (1/8 gives 32x40).
+  const double scale = decode_jpeg(jpeg.data(), jpeg.size(), scaled, 64, 80);
+  BOOST_TEST(scale == 0.25);
+  BOOST_TEST(scaled.height == 64);
+  BOOST_TEST(scaled.width == 80);
+  // 65 rows needed: 1/4 no longer covers, 3/8 (96x120) does.
+  RgbImage bigger;
+  BOOST_TEST(decode_jpeg(jpeg.data(), jpeg.size(), bigger, 65, 10) == 0.375);
+  BOOST_TEST(bigger.height == 96);
+  // Never upscales.
+  RgbImage same;
+  BOOST_TEST(decode_jpeg(jpeg.data(), jpeg.size(), same, 1000, 1000) == 1.0);
+  BOOST_TEST(same.height == h);
+
+  std::vector<uint8_t> resized(64 * 80 * 3);
+  resample_crop(full, CropBox{0, 0, double(h), double(w)}, 64, 80, false, resized.data());
+  BOOST_TEST(mean_abs_diff(scaled.pixels, resized) <= 2.0);
+  BOOST_TEST(max_abs_diff(scaled.pixels, resized) <= 10);
+}
+
+BOOST_AUTO_TEST_CASE(center_crop_box_geometry) {
+  // 375x500 to 224x224: shorter side 375 -> 256 (224 / 0.875): factor r = 256 / 375, crop
+  // 224 / r = 328.125 source pixels square, centred.
+  const CropBox b = center_crop_box(375, 500, 224, 224, 0.875);
+  BOOST_TEST(b.h == 328.125, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(b.w == 328.125, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(b.y == (375 - 328.125) / 2, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(b.x == (500 - 328.125) / 2, boost::test_tools::tolerance(1e-9));
+  // Fraction 1: resize to cover, then centre crop: the full height.
+  const CropBox c = center_crop_box(375, 500, 32, 32, 1.0);
+  BOOST_TEST(c.h == 375.0, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(c.x == 62.5, boost::test_tools::tolerance(1e-9));
+}
+
+BOOST_AUTO_TEST_CASE(eval_decode_is_the_centre_crop) {
+  // 200x300 gradient to 32x32: r = 32 / (0.875 * 200), crop 175x175 from (12.5, 62.5). With
+  // mean 0, std 1 the output is pixel / 255; for a linear gradient the bilinear sample at source
+  // x is x / (w - 1) (the DCT-scaled decode keeps it linear within JPEG tolerance).
+  const int h = 200, w = 300, out = 32;
+  const std::vector<uint8_t> px = gradient(h, w);
+  const std::vector<uint8_t> jpeg = encode_jpeg(px.data(), h, w, 95);
+  LoaderOptions o;
+  o.image_height = out;
+  o.image_width = out;
+  auto dec = make_jpeg_decoder(jpeg_split(), o);
+  BOOST_TEST(dec->out_height() == out);
+  BOOST_TEST(dec->out_width() == out);
+  BOOST_TEST(dec->channels() == 3);
+  std::vector<float> y(out * out * 3);
+  Rng rng(1);
+  dec->decode(jpeg.data(), jpeg.size(), false, rng, y.data());
+  double worst = 0;
+  for (int oy = 0; oy < out; ++oy)
+    for (int ox = 0; ox < out; ++ox) {
+      const double sx = 62.5 + (ox + 0.5) * 175.0 / out - 0.5;
+      const double sy = 12.5 + (oy + 0.5) * 175.0 / out - 0.5;
+      const float* p = &y[(oy * out + ox) * 3];
+      worst =
+          std::max({worst, std::abs(p[0] - sx / (w - 1)), std::abs(p[1] - sy / (h - 1)), std::abs(p[2] - 64 / 255.0)});
+    }
+  BOOST_TEST(worst < 0.035);  // ~9 grey levels: DCT scaling blurs the gradient's ends a little
+}
+
+BOOST_AUTO_TEST_CASE(decoder_normalises_with_mean_and_std) {
+  const int h = 40, w = 40;
+  std::vector<uint8_t> px(h * w * 3, 128);
+  const std::vector<uint8_t> jpeg = encode_jpeg(px.data(), h, w, 95);
+  LoaderOptions o;
+  auto dec = make_jpeg_decoder(jpeg_split({0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}), o);
+  BOOST_TEST(dec->out_height() == 224);  // the default input size
+  std::vector<float> y(224 * 224 * 3);
+  Rng rng(0);
+  dec->decode(jpeg.data(), jpeg.size(), false, rng, y.data());
+  const double mean[3] = {0.485, 0.456, 0.406}, std[3] = {0.229, 0.224, 0.225};
+  for (int c = 0; c < 3; ++c) {
+    const double expected = (128 / 255.0 - mean[c]) / std[c];
+    BOOST_TEST(std::abs(y[c] - expected) < 2.0 / 255 / std[c]);
+    BOOST_TEST(std::abs(y[(224 * 224 - 1) * 3 + c] - expected) < 2.0 / 255 / std[c]);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(random_resized_crop_bounds_and_determinism) {
+  const int h = 375, w = 500;
+  Rng a(42), b(42);
+  for (int i = 0; i < 2000; ++i) {
+    const CropBox x = random_resized_crop_box(h, w, a);
+    const CropBox y = random_resized_crop_box(h, w, b);
+    BOOST_TEST((x.y == y.y && x.x == y.x && x.h == y.h && x.w == y.w));
+    BOOST_TEST(x.y >= 0);
+    BOOST_TEST(x.x >= 0);
+    BOOST_TEST(x.h >= 1);
+    BOOST_TEST(x.w >= 1);
+    BOOST_TEST(x.y + x.h <= h);
+    BOOST_TEST(x.x + x.w <= w);
+    BOOST_TEST(x.h == std::floor(x.h));
+    const double area = x.h * x.w / (double(h) * w), ratio = x.w / x.h;
+    BOOST_TEST(area >= 0.075);  // 0.08 up to rounding to whole pixels
+    BOOST_TEST(area <= 1.0);
+    BOOST_TEST(ratio >= 0.74);
+    BOOST_TEST(ratio <= 1.35);
+  }
+  // A different seed gives different boxes.
+  Rng c(43), d(42);
+  int same = 0;
+  for (int i = 0; i < 20; ++i) {
+    const CropBox x = random_resized_crop_box(h, w, c), y = random_resized_crop_box(h, w, d);
+    same += x.y == y.y && x.x == y.x && x.h == y.h && x.w == y.w;
+  }
+  BOOST_TEST(same < 20);
+  // No attempt fits a 10x1000 strip: the fallback is the centred 10x13 (ratio 4/3) box.
+  Rng e(7);
+  const CropBox f = random_resized_crop_box(10, 1000, e);
+  BOOST_TEST(f.h == 10);
+  BOOST_TEST(f.w == 13);
+  BOOST_TEST(f.y == 0);
+  BOOST_TEST(f.x == 493);
+}
+
+BOOST_AUTO_TEST_CASE(flip_mirrors_exactly) {
+  const int h = 30, w = 50;
+  RgbImage img;
+  img.height = h;
+  img.width = w;
+  img.pixels = gradient(h, w);
+  for (std::size_t i = 0; i < img.pixels.size(); ++i) img.pixels[i] ^= static_cast<uint8_t>(i * 37);  // texture
+  const CropBox box{3, 7, 20, 33};
+  std::vector<uint8_t> plain(16 * 24 * 3), flipped(16 * 24 * 3);
+  resample_crop(img, box, 16, 24, false, plain.data());
+  resample_crop(img, box, 16, 24, true, flipped.data());
+  for (int y = 0; y < 16; ++y)
+    for (int x = 0; x < 24; ++x)
+      for (int c = 0; c < 3; ++c) BOOST_TEST(plain[(y * 24 + x) * 3 + c] == flipped[(y * 24 + 23 - x) * 3 + c]);
+}
+
+BOOST_AUTO_TEST_CASE(training_decode_crops_and_flips_reproducibly) {
+  // Red grows left to right: a flipped output's red falls along each row.
+  const int h = 120, w = 160, out = 24;
+  const std::vector<uint8_t> px = gradient(h, w);
+  const std::vector<uint8_t> jpeg = encode_jpeg(px.data(), h, w, 95);
+  LoaderOptions o;
+  o.image_height = out;
+  o.image_width = out;
+  o.augment = true;
+  auto dec = make_jpeg_decoder(jpeg_split(), o);
+  int flips = 0, plain = 0;
+  std::vector<float> y(out * out * 3), z(out * out * 3);
+  for (uint64_t s = 0; s < 40; ++s) {
+    Rng r1(s), r2(s);
+    dec->decode(jpeg.data(), jpeg.size(), true, r1, y.data());
+    dec->decode(jpeg.data(), jpeg.size(), true, r2, z.data());
+    BOOST_TEST((y == z));  // the same rng state gives the same sample
+    const float left = y[(out / 2 * out + 0) * 3], right = y[(out / 2 * out + out - 1) * 3];
+    (left > right ? flips : plain) += 1;
+    for (float v : y) BOOST_TEST((v >= -0.01f && v <= 1.01f));
+  }
+  BOOST_TEST(flips > 5);
+  BOOST_TEST(plain > 5);
+  // Without --augment, training decodes as evaluation does.
+  LoaderOptions no_aug = o;
+  no_aug.augment = false;
+  auto plain_dec = make_jpeg_decoder(jpeg_split(), no_aug);
+  Rng r1(1), r2(2);
+  plain_dec->decode(jpeg.data(), jpeg.size(), true, r1, y.data());
+  plain_dec->decode(jpeg.data(), jpeg.size(), false, r2, z.data());
+  BOOST_TEST((y == z));
+}
+
+BOOST_AUTO_TEST_CASE(corrupt_jpeg_is_a_clear_error) {
+  auto dec = make_jpeg_decoder(jpeg_split(), LoaderOptions());
+  std::vector<float> y(224 * 224 * 3);
+  Rng rng(0);
+  const std::vector<uint8_t> garbage = {'n', 'o', 't', ' ', 'a', ' ', 'j', 'p', 'e', 'g'};
+  try {
+    dec->decode(garbage.data(), garbage.size(), false, rng, y.data());
+    BOOST_FAIL("garbage decoded");
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    BOOST_TEST_MESSAGE(msg);
+    BOOST_TEST(msg.find("JPEG does not decode") != std::string::npos);
+    BOOST_TEST(msg.find("Not a JPEG file") != std::string::npos);  // libjpeg-turbo's own words
+  }
+  // A truncated file (header intact, most of the scan missing).
+  const std::vector<uint8_t> px = gradient(64, 64);
+  std::vector<uint8_t> jpeg = encode_jpeg(px.data(), 64, 64, 95);
+  jpeg.resize(jpeg.size() / 3);
+  BOOST_CHECK_THROW(dec->decode(jpeg.data(), jpeg.size(), false, rng, y.data()), Error);
+  BOOST_CHECK_THROW(dec->decode(jpeg.data(), 0, false, rng, y.data()), Error);
+}
+
+BOOST_AUTO_TEST_CASE(jpeg_shard_round_trip) {
+  io::h5_silence_errors();
+  const fs::path dir = fs::temp_directory_path() / ("scaletrain_test_jpeg_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "train");
+  std::vector<std::vector<uint8_t>> jpegs;
+  for (int i = 0; i < 5; ++i) {
+    const std::vector<uint8_t> px = gradient(20 + i, 30);
+    jpegs.push_back(encode_jpeg(px.data(), 20 + i, 30, 90));
+  }
+  Tensor labels = Tensor::empty({5}, DType::i32);
+  for (int i = 0; i < 5; ++i) labels.data<int32_t>()[i] = i % 3;
+  const std::vector<double> mean = {0.485, 0.456, 0.406}, std = {0.229, 0.224, 0.225};
+  write_jpeg_shard((dir / "train" / shard_file_name(0, 2)).string(), jpegs, labels, 3, mean, std, 2);
+  write_jpeg_shard((dir / "train" / shard_file_name(1, 2)).string(), {}, Tensor::empty({0}, DType::i32), 3, mean, std);
+  const SplitInfo s = open_split(dir.string(), "train");
+  BOOST_TEST(s.encoding == "jpeg");
+  BOOST_TEST(s.samples == 5);
+  BOOST_TEST(s.channels == 3);
+  BOOST_TEST(s.height == 0);
+  BOOST_TEST(s.width == 0);
+  BOOST_TEST(s.num_classes == 3);
+  BOOST_TEST((s.mean == mean));
+  {
+    io::H5File f(s.shards[0].path, io::H5File::Mode::read);
+    BOOST_TEST(f.dataset_type("jpeg") == "vlen_uint8");
+    BOOST_TEST(f.get_string_attribute("encoding") == "jpeg");
+    BOOST_TEST(f.has_attribute("checksum"));
+  }
+  // Bad labels are refused by the writer.
+  Tensor bad = Tensor::empty({5}, DType::i32);
+  for (int i = 0; i < 5; ++i) bad.data<int32_t>()[i] = 3;
+  BOOST_CHECK_THROW(write_jpeg_shard((dir / "bad.h5").string(), jpegs, bad, 3, mean, std), Error);
+  // Mixing encodings within a split is refused, naming the file.
+  Tensor images = Tensor::zeros({1, 2, 2, 3}, DType::u8);
+  Tensor one = Tensor::zeros({1}, DType::i32);
+  write_image_shard((dir / "train" / "z.h5").string(), images, one, 3, mean, std);
+  try {
+    open_split(dir.string(), "train");
+    BOOST_FAIL("mixed encodings accepted");
+  } catch (const Error& e) {
+    BOOST_TEST(std::string(e.what()).find("z.h5: encoding 'raw'") != std::string::npos);
+  }
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
