@@ -3,11 +3,17 @@
 // anything wrong with the data is a scaletrain::Error naming the file (exit 1 on every rank).
 // Under mpirun the writers share the shards (shard i is written by rank i mod P) and rank 0
 // validates the result; one process works as well.
+#include <fcntl.h>
 #include <mpi.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -15,6 +21,7 @@
 #include "cli/data_subcommands.hpp"
 #include "scaletrain/cli/commands.hpp"
 #include "scaletrain/cli/guard.hpp"
+#include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/json.hpp"
 #include "scaletrain/core/timer.hpp"
@@ -186,7 +193,8 @@ int convert_main(int argc, char** argv) {
   pos.add("dataset", 1);
   po::variables_map vm;
   if (!parse("convert", argc, argv, desc, vm, "fashion-mnist --output DIR [options]", &pos)) return 0;
-  if (dataset != "fashion-mnist") throw UsageError("convert: unknown dataset '" + dataset + "' (known: fashion-mnist, imagenet)");
+  if (dataset != "fashion-mnist")
+    throw UsageError("convert: unknown dataset '" + dataset + "' (known: fashion-mnist, imagenet)");
   if (shards < 1) throw UsageError("convert: --shards must be at least 1, got " + std::to_string(shards));
   if (chunk < 1) throw UsageError("convert: --chunk-samples must be at least 1, got " + std::to_string(chunk));
 
@@ -375,12 +383,61 @@ int inspect_main(int argc, char** argv) {
 
 // ---------------------------------------------------------------------------------------------
 // bench
+//
+// Reads epochs through the training loader (same reader, threads, decoding, plan) and, in the same
+// run, the raw sequential read bandwidth of the same files: the shard files' bytes, laid end to
+// end, are cut into one contiguous range per rank, read with kRawBlock preads. The raw pass runs
+// before and after the pipeline and the faster one counts, so the ratio is not flattered by a
+// cold first pass. Totals: sum over ranks / slowest rank's time.
+
+constexpr std::size_t kRawBlock = 8u << 20;
+
+// This rank's share of the files, read sequentially. Returns bytes read.
+int64_t raw_read_share(const data::SplitInfo& info, int rank, int size) {
+  std::vector<int64_t> sizes;
+  int64_t total = 0;
+  for (const auto& shard : info.shards) {
+    sizes.push_back(static_cast<int64_t>(fs::file_size(shard.path)));
+    total += sizes.back();
+  }
+  const int64_t begin = total * rank / size, end = total * (rank + 1) / size;
+  std::vector<char> buf(kRawBlock);
+  int64_t at = 0, got = 0;
+  for (std::size_t i = 0; i < info.shards.size(); at += sizes[i], ++i) {
+    const int64_t lo = std::max(begin, at), hi = std::min(end, at + sizes[i]);
+    if (lo >= hi) continue;
+    const int fd = ::open(info.shards[i].path.c_str(), O_RDONLY | O_CLOEXEC);
+    ST_CHECK(fd >= 0, "bench: cannot open " << info.shards[i].path << ": " << std::strerror(errno));
+    for (int64_t off = lo - at; off < hi - at;) {
+      const std::size_t want = static_cast<std::size_t>(std::min<int64_t>(kRawBlock, hi - at - off));
+      const ssize_t n = ::pread(fd, buf.data(), want, off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int err = errno;
+        ::close(fd);
+        ST_THROW("bench: reading " << info.shards[i].path << " at byte " << off << ": "
+                                   << (n == 0 ? "unexpected end of file" : std::strerror(err)));
+      }
+      off += n;
+      got += n;
+    }
+    ::close(fd);
+  }
+  return got;
+}
+
+std::vector<double> allgather_doubles(const std::vector<double>& mine, int size) {
+  std::vector<double> all(mine.size() * static_cast<std::size_t>(size));
+  ST_CHECK_MPI(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
+                             static_cast<int>(mine.size()), MPI_DOUBLE, MPI_COMM_WORLD));
+  return all;
+}
 
 int bench_main(int argc, char** argv) {
-  std::string dir, split = "train", dump;
+  std::string dir, split = "train", dump, json_path, image_size = "224,224";
   int epochs = 1;
   int64_t dump_batches = 1;
-  bool no_shuffle = false, no_drop_last = false;
+  bool no_shuffle = false, no_drop_last = false, no_raw = false;
   data::LoaderOptions o;
   o.batch_size = 128;
   po::options_description desc("options");
@@ -390,11 +447,21 @@ int bench_main(int argc, char** argv) {
       "batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "samples per rank per batch")(
       "epochs", po::value(&epochs)->default_value(epochs), "epochs to read")(
       "seed", po::value(&o.seed)->default_value(o.seed), "shuffle and augmentation seed")(
-      "no-shuffle", po::bool_switch(&no_shuffle), "keep file order")(
+      "io", po::value(&o.io)->default_value(o.io), "shard reader: posix | mpiio | mpiio-collective")(
+      "data-threads", po::value(&o.data_threads)->default_value(o.data_threads), "decode/augment threads per rank")(
+      "image-size", po::value(&image_size)->default_value(image_size), "H,W: output size for JPEG datasets")(
+      "shuffle", po::value(&o.shuffle_mode)->default_value(o.shuffle_mode), "global | shard")(
+      "shuffle-buffer", po::value(&o.shuffle_buffer)->default_value(o.shuffle_buffer),
+      "samples in the buffer of --shuffle shard")("no-shuffle", po::bool_switch(&no_shuffle), "keep file order")(
+      "pad-last", po::bool_switch(&o.pad_last), "repeat samples to fill the last batch")(
       "no-drop-last", po::bool_switch(&no_drop_last), "evaluation plan: every sample once, last batch smaller")(
-      "augment", po::bool_switch(&o.augment), "random horizontal flip (and crop with --crop-padding)")(
+      "augment", po::bool_switch(&o.augment), "training augmentation (flip, crop; random resized crop for JPEG)")(
       "crop-padding", po::value(&o.crop_padding)->default_value(0), "zero padding of the random crop, pixels")(
       "prefetch", po::value(&o.prefetch)->default_value(o.prefetch), "batches prepared ahead")(
+      "skip-bad-samples", po::bool_switch(&o.skip_bad_samples), "skip samples that fail to read or decode")(
+      "no-raw", po::bool_switch(&no_raw), "skip the raw sequential read of the files")(
+      "json", po::value(&json_path),
+      "rank 0 writes the results here: samples_per_s, mb_per_s, raw_read_mb_per_s (totals), per_rank")(
       "dump", po::value(&dump),
       "rank 0 writes its first batches of epoch 0 to this HDF5 file: images (float32, "
       "normalised), labels, ids (sample ids in split order)")(
@@ -405,15 +472,46 @@ int bench_main(int argc, char** argv) {
   if (!parse("bench", argc, argv, desc, vm, "DIR [options]", &pos)) return 0;
   if (o.batch_size < 1) throw UsageError("bench: --batch-size must be at least 1");
   if (epochs < 1) throw UsageError("bench: --epochs must be at least 1");
+  if (o.io != "posix" && o.io != "mpiio" && o.io != "mpiio-collective")
+    throw UsageError("bench: unknown --io '" + o.io + "' (known: posix, mpiio, mpiio-collective)");
+  if (o.data_threads < 1 || o.data_threads > 256)
+    throw UsageError("bench: --data-threads must be between 1 and 256, got " + std::to_string(o.data_threads));
+  if (o.shuffle_mode != "global" && o.shuffle_mode != "shard")
+    throw UsageError("bench: unknown --shuffle '" + o.shuffle_mode + "' (known: global, shard)");
+  if (o.prefetch < 1) throw UsageError("bench: --prefetch must be at least 1");
+  {
+    int h = 0, w = 0;
+    char extra = 0;
+    if (std::sscanf(image_size.c_str(), "%d,%d%c", &h, &w, &extra) != 2 || h <= 0 || w <= 0)
+      throw UsageError("bench: --image-size '" + image_size + "' must be H,W with positive integers");
+    o.image_height = h;
+    o.image_width = w;
+  }
   o.shuffle = !no_shuffle;
   o.drop_last = !no_drop_last;
 
   const World world;
+  const comm::Communicator comm = comm::Communicator::world();
+  o.comm = &comm;
   const data::SplitInfo info = data::open_split(dir, split);
+
+  // Raw sequential read: each rank its share, between barriers; the slowest rank's time counts.
+  auto raw_pass = [&](double& seconds) {
+    world.barrier();
+    Stopwatch c;
+    const int64_t bytes = raw_read_share(info, world.rank, world.size);
+    seconds = c.elapsed();
+    return bytes;
+  };
+  int64_t raw_bytes = 0;
+  double raw_seconds = 0.0, raw_seconds_after = 0.0;
+  if (!no_raw) raw_bytes = raw_pass(raw_seconds);
+
   data::Loader loader(info, world.rank, world.size, o);
   const std::vector<int64_t> plan = data::rank_samples(info.samples, world.rank, world.size, o, 0);
   std::vector<Tensor> dumped_images, dumped_labels;
   int64_t samples = 0;
+  world.barrier();
   Stopwatch clock;
   for (int epoch = 0; epoch < epochs; ++epoch) {
     loader.start_epoch(epoch);
@@ -427,29 +525,106 @@ int bench_main(int argc, char** argv) {
     }
   }
   const double seconds = clock.elapsed();
-  const double rate = seconds > 0 ? samples / seconds : 0.0;
-  double stats[3] = {rate, -rate, rate};  // min, -max, sum
-  ST_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, stats, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
-  ST_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, stats + 2, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  const int64_t bytes = loader.bytes_read();
+  if (!no_raw) raw_pass(raw_seconds_after);
+  // Per rank, then totals; the raw figure is the faster pass (the first may have filled the page cache).
+  const std::vector<double> all =
+      allgather_doubles({static_cast<double>(samples), seconds, static_cast<double>(bytes),
+                         static_cast<double>(raw_bytes), raw_seconds, raw_seconds_after, loader.wait_seconds()},
+                        world.size);
+  constexpr int kFields = 7;
+  double sum_samples = 0, sum_bytes = 0, sum_raw = 0, max_seconds = 0, max_raw_before = 0, max_raw_after = 0;
+  for (int r = 0; r < world.size; ++r) {
+    const double* v = &all[static_cast<std::size_t>(r) * kFields];
+    sum_samples += v[0];
+    max_seconds = std::max(max_seconds, v[1]);
+    sum_bytes += v[2];
+    sum_raw += v[3];
+    max_raw_before = std::max(max_raw_before, v[4]);
+    max_raw_after = std::max(max_raw_after, v[5]);
+  }
+  const double total_rate = sum_samples / std::max(max_seconds, 1e-9);
+  const double total_mb = sum_bytes / 1e6 / std::max(max_seconds, 1e-9);
+  const double raw_max = std::min(max_raw_before, max_raw_after);
+  const double total_raw_mb = no_raw ? 0.0 : sum_raw / 1e6 / std::max(raw_max, 1e-9);
+
   if (world.rank == 0) {
-    std::cout << std::fixed << std::setprecision(0) << "bench " << info.dir << ": " << world.size << " rank"
-              << (world.size == 1 ? "" : "s") << ", batch " << o.batch_size << ", " << epochs << " epoch"
-              << (epochs == 1 ? "" : "s") << ", " << loader.steps_per_epoch() << " steps per epoch (rank 0)\n"
-              << "  samples/s per rank: min " << stats[0] << ", mean " << stats[2] / world.size << ", max " << -stats[1]
-              << "; total " << stats[2] << "\n"
-              << std::setprecision(3) << "  rank 0: " << samples << " samples in " << seconds << " s, waited "
-              << loader.wait_seconds() << " s, read " << std::setprecision(1) << loader.bytes_read() / 1e6 << " MB\n";
+    std::cout << "bench " << info.dir << ": " << info.samples << " samples (" << info.encoding << "), " << world.size
+              << " rank" << (world.size == 1 ? "" : "s") << ", io " << o.io << ", " << o.data_threads << " data thread"
+              << (o.data_threads == 1 ? "" : "s") << ", batch " << o.batch_size << ", " << epochs << " epoch"
+              << (epochs == 1 ? "" : "s") << ", " << loader.steps_per_epoch() << " steps per epoch (rank 0)\n";
+    char line[256];
+    std::snprintf(line, sizeof line, "%6s %10s %10s %12s %10s %10s %14s\n", "rank", "samples", "seconds", "samples/s",
+                  "MB/s", "wait_s", "raw_read_MB/s");
+    std::cout << line;
+    for (int r = 0; r < world.size; ++r) {
+      const double* v = &all[static_cast<std::size_t>(r) * kFields];
+      const double raw_t = std::min(v[4], v[5]);
+      std::snprintf(line, sizeof line, "%6d %10.0f %10.3f %12.1f %10.1f %10.3f %14.1f\n", r, v[0], v[1],
+                    v[0] / std::max(v[1], 1e-9), v[2] / 1e6 / std::max(v[1], 1e-9), v[6],
+                    no_raw ? 0.0 : v[3] / 1e6 / std::max(raw_t, 1e-9));
+      std::cout << line;
+    }
+    std::snprintf(line, sizeof line, "%6s %10.0f %10.3f %12.1f %10.1f %10s %14.1f\n", "total", sum_samples, max_seconds,
+                  total_rate, total_mb, "", total_raw_mb);
+    std::cout << line;
+    if (!no_raw)
+      std::cout << std::fixed << std::setprecision(1)
+                << "pipeline MB/s / raw read MB/s: " << 100.0 * total_mb / std::max(total_raw_mb, 1e-9)
+                << "% (raw: " << sum_raw / 1e6
+                << " MB, 8 MiB preads, faster of the passes before and after the pipeline)\n";
+    if (!json_path.empty()) {
+      Json j = Json::object();
+      j.set("dir", info.dir);
+      j.set("encoding", info.encoding);
+      j.set("ranks", world.size);
+      j.set("io", o.io);
+      j.set("data_threads", o.data_threads);
+      j.set("batch_size", o.batch_size);
+      j.set("epochs", epochs);
+      j.set("samples", sum_samples);
+      j.set("seconds", max_seconds);
+      j.set("samples_per_s", total_rate);
+      j.set("mb_per_s", total_mb);
+      j.set("raw_read_mb_per_s", no_raw ? Json() : Json(total_raw_mb));
+      j.set("raw_read_bytes", sum_raw);
+      j.set("pipeline_over_raw", no_raw ? Json() : Json(total_mb / std::max(total_raw_mb, 1e-9)));
+      Json ranks = Json::array();
+      for (int r = 0; r < world.size; ++r) {
+        const double* v = &all[static_cast<std::size_t>(r) * kFields];
+        const double raw_t = std::min(v[4], v[5]);
+        Json e = Json::object();
+        e.set("rank", r);
+        e.set("samples", v[0]);
+        e.set("seconds", v[1]);
+        e.set("samples_per_s", v[0] / std::max(v[1], 1e-9));
+        e.set("bytes_read", v[2]);
+        e.set("mb_per_s", v[2] / 1e6 / std::max(v[1], 1e-9));
+        e.set("wait_s", v[6]);
+        e.set("raw_read_bytes", v[3]);
+        e.set("raw_read_s", no_raw ? Json() : Json(raw_t));
+        e.set("raw_read_mb_per_s", no_raw ? Json() : Json(v[3] / 1e6 / std::max(raw_t, 1e-9)));
+        ranks.push_back(e);
+      }
+      j.set("per_rank", ranks);
+      std::ofstream f(json_path);
+      ST_CHECK(f, "bench: cannot write --json " << json_path);
+      f << j.dump(2) << "\n";
+      ST_CHECK(f.good(), "bench: writing --json " << json_path << " failed");
+    }
     if (!dump.empty()) {
+      // JPEG batches have the --image-size shape; raw ones the stored shape.
+      const int64_t h = dumped_images.empty() ? info.height : dumped_images[0].dim(1);
+      const int64_t w = dumped_images.empty() ? info.width : dumped_images[0].dim(2);
       int64_t n = 0;
       for (const auto& l : dumped_labels) n += l.numel();
-      Tensor images = Tensor::empty({n, info.height, info.width, info.channels});
+      Tensor images = Tensor::empty({n, h, w, info.channels});
       Tensor labels = Tensor::empty({n}, DType::i32);
       Tensor ids = Tensor::empty({n}, DType::i64);
       int64_t at = 0;
       for (std::size_t b = 0; b < dumped_labels.size(); ++b) {
         const int64_t k = dumped_labels[b].numel();
-        Tensor::view_of(images, at * info.height * info.width * info.channels, dumped_images[b].shape())
-            .copy_from(dumped_images[b]);
+        Tensor::view_of(images, at * h * w * info.channels, dumped_images[b].shape()).copy_from(dumped_images[b]);
         Tensor::view_of(labels, at, {k}).copy_from(dumped_labels[b]);
         at += k;
       }
@@ -461,6 +636,7 @@ int bench_main(int argc, char** argv) {
       std::cout << "  dumped " << n << " samples to " << dump << "\n";
     }
   }
+  world.barrier();
   return 0;
 }
 
