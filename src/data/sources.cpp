@@ -1,11 +1,16 @@
 // Dataset sources: the idx reader (through zlib's gz* functions, which read compressed and plain
-// files alike) and the synthetic generator.
+// files alike), the ImageNet directory scanner and the synthetic generator.
 #include "scaletrain/data/sources.hpp"
 
 #include <zlib.h>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <memory>
+#include <sstream>
 
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/rng.hpp"
@@ -100,6 +105,108 @@ void synthetic_samples(uint64_t seed, int split_id, int64_t first_index, int64_t
     }
     labels[s] = label;
   }
+}
+
+namespace {
+
+bool is_image_file(const fs::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ext == ".jpeg" || ext == ".jpg";
+}
+
+// Image files directly in `dir`, sorted by name.
+std::vector<std::string> image_files(const fs::path& dir) {
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (!e.is_directory() && is_image_file(e.path())) files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::vector<std::string> sub_directories(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_directory()) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Reads "FILE LABEL" / "FILE,LABEL ..." lines into stem -> label.
+std::map<std::string, int32_t> read_val_labels(const std::string& path, const std::vector<std::string>& classes) {
+  std::ifstream in(path);
+  ST_CHECK(in, path << ": cannot open the validation labels file");
+  std::map<std::string, int32_t> index;
+  for (std::size_t i = 0; i < classes.size(); ++i) index[classes[i]] = static_cast<int32_t>(i);
+  std::map<std::string, int32_t> labels;
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    std::replace(line.begin(), line.end(), ',', ' ');
+    std::istringstream ss(line);
+    std::string file, label;
+    if (!(ss >> file)) continue;  // blank line
+    ST_CHECK(static_cast<bool>(ss >> label),
+             path << ":" << number << ": expected 'FILE LABEL' (a wnid or class index), got '" << line << "'");
+    int32_t value = -1;
+    if (index.count(label)) {
+      value = index[label];
+    } else if (!label.empty() &&
+               std::all_of(label.begin(), label.end(), [](unsigned char c) { return std::isdigit(c); })) {
+      const long v = label.size() < 10 ? std::stol(label) : -1;
+      ST_CHECK(v >= 0 && v < static_cast<long>(classes.size()),
+               path << ":" << number << ": class index " << label << " is out of range [0, " << classes.size() << ")");
+      value = static_cast<int32_t>(v);
+    } else if (number == 1) {
+      continue;  // a header line such as "ImageId,PredictionString"
+    } else {
+      ST_THROW(path << ":" << number << ": label '" << label << "' is neither a class of train/ nor a class index");
+    }
+    labels[fs::path(file).stem().string()] = value;
+  }
+  return labels;
+}
+
+}  // namespace
+
+ImageNetTree scan_imagenet(const std::string& root, const std::string& val_labels_file) {
+  const fs::path train = fs::path(root) / "train", val = fs::path(root) / "val";
+  std::error_code ec;
+  ST_CHECK(fs::is_directory(root, ec), root << ": no such ImageNet directory");
+  ST_CHECK(fs::is_directory(train, ec), train.string() << ": no such directory (expected train/<wnid>/*.JPEG)");
+  ImageNetTree tree;
+  tree.classes = sub_directories(train);
+  ST_CHECK(!tree.classes.empty(), train.string() << ": no class directories (expected train/<wnid>/*.JPEG)");
+  std::map<std::string, int32_t> index;
+  for (std::size_t c = 0; c < tree.classes.size(); ++c) {
+    index[tree.classes[c]] = static_cast<int32_t>(c);
+    const std::vector<std::string> files = image_files(train / tree.classes[c]);
+    ST_CHECK(!files.empty(), (train / tree.classes[c]).string() << ": no *.JPEG images in this class directory");
+    for (const auto& f : files) tree.train.push_back({f, static_cast<int32_t>(c)});
+  }
+
+  ST_CHECK(fs::is_directory(val, ec), val.string() << ": no such directory (expected val/<wnid>/*.JPEG, or "
+                                                      "val/*.JPEG with --val-labels FILE)");
+  const std::vector<std::string> flat = image_files(val);
+  if (!flat.empty()) {
+    ST_CHECK(!val_labels_file.empty(), val.string()
+                                           << " holds images directly (" << fs::path(flat[0]).filename().string()
+                                           << ", ...): pass their labels with --val-labels FILE");
+    const std::map<std::string, int32_t> labels = read_val_labels(val_labels_file, tree.classes);
+    for (const auto& f : flat) {
+      const auto it = labels.find(fs::path(f).stem().string());
+      ST_CHECK(it != labels.end(), f << ": no label in " << val_labels_file);
+      tree.val.push_back({f, it->second});
+    }
+  } else {
+    for (const auto& wnid : sub_directories(val)) {
+      const auto it = index.find(wnid);
+      ST_CHECK(it != index.end(), (val / wnid).string() << ": class '" << wnid << "' is not among the "
+                                                        << tree.classes.size() << " classes of " << train.string());
+      for (const auto& f : image_files(val / wnid)) tree.val.push_back({f, it->second});
+    }
+  }
+  ST_CHECK(!tree.val.empty(), val.string() << ": no *.JPEG images");
+  return tree;
 }
 
 }  // namespace scaletrain::data

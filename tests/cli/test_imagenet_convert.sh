@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# scaletrain-data convert imagenet end to end on a tiny tree made here with PIL (3 classes x 4
+# images, val as val/*.JPEG + labels file and as val/<wnid>/): jpeg and raw encodings under
+# mpirun -np 2, inspect accepts both, h5py reads the vlen bytes back equal to the source files,
+# one and two ranks give identical shards, raw pixels match the flat colours, --max-side shrinks;
+# errors: no train/, an unreadable image, val/*.JPEG without --val-labels, bad options.
+# Env (set by ctest): ST_BIN (build/bin), ST_TMP (scratch).
+set -euo pipefail
+
+BIN=${ST_BIN:?}/scaletrain-data
+W=${ST_TMP:?}/imagenet_convert
+PY=/usr/bin/python3
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+MPI2=(timeout 120 mpirun --oversubscribe -np 2)
+rm -rf "$W"
+mkdir -p "$W"
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+# expect_error NEEDLE COMMAND...: non-zero exit within 60 s, NEEDLE in the output.
+expect_error() {
+  local needle=$1
+  shift
+  local out rc=0
+  out=$(timeout 60 "$@" 2>&1) || rc=$?
+  [ "$rc" -ne 0 ] || fail "exited 0, expected an error: $*"
+  [ "$rc" -ne 124 ] || fail "hung: $*"
+  grep -qF -- "$needle" <<<"$out" || fail "expected '$needle' in: $out"
+  echo "ok: error '$needle' (exit $rc)"
+}
+
+# The tree: class c's images are flat colours (so that raw pixels are predictable) of varied
+# sizes; val/ holds 3 images per layout.
+$PY - "$W" <<'EOF'
+import os, sys
+from PIL import Image
+root = sys.argv[1]
+wnids = ["n01440764", "n01443537", "n01484850"]
+colours = [(200, 30, 40), (20, 180, 60), (40, 60, 220)]
+sizes = [(60, 40), (50, 70), (64, 48), (33, 45)]  # (w, h)
+for tree in ("flat", "bydir"):
+    for c, wnid in enumerate(wnids):
+        d = os.path.join(root, tree, "train", wnid)
+        os.makedirs(d)
+        for i, (w, h) in enumerate(sizes):
+            Image.new("RGB", (w, h), colours[c]).save(os.path.join(d, f"{wnid}_{i}.JPEG"), quality=95)
+    lines = ["ImageId,PredictionString"]
+    for k in range(3):
+        c = (k + 1) % 3
+        if tree == "flat":
+            os.makedirs(os.path.join(root, tree, "val"), exist_ok=True)
+            name = f"ILSVRC2012_val_{k + 1:08d}"
+            Image.new("RGB", (48, 40), colours[c]).save(os.path.join(root, tree, "val", name + ".JPEG"), quality=95)
+            lines.append(f"{name},{wnids[c]} 1 2 3 4")
+        else:
+            d = os.path.join(root, tree, "val", wnids[c])
+            os.makedirs(d, exist_ok=True)
+            Image.new("RGB", (48, 40), colours[c]).save(os.path.join(d, f"v{k}.JPEG"), quality=95)
+    if tree == "flat":
+        open(os.path.join(root, "val_labels.csv"), "w").write("\n".join(lines) + "\n")
+# A large image for --max-side.
+os.makedirs(os.path.join(root, "big", "train", "n0"))
+os.makedirs(os.path.join(root, "big", "val", "n0"))
+Image.new("RGB", (200, 100), (90, 90, 90)).save(os.path.join(root, "big", "train", "n0", "a.JPEG"), quality=90)
+Image.new("RGB", (20, 10), (90, 90, 90)).save(os.path.join(root, "big", "val", "n0", "b.JPEG"), quality=90)
+EOF
+
+# jpeg encoding, 2 ranks, 3 shards; and 1 rank for comparison.
+"${MPI2[@]}" "$BIN" convert imagenet --source "$W/flat" --output "$W/jpeg2" --encoding jpeg --shards 3 \
+  --val-labels "$W/val_labels.csv" --chunk-samples 2 >"$W/out.txt"
+grep -qF "split train: 12 samples in 3 shards, encoding jpeg, 3 classes" "$W/out.txt" || fail "summary: $(cat "$W/out.txt")"
+timeout 120 "$BIN" convert imagenet --source "$W/flat" --output "$W/jpeg1" --encoding jpeg --shards 3 \
+  --val-labels "$W/val_labels.csv" --chunk-samples 2 >/dev/null
+"$BIN" inspect "$W/jpeg2" >"$W/inspect.txt" || fail "inspect rejected the jpeg dataset"
+grep -qF "12 samples in 3 shards" "$W/inspect.txt" || fail "inspect: $(cat "$W/inspect.txt")"
+echo "ok: jpeg convert under mpirun -np 2, inspect"
+
+# h5py reads the vlen bytes: equal to the source files in sorted order, labels = class index;
+# one and two ranks wrote the same contents.
+$PY - "$W" <<'EOF'
+import glob, os, sys
+import h5py, numpy as np
+root = sys.argv[1]
+def load(d, split):
+    data, labels = [], []
+    for p in sorted(glob.glob(os.path.join(d, split, "*.h5"))):
+        with h5py.File(p, "r") as f:
+            assert f.attrs["scaletrain_format"] == 1
+            assert f.attrs["encoding"] in ("jpeg", b"jpeg"), f.attrs["encoding"]
+            assert "checksum" in f.attrs, p
+            assert list(f.attrs["mean"]) == [0.485, 0.456, 0.406]
+            assert list(f.attrs["std"]) == [0.229, 0.224, 0.225]
+            assert f["jpeg"].dtype == h5py.vlen_dtype(np.uint8), f["jpeg"].dtype
+            data += [bytes(x) for x in f["jpeg"][:]]
+            labels += list(f["labels"][:])
+    return data, labels
+train, tl = load(os.path.join(root, "jpeg2"), "train")
+files = sorted(glob.glob(os.path.join(root, "flat", "train", "*", "*.JPEG")))
+assert len(train) == 12 and train == [open(p, "rb").read() for p in files], "train bytes differ from the files"
+assert tl == [i // 4 for i in range(12)], tl
+val, vl = load(os.path.join(root, "jpeg2"), "val")
+vfiles = sorted(glob.glob(os.path.join(root, "flat", "val", "*.JPEG")))
+assert val == [open(p, "rb").read() for p in vfiles] and vl == [1, 2, 0], vl
+for split in ("train", "val"):
+    assert load(os.path.join(root, "jpeg1"), split) == load(os.path.join(root, "jpeg2"), split), split
+print("ok: h5py reads the vlen bytes back, equal to the files; 1 and 2 ranks agree")
+EOF
+
+# raw encoding at 16x16 (val/<wnid>/ layout): flat colours come back within JPEG tolerance.
+"${MPI2[@]}" "$BIN" convert imagenet --source "$W/bydir" --output "$W/raw" --encoding raw --image-size 16,16 \
+  --shards 2 >/dev/null
+"$BIN" inspect "$W/raw" | grep -qF "images 16x16x3" || fail "inspect raw: $("$BIN" inspect "$W/raw" 2>&1)"
+$PY - "$W" <<'EOF'
+import glob, os, sys
+import h5py, numpy as np
+root = sys.argv[1]
+colours = np.array([(200, 30, 40), (20, 180, 60), (40, 60, 220)])
+for split, n in (("train", 12), ("val", 3)):
+    imgs, labels = [], []
+    for p in sorted(glob.glob(os.path.join(root, "raw", split, "*.h5"))):
+        with h5py.File(p, "r") as f:
+            imgs.append(f["images"][:]); labels.append(f["labels"][:])
+    imgs, labels = np.concatenate(imgs), np.concatenate(labels)
+    assert imgs.shape == (n, 16, 16, 3), imgs.shape
+    err = np.abs(imgs.astype(int) - colours[labels][:, None, None, :]).max()
+    assert err <= 6, err
+print("ok: raw convert (val by directory), pixels = the source colours")
+EOF
+
+# --max-side: the 200x100 image is re-encoded to 32x16; the small one is kept byte for byte.
+timeout 60 "$BIN" convert imagenet --source "$W/big" --output "$W/big_out" --encoding jpeg --max-side 32 >/dev/null
+$PY - "$W" <<'EOF'
+import io, sys, h5py
+from PIL import Image
+root = sys.argv[1]
+with h5py.File(f"{root}/big_out/train/shard-00000-of-00001.h5", "r") as f:
+    im = Image.open(io.BytesIO(bytes(f["jpeg"][0])))
+    assert im.size == (32, 16), im.size
+with h5py.File(f"{root}/big_out/val/shard-00000-of-00001.h5", "r") as f:
+    assert bytes(f["jpeg"][0]) == open(f"{root}/big/val/n0/b.JPEG", "rb").read()
+print("ok: --max-side")
+EOF
+
+# Errors.
+mkdir -p "$W/notrain/val"
+expect_error "notrain/train: no such directory" "${MPI2[@]}" "$BIN" convert imagenet --source "$W/notrain" \
+  --output "$W/e1" --encoding jpeg
+cp -r "$W/bydir" "$W/bad"
+echo "this is not a jpeg" >"$W/bad/train/n01443537/n01443537_9.JPEG"
+expect_error "n01443537_9.JPEG: JPEG does not decode" "${MPI2[@]}" "$BIN" convert imagenet --source "$W/bad" \
+  --output "$W/e2" --encoding jpeg --shards 2
+expect_error "n01443537_9.JPEG: JPEG does not decode" "${MPI2[@]}" "$BIN" convert imagenet --source "$W/bad" \
+  --output "$W/e3" --encoding raw --image-size 8,8
+expect_error "--val-labels" "$BIN" convert imagenet --source "$W/flat" --output "$W/e4" --encoding jpeg
+expect_error "--encoding must be raw or jpeg" "$BIN" convert imagenet --source "$W/flat" --output "$W/e5" --encoding png
+expect_error "already holds shards" "$BIN" convert imagenet --source "$W/bydir" --output "$W/raw" --encoding jpeg
+echo "PASS: imagenet convert"
