@@ -1,13 +1,15 @@
-// The per-rank loader: the epoch plan (rank_samples), one background thread that reads, decodes
-// and augments batches into a small pool of reusable buffers, and the hand-over to the trainer.
-// Decisions: one reading thread because HDF5 is not thread-safe; a batch reads each shard it
-// touches with one H5Dread over the union of its rows (row-by-row reads are far too slow);
-// normalisation is a per-channel 256-entry lookup table, so decoding costs one load per value.
+// The per-rank loader: the epoch plan (plan.cpp), one I/O thread running the SampleReader, a
+// pool of decode workers running the SampleDecoder straight into reusable batch buffers, and the
+// in-order hand-over to the trainer. Decisions: one I/O thread because HDF5 is not thread-safe;
+// a batch's ids are sorted before reading so each shard's rows are one pass (the decoder writes
+// sample k to its batch position, so no reordering copy); workers take a few samples at a time
+// from the oldest batch so that batches complete in order; next() hands out batches strictly by
+// sequence number, so thread timing never changes the result.
 #include "scaletrain/data/loader.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <mutex>
@@ -17,129 +19,119 @@
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/rng.hpp"
 #include "scaletrain/core/timer.hpp"
-#include "scaletrain/io/hdf5.hpp"
+#include "scaletrain/data/pipeline.hpp"
+#include "scaletrain/data/plan.hpp"
 
 namespace scaletrain::data {
 namespace {
-// Stream salts so that the shuffle and the augmentation never share random numbers.
-constexpr uint64_t kShuffleSalt = 0x5348554646ULL;  // "SHUFF"
-constexpr uint64_t kAugmentSalt = 0x4155474dULL;    // "AUGM"
+constexpr uint64_t kAugmentSalt = 0x4155474dULL;  // "AUGM"
 
-// The first sample of this rank's slice and its length (before dropping the partial batch).
-std::pair<int64_t, int64_t> rank_slice(int64_t total, int rank, int world, bool drop_last) {
-  const int64_t per = total / world, extra = total % world;
-  if (drop_last) return {rank * per, per};
-  return {rank * per + std::min<int64_t>(rank, extra), per + (rank < extra ? 1 : 0)};
-}
-
-int64_t yielded_samples(int64_t total, int rank, int world, const LoaderOptions& o) {
-  const int64_t n = rank_slice(total, rank, world, o.drop_last).second;
-  return o.drop_last ? n / o.batch_size * o.batch_size : n;
-}
-
-void check_options(int rank, int world, const LoaderOptions& o) {
-  ST_CHECK(world > 0 && rank >= 0 && rank < world, "loader: rank " << rank << " of " << world << " ranks");
-  ST_CHECK(o.batch_size > 0, "batch size must be positive, got " << o.batch_size);
-  ST_CHECK(o.crop_padding >= 0, "crop padding must not be negative, got " << o.crop_padding);
+std::vector<int64_t> shard_sizes(const SplitInfo& split) {
+  std::vector<int64_t> sizes;
+  for (const auto& s : split.shards) sizes.push_back(s.samples);
+  return sizes;
 }
 }  // namespace
 
 std::vector<int64_t> rank_samples(int64_t total, int rank, int world_size, const LoaderOptions& options, int epoch) {
-  check_options(rank, world_size, options);
-  const auto [begin, length] = rank_slice(total, rank, world_size, options.drop_last);
-  const int64_t count = yielded_samples(total, rank, world_size, options);
-  (void)length;
-  if (!options.shuffle) {
-    std::vector<int64_t> ids(count);
-    std::iota(ids.begin(), ids.end(), begin);
-    return ids;
-  }
-  // Fisher-Yates over all samples with the same stream on every rank; each rank keeps its slice.
-  std::vector<int64_t> perm(total);
-  std::iota(perm.begin(), perm.end(), int64_t(0));
-  Rng rng = Rng::derive(options.seed ^ kShuffleSalt, static_cast<uint64_t>(epoch));
-  for (int64_t i = total - 1; i > 0; --i) std::swap(perm[i], perm[rng.below(i + 1)]);
-  return std::vector<int64_t>(perm.begin() + begin, perm.begin() + begin + count);
+  return plan_epoch({total}, rank, world_size, options, epoch);
 }
 
 struct Loader::Impl {
-  struct Buffer {
+  enum class State { free, reading, decoding, ready, held };
+  struct Slot {
+    State state = State::free;
+    uint64_t gen = 0;
+    int epoch = 0;
+    int64_t seq = 0, count = 0;
     Tensor images, labels;
-    int64_t count = 0;
+    SampleBytes bytes;              // sample k of the read (sorted) order
+    std::vector<int64_t> position;  // batch position of sample k
+    std::vector<uint8_t> bad;       // per batch position (skip_bad_samples)
+    int64_t next_task = 0, decoded = 0;
   };
 
   SplitInfo split;
-  int rank, world;
+  int rank = 0, world = 1;
   LoaderOptions options;
-  int64_t samples_per_epoch = 0, steps = 0;
-  int64_t sample_values = 0;         // H * W * C
-  std::vector<int64_t> shard_begin;  // first global sample id of each shard, plus the total
-  std::vector<float> lut;            // [C][256] normalised value of each pixel value
+  std::unique_ptr<SampleReader> reader;
+  std::unique_ptr<SampleDecoder> decoder;
+  std::vector<int64_t> sizes, shard_begin;
+  int64_t per_epoch = 0, steps = 0, values = 0, task = 1;
+  int height = 0, width = 0, channels = 0;
 
-  // Shared between the threads, guarded by mutex.
+  // Shared, guarded by mutex.
   std::mutex mutex;
   std::condition_variable cv;
-  std::vector<Buffer> buffers;
-  std::vector<int> free_buffers;
-  std::deque<int> ready;
-  int held = -1;            // buffer the trainer holds
-  uint64_t generation = 0;  // incremented by every start_epoch
-  uint64_t finished = 0;    // generation whose batches have all been queued
+  std::vector<Slot> slots;
+  std::deque<int> decode_queue;  // slots with samples left to hand to workers, oldest first
+  uint64_t generation = 0;       // incremented by every start_epoch
   int epoch = -1;
+  int64_t next_seq = 0;  // the batch next() hands out next
+  int held = -1;
   bool stop = false;
   std::exception_ptr error;
   double wait_seconds = 0.0;
-  std::atomic<int64_t> bytes_read{0};
-  std::thread worker;
+  int64_t skipped = 0;
+  std::thread io_thread;
+  std::vector<std::thread> workers;
 
-  // Reading thread only.
-  std::vector<io::H5File> files;
-  std::vector<io::H5Dataset> images_ds, labels_ds;
-  std::vector<uint8_t> staging;
-  std::vector<int32_t> label_staging;
-
-  void run();
-  void run_epoch(uint64_t gen, int ep);
-  void open_files();
-  void fill(Buffer& buf, const int64_t* ids, int64_t count, Rng& aug);
-  void decode(const uint8_t* src, float* dst, Rng* aug) const;
+  void io_loop();
+  void read_batch(Slot& slot, const int64_t* ids);
+  void worker_loop();
+  void finish_batch(Slot& slot);  // under the lock
+  std::string where(int64_t id) const {
+    const int64_t s = std::upper_bound(shard_begin.begin(), shard_begin.end(), id) - shard_begin.begin() - 1;
+    return split.shards[s].path + ": sample " + std::to_string(id) + " (row " + std::to_string(id - shard_begin[s]) +
+           ")";
+  }
+  void fail(std::exception_ptr e) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!error) error = e;
+    }
+    cv.notify_all();
+  }
 };
 
 Loader::Loader(const SplitInfo& split, int rank, int world_size, const LoaderOptions& options)
+    : Loader(split, rank, world_size, options, nullptr, nullptr) {}
+
+Loader::Loader(const SplitInfo& split, int rank, int world_size, const LoaderOptions& options,
+               std::unique_ptr<SampleReader> reader, std::unique_ptr<SampleDecoder> decoder)
     : impl_(std::make_unique<Impl>()) {
-  check_options(rank, world_size, options);
+  check_plan_options(rank, world_size, options);
+  ST_CHECK(options.data_threads >= 1, "--data-threads must be at least 1, got " << options.data_threads);
+  ST_CHECK(!split.shards.empty() && split.samples > 0, "loader: split " << split.dir << " has no samples");
   Impl& m = *impl_;
-  ST_CHECK(split.height > 0 && split.width > 0 && split.channels > 0 && !split.shards.empty(),
-           "loader: split " << split.dir << " was not opened with open_split");
-  ST_CHECK(options.crop_padding < std::max(split.height, split.width) || !options.augment,
-           "crop padding " << options.crop_padding << " is not smaller than the images (" << split.height << "x"
-                           << split.width << ")");
   m.split = split;
   m.rank = rank;
   m.world = world_size;
   m.options = options;
   m.options.prefetch = std::max(1, options.prefetch);
-  m.samples_per_epoch = yielded_samples(split.samples, rank, world_size, options);
-  m.steps = (m.samples_per_epoch + options.batch_size - 1) / options.batch_size;
-  m.sample_values = int64_t(split.height) * split.width * split.channels;
+  m.sizes = shard_sizes(split);
   m.shard_begin.push_back(0);
-  for (const auto& s : split.shards) m.shard_begin.push_back(m.shard_begin.back() + s.samples);
+  for (int64_t n : m.sizes) m.shard_begin.push_back(m.shard_begin.back() + n);
   ST_CHECK(m.shard_begin.back() == split.samples, "loader: split " << split.dir << " sample count is inconsistent");
-  m.lut.resize(split.channels * 256);
-  for (int c = 0; c < split.channels; ++c)
-    for (int v = 0; v < 256; ++v) m.lut[c * 256 + v] = static_cast<float>((v / 255.0 - split.mean[c]) / split.std[c]);
-
+  m.decoder = decoder ? std::move(decoder) : make_sample_decoder(split, options);
+  m.reader = reader ? std::move(reader) : make_sample_reader(split, options, options.comm);
+  m.height = m.decoder->out_height();
+  m.width = m.decoder->out_width();
+  m.channels = m.decoder->channels();
+  m.values = int64_t(m.height) * m.width * m.channels;
+  m.per_epoch = planned_samples(split.samples, rank, world_size, options);
   const int64_t b = options.batch_size;
-  for (int i = 0; i < m.options.prefetch + 1; ++i) {
-    Impl::Buffer buf;
-    buf.images = Tensor::empty({b, split.height, split.width, split.channels}, DType::f32);
-    buf.labels = Tensor::empty({b}, DType::i32);
-    m.buffers.push_back(std::move(buf));
-    m.free_buffers.push_back(i);
+  m.steps = (m.per_epoch + b - 1) / b;
+  // A few tasks per worker per batch: balanced, yet one lock round trip per several samples.
+  m.task = std::max<int64_t>(1, b / (4 * options.data_threads));
+
+  m.slots.resize(m.options.prefetch + 1);
+  for (auto& slot : m.slots) {
+    slot.images = Tensor::empty({b, m.height, m.width, m.channels}, DType::f32);
+    slot.labels = Tensor::empty({b}, DType::i32);
   }
-  m.staging.resize(b * m.sample_values);
-  m.label_staging.resize(b);
-  m.worker = std::thread([&m] { m.run(); });
+  m.io_thread = std::thread([&m] { m.io_loop(); });
+  for (int i = 0; i < options.data_threads; ++i) m.workers.emplace_back([&m] { m.worker_loop(); });
 }
 
 Loader::~Loader() {
@@ -148,16 +140,27 @@ Loader::~Loader() {
     impl_->stop = true;
   }
   impl_->cv.notify_all();
-  if (impl_->worker.joinable()) impl_->worker.join();
+  if (impl_->io_thread.joinable()) impl_->io_thread.join();
+  for (auto& t : impl_->workers) t.join();
 }
 
 int64_t Loader::steps_per_epoch() const { return impl_->steps; }
-int64_t Loader::samples_per_epoch() const { return impl_->samples_per_epoch; }
+int64_t Loader::samples_per_epoch() const { return impl_->per_epoch; }
 double Loader::wait_seconds() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   return impl_->wait_seconds;
 }
-int64_t Loader::bytes_read() const { return impl_->bytes_read.load(); }
+int64_t Loader::bytes_read() const { return impl_->reader->bytes_read(); }
+int64_t Loader::skipped_samples() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->skipped;
+}
+std::vector<int64_t> Loader::plan(int epoch) const {
+  return plan_epoch(impl_->sizes, impl_->rank, impl_->world, impl_->options, epoch);
+}
+int Loader::image_height() const { return impl_->height; }
+int Loader::image_width() const { return impl_->width; }
+int Loader::image_channels() const { return impl_->channels; }
 
 void Loader::start_epoch(int epoch) {
   Impl& m = *impl_;
@@ -166,10 +169,11 @@ void Loader::start_epoch(int epoch) {
     if (m.error) std::rethrow_exception(m.error);
     ++m.generation;
     m.epoch = epoch;
-    // Whatever is left of the previous epoch goes back to the pool.
-    for (int i : m.ready) m.free_buffers.push_back(i);
-    m.ready.clear();
-    if (m.held >= 0) m.free_buffers.push_back(m.held);
+    m.next_seq = 0;
+    // Finished batches of the previous epoch go back to the pool; those being read or decoded
+    // are freed by their thread when it sees the new generation.
+    for (auto& slot : m.slots)
+      if (slot.state == Impl::State::ready || slot.state == Impl::State::held) slot.state = Impl::State::free;
     m.held = -1;
   }
   m.cv.notify_all();
@@ -180,180 +184,214 @@ bool Loader::next(Tensor& images, Tensor& labels) {
   std::unique_lock<std::mutex> lock(m.mutex);
   ST_CHECK(m.generation > 0, "loader: start_epoch() must be called before next()");
   if (m.held >= 0) {
-    m.free_buffers.push_back(m.held);
+    m.slots[m.held].state = Impl::State::free;
     m.held = -1;
     m.cv.notify_all();
   }
-  auto available = [&m] { return m.error || !m.ready.empty() || m.finished == m.generation; };
-  if (!available()) {
+  if (m.error) std::rethrow_exception(m.error);
+  if (m.next_seq >= m.steps) return false;
+  auto find = [&m]() -> int {
+    for (std::size_t i = 0; i < m.slots.size(); ++i) {
+      const Impl::Slot& s = m.slots[i];
+      if (s.state == Impl::State::ready && s.gen == m.generation && s.seq == m.next_seq) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  int index = find();
+  if (index < 0) {
     Stopwatch clock;
-    m.cv.wait(lock, available);
+    m.cv.wait(lock, [&] { return m.error || (index = find()) >= 0; });
     m.wait_seconds += clock.elapsed();
   }
   if (m.error) std::rethrow_exception(m.error);
-  if (m.ready.empty()) return false;
-  m.held = m.ready.front();
-  m.ready.pop_front();
-  Impl::Buffer& buf = m.buffers[m.held];
-  if (buf.count == m.options.batch_size) {
-    images = buf.images;
-    labels = buf.labels;
+  Impl::Slot& slot = m.slots[index];
+  slot.state = Impl::State::held;
+  m.held = index;
+  ++m.next_seq;
+  if (slot.count == m.options.batch_size) {
+    images = slot.images;
+    labels = slot.labels;
   } else {
-    images = Tensor::view_of(buf.images, 0, {buf.count, m.split.height, m.split.width, m.split.channels});
-    labels = Tensor::view_of(buf.labels, 0, {buf.count});
+    images = Tensor::view_of(slot.images, 0, {slot.count, m.height, m.width, m.channels});
+    labels = Tensor::view_of(slot.labels, 0, {slot.count});
   }
   return true;
 }
 
-void Loader::Impl::run() {
+void Loader::Impl::io_loop() {
   try {
-    uint64_t done = 0;  // last generation this thread served
+    uint64_t served = 0;
     for (;;) {
       uint64_t gen;
       int ep;
       {
         std::unique_lock<std::mutex> lock(mutex);
-        cv.wait(lock, [&] { return stop || generation != done; });
+        cv.wait(lock, [&] { return stop || generation != served; });
         if (stop) return;
-        gen = generation;
+        gen = served = generation;
         ep = epoch;
       }
-      done = gen;
-      run_epoch(gen, ep);
+      const std::vector<int64_t> ids = plan_epoch(sizes, rank, world, options, ep);
+      const int64_t b = options.batch_size;
+      for (int64_t seq = 0; seq < steps; ++seq) {
+        int index = -1;
+        {
+          std::unique_lock<std::mutex> lock(mutex);
+          auto free_slot = [&] {
+            for (std::size_t i = 0; i < slots.size(); ++i)
+              if (slots[i].state == State::free) return static_cast<int>(i);
+            return -1;
+          };
+          cv.wait(lock, [&] { return stop || generation != gen || (index = free_slot()) >= 0; });
+          if (stop || generation != gen) break;
+          Slot& slot = slots[index];
+          slot.state = State::reading;
+          slot.gen = gen;
+          slot.epoch = ep;
+          slot.seq = seq;
+          slot.count = std::min<int64_t>(b, static_cast<int64_t>(ids.size()) - seq * b);
+        }
+        Slot& slot = slots[index];
+        read_batch(slot, ids.data() + seq * b);  // throws: the loader is broken, next() rethrows
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (stop || generation != gen) {
+            slot.state = State::free;
+            break;
+          }
+          slot.state = State::decoding;
+          slot.next_task = slot.decoded = 0;
+          decode_queue.push_back(index);
+        }
+        cv.notify_all();
+      }
     }
   } catch (...) {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      error = std::current_exception();
-    }
-    cv.notify_all();
+    fail(std::current_exception());
   }
 }
 
-void Loader::Impl::run_epoch(uint64_t gen, int ep) {
-  if (files.empty()) open_files();
-  const std::vector<int64_t> ids = rank_samples(split.samples, rank, world, options, ep);
-  Rng aug = Rng::derive(options.seed ^ kAugmentSalt, static_cast<uint64_t>(ep), static_cast<uint64_t>(rank));
-  const int64_t b = options.batch_size;
-  for (int64_t start = 0; start < static_cast<int64_t>(ids.size()); start += b) {
-    int index;
-    {
-      std::unique_lock<std::mutex> lock(mutex);
-      cv.wait(lock, [&] { return stop || generation != gen || !free_buffers.empty(); });
-      if (stop || generation != gen) return;
-      index = free_buffers.back();
-      free_buffers.pop_back();
-    }
-    // Filled without the lock: the trainer keeps consuming ready batches meanwhile.
-    const int64_t count = std::min<int64_t>(b, ids.size() - start);
-    try {
-      fill(buffers[index], ids.data() + start, count, aug);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex);
-      free_buffers.push_back(index);
-      throw;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (stop || generation != gen) {
-        free_buffers.push_back(index);
-        return;
-      }
-      ready.push_back(index);
-    }
-    cv.notify_all();
-  }
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (generation == gen) finished = gen;
-  }
-  cv.notify_all();
-}
-
-void Loader::Impl::open_files() {
-  files.reserve(split.shards.size());
-  for (const auto& s : split.shards) {
-    files.emplace_back(s.path, io::H5File::Mode::read);
-    images_ds.emplace_back(files.back(), "images");
-    labels_ds.emplace_back(files.back(), "labels");
-    ST_CHECK(images_ds.back().rows() == s.samples && labels_ds.back().rows() == s.samples,
-             s.path << ": changed since the split was opened (" << images_ds.back().rows() << " samples, expected "
-                    << s.samples << ")");
-    ST_CHECK(images_ds.back().row_elements() == sample_values,
-             s.path << ": changed since the split was opened (image size)");
-  }
-}
-
-void Loader::Impl::fill(Buffer& buf, const int64_t* ids, int64_t count, Rng& aug) {
-  // (shard, row, position in batch), sorted so that each shard's rows are increasing.
-  struct Item {
-    int64_t shard, row, pos;
-  };
-  std::vector<Item> items(count);
-  for (int64_t j = 0; j < count; ++j) {
-    const int64_t id = ids[j];
-    const int64_t s = std::upper_bound(shard_begin.begin(), shard_begin.end(), id) - shard_begin.begin() - 1;
-    items[j] = {s, id - shard_begin[s], j};
-  }
-  std::sort(items.begin(), items.end(),
-            [](const Item& a, const Item& b) { return a.shard != b.shard ? a.shard < b.shard : a.row < b.row; });
-
-  // Augmentation draws follow batch order, not read order, so that they do not depend on sharding.
-  float* images = buf.images.data<float>();
-  int32_t* labels = buf.labels.data<int32_t>();
-  std::vector<int64_t> rows;
-  for (std::size_t i = 0; i < items.size();) {
-    std::size_t j = i;
-    rows.clear();
-    while (j < items.size() && items[j].shard == items[i].shard) rows.push_back(items[j++].row);
-    const int64_t s = items[i].shard;
-    images_ds[s].read_row_list(rows, DType::u8, staging.data() + i * sample_values);
-    labels_ds[s].read_row_list(rows, DType::i32, label_staging.data() + i);
-    bytes_read += static_cast<int64_t>(rows.size()) * (sample_values + 4);
-    i = j;
-  }
-  // staging[k] holds the sample at batch position items[k].pos.
-  std::vector<int64_t> where(count);
-  for (int64_t k = 0; k < count; ++k) where[items[k].pos] = k;
-  for (int64_t j = 0; j < count; ++j) {
-    const int64_t k = where[j];
-    decode(staging.data() + k * sample_values, images + j * sample_values, options.augment ? &aug : nullptr);
-    labels[j] = label_staging[k];
-  }
-  buf.count = count;
-}
-
-void Loader::Impl::decode(const uint8_t* src, float* dst, Rng* aug) const {
-  const int h = split.height, w = split.width, c = split.channels;
-  const float* table = lut.data();
-  if (!aug) {
-    if (c == 1) {
-      for (int64_t i = 0; i < sample_values; ++i) dst[i] = table[src[i]];
-    } else {
-      for (int64_t p = 0; p < int64_t(h) * w; ++p)
-        for (int ch = 0; ch < c; ++ch) dst[p * c + ch] = table[ch * 256 + src[p * c + ch]];
-    }
+void Loader::Impl::read_batch(Slot& slot, const int64_t* batch_ids) {
+  const int64_t n = slot.count;
+  slot.position.resize(n);
+  std::iota(slot.position.begin(), slot.position.end(), int64_t(0));
+  std::sort(slot.position.begin(), slot.position.end(), [batch_ids](int64_t a, int64_t b) {
+    return batch_ids[a] != batch_ids[b] ? batch_ids[a] < batch_ids[b] : a < b;
+  });
+  std::vector<int64_t> sorted(n);
+  for (int64_t k = 0; k < n; ++k) sorted[k] = batch_ids[slot.position[k]];
+  slot.bad.assign(n, 0);
+  try {
+    reader->read(sorted, slot.bytes);
     return;
+  } catch (const std::exception&) {
+    // A collective reader must be called the same number of times on every rank: no retries.
+    if (!options.skip_bad_samples || reader->name() == "mpiio-collective") throw;
   }
-  // RandomCrop(padding=p) then RandomHorizontalFlip: out(y, x) = raw(y + dy - p, x' + dx - p)
-  // with x' = W - 1 - x when flipped, and raw value 0 outside the image.
-  const int pad = options.crop_padding;
-  const int dy = pad > 0 ? static_cast<int>(aug->below(2 * pad + 1)) : pad;
-  const int dx = pad > 0 ? static_cast<int>(aug->below(2 * pad + 1)) : pad;
-  const bool flip = aug->below(2) == 1;
-  for (int y = 0; y < h; ++y) {
-    const int sy = y + dy - pad;
-    float* out = dst + int64_t(y) * w * c;
-    for (int x = 0; x < w; ++x) {
-      const int sx = (flip ? w - 1 - x : x) + dx - pad;
-      if (sy >= 0 && sy < h && sx >= 0 && sx < w) {
-        const uint8_t* in = src + (int64_t(sy) * w + sx) * c;
-        for (int ch = 0; ch < c; ++ch) out[x * c + ch] = table[ch * 256 + in[ch]];
-      } else {
-        for (int ch = 0; ch < c; ++ch) out[x * c + ch] = table[ch * 256];
+  // Find the bad samples one by one; a bad one gets no bytes.
+  SampleBytes one;
+  slot.bytes.clear();
+  for (int64_t k = 0; k < n; ++k) {
+    bool ok = true;
+    try {
+      reader->read({sorted[k]}, one);
+    } catch (const std::exception&) {
+      ok = false;
+    }
+    slot.bytes.ids.push_back(sorted[k]);
+    slot.bytes.labels.push_back(ok ? one.labels[0] : 0);
+    if (ok) slot.bytes.bytes.insert(slot.bytes.bytes.end(), one.bytes.begin(), one.bytes.end());
+    slot.bytes.offsets.push_back(static_cast<int64_t>(slot.bytes.bytes.size()));
+    if (!ok) slot.bad[slot.position[k]] = 1;
+  }
+}
+
+void Loader::Impl::worker_loop() {
+  std::unique_lock<std::mutex> lock(mutex);
+  for (;;) {
+    cv.wait(lock, [&] { return stop || !decode_queue.empty(); });
+    if (stop) return;
+    const int index = decode_queue.front();
+    Slot& slot = slots[index];
+    const int64_t first = slot.next_task, last = std::min(slot.count, first + task);
+    slot.next_task = last;
+    if (last == slot.count) decode_queue.pop_front();
+    const bool stale = slot.gen != generation;
+    lock.unlock();
+
+    std::exception_ptr failure;
+    if (!stale) {
+      float* images = slot.images.data<float>();
+      int32_t* labels = slot.labels.data<int32_t>();
+      const bool train = options.augment;
+      for (int64_t k = first; k < last; ++k) {
+        const int64_t pos = slot.position[k], id = slot.bytes.ids[k];
+        if (slot.bad[pos]) continue;
+        try {
+          Rng rng =
+              Rng::derive(options.seed ^ kAugmentSalt, static_cast<uint64_t>(slot.epoch), static_cast<uint64_t>(id));
+          const int64_t off = slot.bytes.offsets[k];
+          decoder->decode(slot.bytes.bytes.data() + off, static_cast<std::size_t>(slot.bytes.offsets[k + 1] - off),
+                          train, rng, images + pos * values);
+          labels[pos] = slot.bytes.labels[k];
+        } catch (const std::exception& e) {
+          if (options.skip_bad_samples) {
+            slot.bad[pos] = 1;  // one byte per position: no two workers write the same one
+          } else if (!failure) {
+            try {
+              ST_THROW(where(id) << ": cannot decode: " << e.what());
+            } catch (...) {
+              failure = std::current_exception();
+            }
+          }
+        }
       }
     }
+
+    lock.lock();
+    if (failure && !error) error = failure;
+    slot.decoded += last - first;
+    if (slot.decoded == slot.count) {
+      if (slot.gen != generation || stop) {
+        slot.state = State::free;
+      } else {
+        try {
+          finish_batch(slot);
+          slot.state = State::ready;
+        } catch (...) {
+          slot.state = State::free;
+          if (!error) error = std::current_exception();
+        }
+      }
+      lock.unlock();
+      cv.notify_all();
+      lock.lock();
+    } else if (failure) {
+      lock.unlock();
+      cv.notify_all();
+      lock.lock();
+    }
   }
+}
+
+void Loader::Impl::finish_batch(Slot& slot) {
+  const int64_t n = slot.count;
+  int64_t bad = 0;
+  for (int64_t p = 0; p < n; ++p) bad += slot.bad[p];
+  if (bad == 0) return;
+  ST_CHECK(bad < n, where(slot.bytes.ids[0]) << ": every sample of a batch of " << n
+                                             << " failed to read or decode (--skip-bad-samples needs good ones to fill "
+                                                "the batch)");
+  float* images = slot.images.data<float>();
+  int32_t* labels = slot.labels.data<int32_t>();
+  for (int64_t p = 0; p < n; ++p) {
+    if (!slot.bad[p]) continue;
+    int64_t q = (p + 1) % n;
+    while (slot.bad[q]) q = (q + 1) % n;
+    std::memcpy(images + p * values, images + q * values, values * sizeof(float));
+    labels[p] = labels[q];
+  }
+  skipped += bad;
 }
 
 }  // namespace scaletrain::data

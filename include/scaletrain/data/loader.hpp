@@ -1,23 +1,29 @@
-// The per-rank data loader: who reads what each epoch, reading, decoding, augmentation and a
-// prefetch queue.
+// The per-rank data loader: who reads what each epoch (the plan, plan.hpp), reading through a
+// SampleReader, decoding through a SampleDecoder (pipeline.hpp), and a prefetch queue.
 //
-// Plan: each epoch a permutation of all samples of the split (identical on every rank, seeded by
-// (seed, epoch); identity with shuffle off) is cut into contiguous rank slices. With drop_last
-// (training) every rank gets floor(N / P) samples and yields floor(floor(N / P) / B) full batches,
-// so every rank runs the same number of steps; without it (evaluation) the slices cover every
-// sample exactly once (sizes differ by at most one) and the last batch may be smaller.
+// Plan: see plan.hpp (global or shard shuffling, drop_last / pad_last / evaluation counts). With
+// drop_last or pad_last every rank runs the same number of steps, with full batches.
 //
-// Reading: a rank reads only its own samples. A batch's samples are grouped per shard and each
-// shard's rows are read with one H5Dread over a union of hyperslabs.
+// Threads: one I/O thread runs the reader (HDF5 is not thread-safe; HDF5 calls hold
+// io::h5_mutex, and the raw fast path reads with pread without it); each batch's ids are sorted
+// (shard, row) before reading so that a shard's rows come in one pass. `data_threads` workers
+// decode the samples straight into the batch buffer (they never take the HDF5 lock). Up to
+// `prefetch` batches are read/decoded ahead into prefetch + 1 reusable buffers. Batches carry
+// sequence numbers and next() hands them out in plan order, so the result never depends on
+// thread timing.
 //
-// Threads: reading, decoding (x = (pixel / 255 - mean[c]) / std[c]) and augmentation run on one
-// background thread that prepares up to `prefetch` batches ahead; the main thread only hands
-// out finished batches. HDF5 calls are serialised by io::h5_mutex().
+// Augmentation (training, options.augment): each sample's random numbers come from
+// (seed, epoch, sample id), so they do not depend on threads, ranks or batch composition. Raw
+// datasets: random crop with zero padding as torchvision's RandomCrop(size, padding=p) applied to
+// the raw pixels before Normalize (padded pixels become (0 - mean[c]) / std[c]), then a random
+// horizontal flip with probability 1/2.
 //
-// Augmentation (training): random crop with zero padding as torchvision's
-// RandomCrop(size, padding=p) applied to the raw pixels before Normalize (so padded pixels become
-// (0 - mean[c]) / std[c]), then random horizontal flip with probability 1/2; seeded by
-// (seed, epoch, rank) so that runs are reproducible.
+// Bad samples: a read or decode error is rethrown by next() (and start_epoch()) naming the file
+// and the sample index. With skip_bad_samples the sample is dropped and counted
+// (skipped_samples()); its slot in the batch is filled with a copy of the next good sample of
+// the same batch (cyclically), so batch sizes and step counts never change and every rank still
+// runs the same number of steps. A batch whose samples all fail is an error. (A failed read of a
+// batch is retried sample by sample to find the bad ones.)
 #pragma once
 
 #include <cstdint>
@@ -33,6 +39,9 @@ class Communicator;
 
 namespace scaletrain::data {
 
+class SampleReader;
+class SampleDecoder;
+
 struct LoaderOptions {
   int64_t batch_size = 32;  // per rank
   bool shuffle = true;      // false: file order (--no-shuffle), whatever shuffle_mode says
@@ -42,25 +51,30 @@ struct LoaderOptions {
   std::string shuffle_mode = "global";
   int64_t shuffle_buffer = 10000;  // samples, for shuffle_mode "shard"
   uint64_t seed = 0;
-  bool augment = false;   // random horizontal flip; plus random crop when crop_padding > 0
-  int crop_padding = 0;   // pixels of zero padding (raw value 0, before normalisation) for the crop
-  bool drop_last = true;  // true: equal full batches on every rank (training); false: every sample once
-  bool pad_last = false;  // with drop_last: repeat samples to fill the last batch instead of dropping
-  int prefetch = 2;       // batches prepared ahead
-  int data_threads = 1;   // decode/augment workers
+  bool augment = false;      // random horizontal flip; plus random crop when crop_padding > 0
+  int crop_padding = 0;      // pixels of zero padding (raw value 0, before normalisation) for the crop
+  bool drop_last = true;     // true: equal full batches on every rank (training); false: every sample once
+  bool pad_last = false;     // repeat samples so that every rank gets ceil(N / P) rounded up to full batches
+  int prefetch = 2;          // batches prepared ahead
+  int data_threads = 1;      // decode/augment workers
   std::string io = "posix";  // posix | mpiio | mpiio-collective
-  int image_height = 0, image_width = 0;  // JPEG datasets: the model's input size (--image-size)
-  bool skip_bad_samples = false;  // skip (and count) samples that fail to read or decode
+  int image_height = 0, image_width = 0;     // JPEG datasets: the model's input size (--image-size)
+  bool skip_bad_samples = false;             // skip (and count) samples that fail to read or decode
   const comm::Communicator* comm = nullptr;  // the world, for the MPI-IO readers
 };
 
 // The global sample ids (0 .. total-1, in shard order) that `rank` yields in `epoch`, in order;
-// the loader's plan, exposed for tests and tools.
+// the loader's plan, exposed for tests and tools. In shard mode this sees the split as one shard:
+// use plan_epoch (plan.hpp) with the shard sizes, or Loader::plan().
 std::vector<int64_t> rank_samples(int64_t total, int rank, int world_size, const LoaderOptions& options, int epoch);
 
 class Loader {
  public:
   Loader(const SplitInfo& split, int rank, int world_size, const LoaderOptions& options);
+  // With a given reader and/or decoder (null: make_sample_reader / make_sample_decoder), e.g. a
+  // test decoder. The decoder's output size must be the batch's image size.
+  Loader(const SplitInfo& split, int rank, int world_size, const LoaderOptions& options,
+         std::unique_ptr<SampleReader> reader, std::unique_ptr<SampleDecoder> decoder);
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
@@ -72,10 +86,15 @@ class Loader {
   // Next batch: images (B, H, W, C) f32 normalised, labels (B) i32. Returns false at the end of
   // the epoch. B == batch_size except possibly the last batch when !drop_last. The tensors are
   // views of reusable buffers, valid until the next call to next() or start_epoch().
-  // An error on the reading thread (say, an unreadable shard) is rethrown here.
+  // An error on the I/O or decode threads (say, an unreadable shard) is rethrown here.
   bool next(Tensor& images, Tensor& labels);
-  double wait_seconds() const;  // total time next() spent blocked waiting for data
-  int64_t bytes_read() const;   // bytes of image and label rows read from the shards
+  double wait_seconds() const;                 // total time next() spent blocked waiting for data
+  int64_t bytes_read() const;                  // bytes of image and label rows read from the shards
+  int64_t skipped_samples() const;             // samples dropped by skip_bad_samples so far
+  std::vector<int64_t> plan(int epoch) const;  // the sample ids this rank yields in `epoch`, in order
+  int image_height() const;                    // of the batches (the decoder's output)
+  int image_width() const;
+  int image_channels() const;
 
   struct Impl;
 

@@ -50,6 +50,12 @@ class SampleReader {
 // posix). mpiio-collective opens every shard collectively: all ranks construct it together.
 std::unique_ptr<SampleReader> make_sample_reader(const SplitInfo& split, const LoaderOptions& options,
                                                  const comm::Communicator* comm);
+// Implemented in src/data/posix_reader.cpp: HDF5 shards opened on first read (on the loader's
+// I/O thread); raw rows read with pread straight into out.bytes (one pread per run of
+// consecutive rows within a chunk), JPEG rows (variable-length) through HDF5 under io::h5_mutex.
+// Labels are read once when the shards are opened. Rows of a shard are read in one pass when
+// the ids of that shard come in increasing order (the loader sorts each batch's ids).
+std::unique_ptr<SampleReader> make_posix_reader(const SplitInfo& split, const LoaderOptions& options);
 // Implemented in src/data/mpiio_reader.cpp.
 std::unique_ptr<SampleReader> make_mpiio_reader(const SplitInfo& split, const LoaderOptions& options,
                                                 const comm::Communicator& comm, bool collective);
@@ -73,6 +79,11 @@ class SampleDecoder {
 
 // The decoder for split.encoding ("raw" or "jpeg").
 std::unique_ptr<SampleDecoder> make_sample_decoder(const SplitInfo& split, const LoaderOptions& options);
+// Implemented in src/data/raw_decoder.cpp: raw uint8 (H, W, C) pixels, normalised through a
+// per-channel lookup table; training (options.augment): random crop with options.crop_padding
+// pixels of zero padding (raw value 0) and a random horizontal flip, as torchvision's
+// RandomCrop(size, padding) + RandomHorizontalFlip before Normalize.
+std::unique_ptr<SampleDecoder> make_raw_decoder(const SplitInfo& split, const LoaderOptions& options);
 // Implemented in src/data/jpeg_decoder.cpp: libjpeg-turbo decode (with DCT scaling when the
 // output is much smaller than the image); training: random resized crop (scale 0.08-1, aspect
 // 3/4-4/3) + horizontal flip; evaluation: resize the shorter side to size/0.875, centre crop.
