@@ -73,27 +73,42 @@ struct Axis {
   }
 };
 
+// Separable: each output row first blends its two source rows over the columns the crop uses
+// (in floats), then blends along x; `store(row, values)` receives one output row of out_w * 3.
 template <typename Store>
 void resample(const RgbImage& src, const CropBox& box, int out_h, int out_w, bool flip, Store store) {
   ST_CHECK(src.height > 0 && src.width > 0 && out_h > 0 && out_w > 0,
            "resample: empty image " << src.height << "x" << src.width << " or output " << out_h << "x" << out_w);
   const Axis ys(box.y, box.h, out_h, src.height, false);
   const Axis xs(box.x, box.w, out_w, src.width, flip);
-  const uint8_t* p = src.pixels.data();
+  const int lo = *std::min_element(xs.i0.begin(), xs.i0.end());
+  const int hi = *std::max_element(xs.i1.begin(), xs.i1.end());
+  const int span = (hi - lo + 1) * 3;
+  std::vector<int> a(out_w), b(out_w);
+  for (int ox = 0; ox < out_w; ++ox) {
+    a[ox] = (xs.i0[ox] - lo) * 3;
+    b[ox] = (xs.i1[ox] - lo) * 3;
+  }
+  thread_local std::vector<float> blended, row;
+  blended.resize(span);
+  row.resize(static_cast<std::size_t>(out_w) * 3);
   const std::size_t stride = static_cast<std::size_t>(src.width) * 3;
   for (int oy = 0; oy < out_h; ++oy) {
-    const uint8_t* r0 = p + ys.i0[oy] * stride;
-    const uint8_t* r1 = p + ys.i1[oy] * stride;
+    const uint8_t* r0 = src.pixels.data() + ys.i0[oy] * stride + lo * 3;
+    const uint8_t* r1 = src.pixels.data() + ys.i1[oy] * stride + lo * 3;
     const float fy = ys.f[oy];
+    float* t = blended.data();
+    for (int i = 0; i < span; ++i) t[i] = r0[i] + fy * (static_cast<float>(r1[i]) - r0[i]);
+    float* o = row.data();
     for (int ox = 0; ox < out_w; ++ox) {
-      const int a = xs.i0[ox] * 3, b = xs.i1[ox] * 3;
       const float fx = xs.f[ox];
-      for (int c = 0; c < 3; ++c) {
-        const float top = r0[a + c] + fx * (r0[b + c] - r0[a + c]);
-        const float bottom = r1[a + c] + fx * (r1[b + c] - r1[a + c]);
-        store((static_cast<std::size_t>(oy) * out_w + ox) * 3 + c, c, top + fy * (bottom - top));
-      }
+      const float* p = t + a[ox];
+      const float* q = t + b[ox];
+      o[3 * ox] = p[0] + fx * (q[0] - p[0]);
+      o[3 * ox + 1] = p[1] + fx * (q[1] - p[1]);
+      o[3 * ox + 2] = p[2] + fx * (q[2] - p[2]);
     }
+    store(oy, o);
   }
 }
 
@@ -197,8 +212,11 @@ CropBox center_crop_box(int height, int width, int out_h, int out_w, double crop
 }
 
 void resample_crop(const RgbImage& src, const CropBox& box, int out_h, int out_w, bool flip, uint8_t* out) {
-  resample(src, box, out_h, out_w, flip,
-           [out](std::size_t i, int, float v) { out[i] = static_cast<uint8_t>(std::clamp(v + 0.5f, 0.0f, 255.0f)); });
+  const std::size_t n = static_cast<std::size_t>(out_w) * 3;
+  resample(src, box, out_h, out_w, flip, [out, n](int oy, const float* v) {
+    uint8_t* o = out + oy * n;
+    for (std::size_t i = 0; i < n; ++i) o[i] = static_cast<uint8_t>(std::clamp(v[i] + 0.5f, 0.0f, 255.0f));
+  });
 }
 
 void resample_crop(const RgbImage& src, const CropBox& box, int out_h, int out_w, bool flip, const double* mean,
@@ -208,8 +226,12 @@ void resample_crop(const RgbImage& src, const CropBox& box, int out_h, int out_w
     scale[c] = static_cast<float>(1.0 / (255.0 * std[c]));
     bias[c] = static_cast<float>(-mean[c] / std[c]);
   }
-  resample(src, box, out_h, out_w, flip,
-           [out, &scale, &bias](std::size_t i, int c, float v) { out[i] = v * scale[c] + bias[c]; });
+  const int w = out_w;
+  resample(src, box, out_h, out_w, flip, [out, w, &scale, &bias](int oy, const float* v) {
+    float* o = out + static_cast<std::size_t>(oy) * w * 3;
+    for (int x = 0; x < w; ++x)
+      for (int c = 0; c < 3; ++c) o[3 * x + c] = v[3 * x + c] * scale[c] + bias[c];
+  });
 }
 
 }  // namespace scaletrain::data
