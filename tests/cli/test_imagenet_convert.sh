@@ -3,7 +3,8 @@
 # images, val as val/*.JPEG + labels file and as val/<wnid>/): jpeg and raw encodings under
 # mpirun -np 2, inspect accepts both, h5py reads the vlen bytes back equal to the source files,
 # one and two ranks give identical shards, raw pixels match the flat colours, --max-side shrinks;
-# errors: no train/, an unreadable image, val/*.JPEG without --val-labels, bad options.
+# errors: no train/, an unreadable image, val/*.JPEG without --val-labels, bad options; a stored
+# JPEG that does not decode stops reading on every rank naming file and sample (or is skipped).
 # Env (set by ctest): ST_BIN (build/bin), ST_TMP (scratch).
 set -euo pipefail
 
@@ -156,4 +157,22 @@ expect_error "n01443537_9.JPEG: JPEG does not decode" "${MPI2[@]}" "$BIN" conver
 expect_error "--val-labels" "$BIN" convert imagenet --source "$W/flat" --output "$W/e4" --encoding jpeg
 expect_error "--encoding must be raw or jpeg" "$BIN" convert imagenet --source "$W/flat" --output "$W/e5" --encoding png
 expect_error "already holds shards" "$BIN" convert imagenet --source "$W/bydir" --output "$W/raw" --encoding jpeg
+
+# A stored JPEG that does not decode: reading the split stops on every rank (no hang) with the
+# shard file, the sample and libjpeg-turbo's message; --skip-bad-samples reads past it.
+mkdir -p "$W/badj"
+cp -r "$W/jpeg2/val" "$W/badj/"
+$PY - "$W/badj/val/shard-00000-of-00003.h5" <<'EOF'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r+") as f:
+    f["jpeg"][0] = np.frombuffer(b"garbage bytes, not a jpeg", np.uint8)
+    del f.attrs["checksum"]
+EOF
+expect_error "shard-00000-of-00003.h5: sample 0" "${MPI2[@]}" "$BIN" bench "$W/badj" --split val --no-shuffle \
+  --no-drop-last --batch-size 1 --image-size 16,16
+expect_error "JPEG does not decode: Not a JPEG file" "${MPI2[@]}" "$BIN" bench "$W/badj" --split val --no-shuffle \
+  --no-drop-last --batch-size 1 --image-size 16,16
+timeout 60 "$BIN" bench "$W/badj" --split val --batch-size 2 --image-size 16,16 --skip-bad-samples >/dev/null ||
+  fail "--skip-bad-samples did not read past the bad JPEG"
+echo "ok: a bad stored JPEG"
 echo "PASS: imagenet convert"
