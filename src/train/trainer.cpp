@@ -569,6 +569,17 @@ Json run_training(const comm::Communicator& comm, const TrainConfig& cfg, const 
     d.set("bytes_read", report::stats_over_ranks(comm, static_cast<double>(loader.bytes_read())));
     d.set("per_rank_bytes_read", Json::array_of(comm.allgather(static_cast<double>(loader.bytes_read()))));
     d.set("read_mb_per_s", report::stats_over_ranks(comm, loader.bytes_read() / 1e6 / std::max(train_seconds, 1e-9)));
+    // Samples dropped by --skip-bad-samples (null without it): the total over ranks and per rank.
+    if (cfg.skip_bad_samples) {
+      const int64_t skipped = loader.skipped_samples();
+      const int64_t total = comm.allreduce_sum(skipped);
+      d.set("skipped_samples", total);
+      d.set("per_rank_skipped_samples", Json::array_of(comm.allgather(static_cast<double>(skipped))));
+      if (total > 0) ST_LOG("skipped " << total << " bad sample" << (total == 1 ? "" : "s") << " (--skip-bad-samples)");
+    } else {
+      d.set("skipped_samples", Json());
+      d.set("per_rank_skipped_samples", Json());
+    }
     report.set("data", d);
   }
   report.set("staging", staging);

@@ -69,11 +69,17 @@ with open(p, "r+b") as f:
     n = f.seek(0, 2) // 2; f.seek(n); b = f.read(1); f.seek(n); f.write(bytes([b[0] ^ 0xFF]))
 EOF
 out=$("${MPIRUN[@]}" -np 2 "$BIN/scaletrain" "${TRAIN[@]}" --data "$W/data" --output-dir "$W/rerun" \
-  --stage-to "$W/stage2" --data-threads 2 2>&1) || fail "re-run: $out"
+  --stage-to "$W/stage2" --data-threads 2 --skip-bad-samples 2>&1) || fail "re-run: $out"
 grep -qF "shard-00001-of-00004.h5 does not match the checksum" <<<"$out" || fail "corruption not reported: $out"
 grep -qF "1 copies" <<<"$out" || fail "expected exactly one train shard copied again: $out"
 cmp -s "$W/data/train/shard-00001-of-00004.h5" "$W/stage2/train/shard-00001-of-00004.h5" || fail "not re-copied"
-echo "ok: corrupted staged copy detected and replaced"
+$PY -c "
+import json, sys
+d = json.load(open(sys.argv[1]))['data']
+assert d['skipped_samples'] == 0 and d['per_rank_skipped_samples'] == [0, 0], d
+" "$W/rerun/report.json"
+$PY -c "import json,sys; assert json.load(open(sys.argv[1]))['data']['skipped_samples'] is None" "$W/run2/report.json"
+echo "ok: corrupted staged copy detected and replaced; skipped_samples 0 with --skip-bad-samples, null without"
 
 echo "== MPI-IO readers"
 for io in mpiio mpiio-collective; do
