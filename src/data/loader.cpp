@@ -49,6 +49,11 @@ struct Loader::Impl {
     std::vector<int64_t> position;  // batch position of sample k
     std::vector<uint8_t> bad;       // per batch position (skip_bad_samples)
     int64_t next_task = 0, decoded = 0;
+    // A read or decode error of this batch, delivered by next() when the batch's turn comes (so
+    // that errors too come in plan order); error_at: the sample (read order) it belongs to, the
+    // lowest one winning so that the message does not depend on thread timing.
+    std::exception_ptr error;
+    int64_t error_at = 0;
   };
 
   SplitInfo split;
@@ -205,6 +210,11 @@ bool Loader::next(Tensor& images, Tensor& labels) {
   }
   if (m.error) std::rethrow_exception(m.error);
   Impl::Slot& slot = m.slots[index];
+  if (slot.error) {
+    slot.state = Impl::State::free;
+    m.error = slot.error;  // the loader stays broken
+    std::rethrow_exception(m.error);
+  }
   slot.state = Impl::State::held;
   m.held = index;
   ++m.next_seq;
@@ -250,13 +260,26 @@ void Loader::Impl::io_loop() {
           slot.epoch = ep;
           slot.seq = seq;
           slot.count = std::min<int64_t>(b, static_cast<int64_t>(ids.size()) - seq * b);
+          slot.error = nullptr;
+          slot.error_at = slot.count;
         }
         Slot& slot = slots[index];
-        read_batch(slot, ids.data() + seq * b);  // throws: the loader is broken, next() rethrows
+        std::exception_ptr failure;
+        try {
+          read_batch(slot, ids.data() + seq * b);
+        } catch (...) {
+          failure = std::current_exception();
+        }
         {
           std::lock_guard<std::mutex> lock(mutex);
           if (stop || generation != gen) {
             slot.state = State::free;
+            break;
+          }
+          if (failure) {  // handed out by next() in its turn; nothing more this epoch
+            slot.error = failure;
+            slot.state = State::ready;
+            cv.notify_all();
             break;
           }
           slot.state = State::decoding;
@@ -320,6 +343,7 @@ void Loader::Impl::worker_loop() {
     lock.unlock();
 
     std::exception_ptr failure;
+    int64_t failure_at = 0;
     if (!stale) {
       float* images = slot.images.data<float>();
       int32_t* labels = slot.labels.data<int32_t>();
@@ -342,6 +366,7 @@ void Loader::Impl::worker_loop() {
               ST_THROW(where(id) << ": cannot decode: " << e.what());
             } catch (...) {
               failure = std::current_exception();
+              failure_at = k;
             }
           }
         }
@@ -349,24 +374,22 @@ void Loader::Impl::worker_loop() {
     }
 
     lock.lock();
-    if (failure && !error) error = failure;
+    if (failure && failure_at < slot.error_at) {
+      slot.error = failure;
+      slot.error_at = failure_at;
+    }
     slot.decoded += last - first;
     if (slot.decoded == slot.count) {
       if (slot.gen != generation || stop) {
         slot.state = State::free;
       } else {
         try {
-          finish_batch(slot);
-          slot.state = State::ready;
+          if (!slot.error) finish_batch(slot);
         } catch (...) {
-          slot.state = State::free;
-          if (!error) error = std::current_exception();
+          slot.error = std::current_exception();
         }
+        slot.state = State::ready;
       }
-      lock.unlock();
-      cv.notify_all();
-      lock.lock();
-    } else if (failure) {
       lock.unlock();
       cv.notify_all();
       lock.lock();

@@ -1,4 +1,5 @@
 // The loader across ranks: with shuffle and drop_last every rank runs the same number of steps
+// (also with pad_last, which covers every sample, and in shard mode)
 // and the ranks' samples are distinct, P * floor(floor(N / P) / B) * B of them; the order is a
 // function of (seed, epoch); evaluation (no shuffle, no drop) sees every sample exactly once.
 // The dataset is written by rank 0 with the C++ writer; each sample's pixels encode its id.
@@ -214,6 +215,73 @@ BOOST_AUTO_TEST_CASE(evaluation_sees_every_sample_once) {
   for (int64_t i = 0; i < static_cast<int64_t>(all.size()); ++i) BOOST_TEST(all[i] == i);
   // Each rank read only its own rows: image (6 bytes) and label (4 bytes) per sample.
   BOOST_TEST(loader.bytes_read() == static_cast<int64_t>(mine.size()) * (kH * kW * kC + 4));
+}
+
+BOOST_AUTO_TEST_CASE(pad_last_gives_every_rank_full_batches_covering_everything) {
+  // Every rank yields M = ceil(ceil(N / P) / B) * B samples: the epoch order extended
+  // cyclically, so the union is every sample, the first P * M - N of the order once more.
+  IndexedDataset ds;
+  const data::SplitInfo split = data::open_split(ds.dir, "train");
+  const int p = world();
+  for (const char* mode : {"global", "shard"}) {
+    data::LoaderOptions o;
+    o.batch_size = 16;
+    o.seed = 9;
+    o.pad_last = true;
+    o.shuffle_mode = mode;
+    o.shuffle_buffer = 50;
+    o.data_threads = 2;
+    data::Loader loader(split, rank(), p, o);
+    const int64_t m = ((kTotal + p - 1) / p + 15) / 16 * 16;
+    BOOST_TEST(loader.samples_per_epoch() == m);
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      int64_t steps = 0;
+      const std::vector<int64_t> mine = epoch_ids(loader, epoch, 16, true, &steps);
+      BOOST_TEST(mine == loader.plan(epoch));
+      BOOST_TEST(steps == m / 16);
+      BOOST_TEST(global_min(steps) == global_max(steps));
+      const std::vector<int64_t> all = gather_all(mine);
+      BOOST_TEST(all.size() == size_t(p * m));
+      const std::set<int64_t> distinct(all.begin(), all.end());
+      BOOST_TEST(distinct.size() == size_t(kTotal), mode);
+      BOOST_TEST(*distinct.begin() == 0);
+      BOOST_TEST(*distinct.rbegin() == kTotal - 1);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(shard_mode_reads_few_shards_with_equal_steps) {
+  // Shards permuted and dealt as contiguous slices of the shard sequence: equal steps, no sample
+  // twice, and a rank touches at most (its share of the shards) + 2 shards.
+  IndexedDataset ds;
+  const data::SplitInfo split = data::open_split(ds.dir, "train");
+  const int p = world();
+  data::LoaderOptions o;
+  o.batch_size = 10;
+  o.seed = 4;
+  o.shuffle_mode = "shard";
+  o.shuffle_buffer = 64;
+  data::Loader loader(split, rank(), p, o);
+  const int64_t expected_steps = (kTotal / p) / 10;
+  std::vector<std::vector<int64_t>> epochs;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    int64_t steps = 0;
+    const std::vector<int64_t> mine = epoch_ids(loader, epoch, 10, true, &steps);
+    BOOST_TEST(steps == expected_steps);
+    BOOST_TEST(global_min(steps) == global_max(steps));
+    std::set<int64_t> shards;
+    for (int64_t id : mine) {
+      int64_t first = 0, s = 0;
+      while (first + kShardSizes[s] <= id) first += kShardSizes[s++];
+      shards.insert(s);
+    }
+    BOOST_TEST(static_cast<int64_t>(shards.size()) <= static_cast<int64_t>(kShardSizes.size()) / p + 2);
+    const std::vector<int64_t> all = gather_all(mine);
+    BOOST_TEST(all.size() == size_t(p * expected_steps * 10));
+    BOOST_TEST(std::set<int64_t>(all.begin(), all.end()).size() == all.size());
+    epochs.push_back(all);
+  }
+  BOOST_TEST(epochs[0] != epochs[1]);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

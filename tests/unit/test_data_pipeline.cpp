@@ -1,0 +1,261 @@
+// The threaded pipeline: batches are bitwise identical whatever data_threads and prefetch are
+// (deterministic order and per-sample augmentation seeds); without augmentation every value is
+// the exact normalised pixel of the planned sample; a decoder that fails on one sample is
+// reported with the file and the sample index, or skipped and counted with full batches and
+// unchanged step counts.
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/data/dataset.hpp"
+#include "scaletrain/data/loader.hpp"
+#include "scaletrain/data/pipeline.hpp"
+#include "scaletrain/io/hdf5.hpp"
+
+namespace fs = std::filesystem;
+using namespace scaletrain;
+using data::LoaderOptions;
+
+namespace {
+constexpr int kH = 7, kW = 5, kC = 3, kClasses = 9;
+const std::vector<int64_t> kShards{40, 3, 57, 31};  // N = 131
+constexpr int64_t kTotal = 131;
+const std::vector<double> kMean{0.5, 0.4, 0.3}, kStd{0.2, 0.25, 0.3};
+
+uint8_t pixel(int64_t id, int k) { return static_cast<uint8_t>(k < 2 ? (id >> (8 * k)) : id * 37 + k * 11); }
+
+struct Dataset {
+  fs::path dir;
+  data::SplitInfo split;
+  Dataset() {
+    io::h5_silence_errors();
+    dir = fs::temp_directory_path() / ("scaletrain_test_data_pipeline_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir / "train");
+    int64_t first = 0;
+    for (std::size_t i = 0; i < kShards.size(); ++i) {
+      const int64_t n = kShards[i];
+      Tensor images = Tensor::empty({n, kH, kW, kC}, DType::u8);
+      Tensor labels = Tensor::empty({n}, DType::i32);
+      for (int64_t s = 0; s < n; ++s) {
+        for (int k = 0; k < kH * kW * kC; ++k) images.data<uint8_t>()[s * kH * kW * kC + k] = pixel(first + s, k);
+        labels.data<int32_t>()[s] = static_cast<int32_t>((first + s) % kClasses);
+      }
+      data::write_image_shard((dir / "train" / data::shard_file_name(i, kShards.size())).string(), images, labels,
+                              kClasses, kMean, kStd, 8);
+      first += n;
+    }
+    split = data::open_split(dir.string(), "train");
+  }
+  ~Dataset() { fs::remove_all(dir); }
+};
+
+// Every batch of `epochs` epochs, images then labels, as bytes.
+std::vector<uint8_t> run(data::Loader& loader, int epochs, int64_t* batches = nullptr) {
+  std::vector<uint8_t> out;
+  Tensor x, y;
+  int64_t n = 0;
+  for (int e = 0; e < epochs; ++e) {
+    loader.start_epoch(e);
+    while (loader.next(x, y)) {
+      const auto* px = reinterpret_cast<const uint8_t*>(x.data<float>());
+      const auto* py = reinterpret_cast<const uint8_t*>(y.data<int32_t>());
+      out.insert(out.end(), px, px + x.numel() * 4);
+      out.insert(out.end(), py, py + y.numel() * 4);
+      ++n;
+    }
+  }
+  if (batches) *batches = n;
+  return out;
+}
+
+// The raw decoder, failing on the samples whose id (pixels 0 and 1) is in `bad`.
+class FailingDecoder : public data::SampleDecoder {
+ public:
+  FailingDecoder(const data::SplitInfo& split, const LoaderOptions& o, std::vector<int64_t> bad)
+      : raw_(data::make_raw_decoder(split, o)), bad_(std::move(bad)) {
+    height_ = raw_->out_height();
+    width_ = raw_->out_width();
+    channels_ = raw_->channels();
+  }
+  void decode(const uint8_t* bytes, std::size_t size, bool train, Rng& rng, float* out) const override {
+    const int64_t id = bytes[0] | (int64_t(bytes[1]) << 8);
+    for (int64_t b : bad_) ST_CHECK(id != b, "test decoder: sample with id " << id << " is corrupt");
+    raw_->decode(bytes, size, train, rng, out);
+  }
+
+ private:
+  std::unique_ptr<data::SampleDecoder> raw_;
+  std::vector<int64_t> bad_;
+};
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(data_pipeline)
+
+BOOST_AUTO_TEST_CASE(batches_do_not_depend_on_threads_or_prefetch) {
+  Dataset ds;
+  for (bool augment : {false, true})
+    for (const char* mode : {"global", "shard"}) {
+      LoaderOptions o;
+      o.batch_size = 12;
+      o.seed = 3;
+      o.shuffle_mode = mode;
+      o.shuffle_buffer = 20;
+      o.augment = augment;
+      o.crop_padding = 2;
+      o.data_threads = 1;
+      o.prefetch = 1;
+      std::vector<uint8_t> reference;
+      {
+        data::Loader loader(ds.split, 0, 1, o);
+        reference = run(loader, 3);
+      }
+      BOOST_TEST(reference.size() == size_t(3 * (kTotal / 12) * 12 * (kH * kW * kC + 1) * 4));
+      for (int threads : {1, 2, 4})
+        for (int prefetch : {1, 4}) {
+          o.data_threads = threads;
+          o.prefetch = prefetch;
+          data::Loader loader(ds.split, 0, 1, o);
+          BOOST_TEST((run(loader, 3) == reference),
+                     mode << " augment " << augment << " threads " << threads << " prefetch " << prefetch);
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(values_are_the_normalised_pixels_of_the_plan) {
+  Dataset ds;
+  LoaderOptions o;
+  o.batch_size = 16;
+  o.seed = 11;
+  o.pad_last = true;  // 131 -> 144: the order wraps around
+  o.data_threads = 3;
+  o.prefetch = 3;
+  data::Loader loader(ds.split, 0, 1, o);
+  BOOST_TEST(loader.steps_per_epoch() == 9);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    const std::vector<int64_t> plan = loader.plan(epoch);
+    BOOST_TEST(plan.size() == 144u);
+    loader.start_epoch(epoch);
+    Tensor x, y;
+    int64_t at = 0;
+    while (loader.next(x, y)) {
+      BOOST_TEST(y.numel() == 16);
+      for (int64_t s = 0; s < y.numel(); ++s, ++at) {
+        const int64_t id = plan[at];
+        BOOST_TEST(y.data<int32_t>()[s] == id % kClasses);
+        for (int k = 0; k < kH * kW * kC; ++k) {
+          const float expected = static_cast<float>((pixel(id, k) / 255.0 - kMean[k % 3]) / kStd[k % 3]);
+          if (x.data<float>()[s * kH * kW * kC + k] != expected) {
+            BOOST_TEST(x.data<float>()[s * kH * kW * kC + k] == expected, "sample " << id << " value " << k);
+            break;
+          }
+        }
+      }
+    }
+    BOOST_TEST(at == 144);
+  }
+  BOOST_TEST(loader.bytes_read() == 2 * 144 * (kH * kW * kC + 4));
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_sample_names_the_file_and_the_index) {
+  Dataset ds;
+  LoaderOptions o;
+  o.batch_size = 10;
+  o.shuffle = false;
+  o.data_threads = 2;
+  // Sample 45 is row 2 of the third shard (40 + 3 + 2).
+  data::Loader loader(ds.split, 0, 1, o, nullptr,
+                      std::make_unique<FailingDecoder>(ds.split, o, std::vector<int64_t>{45}));
+  loader.start_epoch(0);
+  Tensor x, y;
+  std::string message;
+  try {
+    while (loader.next(x, y)) {
+    }
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  BOOST_TEST(message.find(ds.split.shards[2].path) != std::string::npos, message);
+  BOOST_TEST(message.find("sample 45 (row 2)") != std::string::npos, message);
+  BOOST_TEST(message.find("is corrupt") != std::string::npos, message);
+  BOOST_CHECK_THROW(loader.start_epoch(1), Error);  // stays broken
+}
+
+BOOST_AUTO_TEST_CASE(skipped_samples_keep_batches_full_and_steps_equal) {
+  Dataset ds;
+  const std::vector<int64_t> bad{0, 45, 46, 130};
+  for (int threads : {1, 3}) {
+    LoaderOptions o;
+    o.batch_size = 10;
+    o.seed = 5;
+    o.skip_bad_samples = true;
+    o.data_threads = threads;
+    data::Loader loader(ds.split, 0, 1, o, nullptr, std::make_unique<FailingDecoder>(ds.split, o, bad));
+    BOOST_TEST(loader.steps_per_epoch() == 13);
+    int64_t expected_skips = 0;
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      const std::vector<int64_t> plan = loader.plan(epoch);
+      loader.start_epoch(epoch);
+      Tensor x, y;
+      int64_t batch = 0;
+      while (loader.next(x, y)) {
+        BOOST_TEST(y.numel() == 10);
+        // A bad sample's place holds the next good sample of the batch (cyclically).
+        auto is_bad = [&](int64_t pos) {
+          return std::find(bad.begin(), bad.end(), plan[batch * 10 + pos]) != bad.end();
+        };
+        for (int64_t p = 0; p < 10; ++p) {
+          int64_t q = p;
+          if (is_bad(p)) {
+            ++expected_skips;
+            do q = (q + 1) % 10;
+            while (is_bad(q));
+          }
+          const int64_t id = plan[batch * 10 + q];
+          BOOST_TEST(y.data<int32_t>()[p] == id % kClasses);
+          const float expected = static_cast<float>((pixel(id, 0) / 255.0 - kMean[0]) / kStd[0]);
+          BOOST_TEST(x.data<float>()[p * kH * kW * kC] == expected);
+        }
+        ++batch;
+      }
+      BOOST_TEST(batch == 13);
+    }
+    BOOST_TEST(expected_skips > 0);
+    BOOST_TEST(loader.skipped_samples() == expected_skips);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_batch_of_only_bad_samples_is_an_error) {
+  Dataset ds;
+  LoaderOptions o;
+  o.batch_size = 3;
+  o.shuffle = false;
+  o.skip_bad_samples = true;
+  data::Loader loader(ds.split, 0, 1, o, nullptr,
+                      std::make_unique<FailingDecoder>(ds.split, o, std::vector<int64_t>{3, 4, 5}));
+  loader.start_epoch(0);
+  Tensor x, y;
+  BOOST_TEST(loader.next(x, y));  // 0, 1, 2
+  BOOST_CHECK_EXCEPTION(loader.next(x, y), Error, [&](const Error& e) {
+    return std::string(e.what()).find(ds.split.shards[0].path + ": sample 3") != std::string::npos;
+  });
+}
+
+BOOST_AUTO_TEST_CASE(unknown_io_and_encoding_are_refused) {
+  Dataset ds;
+  LoaderOptions o;
+  o.io = "nfs";
+  BOOST_CHECK_THROW(data::Loader(ds.split, 0, 1, o), Error);
+  data::SplitInfo split = ds.split;
+  split.encoding = "png";
+  BOOST_CHECK_THROW(data::make_sample_decoder(split, LoaderOptions{}), Error);
+  o.io = "posix";
+  o.data_threads = 0;
+  BOOST_CHECK_THROW(data::Loader(ds.split, 0, 1, o), Error);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
