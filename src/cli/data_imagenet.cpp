@@ -33,6 +33,9 @@ namespace {
 const std::vector<double> kImageNetMean = {0.485, 0.456, 0.406};
 const std::vector<double> kImageNetStd = {0.229, 0.224, 0.225};
 constexpr int kReencodeQuality = 90;
+// --shards 0 (the default): about this many samples per shard, so that a rank holds one shard
+// (~140 MB of ImageNet JPEGs, ~190 MB raw at 224x224) in memory while writing it.
+constexpr int64_t kAutoShardSamples = 1250;
 
 std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -150,7 +153,7 @@ void prepare_output(int rank, const std::string& output, bool overwrite) {
 int convert_imagenet_main(int argc, char** argv) {
   std::string source, output, image_size = "224,224", val_labels;
   Settings s;
-  int64_t shards = 1, chunk = data::kDefaultChunkSamples;
+  int64_t shards = 0, chunk = data::kDefaultChunkSamples;
   bool overwrite = false;
   po::options_description desc("options");
   desc.add_options()("help,h", "print this help")(
@@ -164,7 +167,8 @@ int convert_imagenet_main(int argc, char** argv) {
       "labels of val/*.JPEG: lines 'FILE LABEL' or 'FILE,LABEL ...' (LABEL a wnid or class index; "
       "Kaggle's LOC_val_solution.csv works as is)")(
       "shards", po::value(&shards)->default_value(shards),
-      "shards per split (val gets min(shards, its images)); ranks under mpirun write them in parallel")(
+      "shards per split (val gets min(shards, its images)); 0: one per 1250 images of the split (ImageNet: "
+      "1025 train, 40 val). Ranks under mpirun write them in parallel; a rank holds one shard in memory")(
       "image-size", po::value(&image_size)->default_value(image_size),
       "raw: H,W of the stored images (resized to cover H x W, then centre-cropped)")(
       "max-side", po::value(&s.max_side)->default_value(0),
@@ -193,7 +197,7 @@ int convert_imagenet_main(int argc, char** argv) {
   }
   if (s.encoding != "raw" && s.encoding != "jpeg")
     throw UsageError("convert imagenet: --encoding must be raw or jpeg, got '" + s.encoding + "'");
-  if (shards < 1) throw UsageError("convert imagenet: --shards must be at least 1, got " + std::to_string(shards));
+  if (shards < 0) throw UsageError("convert imagenet: --shards must be >= 0, got " + std::to_string(shards));
   if (chunk < 1) throw UsageError("convert imagenet: --chunk-samples must be at least 1");
   if (s.max_side < 0) throw UsageError("convert imagenet: --max-side must be >= 0");
   {
@@ -221,8 +225,11 @@ int convert_imagenet_main(int argc, char** argv) {
     int64_t index, count;
   };
   std::vector<Task> tasks;
-  const int64_t val_shards = std::min<int64_t>(shards, static_cast<int64_t>(tree.val.size()));
-  const int64_t train_shards = std::min<int64_t>(shards, static_cast<int64_t>(tree.train.size()));
+  const auto shard_count = [shards](std::size_t samples) {
+    const int64_t n = static_cast<int64_t>(samples);
+    return shards > 0 ? std::min(shards, n) : (n + kAutoShardSamples - 1) / kAutoShardSamples;
+  };
+  const int64_t train_shards = shard_count(tree.train.size()), val_shards = shard_count(tree.val.size());
   for (int64_t i = 0; i < train_shards; ++i) tasks.push_back({&tree.train, "train", i, train_shards});
   for (int64_t i = 0; i < val_shards; ++i) tasks.push_back({&tree.val, "val", i, val_shards});
   for (std::size_t t = rank; t < tasks.size(); t += size) {
