@@ -205,10 +205,22 @@ CropBox random_resized_crop_box(int height, int width, Rng& rng) {
 }
 
 CropBox center_crop_box(int height, int width, int out_h, int out_w, double crop_fraction) {
-  // Resize factor r so that the resized image covers out / crop_fraction in both dimensions.
-  const double r = std::max(out_h / (crop_fraction * height), out_w / (crop_fraction * width));
-  const double h = std::min<double>(height, out_h / r), w = std::min<double>(width, out_w / r);
-  return {(height - h) / 2, (width - w) / 2, h, w};
+  // As torchvision's Resize(int(size / fraction)) + CenterCrop(size): the side that limits the
+  // cover gets the whole-pixel target, the other int(target * other / side); the crop's offset
+  // rounds half to even (Python's round). Mapped back to the original image's coordinates.
+  const double target_h = out_h / crop_fraction + 1e-9, target_w = out_w / crop_fraction + 1e-9;
+  int rh, rw;
+  if (target_h / height >= target_w / width) {
+    rh = static_cast<int>(target_h);
+    rw = std::max(out_w, static_cast<int>(static_cast<double>(rh) * width / height));
+  } else {
+    rw = static_cast<int>(target_w);
+    rh = std::max(out_h, static_cast<int>(static_cast<double>(rw) * height / width));
+  }
+  rh = std::max(rh, out_h);
+  const double top = std::nearbyint((rh - out_h) / 2.0), left = std::nearbyint((rw - out_w) / 2.0);
+  const double sy = static_cast<double>(height) / rh, sx = static_cast<double>(width) / rw;
+  return {top * sy, left * sx, out_h * sy, out_w * sx};
 }
 
 void resample_crop(const RgbImage& src, const CropBox& box, int out_h, int out_w, bool flip, uint8_t* out) {

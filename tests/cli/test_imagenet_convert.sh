@@ -158,6 +158,47 @@ expect_error "--val-labels" "$BIN" convert imagenet --source "$W/flat" --output 
 expect_error "--encoding must be raw or jpeg" "$BIN" convert imagenet --source "$W/flat" --output "$W/e5" --encoding png
 expect_error "already holds shards" "$BIN" convert imagenet --source "$W/bydir" --output "$W/raw" --encoding jpeg
 
+# The evaluation transform against torchvision's Resize(256) + CenterCrop(224) + Normalize on a
+# 500x375 image (smooth pattern plus an off-centre dark square): close on average (torchvision
+# antialiases, we decode at a DCT scale and resample bilinearly) and aligned (around the square,
+# a one-pixel shift in x or y compares clearly worse).
+mkdir -p "$W/tv/train/n0" "$W/tv/val/n0"
+$PY - "$W/tv" <<'EOF'
+import sys, numpy as np
+from PIL import Image
+h, w = 375, 500
+y, x = np.mgrid[0:h, 0:w].astype(float)
+img = np.stack([128 + 100 * np.sin(x / 40 + y / 70), 128 + 100 * np.cos(x / 55 - y / 35),
+                100 + 80 * np.sin((x + y) / 90)], -1)
+img[150:220, 150:200] = 20
+im = Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
+im.save(f"{sys.argv[1]}/train/n0/a.JPEG", quality=95)
+im.save(f"{sys.argv[1]}/val/n0/b.JPEG", quality=95)
+EOF
+timeout 60 "$BIN" convert imagenet --source "$W/tv" --output "$W/tv_out" --encoding jpeg >/dev/null
+timeout 60 "$BIN" bench "$W/tv_out" --split val --no-shuffle --no-drop-last --batch-size 1 --image-size 224,224 \
+  --dump "$W/tv_dump.h5" >/dev/null
+$PY - "$W" <<'EOF'
+import sys, h5py, numpy as np
+from PIL import Image
+import torchvision.transforms as T
+root = sys.argv[1]
+ours = h5py.File(f"{root}/tv_dump.h5", "r")["images"][0]
+t = T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(),
+               T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+ref = t(Image.open(f"{root}/tv/val/n0/b.JPEG").convert("RGB")).permute(1, 2, 0).numpy()
+assert ours.shape == ref.shape == (224, 224, 3), (ours.shape, ref.shape)
+d = np.abs(ours - ref).mean()
+assert d < 0.025, d
+# Around the dark square (rows 150-220, columns 150-200 of the original: 86-134, 44-78 here).
+win = lambda a, dy, dx: a[80 + dy:140 + dy, 38 + dx:84 + dx]
+aligned = np.abs(win(ours, 0, 0) - win(ref, 0, 0)).mean()
+shifted = min(np.abs(win(ours, 0, 0) - win(ref, dy, dx)).mean() for dy, dx in ((0, 1), (0, -1), (1, 0), (-1, 0)))
+assert aligned < 0.8 * shifted, (aligned, shifted)
+print(f"ok: eval transform vs torchvision: mean |diff| {d:.4f}; at the square's edges {aligned:.3f}, "
+      f"one pixel off {shifted:.3f} or more")
+EOF
+
 # A stored JPEG that does not decode: reading the split stops on every rank (no hang) with the
 # shard file, the sample and libjpeg-turbo's message; --skip-bad-samples reads past it.
 mkdir -p "$W/badj"

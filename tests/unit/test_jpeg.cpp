@@ -120,21 +120,28 @@ BOOST_AUTO_TEST_CASE(dct_scaled_decode_matches_full_decode_and_resize) {
 }
 
 BOOST_AUTO_TEST_CASE(center_crop_box_geometry) {
-  // 375x500 to 224x224: shorter side 375 -> 256 (224 / 0.875): factor r = 256 / 375, crop
-  // 224 / r = 328.125 source pixels square, centred.
+  // 375x500 to 224x224 as torchvision's Resize(256) + CenterCrop(224): resized to 256x341
+  // (int(256 * 500 / 375)), crop from (16, round(58.5) = 58), back in original pixels.
   const CropBox b = center_crop_box(375, 500, 224, 224, 0.875);
-  BOOST_TEST(b.h == 328.125, boost::test_tools::tolerance(1e-9));
-  BOOST_TEST(b.w == 328.125, boost::test_tools::tolerance(1e-9));
-  BOOST_TEST(b.y == (375 - 328.125) / 2, boost::test_tools::tolerance(1e-9));
-  BOOST_TEST(b.x == (500 - 328.125) / 2, boost::test_tools::tolerance(1e-9));
-  // Fraction 1: resize to cover, then centre crop: the full height.
+  BOOST_TEST(b.y == 16 * 375 / 256.0, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(b.h == 224 * 375 / 256.0, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(b.x == 58 * 500 / 341.0, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(b.w == 224 * 500 / 341.0, boost::test_tools::tolerance(1e-9));
+  // Portrait: 500x375 (HxW) resized to 341x256.
+  const CropBox p = center_crop_box(500, 375, 224, 224, 0.875);
+  BOOST_TEST(p.y == 58 * 500 / 341.0, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(p.x == 16 * 375 / 256.0, boost::test_tools::tolerance(1e-9));
+  // Fraction 1: Resize(32) + CenterCrop(32): 32x42, crop from (0, 5).
   const CropBox c = center_crop_box(375, 500, 32, 32, 1.0);
+  BOOST_TEST(c.y == 0.0);
   BOOST_TEST(c.h == 375.0, boost::test_tools::tolerance(1e-9));
-  BOOST_TEST(c.x == 62.5, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(c.x == 5 * 500 / 42.0, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(c.w == 32 * 500 / 42.0, boost::test_tools::tolerance(1e-9));
 }
 
 BOOST_AUTO_TEST_CASE(eval_decode_is_the_centre_crop) {
-  // 200x300 gradient to 32x32: r = 32 / (0.875 * 200), crop 175x175 from (12.5, 62.5). With
+  // 200x300 gradient to 32x32: Resize(int(32 / 0.875) = 36) gives 36x54, CenterCrop(32) starts
+  // at (2, 11): in original pixels a 177.8-square crop from (2 * 200 / 36, 11 * 300 / 54). With
   // mean 0, std 1 the output is pixel / 255; for a linear gradient the bilinear sample at source
   // x is x / (w - 1) (the DCT-scaled decode keeps it linear within JPEG tolerance).
   const int h = 200, w = 300, out = 32;
@@ -153,8 +160,8 @@ BOOST_AUTO_TEST_CASE(eval_decode_is_the_centre_crop) {
   double worst = 0;
   for (int oy = 0; oy < out; ++oy)
     for (int ox = 0; ox < out; ++ox) {
-      const double sx = 62.5 + (ox + 0.5) * 175.0 / out - 0.5;
-      const double sy = 12.5 + (oy + 0.5) * 175.0 / out - 0.5;
+      const double sx = 11 * 300 / 54.0 + (ox + 0.5) * 300 / 54.0 - 0.5;
+      const double sy = 2 * 200 / 36.0 + (oy + 0.5) * 200 / 36.0 - 0.5;
       const float* p = &y[(oy * out + ox) * 3];
       worst =
           std::max({worst, std::abs(p[0] - sx / (w - 1)), std::abs(p[1] - sy / (h - 1)), std::abs(p[2] - 64 / 255.0)});

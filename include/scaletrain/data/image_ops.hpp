@@ -48,10 +48,11 @@ struct CropBox {
 // Integer sizes and positions. Deterministic for a given rng state.
 CropBox random_resized_crop_box(int height, int width, Rng& rng);
 
-// Evaluation: the centre crop that "resize so that the image covers (out_h / crop_fraction,
-// out_w / crop_fraction) keeping the aspect ratio, then centre-crop out_h x out_w" takes from
-// the original image (crop_fraction 0.875: shorter side to size/0.875 for a square output;
-// 1.0: resize to cover, then centre crop).
+// Evaluation: the region of the original image that torchvision's Resize(int(size /
+// crop_fraction)) + CenterCrop(size) keeps, generalised to out_h x out_w (the image resized to
+// cover (out_h, out_w) / crop_fraction keeping its aspect ratio, in whole pixels, then the centre
+// out_h x out_w). crop_fraction 0.875: shorter side to size/0.875 (256 for 224); 1.0: resize to
+// cover, then centre crop.
 CropBox center_crop_box(int height, int width, int out_h, int out_w, double crop_fraction);
 
 // Bilinear resample of `box` of src (half-pixel centres, as torchvision's resize without
