@@ -258,4 +258,33 @@ BOOST_AUTO_TEST_CASE(unknown_io_and_encoding_are_refused) {
   BOOST_CHECK_THROW(data::Loader(ds.split, 0, 1, o), Error);
 }
 
+BOOST_AUTO_TEST_CASE(raw_decoder_is_exact_for_large_images) {
+  // Large images take the non-temporal store path (256 KB of floats and more, aligned output);
+  // an unaligned output takes the plain loop; both give the exact normalised values.
+  for (int c : {1, 3}) {
+    data::SplitInfo split;
+    split.dir = "memory";
+    split.height = c == 1 ? 401 : 161;
+    split.width = 203;  // H * W * C not a multiple of 24: the tail too
+    split.channels = c;
+    split.mean = std::vector<double>(kMean.begin(), kMean.begin() + c);
+    split.std = std::vector<double>(kStd.begin(), kStd.begin() + c);
+    const auto decoder = data::make_raw_decoder(split, LoaderOptions{});
+    const int64_t values = int64_t(split.height) * 203 * c;
+    std::vector<uint8_t> src(values);
+    for (int64_t i = 0; i < values; ++i) src[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+    Tensor out = Tensor::empty({values + 8}, DType::f32);
+    for (int64_t shift : {int64_t(0), int64_t(1)}) {
+      Rng rng(1);
+      decoder->decode(src.data(), src.size(), false, rng, out.data<float>() + shift);
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < values; ++i)
+        wrong += out.data<float>()[shift + i] != static_cast<float>((src[i] / 255.0 - kMean[i % c]) / kStd[i % c]);
+      BOOST_TEST(wrong == 0, "channels " << c << " shift " << shift);
+    }
+    BOOST_CHECK_THROW(decoder->decode(src.data(), src.size() - 1, false, *std::make_unique<Rng>(1), out.data<float>()),
+                      Error);
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
