@@ -144,6 +144,22 @@ with h5py.File(f"{root}/big_out/val/shard-00000-of-00001.h5", "r") as f:
 print("ok: --max-side")
 EOF
 
+# CMYK (as PIL writes it, Adobe-inverted) and grayscale JPEGs, which ImageNet has, decode to RGB.
+mkdir -p "$W/cmyk/train/n0" "$W/cmyk/val/n0"
+$PY -c "
+from PIL import Image
+Image.new('RGB', (40, 30), (200, 100, 50)).convert('CMYK').save('$W/cmyk/train/n0/a.JPEG', quality=95)
+Image.new('L', (40, 30), 77).save('$W/cmyk/val/n0/g.JPEG', quality=95)"
+timeout 60 "$BIN" convert imagenet --source "$W/cmyk" --output "$W/cmyk_out" --encoding raw --image-size 8,8 >/dev/null
+$PY - "$W/cmyk_out" <<'EOF'
+import sys, h5py, numpy as np
+with h5py.File(f"{sys.argv[1]}/train/shard-00000-of-00001.h5", "r") as f:
+    assert np.abs(f["images"][0].astype(int) - [200, 100, 50]).max() <= 3, f["images"][0, 4, 4]
+with h5py.File(f"{sys.argv[1]}/val/shard-00000-of-00001.h5", "r") as f:
+    assert np.abs(f["images"][0].astype(int) - 77).max() <= 2, f["images"][0, 4, 4]
+print("ok: CMYK and grayscale JPEGs")
+EOF
+
 # Errors.
 mkdir -p "$W/notrain/val"
 expect_error "notrain/train: no such directory" "${MPI2[@]}" "$BIN" convert imagenet --source "$W/notrain" \
