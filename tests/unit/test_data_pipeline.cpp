@@ -3,6 +3,7 @@
 // the exact normalised pixel of the planned sample; a decoder that fails on one sample is
 // reported with the file and the sample index, or skipped and counted with full batches and
 // unchanged step counts.
+#include <hdf5.h>
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
@@ -285,6 +286,78 @@ BOOST_AUTO_TEST_CASE(raw_decoder_is_exact_for_large_images) {
     BOOST_CHECK_THROW(decoder->decode(src.data(), src.size() - 1, false, *std::make_unique<Rng>(1), out.data<float>()),
                       Error);
   }
+}
+
+BOOST_AUTO_TEST_CASE(posix_reader_reads_variable_length_rows) {
+  // JPEG shards store one variable-length uint8 row per sample (docs/dataset-format.md); the
+  // reader returns each row's bytes, in the requested order (any order, repeats allowed).
+  io::h5_silence_errors();
+  const fs::path dir = fs::temp_directory_path() / ("scaletrain_test_vlen_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto row = [](int64_t id) {
+    std::vector<uint8_t> r(static_cast<std::size_t>(1 + (id * 7) % 23));
+    for (std::size_t k = 0; k < r.size(); ++k) r[k] = static_cast<uint8_t>(id * 13 + k);
+    return r;
+  };
+  data::SplitInfo split;
+  split.dir = dir.string();
+  split.encoding = "jpeg";
+  split.channels = 3;
+  int64_t first = 0;
+  for (int64_t n : {int64_t(11), int64_t(6)}) {
+    const std::string path = (dir / ("s" + std::to_string(first) + ".h5")).string();
+    {
+      std::lock_guard<std::recursive_mutex> lock(io::h5_mutex());
+      const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+      const hsize_t dims = static_cast<hsize_t>(n), chunk = 4;
+      const hid_t space = H5Screate_simple(1, &dims, nullptr);
+      const hid_t vtype = H5Tvlen_create(H5T_NATIVE_UINT8);
+      const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+      H5Pset_chunk(dcpl, 1, &chunk);
+      const hid_t ds = H5Dcreate2(f, "jpeg", vtype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+      std::vector<std::vector<uint8_t>> rows;
+      std::vector<hvl_t> v;
+      std::vector<int32_t> labels;
+      for (int64_t i = 0; i < n; ++i) rows.push_back(row(first + i));
+      for (auto& r : rows) v.push_back(hvl_t{r.size(), r.data()});
+      for (int64_t i = 0; i < n; ++i) labels.push_back(static_cast<int32_t>((first + i) % kClasses));
+      BOOST_REQUIRE(H5Dwrite(ds, vtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0);
+      const hid_t ls = H5Dcreate2(f, "labels", H5T_STD_I32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+      BOOST_REQUIRE(H5Dwrite(ls, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data()) >= 0);
+      H5Dclose(ls);
+      H5Dclose(ds);
+      H5Pclose(dcpl);
+      H5Tclose(vtype);
+      H5Sclose(space);
+      H5Fclose(f);
+    }
+    split.shards.push_back({path, n});
+    split.samples += n;
+    first += n;
+  }
+  const auto reader = data::make_sample_reader(split, LoaderOptions{}, nullptr);
+  BOOST_TEST(reader->name() == "posix");
+  data::SampleBytes out;
+  const std::vector<std::vector<int64_t>> requests{{0, 1, 2, 5, 6, 7, 10, 11, 16}, {16, 3, 3, 12, 0, 9, 8}, {4}};
+  int64_t expected_bytes = 0;
+  for (const auto& ids : requests) {
+    reader->read(ids, out);
+    BOOST_TEST(out.ids == ids);
+    BOOST_REQUIRE(out.offsets.size() == ids.size() + 1);
+    BOOST_TEST(out.offsets[0] == 0);
+    BOOST_TEST(out.offsets.back() == static_cast<int64_t>(out.bytes.size()));
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+      const std::vector<uint8_t> expected = row(ids[k]);
+      const std::vector<uint8_t> got(out.bytes.begin() + out.offsets[k], out.bytes.begin() + out.offsets[k + 1]);
+      BOOST_TEST(got == expected, "sample " << ids[k]);
+      BOOST_TEST(out.labels[k] == ids[k] % kClasses);
+      expected_bytes += static_cast<int64_t>(expected.size()) + 4;
+    }
+  }
+  BOOST_TEST(reader->bytes_read() == expected_bytes);
+  BOOST_CHECK_THROW(reader->read({17}, out), Error);
+  fs::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
