@@ -6,6 +6,7 @@
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cstring>
 #include <filesystem>
@@ -91,6 +92,24 @@ class FailingDecoder : public data::SampleDecoder {
 
  private:
   std::unique_ptr<data::SampleDecoder> raw_;
+  std::vector<int64_t> bad_;
+};
+
+// The posix reader, failing (as a short read would) whenever a request holds an id in `bad`.
+class FailingReader : public data::SampleReader {
+ public:
+  FailingReader(const data::SplitInfo& split, std::vector<int64_t> bad)
+      : posix_(data::make_posix_reader(split, LoaderOptions{})), bad_(std::move(bad)) {}
+  std::string name() const override { return "posix"; }
+  int64_t bytes_read() const override { return posix_->bytes_read(); }
+  void read(const std::vector<int64_t>& ids, data::SampleBytes& out) override {
+    for (int64_t id : ids)
+      for (int64_t b : bad_) ST_CHECK(id != b, "shard-x.h5: cannot read sample " << id << ": end of file (truncated?)");
+    posix_->read(ids, out);
+  }
+
+ private:
+  std::unique_ptr<data::SampleReader> posix_;
   std::vector<int64_t> bad_;
 };
 }  // namespace
@@ -358,6 +377,35 @@ BOOST_AUTO_TEST_CASE(posix_reader_reads_variable_length_rows) {
   BOOST_TEST(reader->bytes_read() == expected_bytes);
   BOOST_CHECK_THROW(reader->read({17}, out), Error);
   fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(read_errors_are_reported_or_skipped) {
+  Dataset ds;
+  const std::vector<int64_t> bad{7, 77};
+  {
+    LoaderOptions o;
+    o.batch_size = 10;
+    o.shuffle = false;
+    data::Loader loader(ds.split, 0, 1, o, std::make_unique<FailingReader>(ds.split, bad), nullptr);
+    loader.start_epoch(0);
+    Tensor x, y;
+    BOOST_CHECK_EXCEPTION(loader.next(x, y), Error, [](const Error& e) {
+      return std::string(e.what()).find("cannot read sample 7") != std::string::npos;
+    });
+  }
+  LoaderOptions o;
+  o.batch_size = 10;
+  o.seed = 2;
+  o.skip_bad_samples = true;
+  o.data_threads = 2;
+  data::Loader loader(ds.split, 0, 1, o, std::make_unique<FailingReader>(ds.split, bad), nullptr);
+  const std::vector<int64_t> plan = loader.plan(0);
+  const int64_t expected = std::count(plan.begin(), plan.end(), 7) + std::count(plan.begin(), plan.end(), 77);
+  BOOST_TEST(expected > 0);
+  int64_t batches = 0;
+  run(loader, 1, &batches);
+  BOOST_TEST(batches == 13);
+  BOOST_TEST(loader.skipped_samples() == expected);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
