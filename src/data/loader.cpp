@@ -63,6 +63,7 @@ struct Loader::Impl {
   std::unique_ptr<SampleDecoder> decoder;
   std::vector<int64_t> sizes, shard_begin;
   int64_t per_epoch = 0, steps = 0, values = 0, task = 1;
+  int64_t max_steps = 0;  // the most steps any rank runs per epoch
   int height = 0, width = 0, channels = 0;
 
   // Shared, guarded by mutex.
@@ -127,6 +128,7 @@ Loader::Loader(const SplitInfo& split, int rank, int world_size, const LoaderOpt
   m.per_epoch = planned_samples(split.samples, rank, world_size, options);
   const int64_t b = options.batch_size;
   m.steps = (m.per_epoch + b - 1) / b;
+  m.max_steps = (planned_samples(split.samples, 0, world_size, options) + b - 1) / b;  // rank 0's slice is largest
   // A few tasks per worker per batch: balanced, yet one lock round trip per several samples.
   m.task = std::max<int64_t>(1, b / (4 * options.data_threads));
 
@@ -243,6 +245,7 @@ void Loader::Impl::io_loop() {
       }
       const std::vector<int64_t> ids = plan_epoch(sizes, rank, world, options, ep);
       const int64_t b = options.batch_size;
+      bool read_all = steps == 0;
       for (int64_t seq = 0; seq < steps; ++seq) {
         int index = -1;
         {
@@ -287,6 +290,13 @@ void Loader::Impl::io_loop() {
           decode_queue.push_back(index);
         }
         cv.notify_all();
+        read_all = seq + 1 == steps;
+      }
+      // Evaluation plans differ by at most one batch between ranks; a collective reader needs
+      // the same number of read() calls everywhere: the short ranks make an empty one.
+      if (read_all && reader->name() == "mpiio-collective") {
+        SampleBytes none;
+        for (int64_t extra = steps; extra < max_steps; ++extra) reader->read({}, none);
       }
     }
   } catch (...) {

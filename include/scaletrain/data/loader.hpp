@@ -10,7 +10,9 @@
 // decode the samples straight into the batch buffer (they never take the HDF5 lock). Up to
 // `prefetch` batches are read/decoded ahead into prefetch + 1 reusable buffers. Batches carry
 // sequence numbers and next() hands them out in plan order, so the result never depends on
-// thread timing.
+// thread timing. With a collective reader (mpiio-collective) every rank makes the same number of
+// read() calls per epoch (a rank with one batch fewer in an evaluation plan makes an empty one);
+// abandoning an epoch early (start_epoch before the end) must then happen on every rank alike.
 //
 // Augmentation (training, options.augment): each sample's random numbers come from
 // (seed, epoch, sample id), so they do not depend on threads, ranks or batch composition. Raw
