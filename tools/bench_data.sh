@@ -38,9 +38,11 @@ w, np_, t, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 runs = [json.load(open(f"{w}/bench_np{np_}_t{t}_{i}.json")) for i in range(1, n + 1)]
 med = lambda k: statistics.median(r[k] for r in runs)
 ratios = [r["mb_per_s"] / r["raw_read_mb_per_s"] for r in runs]
+reader = [r["reader_mb_per_s"] / r["raw_read_mb_per_s"] for r in runs]
 print(f"ranks {np_} data-threads {t}: samples/s {med('samples_per_s'):.0f}, pipeline {med('mb_per_s'):.0f} MB/s, "
       f"raw read {med('raw_read_mb_per_s'):.0f} MB/s, ratio median {statistics.median(ratios):.3f} "
-      f"(min {min(ratios):.3f}, max {max(ratios):.3f})")
+      f"(min {min(ratios):.3f}, max {max(ratios):.3f}); read stage alone / raw median {statistics.median(reader):.3f} "
+      f"(min {min(reader):.3f}, max {max(reader):.3f})")
 EOF
   done
 done
