@@ -5,8 +5,10 @@
 // source fails with an error naming the file.
 #include <hdf5.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <boost/test/unit_test.hpp>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -90,6 +92,17 @@ BOOST_AUTO_TEST_CASE(checksum_is_stable_and_sensitive) {
   BOOST_TEST(sum.size() == 6u + 8u);
   BOOST_TEST(data::shard_checksum(a) == sum);  // stable
   BOOST_TEST(data::shard_checksum(b) == sum);  // same contents, another file
+  {
+    // The definition for raw shards: CRC-32 of the labels (int32 LE), then the image bytes.
+    io::H5File f(a, io::H5File::Mode::read);
+    const Tensor images = f.read("images", DType::u8), labels = f.read("labels", DType::i32);
+    uLong crc = crc32(0L, Z_NULL, 0);
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(labels.data<int32_t>()), static_cast<uInt>(4 * labels.numel()));
+    crc = crc32(crc, images.data<uint8_t>(), static_cast<uInt>(images.numel()));
+    char expected[32];
+    std::snprintf(expected, sizeof expected, "crc32:%08lx", crc);
+    BOOST_TEST(sum == std::string(expected));
+  }
   // Stamping adds the attribute, which is not part of the checksum.
   data::stamp_shard_checksum(a);
   BOOST_TEST(io::H5File(a, io::H5File::Mode::read).get_string_attribute("checksum") == sum);
@@ -112,6 +125,33 @@ BOOST_AUTO_TEST_CASE(checksum_is_stable_and_sensitive) {
   }
   BOOST_TEST(data::shard_checksum(c) != sum);
   BOOST_CHECK_THROW(data::shard_checksum((dir / "missing.h5").string()), Error);
+}
+
+// The documented definition, computed here independently with zlib: CRC-32 of the labels
+// (int32 little-endian), then per sample its length (uint64 little-endian) and its bytes.
+BOOST_AUTO_TEST_CASE(jpeg_checksum_follows_the_definition) {
+  Scratch cleanup;
+  io::h5_silence_errors();
+  const fs::path dir = fresh_dir("jpeg");
+  const std::string path = (dir / "j.h5").string();
+  std::vector<std::vector<uint8_t>> jpegs = {{0xFF, 0xD8, 1, 2, 3, 0xFF, 0xD9}, {0xFF, 0xD8, 9, 0xFF, 0xD9}};
+  Tensor labels = Tensor::empty({2}, DType::i32);
+  labels.data<int32_t>()[0] = 1;
+  labels.data<int32_t>()[1] = 0;
+  data::write_jpeg_shard(path, jpegs, labels, 2, {0.5, 0.5, 0.5}, {0.25, 0.25, 0.25});
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const uint8_t label_bytes[8] = {1, 0, 0, 0, 0, 0, 0, 0};
+  crc = crc32(crc, label_bytes, 8);
+  for (const auto& j : jpegs) {
+    uint8_t len[8] = {static_cast<uint8_t>(j.size()), 0, 0, 0, 0, 0, 0, 0};
+    crc = crc32(crc, len, 8);
+    crc = crc32(crc, j.data(), static_cast<uInt>(j.size()));
+  }
+  char expected[32];
+  std::snprintf(expected, sizeof expected, "crc32:%08lx", crc);
+  BOOST_TEST(data::shard_checksum(path) == std::string(expected));
+  // The writer stamped it.
+  BOOST_TEST(io::H5File(path, io::H5File::Mode::read).get_string_attribute("checksum") == std::string(expected));
 }
 
 BOOST_AUTO_TEST_CASE(stage_split_copies_verifies_and_skips) {
