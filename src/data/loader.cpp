@@ -85,6 +85,9 @@ struct Loader::Impl {
   void io_loop();
   void read_batch(Slot& slot, const int64_t* ids);
   void worker_loop();
+  // Decodes the next few samples of the oldest batch in decode_queue (not empty); called and
+  // returns with the lock held, which it releases while decoding.
+  void decode_task(std::unique_lock<std::mutex>& lock);
   void finish_batch(Slot& slot);  // under the lock
   std::string where(int64_t id) const {
     const int64_t s = std::upper_bound(shard_begin.begin(), shard_begin.end(), id) - shard_begin.begin() - 1;
@@ -255,7 +258,16 @@ void Loader::Impl::io_loop() {
               if (slots[i].state == State::free) return static_cast<int>(i);
             return -1;
           };
-          cv.wait(lock, [&] { return stop || generation != gen || (index = free_slot()) >= 0; });
+          // While every buffer is busy the I/O thread helps decoding (reading waits for a
+          // buffer anyway): one more decoder when decoding is the bottleneck.
+          for (;;) {
+            if (stop || generation != gen || (index = free_slot()) >= 0) break;
+            if (decode_queue.empty()) {
+              cv.wait(lock);
+            } else {
+              decode_task(lock);
+            }
+          }
           if (stop || generation != gen) break;
           Slot& slot = slots[index];
           slot.state = State::reading;
@@ -344,66 +356,70 @@ void Loader::Impl::worker_loop() {
   for (;;) {
     cv.wait(lock, [&] { return stop || !decode_queue.empty(); });
     if (stop) return;
-    const int index = decode_queue.front();
-    Slot& slot = slots[index];
-    const int64_t first = slot.next_task, last = std::min(slot.count, first + task);
-    slot.next_task = last;
-    if (last == slot.count) decode_queue.pop_front();
-    const bool stale = slot.gen != generation;
-    lock.unlock();
+    decode_task(lock);
+  }
+}
 
-    std::exception_ptr failure;
-    int64_t failure_at = 0;
-    if (!stale) {
-      float* images = slot.images.data<float>();
-      int32_t* labels = slot.labels.data<int32_t>();
-      const bool train = options.augment;
-      for (int64_t k = first; k < last; ++k) {
-        const int64_t pos = slot.position[k], id = slot.bytes.ids[k];
-        if (slot.bad[pos]) continue;
-        try {
-          Rng rng =
-              Rng::derive(options.seed ^ kAugmentSalt, static_cast<uint64_t>(slot.epoch), static_cast<uint64_t>(id));
-          const int64_t off = slot.bytes.offsets[k];
-          decoder->decode(slot.bytes.bytes.data() + off, static_cast<std::size_t>(slot.bytes.offsets[k + 1] - off),
-                          train, rng, images + pos * values);
-          labels[pos] = slot.bytes.labels[k];
-        } catch (const std::exception& e) {
-          if (options.skip_bad_samples) {
-            slot.bad[pos] = 1;  // one byte per position: no two workers write the same one
-          } else if (!failure) {
-            try {
-              ST_THROW(where(id) << ": cannot decode: " << e.what());
-            } catch (...) {
-              failure = std::current_exception();
-              failure_at = k;
-            }
+void Loader::Impl::decode_task(std::unique_lock<std::mutex>& lock) {
+  const int index = decode_queue.front();
+  Slot& slot = slots[index];
+  const int64_t first = slot.next_task, last = std::min(slot.count, first + task);
+  slot.next_task = last;
+  if (last == slot.count) decode_queue.pop_front();
+  const bool stale = slot.gen != generation;
+  lock.unlock();
+
+  std::exception_ptr failure;
+  int64_t failure_at = 0;
+  if (!stale) {
+    float* images = slot.images.data<float>();
+    int32_t* labels = slot.labels.data<int32_t>();
+    const bool train = options.augment;
+    for (int64_t k = first; k < last; ++k) {
+      const int64_t pos = slot.position[k], id = slot.bytes.ids[k];
+      if (slot.bad[pos]) continue;
+      try {
+        Rng rng =
+            Rng::derive(options.seed ^ kAugmentSalt, static_cast<uint64_t>(slot.epoch), static_cast<uint64_t>(id));
+        const int64_t off = slot.bytes.offsets[k];
+        decoder->decode(slot.bytes.bytes.data() + off, static_cast<std::size_t>(slot.bytes.offsets[k + 1] - off), train,
+                        rng, images + pos * values);
+        labels[pos] = slot.bytes.labels[k];
+      } catch (const std::exception& e) {
+        if (options.skip_bad_samples) {
+          slot.bad[pos] = 1;  // one byte per position: no two workers write the same one
+        } else if (!failure) {
+          try {
+            ST_THROW(where(id) << ": cannot decode: " << e.what());
+          } catch (...) {
+            failure = std::current_exception();
+            failure_at = k;
           }
         }
       }
     }
+  }
 
-    lock.lock();
-    if (failure && failure_at < slot.error_at) {
-      slot.error = failure;
-      slot.error_at = failure_at;
-    }
-    slot.decoded += last - first;
-    if (slot.decoded == slot.count) {
-      if (slot.gen != generation || stop) {
-        slot.state = State::free;
-      } else {
-        try {
-          if (!slot.error) finish_batch(slot);
-        } catch (...) {
-          slot.error = std::current_exception();
-        }
-        slot.state = State::ready;
+  lock.lock();
+  if (failure && failure_at < slot.error_at) {
+    slot.error = failure;
+    slot.error_at = failure_at;
+  }
+  slot.decoded += last - first;
+  if (slot.decoded == slot.count) {
+    if (slot.gen != generation || stop) {
+      slot.state = State::free;
+    } else {
+      try {
+        if (!slot.error) finish_batch(slot);
+      } catch (...) {
+        slot.error = std::current_exception();
       }
-      lock.unlock();
-      cv.notify_all();
-      lock.lock();
+      slot.state = State::ready;
     }
+    lock.unlock();
+    cv.notify_all();
+    lock.lock();
   }
 }
 
