@@ -7,7 +7,8 @@
 // Threads: one I/O thread runs the reader (HDF5 is not thread-safe; HDF5 calls hold
 // io::h5_mutex, and the raw fast path reads with pread without it); each batch's ids are sorted
 // (shard, row) before reading so that a shard's rows come in one pass. `data_threads` workers
-// decode the samples straight into the batch buffer (they never take the HDF5 lock). Up to
+// decode the samples straight into the batch buffer (they never take the HDF5 lock); the I/O
+// thread decodes too while every buffer is busy. Up to
 // `prefetch` batches are read/decoded ahead into prefetch + 1 reusable buffers. Batches carry
 // sequence numbers and next() hands them out in plan order, so the result never depends on
 // thread timing. With a collective reader (mpiio-collective) every rank makes the same number of
