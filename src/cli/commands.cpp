@@ -4,8 +4,10 @@
 #include "scaletrain/cli/commands.hpp"
 
 #include <boost/program_options.hpp>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -114,6 +116,39 @@ std::pair<int, int> image_size_option(const po::variables_map& vm) {
   return {static_cast<int>(hw[0]), static_cast<int>(hw[1])};
 }
 
+// Expands $VAR and ${VAR} in a path (INI files are not seen by a shell; each rank expands its own
+// environment, so a per-node $TMPDIR works). An unset variable is a usage error naming it.
+std::string expand_env(const std::string& option, const std::string& text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size();) {
+    if (text[i] != '$') {
+      out += text[i++];
+      continue;
+    }
+    std::size_t start = i + 1, end;
+    const bool braced = start < text.size() && text[start] == '{';
+    if (braced) {
+      end = text.find('}', start);
+      if (end == std::string::npos) throw UsageError("--" + option + " '" + text + "': unterminated ${");
+      ++start;
+    } else {
+      end = start;
+      while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_')) ++end;
+    }
+    const std::string name = text.substr(start, end - start);
+    if (name.empty()) {
+      out += text[i++];
+      continue;
+    }
+    const char* value = std::getenv(name.c_str());
+    if (!value || !*value)
+      throw UsageError("--" + option + " '" + text + "': environment variable " + name + " is not set");
+    out += value;
+    i = braced ? end + 1 : end;
+  }
+  return out;
+}
+
 void check_model_name(const std::string& model) {
   for (const auto& m : models::model_names())
     if (m == model) return;
@@ -178,12 +213,13 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "data-threads", po::value(&c.data_threads)->default_value(c.data_threads),
       "decode/augment threads per rank (they share the cores with compute; 2-4 for JPEG)")(
       "stage-to", po::value(&c.stage_to),
-      "before training, one rank per node copies the shards to this node-local directory (e.g. $TMPDIR, /raid) "
-      "and verifies their checksums; the node's ranks then read from there")(
-      "image-size", po::value<std::string>(),
-      "H,W: model input size for JPEG datasets (default 224,224 for resnet50, "
-      "32,32 for resnet20)")("skip-bad-samples", po::bool_switch(&c.skip_bad_samples),
-                             "skip samples that fail to read or decode (counted in report.json) instead of stopping");
+      "before training, one rank per node copies the shards to this node-local directory (e.g. /raid, or "
+      "$TMPDIR/x: $VAR and ${VAR} are expanded on each rank, also from --config) and verifies their checksums; "
+      "the node's ranks then read from there")("image-size", po::value<std::string>(),
+                                               "H,W: model input size for JPEG datasets (default 224,224 for resnet50, "
+                                               "32,32 for resnet20)")(
+      "skip-bad-samples", po::bool_switch(&c.skip_bad_samples),
+      "skip samples that fail to read or decode (counted in report.json) instead of stopping");
   po::options_description progress("evaluation, progress and outputs", kHelpWidth);
   progress.add_options()("eval-every", po::value(&c.eval_every)->default_value(c.eval_every),
                          "evaluate on val every N epochs (and after the last)")(
@@ -314,6 +350,7 @@ int cmd_train(int argc, char** argv) {
     throw UsageError("--shuffle-buffer must be a positive number of samples, got " + std::to_string(c.shuffle_buffer));
   if (c.data_prefetch < 1) throw UsageError("--prefetch must be at least 1, got " + std::to_string(c.data_prefetch));
   if (vm.count("stage-to") && c.stage_to.empty()) throw UsageError("--stage-to needs a directory");
+  c.stage_to = expand_env("stage-to", c.stage_to);
   std::tie(c.image_height, c.image_width) = image_size_option(vm);
 
   const comm::Communicator comm = comm::Communicator::world();

@@ -51,8 +51,10 @@ EOF
 for np in 2 4; do
   echo "== train --stage-to on $np ranks (2 emulated nodes when 4)"
   stage=$W/stage$np
-  out=$("${MPIRUN[@]}" -np $np "$BIN/scaletrain" "${TRAIN[@]}" --data "$W/data" --output-dir "$W/run$np" \
-    --stage-to "$stage" --data-threads 2 --prefetch 2 2>&1) || fail "training with --stage-to on $np ranks: $out"
+  # Given as $ST_STAGE_ROOT/stageN: expanded by scaletrain, as a per-node $TMPDIR would be.
+  out=$(ST_STAGE_ROOT=$W "${MPIRUN[@]}" -x ST_STAGE_ROOT -np $np "$BIN/scaletrain" "${TRAIN[@]}" --data "$W/data" \
+    --output-dir "$W/run$np" --stage-to "\$ST_STAGE_ROOT/stage$np" --data-threads 2 --prefetch 2 2>&1) ||
+    fail "training with --stage-to on $np ranks: $out"
   grep -q "staged train: 4 shards to $stage/train" <<<"$out" || fail "no staging line: $out"
   [ "$(ls "$stage/train" | wc -l)" -eq 4 ] || fail "expected 4 staged train shards: $(ls "$stage/train")"
   ls "$stage/train" | grep -q tmp && fail "temporary files left in $stage/train"
@@ -123,6 +125,8 @@ expect_failure "--shuffle-buffer" "--shuffle-buffer must be a positive" "${T[@]}
 expect_failure "--data-threads" "--data-threads must be between 1 and 256" "${T[@]}" --data-threads 0
 expect_failure "--image-size" "--image-size '224'" "${T[@]}" --image-size 224
 expect_failure "--prefetch" "--prefetch must be at least 1" "${T[@]}" --prefetch 0
+expect_failure "--stage-to unset variable" "environment variable ST_NO_SUCH_VAR is not set" "${T[@]}" \
+  --stage-to '${ST_NO_SUCH_VAR}/x'
 expect_failure "eval --io" "unknown --io 'x'" "$BIN/scaletrain" eval --model resnet20 --checkpoint "$W/run2/checkpoint.h5" \
   --data "$W/data" --io x
 expect_failure "bench --io" "unknown --io 'x'" "$BIN/scaletrain-data" bench "$W/data" --io x
