@@ -273,6 +273,9 @@ StagingResult stage_split(const SplitInfo& split, const std::string& stage_dir, 
       copied = copy_shards(split, target);
     } catch (const std::exception& e) {
       problem = e.what();
+      // Drop this rank's identity: every rank re-raises the message with its own and "(on rank N)".
+      const std::string id = "[" + error_identity() + "] ";
+      if (problem.compare(0, id.size(), id) == 0) problem.erase(0, id.size());
     }
   }
   // Everybody learns whether every node succeeded; on failure the lowest failing rank's message
@@ -281,7 +284,7 @@ StagingResult stage_split(const SplitInfo& split, const std::string& stage_dir, 
     const double me = problem.empty() ? std::numeric_limits<double>::infinity() : world.rank();
     const double first = world.allreduce_min(me);
     world.broadcast(problem, static_cast<int>(first));
-    ST_THROW(problem << " (on rank " << static_cast<int>(first) << ")");
+    ST_THROW(problem << " (on rank " << static_cast<int>(first) << ", which stages for its node)");
   }
 
   StagingResult result;
