@@ -70,6 +70,12 @@ struct Shard {
   hid_t data = -1;  // `images` (raw) or `jpeg` (vlen)
   Shape dims;       // of `data`
   std::vector<int32_t> labels;
+  // Direct path (raw, uncompressed, contiguous or chunked in whole rows): the file offset of
+  // every chunk, read through HDF5's own MPI-IO handle.
+  bool direct = false;
+  MPI_File fh = MPI_FILE_NULL;
+  int64_t chunk_rows = 0;             // rows per chunk (all rows when contiguous)
+  std::vector<int64_t> chunk_offset;  // per chunk, in row order
 };
 
 // One requested sample: where it lives and where it goes.
@@ -90,6 +96,11 @@ class MpiioReader final : public SampleReader {
   void choose_hints();
   void open_shard(Shard& s);  // throws scaletrain::Error naming the file
   void close_shard(Shard& s);
+  // Sets s.direct and the chunk offsets when the rows can be read with plain MPI-IO.
+  void find_chunks(Shard& s, hid_t file, hid_t data);
+  // The direct path: rows' bytes straight from the file, one collective MPI_File_read_at_all
+  // over an hindexed file view (collective mode) or one MPI_File_read_at per piece.
+  void read_direct(Shard& s, const std::vector<int64_t>& rows);
   // Collective mode: every rank passes its own error ("" when fine) and its needs[] per shard; on
   // return needs[s] says whether any rank needs shard s. If any rank failed, every rank throws
   // the lowest failing rank's message.
@@ -110,6 +121,7 @@ class MpiioReader final : public SampleReader {
   std::vector<uint8_t> staging_;
   std::vector<std::pair<int64_t, int64_t>> pieces_;  // (offset in staging_, size) per unique row read
   std::atomic<int64_t> bytes_read_{0};
+  bool aggregate_ = false;        // collective MPI-IO reads (false: each rank reads its own pieces)
   bool failed_together_ = false;  // an agreed error: every rank unwinds, closing stays collective
 };
 
@@ -201,11 +213,12 @@ std::string open_mpi_io_selection() {
 
 void MpiioReader::choose_hints() {
   // ROMIO (MPICH, Cray MPICH, Intel MPI, Open MPI's romio321) aggregates collective reads
-  // (two-phase I/O) when told to. Open MPI's own OMPIO, its default component, returned wrong
-  // data -- zeros for the last rows of a chunk -- for collective reads of a union of row
-  // hyperslabs in our tests (Open MPI 4.1.4, fcoll vulcan, dynamic and dynamic_gen2; its
-  // two_phase and individual were right): under OMPIO, HDF5 keeps the collective call but lets
-  // each rank read its own pieces (H5FD_MPIO_INDIVIDUAL_IO).
+  // (two-phase I/O; romio_cb_read=enable). Open MPI's own OMPIO, its default component, returned
+  // wrong data -- zeros for the last rows of a chunk -- for collective reads of scattered rows
+  // in our tests, through HDF5 and through our own hindexed file views alike (Open MPI 4.1.4,
+  // fcoll vulcan, dynamic and dynamic_gen2; two_phase and individual were right): under OMPIO
+  // every rank reads its own pieces inside the collective read() (and HDF5's collective calls
+  // use H5FD_MPIO_INDIVIDUAL_IO).
   char version[MPI_MAX_LIBRARY_VERSION_STRING];
   int len = 0;
   MPI_Get_library_version(version, &len);
@@ -219,6 +232,7 @@ void MpiioReader::choose_hints() {
   // Every rank must make the same choice (the environment could differ between ranks).
   int any_ompio = ompio ? 1 : 0;
   ST_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &any_ompio, 1, MPI_INT, MPI_MAX, comm_));
+  aggregate_ = !any_ompio;
   if (any_ompio) {
     Lock lock(io::h5_mutex());
     ST_CHECK(H5Pset_dxpl_mpio_collective_opt(dxpl_, H5FD_MPIO_INDIVIDUAL_IO) >= 0,
@@ -230,8 +244,11 @@ void MpiioReader::choose_hints() {
           "in our tests: every rank reads its own rows (run with OMPI_MCA_io=romio321 for aggregated reads; "
           "docs/io-modes.md)");
   } else {
+    // Data sieving would read the holes between our pieces (whole rows, not tiny strided
+    // pieces); collective buffering (romio_cb_read) stays ROMIO's choice, tunable by ROMIO_HINTS.
     ST_CHECK_MPI(MPI_Info_create(&info_));
-    MPI_Info_set(info_, "romio_cb_read", "enable");
+    char key[] = "romio_ds_read", value[] = "disable";
+    MPI_Info_set(info_, key, value);
   }
 }
 
@@ -277,6 +294,7 @@ void MpiioReader::open_shard(Shard& s) {
     ST_CHECK(row == row_bytes_, s.path << ": images of " << row << " bytes, expected " << row_bytes_
                                        << " (changed since the split was opened?)");
   }
+  if (!vlen_ && s.samples > 0) find_chunks(s, file, data);
   // Labels: 4 bytes per sample, read whole once (collectively in collective mode).
   s.labels.assign(s.samples, 0);
   if (s.samples > 0) {
@@ -316,54 +334,192 @@ void MpiioReader::agree(const std::string& error, std::vector<int>& needs) {
   ST_THROW("rank " << failed << " failed during a collective MPI-IO read: " << msg);
 }
 
+void MpiioReader::find_chunks(Shard& s, hid_t file, hid_t data) {
+  Id dcpl(H5Dget_create_plist(data), H5Pclose);
+  if (dcpl.id < 0 || H5Pget_nfilters(dcpl.id) != 0) return;
+  Id type(H5Dget_type(data), H5Tclose);
+  if (type.id < 0 || H5Tget_size(type.id) != 1) return;
+  const H5D_layout_t layout = H5Pget_layout(dcpl.id);
+  if (layout == H5D_CONTIGUOUS) {
+    const haddr_t at = H5Dget_offset(data);
+    if (at == HADDR_UNDEF) return;
+    s.chunk_rows = s.samples;
+    s.chunk_offset.assign(1, static_cast<int64_t>(at));
+  } else if (layout == H5D_CHUNKED) {
+    const std::size_t nd = s.dims.size();
+    std::vector<hsize_t> chunk(nd);
+    if (H5Pget_chunk(dcpl.id, static_cast<int>(nd), chunk.data()) != static_cast<int>(nd)) return;
+    for (std::size_t i = 1; i < nd; ++i)
+      if (static_cast<int64_t>(chunk[i]) != s.dims[i]) return;  // chunks must hold whole rows
+    s.chunk_rows = static_cast<int64_t>(chunk[0]);
+    const int64_t nchunks = (s.samples + s.chunk_rows - 1) / s.chunk_rows;
+    s.chunk_offset.assign(nchunks, -1);
+    Id space(H5Dget_space(data), H5Sclose);
+    hsize_t stored = 0;
+    if (H5Dget_num_chunks(data, space.id, &stored) < 0) return;
+    std::vector<hsize_t> coords(nd);
+    for (hsize_t i = 0; i < stored; ++i) {
+      unsigned mask = 0;
+      haddr_t at = HADDR_UNDEF;
+      hsize_t size = 0;
+      if (H5Dget_chunk_info(data, space.id, i, coords.data(), &mask, &at, &size) < 0) return;
+      const int64_t c = static_cast<int64_t>(coords[0]) / s.chunk_rows;
+      if (c >= 0 && c < nchunks && at != HADDR_UNDEF) s.chunk_offset[c] = static_cast<int64_t>(at);
+    }
+    for (int64_t off : s.chunk_offset)
+      if (off < 0) return;  // a chunk never written: let HDF5 supply the fill value
+  } else {
+    return;
+  }
+  void* handle = nullptr;
+  Id fapl(H5Fget_access_plist(file), H5Pclose);
+  if (H5Fget_vfd_handle(file, fapl.id, &handle) < 0 || handle == nullptr) return;
+  s.fh = *static_cast<MPI_File*>(handle);
+  s.direct = true;
+}
+
+void MpiioReader::read_direct(Shard& s, const std::vector<int64_t>& rows) {
+  // One piece per run of rows within one chunk: (file offset, length, first row).
+  struct Piece {
+    int64_t offset, length, row;
+  };
+  std::vector<Piece> pieces;
+  const int64_t n = static_cast<int64_t>(rows.size());
+  for (int64_t i = 0; i < n;) {
+    const int64_t c = rows[i] / s.chunk_rows, chunk_end = (c + 1) * s.chunk_rows;
+    int64_t j = i + 1;
+    while (j < n && rows[j] == rows[j - 1] + 1 && rows[j] < chunk_end) ++j;
+    pieces.push_back({s.chunk_offset[c] + (rows[i] - c * s.chunk_rows) * row_bytes_, (j - i) * row_bytes_, rows[i]});
+    i = j;
+  }
+  // MPI-IO file views need increasing offsets; the bytes land in the buffer in that order.
+  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+  const int64_t at = static_cast<int64_t>(staging_.size());
+  staging_.resize(at + n * row_bytes_);
+  uint8_t* buf = staging_.data() + at;
+  const int64_t total = n * row_bytes_;
+  auto fail = [&](const char* what, int rc) {
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    ST_THROW(s.path << ": " << what << " of " << n << " rows (from row " << (n ? rows[0] : -1)
+                    << " of this file) failed: " << std::string(text, len));
+  };
+  if (aggregate_) {
+    // A collective read reports no short read past the end of the file: check the size first,
+    // and on a problem still take part in the collective calls, reading nothing.
+    std::string problem;
+    MPI_Offset size = 0;
+    if (!pieces.empty() && MPI_File_get_size(s.fh, &size) == MPI_SUCCESS) {
+      for (const Piece& p : pieces)
+        if (p.offset + p.length > size) {
+          std::ostringstream os;
+          os << s.path << ": the file is truncated (" << size << " bytes): row " << p.row
+             << " of this file lies beyond its end";
+          problem = os.str();
+          break;
+        }
+    }
+    if (problem.empty() && total >= (int64_t(1) << 31))
+      problem = s.path + ": " + std::to_string(total) + " bytes in one read is over MPI's limit of 2 GiB";
+    if (!problem.empty()) pieces.clear();
+    std::vector<int> lengths(pieces.size());
+    std::vector<MPI_Aint> displs(pieces.size());
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      lengths[i] = static_cast<int>(pieces[i].length);
+      displs[i] = static_cast<MPI_Aint>(pieces[i].offset);
+    }
+    MPI_Datatype view = MPI_BYTE;
+    if (!pieces.empty()) {
+      ST_CHECK_MPI(
+          MPI_Type_create_hindexed(static_cast<int>(pieces.size()), lengths.data(), displs.data(), MPI_BYTE, &view));
+      ST_CHECK_MPI(MPI_Type_commit(&view));
+    }
+    char native[] = "native";
+    int rc = MPI_File_set_view(s.fh, 0, MPI_BYTE, view, native, MPI_INFO_NULL);
+    MPI_Status status;
+    const int count = pieces.empty() ? 0 : static_cast<int>(total);
+    if (rc == MPI_SUCCESS) rc = MPI_File_read_at_all(s.fh, 0, buf, count, MPI_BYTE, &status);
+    const int rc2 = MPI_File_set_view(s.fh, 0, MPI_BYTE, MPI_BYTE, native, MPI_INFO_NULL);  // HDF5's default
+    if (view != MPI_BYTE) MPI_Type_free(&view);
+    ST_CHECK(problem.empty(), problem);
+    if (rc != MPI_SUCCESS) fail("collective MPI-IO read", rc);
+    if (rc2 != MPI_SUCCESS) fail("resetting the MPI-IO file view", rc2);
+    // (ROMIO's status of a collective read is not a per-rank count: the size was checked above.)
+  } else {
+    int64_t pos = 0;
+    for (const Piece& p : pieces) {
+      MPI_Status status;
+      const int rc = MPI_File_read_at(s.fh, p.offset, buf + pos, static_cast<int>(p.length), MPI_BYTE, &status);
+      if (rc != MPI_SUCCESS) fail("MPI-IO read", rc);
+      int got = 0;
+      MPI_Get_count(&status, MPI_BYTE, &got);
+      ST_CHECK(got == p.length, s.path << ": short read (" << got << " of " << p.length << " bytes at row " << p.row
+                                       << "): the file is truncated");
+      pos += p.length;
+    }
+  }
+  // Rows are increasing; locate each row's bytes in the buffer (pieces in file-offset order).
+  std::vector<int64_t> where(n);
+  int64_t pos = 0;
+  for (const Piece& p : pieces) {
+    const int64_t first = std::lower_bound(rows.begin(), rows.end(), p.row) - rows.begin();
+    for (int64_t k = 0; k < p.length / row_bytes_; ++k) where[first + k] = at + pos + k * row_bytes_;
+    pos += p.length;
+  }
+  for (int64_t i = 0; i < n; ++i) pieces_.emplace_back(where[i], row_bytes_);
+}
+
 void MpiioReader::read_rows(Shard& s, const std::vector<int64_t>& rows) {
   Lock lock(io::h5_mutex());
-  Id fspace(H5Dget_space(s.data), H5Sclose);
-  ST_CHECK(fspace.id >= 0, s.path << ": cannot get the dataspace: " << h5_error_text());
+  if (s.direct) {
+    read_direct(s, rows);
+    return;
+  }
   const std::size_t nd = s.dims.size();
   const int64_t n = static_cast<int64_t>(rows.size());
-  if (n == 0) {
-    H5Sselect_none(fspace.id);
-  } else {
-    // One hyperslab per run of consecutive rows (whole rows: every run is contiguous within the
-    // chunks it touches, as chunks hold whole rows).
-    std::vector<hsize_t> start(nd, 0), count(nd, 1), block(s.dims.begin(), s.dims.end());
-    H5S_seloper_t op = H5S_SELECT_SET;
+  auto fail = [&](int64_t row) { ST_THROW(s.path << ": cannot read row " << row << ": " << h5_error_text()); };
+  if (!vlen_) {
+    // HDF5 1.10 walks an irregular (union) selection element by element of the last dimension,
+    // far too slowly for images: read each run of rows as one regular hyperslab instead.
+    const int64_t at = static_cast<int64_t>(staging_.size());
+    staging_.resize(at + n * row_bytes_);
+    std::vector<hsize_t> start(nd, 0), count(s.dims.begin(), s.dims.end());
     for (int64_t i = 0; i < n;) {
       int64_t j = i + 1;
       while (j < n && rows[j] == rows[j - 1] + 1) ++j;
       start[0] = rows[i];
-      block[0] = j - i;
-      ST_CHECK(H5Sselect_hyperslab(fspace.id, op, start.data(), nullptr, count.data(), block.data()) >= 0,
-               s.path << ": cannot select rows: " << h5_error_text());
-      op = H5S_SELECT_OR;
+      count[0] = j - i;
+      Id fspace(H5Dget_space(s.data), H5Sclose);
+      const hsize_t mem_n = (j - i) * row_bytes_;
+      Id mspace(H5Screate_simple(1, &mem_n, nullptr), H5Sclose);
+      if (fspace.id < 0 || mspace.id < 0 ||
+          H5Sselect_hyperslab(fspace.id, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) < 0 ||
+          H5Dread(s.data, H5T_NATIVE_UINT8, mspace.id, fspace.id, H5P_DEFAULT, staging_.data() + at + i * row_bytes_) <
+              0)
+        fail(rows[i]);
       i = j;
     }
-  }
-  const hsize_t mem_n = vlen_ ? hsize_t(std::max<int64_t>(n, 1)) : hsize_t(std::max<int64_t>(n * row_bytes_, 1));
-  Id mspace(H5Screate_simple(1, &mem_n, nullptr), H5Sclose);
-  if (n == 0) H5Sselect_none(mspace.id);
-
-  auto fail = [&]() {
-    std::ostringstream os;
-    os << s.path << ": cannot read sample" << (n == 1 ? " " : "s ") << "(rows of this file";
-    for (int64_t i = 0; i < std::min<int64_t>(n, 8); ++i) os << (i ? ", " : " ") << rows[i];
-    os << (n > 8 ? ", ..." : "") << "): " << h5_error_text();
-    ST_THROW(os.str());
-  };
-  if (!vlen_) {
-    const int64_t at = static_cast<int64_t>(staging_.size());
-    staging_.resize(at + n * row_bytes_);
-    uint8_t* dst = n ? staging_.data() + at : nullptr;
-    uint8_t dummy = 0;
-    if (H5Dread(s.data, H5T_NATIVE_UINT8, mspace.id, fspace.id, dxpl_, dst ? dst : &dummy) < 0) fail();
     for (int64_t i = 0; i < n; ++i) pieces_.emplace_back(at + i * row_bytes_, row_bytes_);
     return;
   }
-  if (n == 0) return;  // vlen reads are never collective
+  if (n == 0) return;
+  // Variable-length rows: one read over the union of runs (a 1-D selection, walked per row).
+  Id fspace(H5Dget_space(s.data), H5Sclose);
+  H5S_seloper_t op = H5S_SELECT_SET;
+  for (int64_t i = 0; i < n;) {
+    int64_t j = i + 1;
+    while (j < n && rows[j] == rows[j - 1] + 1) ++j;
+    const hsize_t start = rows[i], count = j - i;
+    if (H5Sselect_hyperslab(fspace.id, op, &start, nullptr, &count, nullptr) < 0) fail(rows[i]);
+    op = H5S_SELECT_OR;
+    i = j;
+  }
+  const hsize_t mem_n = n;
+  Id mspace(H5Screate_simple(1, &mem_n, nullptr), H5Sclose);
   Id vtype(H5Tvlen_create(H5T_NATIVE_UINT8), H5Tclose);
   std::vector<hvl_t> buf(n);
-  if (H5Dread(s.data, vtype.id, mspace.id, fspace.id, dxpl_, buf.data()) < 0) fail();
+  if (H5Dread(s.data, vtype.id, mspace.id, fspace.id, dxpl_, buf.data()) < 0) fail(rows[0]);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t at = static_cast<int64_t>(staging_.size());
     staging_.resize(at + buf[i].len);

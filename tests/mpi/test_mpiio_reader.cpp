@@ -281,6 +281,32 @@ BOOST_AUTO_TEST_CASE(variable_length_samples) {
   }
 }
 
+// A shard cut short while the reader has it open: in collective mode the ranks that read it
+// find a short read and every rank raises the error, naming the file.
+BOOST_AUTO_TEST_CASE(shard_truncated_while_open_fails_on_every_rank) {
+  TempDir dir("truncated_open");
+  const data::SplitInfo split = write_raw(dir);
+  comm::Communicator world = comm::Communicator::world();
+  data::LoaderOptions options;
+  options.io = "mpiio-collective";
+  auto reader = data::make_mpiio_reader(split, options, world, true);
+  const std::string victim = split.shards[4].path;  // samples 175 .. 215
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank() == 0) fs::resize_file(victim, fs::file_size(victim) / 2);
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::vector<int64_t> ids{3};
+  if (rank() == 0) ids.push_back(215);  // the last sample: beyond the new end of the file
+  std::string message;
+  try {
+    data::SampleBytes got;
+    reader->read(ids, got);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  BOOST_CHECK_MESSAGE(message.find(victim) != std::string::npos, "message: " << message);
+  BOOST_CHECK(world.allreduce_and(!message.empty()));
+}
+
 // A shard cut short after the split was validated: an error naming the file on every rank.
 BOOST_AUTO_TEST_CASE(truncated_shard_fails_on_every_rank) {
   TempDir dir("truncated");
