@@ -4,8 +4,11 @@
 source "$(dirname "$0")/lib.sh"
 T=$TMP_ROOT/train_e2e
 rm -rf "$T" && mkdir -p "$T"
-"$BIN/scaletrain" --help | grep -q "train" || fail "scaletrain --help lists no commands"
-"$BIN/scaletrain" train --help | grep -q -- "--target-accuracy" || fail "train --help misses --target-accuracy"
+# Capture before grepping: grep -q exits early, and under pipefail the writer's SIGPIPE would fail.
+help=$("$BIN/scaletrain" --help)
+grep -q "train" <<<"$help" || fail "scaletrain --help lists no commands"
+help=$("$BIN/scaletrain" train --help)
+grep -q -- "--target-accuracy" <<<"$help" || fail "train --help misses --target-accuracy"
 
 "$BIN/scaletrain-data" synthetic --task image_classification --samples 200 --val-samples 50 --image-size 12,12,3 \
   --classes 5 --shards 3 --output "$T/data" >/dev/null
