@@ -358,11 +358,14 @@ Json run_training(const comm::Communicator& comm, const TrainConfig& cfg, const 
                        << " parameters), " << world << (world == 1 ? " rank" : " ranks") << " on " << distinct_hosts
                        << (distinct_hosts == 1 ? " host, " : " hosts, ") << threads
                        << (threads == 1 ? " thread" : " threads") << " per rank, all-reduce " << reducer->name());
-  ST_LOG("data " << cfg.data_dir << ": " << train_split.samples << " train / " << val_split.samples
-                 << " val samples of " << train_split.height << "x" << train_split.width << "x" << train_split.channels
-                 << ", " << train_split.num_classes << " classes; global batch " << global_batch << " ("
-                 << cfg.batch_size << " per rank), " << steps_per_epoch << " steps per epoch, " << total_steps
-                 << " steps");
+  ST_LOG(
+      "data " << cfg.data_dir << ": " << train_split.samples << " train / " << val_split.samples << " val samples of "
+              << (train_split.encoding == "jpeg"
+                      ? std::string("JPEG images")
+                      : std::to_string(train_split.height) + "x" + std::to_string(train_split.width) + "x" +
+                            std::to_string(train_split.channels))
+              << ", " << train_split.num_classes << " classes; global batch " << global_batch << " (" << cfg.batch_size
+              << " per rank), " << steps_per_epoch << " steps per epoch, " << total_steps << " steps");
   ST_LOG("topology: " << topology.describe());
   ST_LOG("input: " << train_split.encoding << " shards read with " << cfg.io << ", " << cfg.data_threads
                    << " data thread" << (cfg.data_threads == 1 ? "" : "s") << ", prefetch " << cfg.data_prefetch
