@@ -100,14 +100,15 @@ class MpiioReader final : public SampleReader {
   void find_chunks(Shard& s, hid_t file, hid_t data);
   // The direct path: rows' bytes straight from the file, one collective MPI_File_read_at_all
   // over an hindexed file view (collective mode) or one MPI_File_read_at per piece.
-  void read_direct(Shard& s, const std::vector<int64_t>& rows);
+  void read_direct(Shard& s, const std::vector<int64_t>& rows, const std::vector<uint8_t*>& dest);
   // Collective mode: every rank passes its own error ("" when fine) and its needs[] per shard; on
   // return needs[s] says whether any rank needs shard s. If any rank failed, every rank throws
   // the lowest failing rank's message.
   void agree(const std::string& error, std::vector<int>& needs);
-  // Reads `rows` (increasing, distinct) of shard s into staging_, appending (offset, size) to
-  // pieces_. rows may be empty (a collective read that selects nothing).
-  void read_rows(Shard& s, const std::vector<int64_t>& rows);
+  // Reads `rows` (increasing, distinct) of shard s: raw rows to dest[i] (row_bytes_ each);
+  // variable-length rows into staging_, appending (offset, size) to pieces_. rows may be empty
+  // (a collective read that selects nothing).
+  void read_rows(Shard& s, const std::vector<int64_t>& rows, const std::vector<uint8_t*>& dest);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
@@ -378,25 +379,24 @@ void MpiioReader::find_chunks(Shard& s, hid_t file, hid_t data) {
   s.direct = true;
 }
 
-void MpiioReader::read_direct(Shard& s, const std::vector<int64_t>& rows) {
+void MpiioReader::read_direct(Shard& s, const std::vector<int64_t>& rows, const std::vector<uint8_t*>& dest) {
   // One piece per run of rows within one chunk: (file offset, length, first row).
   struct Piece {
     int64_t offset, length, row;
+    uint8_t* dest;
   };
   std::vector<Piece> pieces;
   const int64_t n = static_cast<int64_t>(rows.size());
   for (int64_t i = 0; i < n;) {
     const int64_t c = rows[i] / s.chunk_rows, chunk_end = (c + 1) * s.chunk_rows;
     int64_t j = i + 1;
-    while (j < n && rows[j] == rows[j - 1] + 1 && rows[j] < chunk_end) ++j;
-    pieces.push_back({s.chunk_offset[c] + (rows[i] - c * s.chunk_rows) * row_bytes_, (j - i) * row_bytes_, rows[i]});
+    while (j < n && rows[j] == rows[j - 1] + 1 && rows[j] < chunk_end && dest[j] == dest[j - 1] + row_bytes_) ++j;
+    pieces.push_back(
+        {s.chunk_offset[c] + (rows[i] - c * s.chunk_rows) * row_bytes_, (j - i) * row_bytes_, rows[i], dest[i]});
     i = j;
   }
-  // MPI-IO file views need increasing offsets; the bytes land in the buffer in that order.
+  // MPI-IO file views need increasing offsets; the memory type follows the same order.
   std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
-  const int64_t at = static_cast<int64_t>(staging_.size());
-  staging_.resize(at + n * row_bytes_);
-  uint8_t* buf = staging_.data() + at;
   const int64_t total = n * row_bytes_;
   auto fail = [&](const char* what, int rc) {
     char text[MPI_MAX_ERROR_STRING];
@@ -424,56 +424,51 @@ void MpiioReader::read_direct(Shard& s, const std::vector<int64_t>& rows) {
       problem = s.path + ": " + std::to_string(total) + " bytes in one read is over MPI's limit of 2 GiB";
     if (!problem.empty()) pieces.clear();
     std::vector<int> lengths(pieces.size());
-    std::vector<MPI_Aint> displs(pieces.size());
+    std::vector<MPI_Aint> displs(pieces.size()), addrs(pieces.size());
     for (std::size_t i = 0; i < pieces.size(); ++i) {
       lengths[i] = static_cast<int>(pieces[i].length);
       displs[i] = static_cast<MPI_Aint>(pieces[i].offset);
+      MPI_Get_address(pieces[i].dest, &addrs[i]);
     }
-    MPI_Datatype view = MPI_BYTE;
+    MPI_Datatype view = MPI_BYTE, memory = MPI_BYTE;
     if (!pieces.empty()) {
-      ST_CHECK_MPI(
-          MPI_Type_create_hindexed(static_cast<int>(pieces.size()), lengths.data(), displs.data(), MPI_BYTE, &view));
+      const int np = static_cast<int>(pieces.size());
+      ST_CHECK_MPI(MPI_Type_create_hindexed(np, lengths.data(), displs.data(), MPI_BYTE, &view));
       ST_CHECK_MPI(MPI_Type_commit(&view));
+      ST_CHECK_MPI(MPI_Type_create_hindexed(np, lengths.data(), addrs.data(), MPI_BYTE, &memory));
+      ST_CHECK_MPI(MPI_Type_commit(&memory));
     }
     char native[] = "native";
     int rc = MPI_File_set_view(s.fh, 0, MPI_BYTE, view, native, MPI_INFO_NULL);
     MPI_Status status;
-    const int count = pieces.empty() ? 0 : static_cast<int>(total);
-    if (rc == MPI_SUCCESS) rc = MPI_File_read_at_all(s.fh, 0, buf, count, MPI_BYTE, &status);
+    static uint8_t nothing = 0;
+    if (rc == MPI_SUCCESS)
+      rc = pieces.empty() ? MPI_File_read_at_all(s.fh, 0, &nothing, 0, MPI_BYTE, &status)
+                          : MPI_File_read_at_all(s.fh, 0, MPI_BOTTOM, 1, memory, &status);
     const int rc2 = MPI_File_set_view(s.fh, 0, MPI_BYTE, MPI_BYTE, native, MPI_INFO_NULL);  // HDF5's default
     if (view != MPI_BYTE) MPI_Type_free(&view);
+    if (memory != MPI_BYTE) MPI_Type_free(&memory);
     ST_CHECK(problem.empty(), problem);
     if (rc != MPI_SUCCESS) fail("collective MPI-IO read", rc);
     if (rc2 != MPI_SUCCESS) fail("resetting the MPI-IO file view", rc2);
     // (ROMIO's status of a collective read is not a per-rank count: the size was checked above.)
   } else {
-    int64_t pos = 0;
     for (const Piece& p : pieces) {
       MPI_Status status;
-      const int rc = MPI_File_read_at(s.fh, p.offset, buf + pos, static_cast<int>(p.length), MPI_BYTE, &status);
+      const int rc = MPI_File_read_at(s.fh, p.offset, p.dest, static_cast<int>(p.length), MPI_BYTE, &status);
       if (rc != MPI_SUCCESS) fail("MPI-IO read", rc);
       int got = 0;
       MPI_Get_count(&status, MPI_BYTE, &got);
       ST_CHECK(got == p.length, s.path << ": short read (" << got << " of " << p.length << " bytes at row " << p.row
                                        << "): the file is truncated");
-      pos += p.length;
     }
   }
-  // Rows are increasing; locate each row's bytes in the buffer (pieces in file-offset order).
-  std::vector<int64_t> where(n);
-  int64_t pos = 0;
-  for (const Piece& p : pieces) {
-    const int64_t first = std::lower_bound(rows.begin(), rows.end(), p.row) - rows.begin();
-    for (int64_t k = 0; k < p.length / row_bytes_; ++k) where[first + k] = at + pos + k * row_bytes_;
-    pos += p.length;
-  }
-  for (int64_t i = 0; i < n; ++i) pieces_.emplace_back(where[i], row_bytes_);
 }
 
-void MpiioReader::read_rows(Shard& s, const std::vector<int64_t>& rows) {
+void MpiioReader::read_rows(Shard& s, const std::vector<int64_t>& rows, const std::vector<uint8_t*>& dest) {
   Lock lock(io::h5_mutex());
   if (s.direct) {
-    read_direct(s, rows);
+    read_direct(s, rows, dest);
     return;
   }
   const std::size_t nd = s.dims.size();
@@ -500,7 +495,8 @@ void MpiioReader::read_rows(Shard& s, const std::vector<int64_t>& rows) {
         fail(rows[i]);
       i = j;
     }
-    for (int64_t i = 0; i < n; ++i) pieces_.emplace_back(at + i * row_bytes_, row_bytes_);
+    for (int64_t i = 0; i < n; ++i) std::memcpy(dest[i], staging_.data() + at + i * row_bytes_, row_bytes_);
+    staging_.resize(at);
     return;
   }
   if (n == 0) return;
@@ -576,23 +572,41 @@ void MpiioReader::read(const std::vector<int64_t>& ids, SampleBytes& out) {
   }
 
   // Read each needed shard's distinct rows; collective mode reads every shard that any rank needs.
+  // Raw rows go straight to their place in out.bytes (the first request of a repeated id).
+  const std::size_t n = ids.size();
+  out.ids = ids;
+  out.labels.resize(n);
+  if (!vlen_) {
+    out.bytes.resize(n * row_bytes_);
+    out.offsets.resize(n + 1);
+    for (std::size_t j = 0; j <= n; ++j) out.offsets[j] = static_cast<int64_t>(j) * row_bytes_;
+  }
   staging_.clear();
   pieces_.clear();
-  std::vector<int64_t> piece_of(items.size());  // items[k] -> pieces_ index
+  std::vector<int64_t> first_of(items.size());  // items[k] -> the item holding its row's bytes
+  std::vector<int64_t> piece_of(items.size());  // vlen: items[k] -> pieces_ index
   std::vector<int64_t> rows;
+  std::vector<uint8_t*> dest;
   std::size_t k = 0;
   std::string read_error;
   for (std::size_t s = 0; s < nshards; ++s) {
     if (!needs[s]) continue;
     rows.clear();
+    dest.clear();
     for (; k < items.size() && items[k].shard == static_cast<int64_t>(s); ++k) {
-      if (rows.empty() || rows.back() != items[k].row) rows.push_back(items[k].row);
+      if (rows.empty() || rows.back() != items[k].row) {
+        rows.push_back(items[k].row);
+        dest.push_back(vlen_ ? nullptr : out.bytes.data() + items[k].pos * row_bytes_);
+        first_of[k] = static_cast<int64_t>(k);
+      } else {
+        first_of[k] = first_of[k - 1];
+      }
       piece_of[k] = static_cast<int64_t>(pieces_.size() + rows.size() - 1);
     }
     // After a failure, keep taking part in the collective reads with nothing selected.
-    if (!read_error.empty()) rows.clear();
+    if (!read_error.empty()) rows.clear(), dest.clear();
     try {
-      read_rows(shards_[s], rows);
+      read_rows(shards_[s], rows, dest);
       bytes_read_ += static_cast<int64_t>(rows.size()) * (vlen_ ? 4 : row_bytes_ + 4);
     } catch (const Error& e) {
       if (!collective_) throw;
@@ -603,27 +617,32 @@ void MpiioReader::read(const std::vector<int64_t>& ids, SampleBytes& out) {
     std::vector<int> none;
     agree(read_error, none);
   }
-  if (vlen_) {
-    int64_t sum = 0;
-    for (const auto& p : pieces_) sum += p.second;
-    bytes_read_ += sum;
-  }
 
-  // Assemble in request order (repeats copy the same row again).
-  const std::size_t n = ids.size();
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const Item& it = items[i];
+    out.labels[it.pos] = shards_[it.shard].labels[it.row];
+  }
+  if (!vlen_) {
+    // Repeated ids: copy the bytes read for their first request.
+    for (std::size_t i = 0; i < items.size(); ++i)
+      if (first_of[i] != static_cast<int64_t>(i))
+        std::memcpy(out.bytes.data() + items[i].pos * row_bytes_,
+                    out.bytes.data() + items[first_of[i]].pos * row_bytes_, row_bytes_);
+    return;
+  }
+  int64_t sum = 0;
+  for (const auto& p : pieces_) sum += p.second;
+  bytes_read_ += sum;
+  // Variable-length rows: assemble in request order from staging_.
   std::vector<int64_t> where(n, -1);
   for (std::size_t i = 0; i < items.size(); ++i) where[items[i].pos] = static_cast<int64_t>(i);
-  out.ids = ids;
-  out.labels.resize(n);
   out.offsets.resize(n + 1);
   out.offsets[0] = 0;
   for (std::size_t j = 0; j < n; ++j) out.offsets[j + 1] = out.offsets[j] + pieces_[piece_of[where[j]]].second;
   out.bytes.resize(out.offsets[n]);
   for (std::size_t j = 0; j < n; ++j) {
-    const Item& it = items[where[j]];
     const auto& p = pieces_[piece_of[where[j]]];
     if (p.second) std::memcpy(out.bytes.data() + out.offsets[j], staging_.data() + p.first, p.second);
-    out.labels[j] = shards_[it.shard].labels[it.row];
   }
 }
 
