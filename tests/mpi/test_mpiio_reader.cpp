@@ -8,6 +8,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
 #include <random>
@@ -136,6 +137,59 @@ data::SplitInfo write_vlen(const TempDir& dir) {
   return split;
 }
 
+// Rank 0 writes raw shards whose `images` HDF5 must read itself: compressed (deflate) in
+// 16-row chunks for even shards, contiguous for odd ones, both with the generated pattern.
+data::SplitInfo write_other_layouts(const TempDir& dir) {
+  data::SplitInfo split;
+  split.dir = (fs::path(dir.path) / "train").string();
+  split.height = kH;
+  split.width = kW;
+  split.channels = kC;
+  split.num_classes = kClasses;
+  int64_t first = 0;
+  for (std::size_t i = 0; i < kShardSizes.size(); ++i) {
+    const int64_t n = kShardSizes[i];
+    const std::string path = (fs::path(split.dir) / data::shard_file_name(i, kShardSizes.size())).string();
+    if (rank() == 0) {
+      std::vector<uint8_t> images(n * kRow);
+      std::vector<int32_t> labels(n);
+      for (int64_t s = 0; s < n; ++s) {
+        for (int64_t k = 0; k < kRow; ++k) images[s * kRow + k] = pixel(first + s, k);
+        labels[s] = label(first + s);
+      }
+      std::lock_guard<std::recursive_mutex> lock(io::h5_mutex());
+      hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+      BOOST_REQUIRE(f >= 0);
+      hsize_t dims[4] = {hsize_t(n), kH, kW, kC}, chunk[4] = {hsize_t(std::min<int64_t>(n, 16)), kH, kW, kC};
+      hid_t space = H5Screate_simple(4, dims, nullptr);
+      hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+      if (i % 2 == 0 && n > 0) {
+        H5Pset_chunk(dcpl, 4, chunk);
+        H5Pset_deflate(dcpl, 4);
+      }
+      hid_t d = H5Dcreate2(f, "images", H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+      BOOST_REQUIRE(d >= 0);
+      if (n) BOOST_REQUIRE(H5Dwrite(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, images.data()) >= 0);
+      hsize_t ln = n;
+      hid_t lspace = H5Screate_simple(1, &ln, nullptr);
+      hid_t l = H5Dcreate2(f, "labels", H5T_STD_I32LE, lspace, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+      BOOST_REQUIRE(l >= 0);
+      if (n) BOOST_REQUIRE(H5Dwrite(l, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data()) >= 0);
+      H5Dclose(l);
+      H5Sclose(lspace);
+      H5Dclose(d);
+      H5Pclose(dcpl);
+      H5Sclose(space);
+      H5Fclose(f);
+    }
+    split.shards.push_back({path, n});
+    split.samples += n;
+    first += n;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return split;
+}
+
 // Random ids over the whole split with deliberate repeats; empty for some (rank, round).
 std::vector<int64_t> random_ids(int64_t total, int round, bool allow_empty) {
   std::mt19937_64 gen(1000 * round + rank());
@@ -246,6 +300,28 @@ BOOST_AUTO_TEST_CASE(evaluation_falls_back_to_independent_reads) {
     const std::vector<int64_t> ids = random_ids(split.samples, round + 50, false);
     reader->read(ids, got);
     check_raw(split, ids, got);
+  }
+}
+
+// Compressed and contiguous `images`: compressed shards go through HDF5 (one hyperslab per
+// run, independent even in collective mode), contiguous ones through the direct path.
+BOOST_AUTO_TEST_CASE(compressed_and_contiguous_layouts) {
+  TempDir dir("layouts");
+  const data::SplitInfo split = write_other_layouts(dir);
+  comm::Communicator world = comm::Communicator::world();
+  for (bool collective : {false, true}) {
+    data::LoaderOptions options;
+    options.io = collective ? "mpiio-collective" : "mpiio";
+    auto reader = data::make_mpiio_reader(split, options, world, collective);
+    int64_t expected_bytes = 0;
+    data::SampleBytes got;
+    for (int round = 0; round < 8; ++round) {
+      const std::vector<int64_t> ids = random_ids(split.samples, round + 200, collective);
+      reader->read(ids, got);
+      check_raw(split, ids, got);
+      expected_bytes += distinct(ids) * (kRow + 4);
+      BOOST_CHECK_EQUAL(reader->bytes_read(), expected_bytes);
+    }
   }
 }
 
