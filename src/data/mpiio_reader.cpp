@@ -203,8 +203,11 @@ MpiioReader::MpiioReader(const SplitInfo& split, const LoaderOptions& options, M
 // Open MPI's MPI-IO component selection (the MCA variable "io": "" for the default, e.g.
 // "romio321" or "^ompio"), read through the MPI tool interface; "" when unavailable.
 std::string open_mpi_io_selection() {
-  int provided = 0;
-  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return "";
+  // Ask for the level MPI runs at: Open MPI lowers what MPI_Query_thread reports to the level
+  // passed here, and the gradient all-reducer's thread needs MPI_THREAD_MULTIPLE to stay.
+  int level = MPI_THREAD_SINGLE, provided = 0;
+  MPI_Query_thread(&level);
+  if (MPI_T_init_thread(level, &provided) != MPI_SUCCESS) return "";
   std::string value;
   int index = 0, count = 0;
   MPI_T_cvar_handle handle;
