@@ -91,41 +91,6 @@ std::string vec_string(const std::vector<double>& v) {
   return os.str();
 }
 
-// Creates DIR/<split> for every split; refuses to mix new shards with old ones unless
-// `overwrite`, in which case old shards are removed. Rank 0 does it; the others wait.
-void prepare_output(const World& world, const std::string& output, const std::vector<std::string>& splits,
-                    bool overwrite) {
-  std::string problem;
-  if (world.rank == 0) {
-    try {
-      for (const auto& split : splits) {
-        const fs::path dir = fs::path(output) / split;
-        fs::create_directories(dir);
-        for (const auto& e : fs::directory_iterator(dir)) {
-          const std::string name = e.path().filename().string();
-          const bool shard =
-              e.path().extension() == ".h5" || (name.size() > 7 && name.substr(name.size() - 7) == ".h5.tmp");
-          if (!shard) continue;
-          if (!overwrite) {
-            problem = dir.string() + " already holds shards (" + name + "); pass --overwrite to replace them";
-            break;
-          }
-          fs::remove(e.path());
-        }
-        if (!problem.empty()) break;
-      }
-    } catch (const fs::filesystem_error& e) {
-      problem = std::string("cannot prepare ") + output + ": " + e.what();
-    }
-  }
-  // Every rank learns the verdict, so that all fail together without MPI_Abort noise.
-  int length = static_cast<int>(problem.size());
-  ST_CHECK_MPI(MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD));
-  problem.resize(length);
-  ST_CHECK_MPI(MPI_Bcast(problem.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD));
-  ST_CHECK(problem.empty(), problem);
-}
-
 void print_split(const data::SplitInfo& s, bool shards) {
   std::cout << "split " << fs::path(s.dir).filename().string() << ": " << s.samples << " samples in " << s.shards.size()
             << " shard" << (s.shards.size() == 1 ? "" : "s") << ", task " << s.task << ", images " << s.height << "x"
@@ -210,7 +175,7 @@ int convert_main(int argc, char** argv) {
   stats.add(train.images.data<uint8_t>(), train.images.dim(0), train.images.dim(1) * train.images.dim(2));
   const std::vector<double> mean = stats.mean(), std = stats.std();
 
-  prepare_output(world, output, {"train", "val"}, overwrite);
+  prepare_output(world.rank, output, {"train", "val"}, overwrite);
   struct Task {
     const data::IdxSplit* source;
     std::string split;
@@ -327,7 +292,7 @@ int synthetic_main(int argc, char** argv) {
   const std::vector<double> mean = stats.mean(), std = stats.std();
 
   // Pass 2: write.
-  prepare_output(world, output, {"train", "val"}, overwrite);
+  prepare_output(world.rank, output, {"train", "val"}, overwrite);
   for (std::size_t t = world.rank; t < tasks.size(); t += world.size) {
     const Task& task = tasks[t];
     const auto [begin, end] = data::shard_range(task.total, task.index, task.count);
@@ -697,6 +662,40 @@ int data_main(int argc, char** argv) {
 }
 
 }  // namespace
+
+// Creates DIR/<split> for every split; refuses to mix new shards with old ones unless
+// `overwrite`, in which case old shards are removed. Rank 0 does it; the others wait.
+void prepare_output(int rank, const std::string& output, const std::vector<std::string>& splits, bool overwrite) {
+  std::string problem;
+  if (rank == 0) {
+    try {
+      for (const auto& split : splits) {
+        const fs::path dir = fs::path(output) / split;
+        fs::create_directories(dir);
+        for (const auto& e : fs::directory_iterator(dir)) {
+          const std::string name = e.path().filename().string();
+          const bool shard =
+              e.path().extension() == ".h5" || (name.size() > 7 && name.substr(name.size() - 7) == ".h5.tmp");
+          if (!shard) continue;
+          if (!overwrite) {
+            problem = dir.string() + " already holds shards (" + name + "); pass --overwrite to replace them";
+            break;
+          }
+          fs::remove(e.path());
+        }
+        if (!problem.empty()) break;
+      }
+    } catch (const fs::filesystem_error& e) {
+      problem = std::string("cannot prepare ") + output + ": " + e.what();
+    }
+  }
+  // Every rank learns the verdict, so that all fail together without MPI_Abort noise.
+  int length = static_cast<int>(problem.size());
+  ST_CHECK_MPI(MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  problem.resize(length);
+  ST_CHECK_MPI(MPI_Bcast(problem.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD));
+  ST_CHECK(problem.empty(), problem);
+}
 
 int scaletrain_data_main(int argc, char** argv) { return run_guarded("scaletrain-data", argc, argv, data_main); }
 

@@ -115,39 +115,6 @@ void write_shard(const std::vector<data::ImageFile>& files, int64_t begin, int64
     data::write_jpeg_shard(path, jpegs, labels, num_classes, kImageNetMean, kImageNetStd, chunk);
 }
 
-// Rank 0 creates OUTPUT/train and OUTPUT/val and clears old shards (with --overwrite); every
-// rank learns the verdict so that all fail together.
-void prepare_output(int rank, const std::string& output, bool overwrite) {
-  std::string problem;
-  if (rank == 0) {
-    try {
-      for (const char* split : {"train", "val"}) {
-        const fs::path dir = fs::path(output) / split;
-        fs::create_directories(dir);
-        for (const auto& e : fs::directory_iterator(dir)) {
-          const std::string name = e.path().filename().string();
-          const bool shard =
-              e.path().extension() == ".h5" || (name.size() > 7 && name.substr(name.size() - 7) == ".h5.tmp");
-          if (!shard) continue;
-          if (!overwrite) {
-            problem = dir.string() + " already holds shards (" + name + "); pass --overwrite to replace them";
-            break;
-          }
-          fs::remove(e.path());
-        }
-        if (!problem.empty()) break;
-      }
-    } catch (const fs::filesystem_error& e) {
-      problem = std::string("cannot prepare ") + output + ": " + e.what();
-    }
-  }
-  int length = static_cast<int>(problem.size());
-  ST_CHECK_MPI(MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD));
-  problem.resize(length);
-  ST_CHECK_MPI(MPI_Bcast(problem.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD));
-  ST_CHECK(problem.empty(), problem);
-}
-
 }  // namespace
 
 int convert_imagenet_main(int argc, char** argv) {
@@ -217,7 +184,7 @@ int convert_imagenet_main(int argc, char** argv) {
   Stopwatch clock;
   const data::ImageNetTree tree = data::scan_imagenet(source, val_labels);
   const int classes = static_cast<int>(tree.classes.size());
-  prepare_output(rank, output, overwrite);
+  prepare_output(rank, output, {"train", "val"}, overwrite);
 
   struct Task {
     const std::vector<data::ImageFile>* files;

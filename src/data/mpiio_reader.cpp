@@ -40,22 +40,6 @@ namespace {
 
 using Lock = std::lock_guard<std::recursive_mutex>;
 
-herr_t collect_error(unsigned, const H5E_error2_t* err, void* client) {
-  auto* msgs = static_cast<std::vector<std::string>*>(client);
-  if (err->desc && *err->desc) msgs->push_back(err->desc);
-  return 0;
-}
-
-// HDF5's explanation of the last failure (outermost and innermost message); clears the stack.
-std::string h5_error_text() {
-  std::vector<std::string> msgs;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_error, &msgs);
-  H5Eclear2(H5E_DEFAULT);
-  if (msgs.empty()) return "HDF5 gave no detail";
-  if (msgs.size() == 1 || msgs.front() == msgs.back()) return msgs.front();
-  return msgs.front() + " (" + msgs.back() + ")";
-}
-
 // Closes an HDF5 object when leaving scope (the caller holds the lock).
 struct Id {
   hid_t id = -1;
@@ -163,9 +147,9 @@ MpiioReader::MpiioReader(const SplitInfo& split, const LoaderOptions& options, M
   {
     Lock lock(io::h5_mutex());
     dxpl_ = H5Pcreate(H5P_DATASET_XFER);
-    ST_CHECK(dxpl_ >= 0, "cannot create an HDF5 transfer property list: " << h5_error_text());
+    ST_CHECK(dxpl_ >= 0, "cannot create an HDF5 transfer property list: " << io::h5_error_text());
     if (H5Pset_dxpl_mpio(dxpl_, collective_ ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT) < 0)
-      ST_THROW("cannot set the MPI-IO transfer mode: " << h5_error_text());
+      ST_THROW("cannot set the MPI-IO transfer mode: " << io::h5_error_text());
   }
   if (!collective_) return;  // shards open on first use
   choose_hints();
@@ -246,7 +230,7 @@ void MpiioReader::choose_hints() {
   if (any_ompio) {
     Lock lock(io::h5_mutex());
     ST_CHECK(H5Pset_dxpl_mpio_collective_opt(dxpl_, H5FD_MPIO_INDIVIDUAL_IO) >= 0,
-             "cannot set the MPI-IO transfer mode: " << h5_error_text());
+             "cannot set the MPI-IO transfer mode: " << io::h5_error_text());
     static std::atomic<bool> said{false};
     if (!said.exchange(true))
       log_info(
@@ -278,15 +262,15 @@ MpiioReader::~MpiioReader() {
 void MpiioReader::open_shard(Shard& s) {
   Lock lock(io::h5_mutex());
   Id fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  ST_CHECK(fapl.id >= 0, "cannot create an HDF5 property list: " << h5_error_text());
-  ST_CHECK(H5Pset_fapl_mpio(fapl.id, comm_, info_) >= 0, s.path << ": cannot set up MPI-IO: " << h5_error_text());
+  ST_CHECK(fapl.id >= 0, "cannot create an HDF5 property list: " << io::h5_error_text());
+  ST_CHECK(H5Pset_fapl_mpio(fapl.id, comm_, info_) >= 0, s.path << ": cannot set up MPI-IO: " << io::h5_error_text());
   hid_t file = H5Fopen(s.path.c_str(), H5F_ACC_RDONLY, fapl.id);
   ST_CHECK(file >= 0,
-           s.path << ": cannot open with MPI-IO (missing, unreadable, truncated or not HDF5): " << h5_error_text());
+           s.path << ": cannot open with MPI-IO (missing, unreadable, truncated or not HDF5): " << io::h5_error_text());
   Id f(file, H5Fclose);
   const char* name = vlen_ ? "jpeg" : "images";
   hid_t data = H5Dopen2(file, name, H5P_DEFAULT);
-  ST_CHECK(data >= 0, s.path << ": cannot open dataset '" << name << "': " << h5_error_text());
+  ST_CHECK(data >= 0, s.path << ": cannot open dataset '" << name << "': " << io::h5_error_text());
   Id d(data, H5Dclose);
   {
     Id space(H5Dget_space(data), H5Sclose);
@@ -309,9 +293,9 @@ void MpiioReader::open_shard(Shard& s) {
   s.labels.assign(s.samples, 0);
   if (s.samples > 0) {
     Id l(H5Dopen2(file, "labels", H5P_DEFAULT), H5Dclose);
-    ST_CHECK(l.id >= 0, s.path << ": cannot open dataset 'labels': " << h5_error_text());
+    ST_CHECK(l.id >= 0, s.path << ": cannot open dataset 'labels': " << io::h5_error_text());
     ST_CHECK(H5Dread(l.id, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, dxpl_, s.labels.data()) >= 0,
-             s.path << ": cannot read 'labels': " << h5_error_text());
+             s.path << ": cannot read 'labels': " << io::h5_error_text());
   }
   s.file = file;
   s.data = data;
@@ -482,7 +466,7 @@ void MpiioReader::read_rows(Shard& s, const std::vector<int64_t>& rows, const st
   }
   const std::size_t nd = s.dims.size();
   const int64_t n = static_cast<int64_t>(rows.size());
-  auto fail = [&](int64_t row) { ST_THROW(s.path << ": cannot read row " << row << ": " << h5_error_text()); };
+  auto fail = [&](int64_t row) { ST_THROW(s.path << ": cannot read row " << row << ": " << io::h5_error_text()); };
   if (!vlen_) {
     // HDF5 1.10 walks an irregular (union) selection element by element of the last dimension,
     // far too slowly for images: read each run of rows as one regular hyperslab instead.

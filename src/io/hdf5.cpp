@@ -22,15 +22,19 @@ namespace {
 
 using Lock = std::lock_guard<std::recursive_mutex>;
 
-// Outermost and innermost descriptions of the HDF5 error stack, e.g.
-// "unable to open file (truncated file: eof = 1000, ...)".
+[[noreturn]] void h5_fail(const std::string& what) { ST_THROW(what << ": " << h5_error_text()); }
+
+}  // namespace
+
+namespace {
 herr_t collect_error(unsigned n, const H5E_error2_t* err, void* client) {
   auto* msgs = static_cast<std::vector<std::string>*>(client);
   if (err->desc && *err->desc) msgs->push_back(err->desc);
   return 0;
 }
+}  // namespace
 
-std::string h5_message() {
+std::string h5_error_text() {
   std::vector<std::string> msgs;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_error, &msgs);
   H5Eclear2(H5E_DEFAULT);
@@ -39,9 +43,6 @@ std::string h5_message() {
   return msgs.front() + " (" + msgs.back() + ")";
 }
 
-[[noreturn]] void h5_fail(const std::string& what) { ST_THROW(what << ": " << h5_message()); }
-
-}  // namespace
 }  // namespace scaletrain::io
 
 // H5_OK(expr, message stream): evaluates an HDF5 call once; a negative result throws

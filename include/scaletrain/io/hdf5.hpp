@@ -143,6 +143,11 @@ class H5Dataset {
   std::vector<int64_t> chunk_offset_;  // file offset of each chunk, in row order
 };
 
+// HDF5's explanation of its last failure (outermost and innermost message of the error stack,
+// e.g. "unable to open file (truncated file: eof = 1000, ...)"); clears the stack. Call it with
+// io::h5_mutex() held, right after the failing call.
+std::string h5_error_text();
+
 // Quiets HDF5's automatic error printing (we report errors ourselves). Call once at start-up.
 void h5_silence_errors();
 
