@@ -22,9 +22,9 @@ std::string shard_checksum(const std::string& path);
 void stamp_shard_checksum(const std::string& path);
 
 struct StagingResult {
-  SplitInfo split;        // the same split, its shard paths now under the staging directory
-  double seconds = 0.0;   // wall time of the staging on this rank (including waiting for the node)
-  int64_t bytes = 0;      // bytes this rank copied (0 on ranks that did not copy)
+  SplitInfo split;       // the same split, its shard paths now under the staging directory
+  double seconds = 0.0;  // wall time of the staging on this rank (including waiting for the node)
+  int64_t bytes = 0;     // bytes this rank copied (0 on ranks that did not copy)
   Json to_json() const;
 };
 

@@ -8,6 +8,8 @@
 // float pair (hi + lo), so that x - mean is nearly exact in float.
 // Threads split the rows statically and reduce their partial sums in a fixed order, so results
 // are deterministic for a given thread count.
+#include "ops/cpu/batch_norm_cpu.hpp"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -15,7 +17,6 @@
 #include <vector>
 
 #include "scaletrain/core/error.hpp"
-#include "ops/cpu/batch_norm_cpu.hpp"
 
 namespace scaletrain::ops::cpu {
 namespace {
