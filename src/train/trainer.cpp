@@ -206,11 +206,6 @@ void check_checkpoint_fits(const std::string& checkpoint, const std::string& mod
 }
 
 EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model& model, const data::SplitInfo& split,
-                    int64_t batch_size) {
-  return evaluate(comm, ctx, model, split, batch_size, EvalDataOptions{});
-}
-
-EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model& model, const data::SplitInfo& split,
                     int64_t batch_size, const EvalDataOptions& data_options) {
   data::LoaderOptions options;
   options.batch_size = batch_size;

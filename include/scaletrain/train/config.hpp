@@ -85,11 +85,6 @@ struct EvalDataOptions {
   bool skip_bad_samples = false;
 };
 
-// evaluate() (trainer.hpp) with the reading options above; defined in trainer.cpp.
-struct EvalResult;
-EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model& model, const data::SplitInfo& split,
-                    int64_t batch_size, const EvalDataOptions& data_options);
-
 // The model's default input size for JPEG datasets (--image-size): 224 for resnet50, 32 for resnet20.
 inline int default_image_size(const std::string& model) { return model == "resnet20" ? 32 : 224; }
 

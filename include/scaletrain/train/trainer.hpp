@@ -25,9 +25,9 @@ struct EvalResult {
 };
 
 // Top-1 accuracy on a split, sharded over ranks (every sample exactly once) and reduced.
-// Batch norm runs in evaluation mode.
+// Batch norm runs in evaluation mode; the split is read as `data_options` say.
 EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model& model, const data::SplitInfo& split,
-                    int64_t batch_size);
+                    int64_t batch_size, const EvalDataOptions& data_options = {});
 
 // Threads per rank when --threads is 0: the node's cores shared evenly by its ranks.
 int default_threads(const comm::Communicator& comm);
