@@ -395,7 +395,7 @@ int cmd_eval(int argc, char** argv) {
   const data::SplitInfo info = data::open_split(data_dir, split);
   Context ctx(Device::cpu, threads > 0 ? threads : train::default_threads(comm));
   auto m = models::make_model(model, info.num_classes, info.channels);
-  train::check_checkpoint_fits(checkpoint, model, info.channels, info.num_classes, data_dir);
+  train::check_checkpoint_fits(checkpoint, info.channels, info.num_classes, data_dir);
   checkpoint::load_checkpoint(checkpoint, model, m->params(), nullptr);
   const train::EvalResult r = train::evaluate(comm, ctx, *m, info, batch_size, data_options);
   char line[256];
@@ -450,7 +450,7 @@ int cmd_predict(int argc, char** argv) {
   }
   Context ctx(Device::cpu, threads);
   auto m = models::make_model(model, static_cast<int>(classes), static_cast<int>(c));
-  train::check_checkpoint_fits(checkpoint, model, static_cast<int>(c), static_cast<int>(classes), input);
+  train::check_checkpoint_fits(checkpoint, static_cast<int>(c), static_cast<int>(classes), input);
   checkpoint::load_checkpoint(checkpoint, model, m->params(), nullptr);
 
   Tensor logits_all = Tensor::empty({n, classes});

@@ -474,7 +474,7 @@ int bench_main(int argc, char** argv) {
   if (!no_raw) raw_bytes = raw_pass(raw_seconds);
 
   data::Loader loader(info, world.rank, world.size, o);
-  const std::vector<int64_t> plan = data::rank_samples(info.samples, world.rank, world.size, o, 0);
+  const std::vector<int64_t> plan = loader.plan(0);  // the loader's own order, whatever the shuffle mode
   std::vector<Tensor> dumped_images, dumped_labels;
   int64_t samples = 0;
   world.barrier();

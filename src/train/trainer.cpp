@@ -186,8 +186,7 @@ int default_threads(const comm::Communicator& comm) {
   return std::max(1, cores / std::max(1, on_my_node));
 }
 
-void check_checkpoint_fits(const std::string& checkpoint, const std::string& model, int channels, int num_classes,
-                           const std::string& data_dir) {
+void check_checkpoint_fits(const std::string& checkpoint, int channels, int num_classes, const std::string& data_dir) {
   ST_CHECK(fs::exists(checkpoint), "checkpoint " << checkpoint << " does not exist");
   io::H5File f(checkpoint, io::H5File::Mode::read);
   if (f.has("model/conv1.weight")) {
@@ -202,7 +201,6 @@ void check_checkpoint_fits(const std::string& checkpoint, const std::string& mod
                                                               << " classes but the model in checkpoint " << checkpoint
                                                               << " has " << (w.size() == 2 ? w[0] : -1) << " outputs");
   }
-  (void)model;
 }
 
 EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model& model, const data::SplitInfo& split,
@@ -282,7 +280,7 @@ Json run_training(const comm::Communicator& comm, const TrainConfig& cfg, const 
   nn::ParameterSet& params = model->params();
   model->initialize(cfg.seed);
   if (!cfg.init_from.empty()) {
-    check_checkpoint_fits(cfg.init_from, cfg.model, train_split.channels, train_split.num_classes, cfg.data_dir);
+    check_checkpoint_fits(cfg.init_from, train_split.channels, train_split.num_classes, cfg.data_dir);
     checkpoint::load_checkpoint(cfg.init_from, cfg.model, params, nullptr);
   }
   // Every rank starts from rank 0's weights and statistics.

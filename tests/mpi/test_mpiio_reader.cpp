@@ -83,58 +83,27 @@ data::SplitInfo write_raw(const TempDir& dir) {
   return data::open_split(dir.path, "train");
 }
 
-// Rank 0 writes shards holding `jpeg` (variable-length uint8, chunked) and `labels`; the split is
-// described by hand, as the reader needs no more.
+// Rank 0 writes shards holding `jpeg` (variable-length uint8, chunked) and `labels` with the
+// project's writer; the bytes are a pattern, not JPEG, as the reader never decodes.
 data::SplitInfo write_vlen(const TempDir& dir) {
-  data::SplitInfo split;
-  split.dir = (fs::path(dir.path) / "train").string();
-  split.encoding = "jpeg";
-  split.channels = 3;
-  split.num_classes = kClasses;
-  int64_t first = 0;
-  for (std::size_t i = 0; i < kShardSizes.size(); ++i) {
-    const int64_t n = kShardSizes[i];
-    const std::string path = (fs::path(split.dir) / data::shard_file_name(i, kShardSizes.size())).string();
-    if (rank() == 0) {
+  if (rank() == 0) {
+    int64_t first = 0;
+    for (std::size_t i = 0; i < kShardSizes.size(); ++i) {
+      const int64_t n = kShardSizes[i];
       std::vector<std::vector<uint8_t>> bytes(n);
-      std::vector<hvl_t> vl(n);
-      std::vector<int32_t> labels(n);
+      Tensor labels = Tensor::empty({n}, DType::i32);
       for (int64_t s = 0; s < n; ++s) {
         bytes[s].resize(vlen_size(first + s));
         for (std::size_t k = 0; k < bytes[s].size(); ++k) bytes[s][k] = pixel(first + s, k);
-        vl[s].len = bytes[s].size();
-        vl[s].p = bytes[s].data();
-        labels[s] = label(first + s);
+        labels.data<int32_t>()[s] = label(first + s);
       }
-      std::lock_guard<std::recursive_mutex> lock(io::h5_mutex());
-      hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-      BOOST_REQUIRE(f >= 0);
-      hsize_t dims = n, maxdims = H5S_UNLIMITED, chunk = 16;
-      hid_t space = H5Screate_simple(1, &dims, &maxdims);
-      hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-      H5Pset_chunk(dcpl, 1, &chunk);
-      hid_t vtype = H5Tvlen_create(H5T_STD_U8LE);
-      hid_t d = H5Dcreate2(f, "jpeg", vtype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-      BOOST_REQUIRE(d >= 0);
-      if (n) BOOST_REQUIRE(H5Dwrite(d, vtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, vl.data()) >= 0);
-      hid_t fixed = H5Screate_simple(1, &dims, nullptr);
-      hid_t l = H5Dcreate2(f, "labels", H5T_STD_I32LE, fixed, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-      BOOST_REQUIRE(l >= 0);
-      if (n) BOOST_REQUIRE(H5Dwrite(l, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data()) >= 0);
-      H5Dclose(l);
-      H5Sclose(fixed);
-      H5Dclose(d);
-      H5Tclose(vtype);
-      H5Pclose(dcpl);
-      H5Sclose(space);
-      H5Fclose(f);
+      data::write_jpeg_shard((fs::path(dir.path) / "train" / data::shard_file_name(i, kShardSizes.size())).string(),
+                             bytes, labels, kClasses, {0.5, 0.5, 0.5}, {0.25, 0.25, 0.25}, 16);
+      first += n;
     }
-    split.shards.push_back({path, n});
-    split.samples += n;
-    first += n;
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  return split;
+  return data::open_split(dir.path, "train");
 }
 
 // Rank 0 writes raw shards whose `images` HDF5 must read itself: compressed (deflate) in

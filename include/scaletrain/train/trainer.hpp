@@ -34,7 +34,6 @@ int default_threads(const comm::Communicator& comm);
 
 // Checks that a dataset fits a model checkpoint before loading it (channels and classes), with
 // a message naming both files.
-void check_checkpoint_fits(const std::string& checkpoint, const std::string& model, int channels, int num_classes,
-                           const std::string& data_dir);
+void check_checkpoint_fits(const std::string& checkpoint, int channels, int num_classes, const std::string& data_dir);
 
 }  // namespace scaletrain::train
