@@ -2,7 +2,7 @@
 // full-size decode throughput of scaletrain's JPEG path (data::decode_jpeg, RGB, no resize) in
 // Mpixels/s, the median of N runs of at least S seconds per file; tools/bench_jpeg.sh compares
 // it with tjbench. --transform also times the whole sample decoder (DCT-scaled decode, crop,
-// resize, normalise to H x W float32) for evaluation and training, in images/s.
+// resize to H x W uint8) for evaluation and training, in images/s.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
         options.image_width = out_w;
         options.augment = true;
         const auto decoder = scaletrain::data::make_jpeg_decoder(split, options);
-        std::vector<float> out(static_cast<std::size_t>(out_h) * out_w * 3);
+        std::vector<uint8_t> out(static_cast<std::size_t>(out_h) * out_w * 3);
         for (const bool train : {false, true}) {
           std::vector<double> ips;
           scaletrain::Rng rng(1);

@@ -101,8 +101,8 @@ Shape parse_shape(const std::string& option, const std::string& text, std::size_
 
 // The input-pipeline options shared by train and eval; UsageError naming the option.
 void check_io(const std::string& io) {
-  if (io != "posix" && io != "mpiio" && io != "mpiio-collective")
-    throw UsageError("unknown --io '" + io + "' (known: posix, mpiio, mpiio-collective)");
+  if (io != "posix" && io != "mmap" && io != "mpiio" && io != "mpiio-collective")
+    throw UsageError("unknown --io '" + io + "' (known: posix, mmap, mpiio, mpiio-collective)");
 }
 void check_data_threads(int n) {
   if (n < 1 || n > 256) throw UsageError("--data-threads must be between 1 and 256, got " + std::to_string(n));
@@ -202,12 +202,13 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "random crop after zero padding by this many pixels (0 = off)")(
       "prefetch", po::value(&c.data_prefetch)->default_value(c.data_prefetch), "batches prepared ahead per rank")(
       "io", po::value(&c.io)->default_value(c.io),
-      "shard reader: posix (pread) | mpiio (HDF5 MPI-IO, independent) | mpiio-collective (collective reads, "
-      "aggregated by MPI-IO)")("shuffle", po::value(&c.shuffle_mode)->default_value(c.shuffle_mode),
-                               "global (a permutation of all samples per epoch) | shard (shards dealt to ranks, "
-                               "then shuffled within --shuffle-buffer)")(
-      "shuffle-buffer", po::value(&c.shuffle_buffer)->default_value(c.shuffle_buffer),
-      "samples in the shuffle buffer of --shuffle shard")(
+      "shard reader: posix (pread) | mmap (raw shards mapped, one copy from the page cache; for staged or cached "
+      "data) | mpiio (HDF5 MPI-IO, independent) | mpiio-collective (collective reads, aggregated by MPI-IO)")(
+      "shuffle", po::value(&c.shuffle_mode)->default_value(c.shuffle_mode),
+      "global (a permutation of all samples per epoch) | shard (shards dealt to ranks, "
+      "then shuffled within --shuffle-buffer)")("shuffle-buffer",
+                                                po::value(&c.shuffle_buffer)->default_value(c.shuffle_buffer),
+                                                "samples in the shuffle buffer of --shuffle shard")(
       "pad-last", po::bool_switch(&c.pad_last),
       "repeat samples to fill the last batch of an epoch (default: drop the incomplete batch)")(
       "data-threads", po::value(&c.data_threads)->default_value(c.data_threads),
@@ -374,7 +375,7 @@ int cmd_eval(int argc, char** argv) {
       "batch-size", po::value(&batch_size)->default_value(batch_size), "samples per rank per batch")(
       "threads", po::value(&threads)->default_value(threads), "CPU threads per rank (0 = cores / ranks on the node)")(
       "io", po::value(&data_options.io)->default_value(data_options.io),
-      "shard reader: posix | mpiio | mpiio-collective")(
+      "shard reader: posix | mmap | mpiio | mpiio-collective")(
       "data-threads", po::value(&data_options.data_threads)->default_value(data_options.data_threads),
       "decode threads per rank")("image-size", po::value<std::string>(),
                                  "H,W: model input size for JPEG datasets (default 224,224 for resnet50, 32,32 for "

@@ -231,19 +231,4 @@ void resample_crop(const RgbImage& src, const CropBox& box, int out_h, int out_w
   });
 }
 
-void resample_crop(const RgbImage& src, const CropBox& box, int out_h, int out_w, bool flip, const double* mean,
-                   const double* std, float* out) {
-  float scale[3], bias[3];
-  for (int c = 0; c < 3; ++c) {
-    scale[c] = static_cast<float>(1.0 / (255.0 * std[c]));
-    bias[c] = static_cast<float>(-mean[c] / std[c]);
-  }
-  const int w = out_w;
-  resample(src, box, out_h, out_w, flip, [out, w, &scale, &bias](int oy, const float* v) {
-    float* o = out + static_cast<std::size_t>(oy) * w * 3;
-    for (int x = 0; x < w; ++x)
-      for (int c = 0; c < 3; ++c) o[3 * x + c] = v[3 * x + c] * scale[c] + bias[c];
-  });
-}
-
 }  // namespace scaletrain::data

@@ -1,7 +1,7 @@
 // The JPEG sample decoder: libjpeg-turbo decode at the smallest DCT scale that still covers the
-// crop, then one bilinear resample of the crop into the model's input size, flipped and
-// normalised on the way. Training: random resized crop + horizontal flip; evaluation: shorter
-// side to size/0.875, centre crop.
+// crop, then one bilinear resample of the crop into the model's input size (uint8, rounded, as
+// torchvision's PIL transforms), flipped on the way. Training: random resized crop + horizontal flip; evaluation:
+// shorter side to size/0.875, centre crop.
 #include <cmath>
 
 #include "scaletrain/core/error.hpp"
@@ -16,14 +16,13 @@ constexpr double kEvalCropFraction = 0.875;
 
 class JpegDecoder : public SampleDecoder {
  public:
-  JpegDecoder(const SplitInfo& split, const LoaderOptions& options, std::vector<double> mean, std::vector<double> std)
-      : augment_(options.augment), mean_(std::move(mean)), std_(std::move(std)) {
+  explicit JpegDecoder(const LoaderOptions& options) : augment_(options.augment) {
     height_ = options.image_height > 0 ? options.image_height : kDefaultImageSize;
     width_ = options.image_width > 0 ? options.image_width : kDefaultImageSize;
     channels_ = 3;
   }
 
-  void decode(const uint8_t* bytes, std::size_t size, bool train, Rng& rng, float* out) const override {
+  void decode(const uint8_t* bytes, std::size_t size, bool train, Rng& rng, uint8_t* out) const override {
     const JpegHeader full = jpeg_header(bytes, size);
     const bool augment = train && augment_;
     CropBox box = augment ? random_resized_crop_box(full.height, full.width, rng)
@@ -37,12 +36,11 @@ class JpegDecoder : public SampleDecoder {
     const double sy = static_cast<double>(image.height) / full.height;
     const double sx = static_cast<double>(image.width) / full.width;
     box = {box.y * sy, box.x * sx, box.h * sy, box.w * sx};
-    resample_crop(image, box, height_, width_, flip, mean_.data(), std_.data(), out);
+    resample_crop(image, box, height_, width_, flip, out);
   }
 
  private:
   bool augment_;
-  std::vector<double> mean_, std_;
 };
 
 }  // namespace
@@ -55,7 +53,7 @@ std::unique_ptr<SampleDecoder> make_jpeg_decoder(const SplitInfo& split, const L
   ST_CHECK(options.image_height >= 0 && options.image_width >= 0 && options.image_height <= 65536 &&
                options.image_width <= 65536,
            "--image-size " << options.image_height << "," << options.image_width << " is not a valid size");
-  return std::make_unique<JpegDecoder>(split, options, split.mean, split.std);
+  return std::make_unique<JpegDecoder>(options);
 }
 
 }  // namespace scaletrain::data

@@ -137,7 +137,7 @@ Loader::Loader(const SplitInfo& split, int rank, int world_size, const LoaderOpt
 
   m.slots.resize(m.options.prefetch + 1);
   for (auto& slot : m.slots) {
-    slot.images = Tensor::empty({b, m.height, m.width, m.channels}, DType::f32);
+    slot.images = Tensor::empty({b, m.height, m.width, m.channels}, DType::u8);
     slot.labels = Tensor::empty({b}, DType::i32);
   }
   m.io_thread = std::thread([&m] { m.io_loop(); });
@@ -372,7 +372,7 @@ void Loader::Impl::decode_task(std::unique_lock<std::mutex>& lock) {
   std::exception_ptr failure;
   int64_t failure_at = 0;
   if (!stale) {
-    float* images = slot.images.data<float>();
+    uint8_t* images = slot.images.data<uint8_t>();
     int32_t* labels = slot.labels.data<int32_t>();
     const bool train = options.augment;
     for (int64_t k = first; k < last; ++k) {
@@ -381,9 +381,7 @@ void Loader::Impl::decode_task(std::unique_lock<std::mutex>& lock) {
       try {
         Rng rng =
             Rng::derive(options.seed ^ kAugmentSalt, static_cast<uint64_t>(slot.epoch), static_cast<uint64_t>(id));
-        const int64_t off = slot.bytes.offsets[k];
-        decoder->decode(slot.bytes.bytes.data() + off, static_cast<std::size_t>(slot.bytes.offsets[k + 1] - off), train,
-                        rng, images + pos * values);
+        decoder->decode(slot.bytes.data(k), slot.bytes.size(k), train, rng, images + pos * values);
         labels[pos] = slot.bytes.labels[k];
       } catch (const std::exception& e) {
         if (options.skip_bad_samples) {
@@ -431,13 +429,13 @@ void Loader::Impl::finish_batch(Slot& slot) {
   ST_CHECK(bad < n, where(slot.bytes.ids[0]) << ": every sample of a batch of " << n
                                              << " failed to read or decode (--skip-bad-samples needs good ones to fill "
                                                 "the batch)");
-  float* images = slot.images.data<float>();
+  uint8_t* images = slot.images.data<uint8_t>();
   int32_t* labels = slot.labels.data<int32_t>();
   for (int64_t p = 0; p < n; ++p) {
     if (!slot.bad[p]) continue;
     int64_t q = (p + 1) % n;
     while (slot.bad[q]) q = (q + 1) % n;
-    std::memcpy(images + p * values, images + q * values, values * sizeof(float));
+    std::memcpy(images + p * values, images + q * values, static_cast<std::size_t>(values));
     labels[p] = labels[q];
   }
   skipped += bad;

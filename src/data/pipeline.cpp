@@ -9,11 +9,12 @@ namespace scaletrain::data {
 std::unique_ptr<SampleReader> make_sample_reader(const SplitInfo& split, const LoaderOptions& options,
                                                  const comm::Communicator* comm) {
   if (options.io == "posix") return make_posix_reader(split, options);
+  if (options.io == "mmap") return make_mmap_reader(split, options);
   if (options.io == "mpiio" || options.io == "mpiio-collective") {
     ST_CHECK(comm != nullptr, "--io " << options.io << " needs the MPI communicator (LoaderOptions::comm)");
     return make_mpiio_reader(split, options, *comm, options.io == "mpiio-collective");
   }
-  ST_THROW("--io must be posix, mpiio or mpiio-collective, got '" << options.io << "'");
+  ST_THROW("--io must be posix, mmap, mpiio or mpiio-collective, got '" << options.io << "'");
 }
 
 std::unique_ptr<SampleDecoder> make_sample_decoder(const SplitInfo& split, const LoaderOptions& options) {

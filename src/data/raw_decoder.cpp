@@ -1,10 +1,11 @@
-// RawDecoder: raw uint8 pixels -> normalised float32, with the CIFAR-style training augmentation
-// (random crop with zero padding, horizontal flip). One pass over the sample through a
-// per-channel 256-entry lookup table: decoding costs one load per value, so the raw path runs
-// at memory speed.
+// RawDecoder: raw uint8 pixels -> the batch's uint8 pixels, with the CIFAR-style training
+// augmentation (random crop with zero padding, horizontal flip) applied on the way. Without
+// augmentation a sample is one memcpy; with it, each output row is one copy (or one reversed
+// copy) of a source row span plus the zero padding. Normalisation is the model's first op.
 #include <algorithm>
 #include <cstdint>
-#ifdef __AVX__
+#include <cstring>
+#if defined(__AVX512VBMI__) || defined(__SSE__)
 #include <immintrin.h>
 #endif
 
@@ -13,6 +14,41 @@
 
 namespace scaletrain::data {
 namespace {
+
+// dst[x] = src[n - 1 - x] for pixels of c bytes (src and dst do not overlap).
+void reverse_pixels(const uint8_t* src, int64_t n, int c, uint8_t* dst) {
+  if (c == 3) {
+    int64_t x = 0;
+#ifdef __AVX512VBMI__
+    // 21 RGB pixels (63 of a register's 64 bytes) per step, reversed by one byte permutation.
+    // Full-width loads and stores: a store's 64th byte lands on pixel x + 21, which the next step
+    // (or the scalar tail) overwrites, and x starts at 1 so that no load reads past the row.
+    if (n > 22) {
+      alignas(64) uint8_t index[64];
+      for (int i = 0; i < 21; ++i)
+        for (int k = 0; k < 3; ++k) index[3 * i + k] = static_cast<uint8_t>(3 * (20 - i) + k);
+      index[63] = 63;
+      const __m512i perm = _mm512_load_si512(index);
+      std::memcpy(dst, src + (n - 1) * 3, 3);
+      for (x = 1; x + 21 < n; x += 21) {
+        const __m512i v = _mm512_loadu_si512(src + (n - x - 21) * 3);
+        // (maskz form: GCC 12 warns about the plain form's undefined pass-through operand)
+        _mm512_storeu_si512(dst + 3 * x, _mm512_maskz_permutexvar_epi8(~__mmask64(0), perm, v));
+      }
+    }
+#endif
+    for (; x < n; ++x) {
+      const uint8_t* s = src + (n - 1 - x) * 3;
+      dst[3 * x] = s[0];
+      dst[3 * x + 1] = s[1];
+      dst[3 * x + 2] = s[2];
+    }
+  } else if (c == 1) {
+    for (int64_t x = 0; x < n; ++x) dst[x] = src[n - 1 - x];
+  } else {
+    for (int64_t x = 0; x < n; ++x) std::memcpy(dst + x * c, src + (n - 1 - x) * c, static_cast<std::size_t>(c));
+  }
+}
 
 class RawDecoder : public SampleDecoder {
  public:
@@ -31,31 +67,15 @@ class RawDecoder : public SampleDecoder {
     height_ = split.height;
     width_ = split.width;
     channels_ = split.channels;
-    lut_.resize(channels_ * 256);
-    for (int c = 0; c < channels_; ++c)
-      for (int v = 0; v < 256; ++v) lut_[c * 256 + v] = static_cast<float>((v / 255.0 - split.mean[c]) / split.std[c]);
   }
 
-  void decode(const uint8_t* src, std::size_t size, bool train, Rng& rng, float* dst) const override {
+  void decode(const uint8_t* src, std::size_t size, bool train, Rng& rng, uint8_t* dst) const override {
     const int h = height_, w = width_, c = channels_;
     const int64_t values = int64_t(h) * w * c;
     ST_CHECK(static_cast<int64_t>(size) == values,
              "raw sample has " << size << " bytes, expected " << values << " (" << h << "x" << w << "x" << c << ")");
-    const float* table = lut_.data();
     if (!(train && augment_)) {
-      if (stream_lut(src, dst, values)) return;
-      if (c == 1) {
-        for (int64_t i = 0; i < values; ++i) dst[i] = table[src[i]];
-      } else if (c == 3) {
-        for (int64_t p = 0; p < values; p += 3) {
-          dst[p] = table[src[p]];
-          dst[p + 1] = table[256 + src[p + 1]];
-          dst[p + 2] = table[512 + src[p + 2]];
-        }
-      } else {
-        for (int64_t p = 0; p < int64_t(h) * w; ++p)
-          for (int ch = 0; ch < c; ++ch) dst[p * c + ch] = table[ch * 256 + src[p * c + ch]];
-      }
+      std::memcpy(dst, src, static_cast<std::size_t>(values));
       return;
     }
     // RandomCrop(padding=p) then RandomHorizontalFlip: out(y, x) = raw(y + dy - p, x' + dx - p)
@@ -64,65 +84,39 @@ class RawDecoder : public SampleDecoder {
     const int dy = pad > 0 ? static_cast<int>(rng.below(2 * pad + 1)) : pad;
     const int dx = pad > 0 ? static_cast<int>(rng.below(2 * pad + 1)) : pad;
     const bool flip = rng.below(2) == 1;
+    // Unflipped, output column x reads source column x + s (s = dx - pad): the valid output
+    // columns are [x0, x1). Flipped, output x holds unflipped column W - 1 - x.
+    const int s = dx - pad;
+    const int x0 = std::max(0, -s), x1 = std::min(w, w - s);
+    const int64_t row = int64_t(w) * c;
     for (int y = 0; y < h; ++y) {
       const int sy = y + dy - pad;
-      float* out = dst + int64_t(y) * w * c;
-      for (int x = 0; x < w; ++x) {
-        const int sx = (flip ? w - 1 - x : x) + dx - pad;
-        if (sy >= 0 && sy < h && sx >= 0 && sx < w) {
-          const uint8_t* in = src + (int64_t(sy) * w + sx) * c;
-          for (int ch = 0; ch < c; ++ch) out[x * c + ch] = table[ch * 256 + in[ch]];
-        } else {
-          for (int ch = 0; ch < c; ++ch) out[x * c + ch] = table[ch * 256];
-        }
+      uint8_t* out = dst + y * row;
+#ifdef __SSE__
+      // The flip reads each row backwards, which the hardware prefetchers follow poorly: ask for
+      // the row after next (prefetches never fault, so running past the sample is harmless).
+      for (int64_t o = 0; o < row; o += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(src) + (sy + 2) * row + o, _MM_HINT_T0);
+#endif
+      if (sy < 0 || sy >= h || x0 >= x1) {
+        std::memset(out, 0, static_cast<std::size_t>(row));
+        continue;
       }
+      const uint8_t* in = src + sy * row;
+      // Unflipped: zeros [0, x0), copy [x0, x1), zeros [x1, w); flipped, the mirror image of that.
+      const int lo = flip ? w - x1 : x0, hi = flip ? w - x0 : x1;
+      std::memset(out, 0, static_cast<std::size_t>(lo) * c);
+      if (flip)
+        reverse_pixels(in + int64_t(x0 + s) * c, x1 - x0, c, out + int64_t(lo) * c);
+      else
+        std::memcpy(out + int64_t(lo) * c, in + int64_t(x0 + s) * c, static_cast<std::size_t>(x1 - x0) * c);
+      std::memset(out + int64_t(hi) * c, 0, static_cast<std::size_t>(w - hi) * c);
     }
   }
 
  private:
-  // Large samples (an ImageNet-size image is 600 KB of floats, a batch far beyond the caches):
-  // the same lookups, written with non-temporal stores, which skip reading the destination into
-  // the cache first (~1.5-2x faster in a 64-image batch). Bitwise the same values.
-  bool stream_lut(const uint8_t* src, float* dst, int64_t values) const {
-#ifdef __AVX__
-    if (values * 4 < (int64_t(256) << 10) || reinterpret_cast<uintptr_t>(dst) % 32 != 0) return false;
-    const float* t = lut_.data();
-    int64_t p = 0;
-    if (channels_ == 3) {
-      const float *t0 = t, *t1 = t + 256, *t2 = t + 512;
-      for (; p + 24 <= values; p += 24) {
-        const uint8_t* q = src + p;
-        _mm256_stream_ps(
-            dst + p, _mm256_setr_ps(t0[q[0]], t1[q[1]], t2[q[2]], t0[q[3]], t1[q[4]], t2[q[5]], t0[q[6]], t1[q[7]]));
-        _mm256_stream_ps(dst + p + 8, _mm256_setr_ps(t2[q[8]], t0[q[9]], t1[q[10]], t2[q[11]], t0[q[12]], t1[q[13]],
-                                                     t2[q[14]], t0[q[15]]));
-        _mm256_stream_ps(dst + p + 16, _mm256_setr_ps(t1[q[16]], t2[q[17]], t0[q[18]], t1[q[19]], t2[q[20]], t0[q[21]],
-                                                      t1[q[22]], t2[q[23]]));
-      }
-      for (; p < values; ++p) dst[p] = t[(p % 3) * 256 + src[p]];
-    } else if (channels_ == 1) {
-      for (; p + 8 <= values; p += 8) {
-        const uint8_t* q = src + p;
-        _mm256_stream_ps(dst + p,
-                         _mm256_setr_ps(t[q[0]], t[q[1]], t[q[2]], t[q[3]], t[q[4]], t[q[5]], t[q[6]], t[q[7]]));
-      }
-      for (; p < values; ++p) dst[p] = t[src[p]];
-    } else {
-      return false;
-    }
-    _mm_sfence();  // the stores are visible before the batch is handed over
-    return true;
-#else
-    (void)src;
-    (void)dst;
-    (void)values;
-    return false;
-#endif
-  }
-
   bool augment_;
   int pad_;
-  std::vector<float> lut_;  // [C][256] normalised value of each pixel value
 };
 
 }  // namespace

@@ -643,6 +643,20 @@ void H5Dataset::read_runs(const Runs& runs, DType dtype, void* out) const {
   }
 }
 
+int64_t H5Dataset::row_offset(int64_t row) const {
+  ST_CHECK(direct_, path_ << ": dataset '" << name_ << "' cannot be read directly (compressed or irregular layout)");
+  ST_CHECK(row >= 0 && row < rows(),
+           path_ << ": row " << row << " of '" << name_ << "' is out of range (" << rows() << " rows)");
+  return chunk_offset_[row / chunk_rows_] + (row % chunk_rows_) * row_bytes_;
+}
+
+int64_t H5Dataset::data_end() const {
+  ST_CHECK(direct_, path_ << ": dataset '" << name_ << "' cannot be read directly (compressed or irregular layout)");
+  int64_t end = 0;
+  for (int64_t o : chunk_offset_) end = std::max(end, o + chunk_rows_ * row_bytes_);
+  return end;
+}
+
 void H5Dataset::read_runs_direct(const Runs& runs, void* out) const {
   PosixFile file(path_);
   char* dst = static_cast<char*>(out);

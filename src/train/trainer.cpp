@@ -30,6 +30,7 @@
 #include "scaletrain/data/staging.hpp"
 #include "scaletrain/io/hdf5.hpp"
 #include "scaletrain/ops/loss.hpp"
+#include "scaletrain/ops/normalize.hpp"
 #include "scaletrain/optim/lr_schedule.hpp"
 #include "scaletrain/optim/sgd.hpp"
 #include "scaletrain/report/phase_timer.hpp"
@@ -203,6 +204,16 @@ void check_checkpoint_fits(const std::string& checkpoint, int channels, int num_
   }
 }
 
+namespace {
+// The model's input: the loader's uint8 pixels normalised with the split's mean and std, into
+// `buffer` (reallocated only when the batch shape changes).
+const Tensor& model_input(Context& ctx, const Tensor& pixels, const data::SplitInfo& split, Tensor& buffer) {
+  if (!buffer.defined() || buffer.shape() != pixels.shape()) buffer = Tensor::empty(pixels.shape());
+  ops::normalize_images(ctx, pixels, split.mean, split.std, buffer);
+  return buffer;
+}
+}  // namespace
+
 EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model& model, const data::SplitInfo& split,
                     int64_t batch_size, const EvalDataOptions& data_options) {
   data::LoaderOptions options;
@@ -219,11 +230,11 @@ EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model&
   options.comm = &comm;
   data::Loader loader(split, comm.rank(), comm.size(), options);
   loader.start_epoch(0);
-  Tensor images, labels, no_grad;
+  Tensor images, labels, input, no_grad;
   int64_t correct = 0, samples = 0;
   double loss_sum = 0.0;
   while (loader.next(images, labels)) {
-    Tensor logits = model.forward(ctx, images, /*training=*/false);
+    Tensor logits = model.forward(ctx, model_input(ctx, images, split, input), /*training=*/false);
     loss_sum += ops::softmax_cross_entropy(ctx, logits, labels, 0.0f, no_grad) * labels.numel();
     correct += ops::count_correct(logits, labels);
     samples += labels.numel();
@@ -381,7 +392,7 @@ Json run_training(const comm::Communicator& comm, const TrainConfig& cfg, const 
   int64_t samples_trained = 0;  // this rank
   double train_seconds = 0.0;   // excluding evaluation and checkpoints
   const std::string checkpoint_path = (fs::path(cfg.output_dir) / "checkpoint.h5").string();
-  Tensor images, labels, dlogits;
+  Tensor images, labels, input, dlogits;
   Stopwatch run_clock;
   int epochs_run = 0;
 
@@ -403,7 +414,7 @@ Json run_training(const comm::Communicator& comm, const TrainConfig& cfg, const 
       double loss = 0.0;
       {
         ScopedPhase t(timers, Phase::forward);
-        Tensor logits = model->forward(ctx, images, /*training=*/true);
+        Tensor logits = model->forward(ctx, model_input(ctx, images, train_split, input), /*training=*/true);
         if (!dlogits.defined() || dlogits.shape() != logits.shape()) dlogits = Tensor::empty(logits.shape());
         loss = ops::softmax_cross_entropy(ctx, logits, labels, static_cast<float>(cfg.label_smoothing), dlogits);
       }

@@ -2,8 +2,8 @@
 # The input pipeline from the command line (issue 4): training with --stage-to on 2 and 4 ranks
 # as 2 emulated nodes (one copying rank per node, staged shards verified, report.json's data and
 # staging fields), a re-run reusing the staged copies, a corrupted staged copy detected and copied
-# again, the MPI-IO readers, `scaletrain-data bench` (table and --json keys), and bad options
-# giving clear errors.
+# again, the mmap and MPI-IO readers (each training to exactly the weights of the posix run),
+# `scaletrain-data bench` (table and --json keys), and bad options giving clear errors.
 # Env (set by ctest): ST_BIN (build/bin), ST_TMP (scratch).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -83,13 +83,23 @@ assert d['skipped_samples'] == 0 and d['per_rank_skipped_samples'] == [0, 0], d
 $PY -c "import json,sys; assert json.load(open(sys.argv[1]))['data']['skipped_samples'] is None" "$W/run2/report.json"
 echo "ok: corrupted staged copy detected and replaced; skipped_samples 0 with --skip-bad-samples, null without"
 
-echo "== MPI-IO readers"
-for io in mpiio mpiio-collective; do
+echo "== mmap and MPI-IO readers: the same batches, so the same weights as posix (run2)"
+for io in mmap mpiio mpiio-collective; do
   out=$("${MPIRUN[@]}" -np 2 "$BIN/scaletrain" "${TRAIN[@]}" --data "$W/data" --output-dir "$W/run_$io" \
     --io $io 2>&1) || fail "train --io $io: $out"
-  $PY -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['data']['io']==sys.argv[2], r['data']" \
-    "$W/run_$io/report.json" $io
-  echo "ok: train --io $io"
+  $PY - "$W/run_$io" "$W/run2" $io <<'EOF' || fail "train --io $io differs from posix"
+import json, sys
+import h5py, numpy as np
+run, ref, io = sys.argv[1:4]
+r = json.load(open(run + "/report.json"))
+assert r["data"]["io"] == io, r["data"]
+a, b = h5py.File(run + "/checkpoint.h5", "r"), h5py.File(ref + "/checkpoint.h5", "r")
+names = sorted(a["model"].keys())
+assert names == sorted(b["model"].keys()) and names, names
+for n in names:
+    assert np.array_equal(a["model"][n][()], b["model"][n][()]), (io, n)
+EOF
+  echo "ok: train --io $io (weights identical to posix)"
 done
 
 echo "== bench"
@@ -104,7 +114,18 @@ for k in ("samples_per_s", "mb_per_s", "raw_read_mb_per_s"):
     assert j[k] > 0, (k, j[k])
 assert j["ranks"] == 2 and len(j["per_rank"]) == 2 and j["samples"] == 96, j
 assert all(r["samples_per_s"] > 0 and r["raw_read_mb_per_s"] > 0 for r in j["per_rank"]), j
+assert j["first_epoch_mb_per_s"] > 0 and j["later_epochs_mb_per_s"] is None, j  # one epoch
 print("bench json ok")
+EOF
+out=$(timeout 60 mpirun -np 2 "$BIN/scaletrain-data" bench "$W/data" --batch-size 8 --io mmap --augment --epochs 2 \
+  --json "$W/bench_mmap.json" 2>&1) || fail "bench --io mmap: $out"
+grep -qF "later epochs:" <<<"$out" || fail "bench --epochs 2 prints no first/later epoch line: $out"
+$PY - "$W/bench_mmap.json" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["io"] == "mmap" and j["samples"] == 2 * 96 and j["epochs"] == 2, j
+assert j["first_epoch_mb_per_s"] > 0 and j["later_epochs_mb_per_s"] > 0 and j["later_epochs_over_raw"] > 0, j
+print("bench --io mmap json ok")
 EOF
 
 echo "== bad options"

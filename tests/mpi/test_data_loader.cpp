@@ -91,10 +91,9 @@ std::vector<int64_t> epoch_ids(data::Loader& loader, int epoch, int64_t batch, b
     if (drop_last) BOOST_TEST(b == batch);
     BOOST_TEST((images.shape() == Shape{b, kH, kW, kC}));
     for (int64_t s = 0; s < b; ++s) {
-      const float* x = images.data<float>() + s * kH * kW * kC;
-      const int64_t id = std::lround(x[0] * 255.0) | (std::lround(x[1] * 255.0) << 8);
-      for (int k = 2; k < kH * kW * kC; ++k)
-        BOOST_TEST(x[k] == static_cast<float>(static_cast<uint8_t>(id * 31 + k) / 255.0));
+      const uint8_t* x = images.data<uint8_t>() + s * kH * kW * kC;
+      const int64_t id = x[0] | (int64_t(x[1]) << 8);
+      for (int k = 2; k < kH * kW * kC; ++k) BOOST_TEST(int(x[k]) == int(static_cast<uint8_t>(id * 31 + k)));
       BOOST_TEST(labels.data<int32_t>()[s] == id % kClasses);
       ids.push_back(id);
     }

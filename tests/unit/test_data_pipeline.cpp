@@ -1,8 +1,9 @@
-// The threaded pipeline: batches are bitwise identical whatever data_threads and prefetch are
-// (deterministic order and per-sample augmentation seeds); without augmentation every value is
-// the exact normalised pixel of the planned sample; a decoder that fails on one sample is
-// reported with the file and the sample index, or skipped and counted with full batches and
-// unchanged step counts.
+// The threaded pipeline: batches are bitwise identical whatever data_threads, prefetch and the
+// reader (posix, mmap) are (deterministic order and per-sample augmentation seeds); without
+// augmentation every value is the exact pixel of the planned sample; the raw decoder's crop and
+// flip match a direct per-pixel reference; a decoder that fails on one sample is reported with
+// the file and the sample index, or skipped and counted with full batches and unchanged step
+// counts.
 #include <hdf5.h>
 #include <unistd.h>
 
@@ -64,9 +65,10 @@ std::vector<uint8_t> run(data::Loader& loader, int epochs, int64_t* batches = nu
   for (int e = 0; e < epochs; ++e) {
     loader.start_epoch(e);
     while (loader.next(x, y)) {
-      const auto* px = reinterpret_cast<const uint8_t*>(x.data<float>());
+      BOOST_REQUIRE(x.dtype() == DType::u8);
+      const auto* px = x.data<uint8_t>();
       const auto* py = reinterpret_cast<const uint8_t*>(y.data<int32_t>());
-      out.insert(out.end(), px, px + x.numel() * 4);
+      out.insert(out.end(), px, px + x.numel());
       out.insert(out.end(), py, py + y.numel() * 4);
       ++n;
     }
@@ -84,7 +86,7 @@ class FailingDecoder : public data::SampleDecoder {
     width_ = raw_->out_width();
     channels_ = raw_->channels();
   }
-  void decode(const uint8_t* bytes, std::size_t size, bool train, Rng& rng, float* out) const override {
+  void decode(const uint8_t* bytes, std::size_t size, bool train, Rng& rng, uint8_t* out) const override {
     const int64_t id = bytes[0] | (int64_t(bytes[1]) << 8);
     for (int64_t b : bad_) ST_CHECK(id != b, "test decoder: sample with id " << id << " is corrupt");
     raw_->decode(bytes, size, train, rng, out);
@@ -134,51 +136,56 @@ BOOST_AUTO_TEST_CASE(batches_do_not_depend_on_threads_or_prefetch) {
         data::Loader loader(ds.split, 0, 1, o);
         reference = run(loader, 3);
       }
-      BOOST_TEST(reference.size() == size_t(3 * (kTotal / 12) * 12 * (kH * kW * kC + 1) * 4));
-      for (int threads : {1, 2, 4})
-        for (int prefetch : {1, 4}) {
-          o.data_threads = threads;
-          o.prefetch = prefetch;
-          data::Loader loader(ds.split, 0, 1, o);
-          BOOST_TEST((run(loader, 3) == reference),
-                     mode << " augment " << augment << " threads " << threads << " prefetch " << prefetch);
-        }
+      BOOST_TEST(reference.size() == size_t(3 * (kTotal / 12) * 12 * (kH * kW * kC + 4)));
+      for (const char* io : {"posix", "mmap"})
+        for (int threads : {1, 2, 4})
+          for (int prefetch : {1, 4}) {
+            o.io = io;
+            o.data_threads = threads;
+            o.prefetch = prefetch;
+            data::Loader loader(ds.split, 0, 1, o);
+            BOOST_TEST((run(loader, 3) == reference), mode << " augment " << augment << " io " << io << " threads "
+                                                           << threads << " prefetch " << prefetch);
+          }
     }
 }
 
-BOOST_AUTO_TEST_CASE(values_are_the_normalised_pixels_of_the_plan) {
+BOOST_AUTO_TEST_CASE(values_are_the_pixels_of_the_plan) {
   Dataset ds;
-  LoaderOptions o;
-  o.batch_size = 16;
-  o.seed = 11;
-  o.pad_last = true;  // 131 -> 144: the order wraps around
-  o.data_threads = 3;
-  o.prefetch = 3;
-  data::Loader loader(ds.split, 0, 1, o);
-  BOOST_TEST(loader.steps_per_epoch() == 9);
-  for (int epoch = 0; epoch < 2; ++epoch) {
-    const std::vector<int64_t> plan = loader.plan(epoch);
-    BOOST_TEST(plan.size() == 144u);
-    loader.start_epoch(epoch);
-    Tensor x, y;
-    int64_t at = 0;
-    while (loader.next(x, y)) {
-      BOOST_TEST(y.numel() == 16);
-      for (int64_t s = 0; s < y.numel(); ++s, ++at) {
-        const int64_t id = plan[at];
-        BOOST_TEST(y.data<int32_t>()[s] == id % kClasses);
-        for (int k = 0; k < kH * kW * kC; ++k) {
-          const float expected = static_cast<float>((pixel(id, k) / 255.0 - kMean[k % 3]) / kStd[k % 3]);
-          if (x.data<float>()[s * kH * kW * kC + k] != expected) {
-            BOOST_TEST(x.data<float>()[s * kH * kW * kC + k] == expected, "sample " << id << " value " << k);
-            break;
+  for (const char* io : {"posix", "mmap"}) {
+    LoaderOptions o;
+    o.batch_size = 16;
+    o.seed = 11;
+    o.pad_last = true;  // 131 -> 144: the order wraps around
+    o.data_threads = 3;
+    o.prefetch = 3;
+    o.io = io;
+    data::Loader loader(ds.split, 0, 1, o);
+    BOOST_TEST(loader.steps_per_epoch() == 9);
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      const std::vector<int64_t> plan = loader.plan(epoch);
+      BOOST_TEST(plan.size() == 144u);
+      loader.start_epoch(epoch);
+      Tensor x, y;
+      int64_t at = 0;
+      while (loader.next(x, y)) {
+        BOOST_TEST(y.numel() == 16);
+        for (int64_t s = 0; s < y.numel(); ++s, ++at) {
+          const int64_t id = plan[at];
+          BOOST_TEST(y.data<int32_t>()[s] == id % kClasses);
+          for (int k = 0; k < kH * kW * kC; ++k) {
+            if (x.data<uint8_t>()[s * kH * kW * kC + k] != pixel(id, k)) {
+              BOOST_TEST(int(x.data<uint8_t>()[s * kH * kW * kC + k]) == int(pixel(id, k)),
+                         io << " sample " << id << " value " << k);
+              break;
+            }
           }
         }
       }
+      BOOST_TEST(at == 144);
     }
-    BOOST_TEST(at == 144);
+    BOOST_TEST(loader.bytes_read() == 2 * 144 * (kH * kW * kC + 4), io);
   }
-  BOOST_TEST(loader.bytes_read() == 2 * 144 * (kH * kW * kC + 4));
 }
 
 BOOST_AUTO_TEST_CASE(a_bad_sample_names_the_file_and_the_index) {
@@ -237,8 +244,7 @@ BOOST_AUTO_TEST_CASE(skipped_samples_keep_batches_full_and_steps_equal) {
           }
           const int64_t id = plan[batch * 10 + q];
           BOOST_TEST(y.data<int32_t>()[p] == id % kClasses);
-          const float expected = static_cast<float>((pixel(id, 0) / 255.0 - kMean[0]) / kStd[0]);
-          BOOST_TEST(x.data<float>()[p * kH * kW * kC] == expected);
+          BOOST_TEST(int(x.data<uint8_t>()[p * kH * kW * kC + 2]) == int(pixel(id, 2)));
         }
         ++batch;
       }
@@ -278,33 +284,99 @@ BOOST_AUTO_TEST_CASE(unknown_io_and_encoding_are_refused) {
   BOOST_CHECK_THROW(data::Loader(ds.split, 0, 1, o), Error);
 }
 
-BOOST_AUTO_TEST_CASE(raw_decoder_is_exact_for_large_images) {
-  // Large images take the non-temporal store path (256 KB of floats and more, aligned output);
-  // an unaligned output takes the plain loop; both give the exact normalised values.
-  for (int c : {1, 3}) {
-    data::SplitInfo split;
-    split.dir = "memory";
-    split.height = c == 1 ? 401 : 161;
-    split.width = 203;  // H * W * C not a multiple of 24: the tail too
-    split.channels = c;
-    split.mean = std::vector<double>(kMean.begin(), kMean.begin() + c);
-    split.std = std::vector<double>(kStd.begin(), kStd.begin() + c);
-    const auto decoder = data::make_raw_decoder(split, LoaderOptions{});
-    const int64_t values = int64_t(split.height) * 203 * c;
-    std::vector<uint8_t> src(values);
-    for (int64_t i = 0; i < values; ++i) src[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
-    Tensor out = Tensor::empty({values + 8}, DType::f32);
-    for (int64_t shift : {int64_t(0), int64_t(1)}) {
-      Rng rng(1);
-      decoder->decode(src.data(), src.size(), false, rng, out.data<float>() + shift);
-      int64_t wrong = 0;
-      for (int64_t i = 0; i < values; ++i)
-        wrong += out.data<float>()[shift + i] != static_cast<float>((src[i] / 255.0 - kMean[i % c]) / kStd[i % c]);
-      BOOST_TEST(wrong == 0, "channels " << c << " shift " << shift);
+BOOST_AUTO_TEST_CASE(raw_decoder_crop_and_flip_match_a_per_pixel_reference) {
+  // torchvision's RandomCrop(padding=p) + RandomHorizontalFlip on the raw pixels, written out
+  // pixel by pixel: out(y, x) = raw(y + dy - p, x' + dx - p), x' = W - 1 - x when flipped, 0
+  // outside. The decoder draws dy, dx (when p > 0) and then the flip from the sample's rng.
+  // Widths from 1 to past 64 pixels (the vectorised flip works in blocks of 21 RGB pixels).
+  for (int c : {1, 3, 4})
+    for (int w : {1, 5, 22, 23, 64, 203})
+      for (int pad : {0, 1, 4}) {
+        data::SplitInfo split;
+        split.dir = "memory";
+        split.height = 9;
+        split.width = w;
+        split.channels = c;
+        split.mean.assign(c, 0.5);
+        split.std.assign(c, 0.25);
+        LoaderOptions o;
+        o.augment = true;
+        o.crop_padding = pad;
+        if (pad >= std::max(9, w)) continue;
+        const auto decoder = data::make_raw_decoder(split, o);
+        const int64_t values = int64_t(9) * w * c;
+        std::vector<uint8_t> src(values), out(values + 64, 0xAB), expected(values);
+        for (int64_t i = 0; i < values; ++i) src[i] = static_cast<uint8_t>(1 + (i * 2654435761u >> 13) % 255);
+        int flips = 0;
+        for (uint64_t seed = 0; seed < 24; ++seed) {
+          Rng rng(seed), draw(seed);
+          const int dy = pad > 0 ? static_cast<int>(draw.below(2 * pad + 1)) : pad;
+          const int dx = pad > 0 ? static_cast<int>(draw.below(2 * pad + 1)) : pad;
+          const bool flip = draw.below(2) == 1;
+          flips += flip;
+          for (int y = 0; y < 9; ++y)
+            for (int x = 0; x < w; ++x) {
+              const int sy = y + dy - pad, sx = (flip ? w - 1 - x : x) + dx - pad;
+              for (int ch = 0; ch < c; ++ch)
+                expected[(int64_t(y) * w + x) * c + ch] =
+                    sy >= 0 && sy < 9 && sx >= 0 && sx < w ? src[(int64_t(sy) * w + sx) * c + ch] : 0;
+            }
+          decoder->decode(src.data(), src.size(), true, rng, out.data());
+          BOOST_TEST((std::vector<uint8_t>(out.begin(), out.begin() + values) == expected),
+                     "channels " << c << " width " << w << " pad " << pad << " seed " << seed);
+          // Nothing written past the sample (the next one in the batch may be another worker's).
+          BOOST_TEST(int(out[values]) == 0xAB);
+          // Without training augmentation: the pixels as stored.
+          decoder->decode(src.data(), src.size(), false, rng, out.data());
+          BOOST_TEST((std::vector<uint8_t>(out.begin(), out.begin() + values) == src));
+        }
+        BOOST_TEST(flips > 0);
+        BOOST_TEST(flips < 24);
+        BOOST_CHECK_THROW(decoder->decode(src.data(), src.size() - 1, false, *std::make_unique<Rng>(1), out.data()),
+                          Error);
+      }
+}
+
+BOOST_AUTO_TEST_CASE(mmap_reader_returns_the_rows_posix_reads) {
+  Dataset ds;
+  LoaderOptions o;
+  o.io = "mmap";
+  const auto mapped = data::make_sample_reader(ds.split, o, nullptr);
+  BOOST_TEST(mapped->name() == "mmap");
+  const auto posix = data::make_posix_reader(ds.split, LoaderOptions{});
+  data::SampleBytes a, b;
+  // Any order, repeats, every shard, first and last rows.
+  const std::vector<std::vector<int64_t>> requests{
+      {0, 1, 2, 39, 40, 42, 43, 99, 100, 130}, {130, 5, 5, 77, 0, 41}, {64}};
+  for (const auto& ids : requests) {
+    mapped->read(ids, a);
+    posix->read(ids, b);
+    BOOST_TEST(a.ids == ids);
+    BOOST_TEST(a.labels == b.labels);
+    BOOST_REQUIRE(a.mapped.size() == ids.size());
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+      BOOST_REQUIRE(a.size(k) == std::size_t(kH * kW * kC));
+      BOOST_TEST(std::memcmp(a.data(k), b.data(k), a.size(k)) == 0, "sample " << ids[k]);
+      BOOST_TEST(int(a.data(k)[2]) == int(pixel(ids[k], 2)));
     }
-    BOOST_CHECK_THROW(decoder->decode(src.data(), src.size() - 1, false, *std::make_unique<Rng>(1), out.data<float>()),
-                      Error);
   }
+  BOOST_TEST(mapped->bytes_read() == posix->bytes_read());
+  BOOST_CHECK_THROW(mapped->read({131}, a), Error);
+  BOOST_CHECK_THROW(mapped->read({-1}, a), Error);
+}
+
+BOOST_AUTO_TEST_CASE(mmap_reader_refuses_a_truncated_shard) {
+  // A mapping cannot report a short read (an access past the end faults), so the reader checks
+  // every shard's size against the end of its images when it maps it.
+  Dataset ds;
+  const std::string victim = ds.split.shards[2].path;
+  fs::resize_file(victim, fs::file_size(victim) - 100);
+  LoaderOptions o;
+  o.io = "mmap";
+  const auto mapped = data::make_sample_reader(ds.split, o, nullptr);
+  data::SampleBytes out;
+  BOOST_CHECK_EXCEPTION(mapped->read({0}, out), Error,
+                        [&](const Error& e) { return std::string(e.what()).find(victim) != std::string::npos; });
 }
 
 BOOST_AUTO_TEST_CASE(posix_reader_reads_variable_length_rows) {
@@ -357,6 +429,9 @@ BOOST_AUTO_TEST_CASE(posix_reader_reads_variable_length_rows) {
   }
   const auto reader = data::make_sample_reader(split, LoaderOptions{}, nullptr);
   BOOST_TEST(reader->name() == "posix");
+  LoaderOptions mmap_options;
+  mmap_options.io = "mmap";  // JPEG rows are not at fixed offsets: read as posix reads them
+  BOOST_TEST(data::make_sample_reader(split, mmap_options, nullptr)->name() == "posix");
   data::SampleBytes out;
   const std::vector<std::vector<int64_t>> requests{{0, 1, 2, 5, 6, 7, 10, 11, 16}, {16, 3, 3, 12, 0, 9, 8}, {4}};
   int64_t expected_bytes = 0;

@@ -101,7 +101,7 @@ BOOST_AUTO_TEST_CASE(evaluation_sees_every_sample_once) {
       o.drop_last = false;
       std::vector<int64_t> all;
       for (const auto& ids : all_ranks(kShards, p, o, 1)) {
-        BOOST_TEST((ids.size() == kTotal / p || ids.size() == kTotal / p + 1));
+        BOOST_TEST((int64_t(ids.size()) == kTotal / p || int64_t(ids.size()) == kTotal / p + 1));
         all.insert(all.end(), ids.begin(), ids.end());
       }
       BOOST_TEST(is_permutation_of_all(all, kTotal));

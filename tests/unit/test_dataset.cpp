@@ -16,6 +16,7 @@
 #include "scaletrain/data/loader.hpp"
 #include "scaletrain/data/sources.hpp"
 #include "scaletrain/io/hdf5.hpp"
+#include "scaletrain/ops/normalize.hpp"
 
 namespace fs = std::filesystem;
 using namespace scaletrain;
@@ -87,10 +88,7 @@ std::string indexed_dataset(const std::string& name, const std::vector<int64_t>&
   return dir.string();
 }
 
-int64_t decode_id(const float* x) {
-  // mean 0, std 1: x = pixel / 255.
-  return std::lround(x[0] * 255.0) | (std::lround(x[1] * 255.0) << 8) | (std::lround(x[2] * 255.0) << 16);
-}
+int64_t decode_id(const uint8_t* x) { return x[0] | (int64_t(x[1]) << 8) | (int64_t(x[2]) << 16); }
 
 // A valid shard written by hand with the H5 layer, then altered by `mutate`.
 template <typename Mutate>
@@ -382,8 +380,9 @@ BOOST_AUTO_TEST_CASE(plan_partitions_the_epoch) {
   BOOST_TEST((ids == std::vector<int64_t>{11, 12, 13, 14, 15, 16, 17, 18, 19, 20}));
 }
 
-BOOST_AUTO_TEST_CASE(loader_yields_exact_normalised_samples) {
-  // Shards of 5, 1 and 7 samples; 3 channels with distinct mean/std.
+BOOST_AUTO_TEST_CASE(loader_yields_exact_samples_normalised_by_the_input_op) {
+  // Shards of 5, 1 and 7 samples; 3 channels with distinct mean/std. The loader hands over the
+  // stored pixels; ops::normalize_images with the split's mean and std gives the model's input.
   const fs::path dir = fresh_dir("exact");
   fs::create_directories(dir / "train");
   const std::vector<double> mean{0.25, 0.5, 0.125}, std{0.5, 0.2, 2.0};
@@ -403,6 +402,9 @@ BOOST_AUTO_TEST_CASE(loader_yields_exact_normalised_samples) {
   data::Loader loader(split, 0, 1, o);
   BOOST_TEST(loader.steps_per_epoch() == 4);
   BOOST_TEST(loader.samples_per_epoch() == 13);
+  BOOST_TEST(split.mean == mean);
+  BOOST_TEST(split.std == std);
+  Context ctx(Device::cpu, 1);
   for (int epoch = 0; epoch < 2; ++epoch) {
     loader.start_epoch(epoch);
     Tensor images, labels;
@@ -412,16 +414,18 @@ BOOST_AUTO_TEST_CASE(loader_yields_exact_normalised_samples) {
       ++batches;
       const int64_t bsz = labels.numel();
       BOOST_TEST((images.shape() == Shape{bsz, 2, 3, 3}));
-      BOOST_TEST((images.dtype() == DType::f32));
+      BOOST_TEST((images.dtype() == DType::u8));  // pixels; the model's input op normalises
       BOOST_TEST((labels.dtype() == DType::i32));
       BOOST_TEST(bsz == (batches == 4 ? 1 : 4));
+      Tensor input = Tensor::empty(images.shape());
+      ops::normalize_images(ctx, images, split.mean, split.std, input);
       for (int64_t s = 0; s < bsz; ++s, ++id) {
         BOOST_TEST(labels.data<int32_t>()[s] == id % 4);
         for (int k = 0; k < 18; ++k) {
-          const int c = k % 3;
           const int pixel = static_cast<uint8_t>(id >> (8 * (k % 3)));
-          const float expected = static_cast<float>((pixel / 255.0 - mean[c]) / std[c]);
-          BOOST_TEST(images.data<float>()[s * 18 + k] == expected);
+          BOOST_TEST(int(images.data<uint8_t>()[s * 18 + k]) == pixel);
+          const int c = k % 3;
+          BOOST_TEST(input.data<float>()[s * 18 + k] == static_cast<float>((pixel / 255.0 - mean[c]) / std[c]));
         }
       }
     }
@@ -446,7 +450,7 @@ BOOST_AUTO_TEST_CASE(loader_shuffles_reproducibly) {
     while (loader.next(images, labels)) {
       BOOST_TEST(labels.numel() == 8);
       for (int64_t s = 0; s < 8; ++s) {
-        const int64_t id = decode_id(images.data<float>() + s * 6);
+        const int64_t id = decode_id(images.data<uint8_t>() + s * 6);
         BOOST_TEST(labels.data<int32_t>()[s] == id % 7);
         ids.push_back(id);
       }
@@ -490,18 +494,17 @@ BOOST_AUTO_TEST_CASE(augmentation_is_a_crop_and_flip_of_the_source) {
     o.seed = seed;
     data::Loader loader(split, rank, world, o);
     loader.start_epoch(0);
-    std::vector<float> all;
+    std::vector<uint8_t> all;
     Tensor x, y;
-    while (loader.next(x, y)) all.insert(all.end(), x.data<float>(), x.data<float>() + x.numel());
+    while (loader.next(x, y)) all.insert(all.end(), x.data<uint8_t>(), x.data<uint8_t>() + x.numel());
     return all;
   };
-  const std::vector<float> out = run(0, 1, 9);
+  const std::vector<uint8_t> out = run(0, 1, 9);
   BOOST_TEST(out.size() == size_t(n * h * w * c));
-  auto norm = [&](int v, int ch) { return static_cast<float>((v / 255.0 - mean[ch]) / std[ch]); };
   std::set<std::tuple<int, int, bool>> used;
   for (int i = 0; i < n; ++i) {
     const uint8_t* src = images.data<uint8_t>() + i * h * w * c;
-    const float* got = out.data() + i * h * w * c;
+    const uint8_t* got = out.data() + i * h * w * c;
     int matches = 0;
     for (int dy = 0; dy <= 2 * pad; ++dy)
       for (int dx = 0; dx <= 2 * pad; ++dx)
@@ -512,7 +515,7 @@ BOOST_AUTO_TEST_CASE(augmentation_is_a_crop_and_flip_of_the_source) {
               for (int ch = 0; ch < c && same; ++ch) {
                 const int sy = y + dy - pad, sx = (flip ? w - 1 - x : x) + dx - pad;
                 const int v = (sy >= 0 && sy < h && sx >= 0 && sx < w) ? src[(sy * w + sx) * c + ch] : 0;
-                same = got[(y * w + x) * c + ch] == norm(v, ch);
+                same = got[(y * w + x) * c + ch] == v;
               }
           if (same) {
             ++matches;
@@ -526,7 +529,7 @@ BOOST_AUTO_TEST_CASE(augmentation_is_a_crop_and_flip_of_the_source) {
   BOOST_TEST(out != run(0, 1, 10));  // seeded
   // Draws are per sample, seeded by (seed, epoch, sample id) (issue 4): rank 1 of 2 augments its
   // samples exactly as rank 0 of 1 does.
-  const std::vector<float> r1 = run(1, 2, 9);
+  const std::vector<uint8_t> r1 = run(1, 2, 9);
   BOOST_TEST(std::equal(r1.begin(), r1.end(), out.begin() + out.size() / 2));
 }
 
@@ -543,12 +546,12 @@ BOOST_AUTO_TEST_CASE(loader_restarts_and_stops_cleanly) {
     BOOST_TEST(throws_with([&] { loader.next(images, labels); }, {"start_epoch"}));
     loader.start_epoch(0);
     BOOST_TEST(loader.next(images, labels));
-    BOOST_TEST(decode_id(images.data<float>()) == 0);
+    BOOST_TEST(decode_id(images.data<uint8_t>()) == 0);
     // Abandon epoch 0 after one batch; epoch 1 starts from its beginning.
     loader.start_epoch(1);
     int64_t count = 0;
     while (loader.next(images, labels)) {
-      BOOST_TEST(decode_id(images.data<float>()) == count);
+      BOOST_TEST(decode_id(images.data<uint8_t>()) == count);
       count += labels.numel();
     }
     BOOST_TEST(count == 256);

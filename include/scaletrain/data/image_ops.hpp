@@ -1,6 +1,6 @@
 // JPEG decoding and encoding (libjpeg-turbo's TurboJPEG API) and the geometry of the ImageNet
 // transforms: crop boxes (random resized crop, evaluation centre crop) and one bilinear
-// resample-crop-flip pass that writes either uint8 pixels or normalised float32. Used by the JPEG
+// resample-crop-flip pass that writes uint8 pixels. Used by the JPEG
 // sample decoder, the ImageNet converter and their tests. Every function is thread-safe (one
 // TurboJPEG handle per thread).
 #pragma once
@@ -57,9 +57,7 @@ CropBox center_crop_box(int height, int width, int out_h, int out_w, double crop
 
 // Bilinear resample of `box` of src (half-pixel centres, as torchvision's resize without
 // antialiasing; coordinates clamped to the image) to out_h x out_w, mirrored left-right when
-// `flip`. The uint8 form rounds; the float form writes (v / 255 - mean[c]) / std[c].
+// `flip`, rounded to uint8.
 void resample_crop(const RgbImage& src, const CropBox& box, int out_h, int out_w, bool flip, uint8_t* out);
-void resample_crop(const RgbImage& src, const CropBox& box, int out_h, int out_w, bool flip, const double* mean,
-                   const double* std, float* out);
 
 }  // namespace scaletrain::data

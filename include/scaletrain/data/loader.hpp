@@ -8,18 +8,22 @@
 // io::h5_mutex, and the raw fast path reads with pread without it); each batch's ids are sorted
 // (shard, row) before reading so that a shard's rows come in one pass. `data_threads` workers
 // decode the samples straight into the batch buffer (they never take the HDF5 lock); the I/O
-// thread decodes too while every buffer is busy. Up to
+// thread decodes too while every buffer is busy. With a mapping reader (--io mmap) the I/O thread
+// only looks up row addresses and the workers' decode is the one copy out of the page cache. Up to
 // `prefetch` batches are read/decoded ahead into prefetch + 1 reusable buffers. Batches carry
 // sequence numbers and next() hands them out in plan order, so the result never depends on
 // thread timing. With a collective reader (mpiio-collective) every rank makes the same number of
 // read() calls per epoch (a rank with one batch fewer in an evaluation plan makes an empty one);
 // abandoning an epoch early (start_epoch before the end) must then happen on every rank alike.
 //
+// Batches are uint8 pixels (B, H, W, C), not normalised: the model's first op normalises
+// (ops::normalize_images with the split's mean and std), so the pipeline moves one byte per value.
+//
 // Augmentation (training, options.augment): each sample's random numbers come from
 // (seed, epoch, sample id), so they do not depend on threads, ranks or batch composition. Raw
 // datasets: random crop with zero padding as torchvision's RandomCrop(size, padding=p) applied to
-// the raw pixels before Normalize (padded pixels become (0 - mean[c]) / std[c]), then a random
-// horizontal flip with probability 1/2.
+// the raw pixels before Normalize (padded pixels are raw 0, normalised to (0 - mean[c]) / std[c]),
+// then a random horizontal flip with probability 1/2.
 //
 // Bad samples: a read or decode error is rethrown by next() (and start_epoch()) naming the file
 // and the sample index. With skip_bad_samples the sample is dropped and counted
@@ -60,7 +64,7 @@ struct LoaderOptions {
   bool pad_last = false;     // repeat samples so that every rank gets ceil(N / P) rounded up to full batches
   int prefetch = 2;          // batches prepared ahead
   int data_threads = 1;      // decode/augment workers
-  std::string io = "posix";  // posix | mpiio | mpiio-collective
+  std::string io = "posix";  // posix | mmap | mpiio | mpiio-collective
   int image_height = 0, image_width = 0;     // JPEG datasets: the model's input size (--image-size)
   bool skip_bad_samples = false;             // skip (and count) samples that fail to read or decode
   const comm::Communicator* comm = nullptr;  // the world, for the MPI-IO readers
@@ -86,10 +90,10 @@ class Loader {
   int64_t samples_per_epoch() const;  // yielded by this rank per epoch
   // Epochs are numbered from 0. Starts prefetching; abandons what is left of the previous epoch.
   void start_epoch(int epoch);
-  // Next batch: images (B, H, W, C) f32 normalised, labels (B) i32. Returns false at the end of
-  // the epoch. B == batch_size except possibly the last batch when !drop_last. The tensors are
-  // views of reusable buffers, valid until the next call to next() or start_epoch().
-  // An error on the I/O or decode threads (say, an unreadable shard) is rethrown here.
+  // Next batch: images (B, H, W, C) u8 pixels (normalise with ops::normalize_images), labels (B) i32. Returns false at
+  // the end of the epoch. B == batch_size except possibly the last batch when !drop_last. The tensors are views of
+  // reusable buffers, valid until the next call to next() or start_epoch(). An error on the I/O or decode threads (say,
+  // an unreadable shard) is rethrown here.
   bool next(Tensor& images, Tensor& labels);
   double wait_seconds() const;                 // total time next() spent blocked waiting for data
   int64_t bytes_read() const;                  // bytes of image and label rows read from the shards

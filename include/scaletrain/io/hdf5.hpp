@@ -122,6 +122,12 @@ class H5Dataset {
   int64_t row_elements() const;
   // True when reads of `dtype` take the pread fast path.
   bool direct(DType dtype) const { return direct_ && dtype == direct_dtype_; }
+  // Fast path only (direct()): the file offset of `row`'s bytes (row_bytes() of them; rows of
+  // one chunk are consecutive), and the end of the last chunk (a file shorter than that is
+  // truncated). For readers that map the file (the --io mmap reader).
+  int64_t row_offset(int64_t row) const;
+  int64_t row_bytes() const { return row_bytes_; }
+  int64_t data_end() const;
   // Reads rows [start, start + count) into out (count * row_elements() values of dtype).
   void read_rows(int64_t start, int64_t count, DType dtype, void* out) const;
   // Reads the given rows, which must be strictly increasing, packed in that order into out.

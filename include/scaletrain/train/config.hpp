@@ -50,7 +50,7 @@ struct TrainConfig {
   int threads = 0;  // CPU threads per rank; 0: cores on the node / ranks on the node
   int data_prefetch = 2;
   // Input pipeline (issue 4).
-  std::string io = "posix";             // posix | mpiio | mpiio-collective
+  std::string io = "posix";             // posix | mmap | mpiio | mpiio-collective
   std::string shuffle_mode = "global";  // global | shard
   int64_t shuffle_buffer = 10000;       // samples, for --shuffle shard
   bool pad_last = false;                // repeat samples to fill the last batch instead of dropping them

@@ -1,0 +1,146 @@
+// The mmap SampleReader (--io mmap): raw shards are mapped read-only and read() returns the
+// rows' addresses in the mappings, so the I/O thread does no copying at all and the decode
+// workers copy each sample out of the page cache straight into its batch slot (fused with the
+// crop and flip). Compared with posix's pread into a staging buffer and a second copy into the
+// batch, that is one pass over the bytes instead of two, and a memcpy in user space instead of a
+// system call per run. Row addresses come from the HDF5 fast path's chunk table
+// (io::H5Dataset::row_offset), so this needs uncompressed shards chunked along rows, as the
+// converters write them; anything else is refused with a message that names the file.
+// JPEG shards hold variable-length rows in HDF5's heap and are read as posix reads them.
+//
+// The I/O thread still does the I/O: the first time a row is handed out, its pages are
+// faulted in with madvise(MADV_POPULATE_READ) (Linux 5.14+; older kernels get MADV_WILLNEED,
+// which starts the reads without mapping). So a cold page cache is read, and the page tables
+// filled, on the I/O thread while the workers copy the previous batch, not by a worker
+// stalling on page faults.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/data/pipeline.hpp"
+#include "scaletrain/io/hdf5.hpp"
+#include "scaletrain/io/mapped_file.hpp"
+
+namespace scaletrain::data {
+namespace {
+
+class MmapReader : public SampleReader {
+ public:
+  MmapReader(const SplitInfo& split, const LoaderOptions&) : split_(split) {
+    ST_CHECK(split.encoding == "raw",
+             split.dir << ": the mmap reader maps raw shards, not '" << split.encoding << "' ones");
+    shard_begin_.push_back(0);
+    for (const auto& s : split.shards) shard_begin_.push_back(shard_begin_.back() + s.samples);
+    ST_CHECK(shard_begin_.back() == split.samples, split.dir << ": sample count is inconsistent across shards");
+    row_bytes_ = int64_t(split.height) * split.width * split.channels;
+  }
+
+  std::string name() const override { return "mmap"; }
+  int64_t bytes_read() const override { return bytes_read_.load(); }
+
+  void read(const std::vector<int64_t>& ids, SampleBytes& out) override {
+    if (shards_.empty()) open();
+    const std::size_t n = ids.size();
+    out.ids = ids;
+    out.labels.resize(n);
+    out.bytes.clear();
+    out.mapped.resize(n);
+    out.offsets.resize(n + 1);
+    out.offsets[0] = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      const int64_t id = ids[k];
+      ST_CHECK(id >= 0 && id < split_.samples,
+               split_.dir << ": sample " << id << " is out of range (the split has " << split_.samples << ")");
+      const int64_t s = std::upper_bound(shard_begin_.begin(), shard_begin_.end(), id) - shard_begin_.begin() - 1;
+      const int64_t row = id - shard_begin_[s];
+      Shard& shard = shards_[s];
+      out.mapped[k] = shard.map.data() + shard.images.row_offset(row);
+      out.labels[k] = shard.labels[row];
+      out.offsets[k + 1] = out.offsets[k] + row_bytes_;
+      if (!shard.populated[row]) {
+        populate(out.mapped[k], row_bytes_);
+        shard.populated[row] = 1;
+      }
+    }
+    // Counted as read when handed over; the copy out of the page cache happens in the decoders.
+    bytes_read_ += static_cast<int64_t>(n) * (row_bytes_ + 4);
+  }
+
+ private:
+  struct Shard {
+    io::H5Dataset images;
+    std::vector<int32_t> labels;
+    io::MappedFile map;
+    std::vector<uint8_t> populated;  // per row: pages already faulted in
+  };
+
+  // Faults in the pages of [p, p + bytes) (see the top of the file). Failures only lose the
+  // head start: the copy faults the pages in itself.
+  void populate(const uint8_t* p, int64_t bytes) {
+    static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+    const std::size_t len = static_cast<std::size_t>(reinterpret_cast<uintptr_t>(p) + bytes - lo);
+    void* addr = reinterpret_cast<void*>(lo);
+    if (populate_read_) {
+      if (::madvise(addr, len, kPopulateRead) == 0) return;
+      if (errno == EINVAL) populate_read_ = false;  // a kernel without MADV_POPULATE_READ
+    }
+    ::madvise(addr, len, MADV_WILLNEED);
+  }
+
+#ifdef MADV_POPULATE_READ
+  static constexpr int kPopulateRead = MADV_POPULATE_READ;
+#else
+  static constexpr int kPopulateRead = 22;  // Linux's value, for C libraries older than the kernel
+#endif
+  bool populate_read_ = true;
+
+  void open() {
+    std::vector<Shard> shards;
+    for (const auto& s : split_.shards) {
+      Shard shard;
+      {
+        io::H5File file(s.path, io::H5File::Mode::read);
+        shard.images = io::H5Dataset(file, "images");
+        io::H5Dataset labels(file, "labels");
+        ST_CHECK(shard.images.rows() == s.samples && labels.rows() == s.samples,
+                 s.path << ": changed since the split was opened (" << shard.images.rows() << " samples, expected "
+                        << s.samples << ")");
+        ST_CHECK(shard.images.row_elements() == row_bytes_,
+                 s.path << ": changed since the split was opened (image size)");
+        ST_CHECK(shard.images.direct(DType::u8),
+                 s.path << ": --io mmap needs uncompressed uint8 'images' chunked along rows (as scaletrain-data "
+                           "writes them); read this dataset with --io posix");
+        shard.labels.resize(s.samples);
+        shard.populated.assign(s.samples, 0);
+        labels.read_rows(0, s.samples, DType::i32, shard.labels.data());
+      }
+      shard.map = io::MappedFile(s.path);
+      ST_CHECK(shard.map.size() >= shard.images.data_end(), s.path << ": truncated: " << shard.map.size()
+                                                                   << " bytes, but its images end at byte "
+                                                                   << shard.images.data_end());
+      shards.push_back(std::move(shard));
+    }
+    shards_ = std::move(shards);
+  }
+
+  SplitInfo split_;
+  int64_t row_bytes_ = 0;
+  std::vector<int64_t> shard_begin_;  // first sample id of each shard, plus the total
+  std::vector<Shard> shards_;
+  std::atomic<int64_t> bytes_read_{0};
+};
+
+}  // namespace
+
+std::unique_ptr<SampleReader> make_mmap_reader(const SplitInfo& split, const LoaderOptions& options) {
+  // JPEG rows live in HDF5's heap, not at fixed offsets: read them as posix does.
+  if (split.encoding == "jpeg") return make_posix_reader(split, options);
+  return std::make_unique<MmapReader>(split, options);
+}
+
+}  // namespace scaletrain::data
