@@ -345,7 +345,8 @@ void Loader::Impl::read_batch(Slot& slot, const int64_t* batch_ids) {
     }
     slot.bytes.ids.push_back(sorted[k]);
     slot.bytes.labels.push_back(ok ? one.labels[0] : 0);
-    if (ok) slot.bytes.bytes.insert(slot.bytes.bytes.end(), one.bytes.begin(), one.bytes.end());
+    // Copied whatever kind the reader is (a mapping reader's bytes are in place, not in one.bytes).
+    if (ok) slot.bytes.bytes.insert(slot.bytes.bytes.end(), one.data(0), one.data(0) + one.size(0));
     slot.bytes.offsets.push_back(static_cast<int64_t>(slot.bytes.bytes.size()));
     if (!ok) slot.bad[slot.position[k]] = 1;
   }
