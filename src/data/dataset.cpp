@@ -353,4 +353,19 @@ std::vector<double> PixelStats::std() const {
   return s;
 }
 
+std::vector<int64_t> shard_starts(const SplitInfo& split) {
+  std::vector<int64_t> starts{0};
+  for (const auto& s : split.shards) starts.push_back(starts.back() + s.samples);
+  ST_CHECK(starts.back() == split.samples, split.dir << ": sample count is inconsistent across shards ("
+                                                     << starts.back() << " in the shards, " << split.samples
+                                                     << " in the split)");
+  return starts;
+}
+
+int64_t shard_of(const SplitInfo& split, const std::vector<int64_t>& starts, int64_t id) {
+  ST_CHECK(id >= 0 && id < starts.back(),
+           split.dir << ": sample " << id << " is out of range (the split has " << starts.back() << ")");
+  return std::upper_bound(starts.begin(), starts.end(), id) - starts.begin() - 1;
+}
+
 }  // namespace scaletrain::data

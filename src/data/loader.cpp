@@ -90,7 +90,7 @@ struct Loader::Impl {
   void decode_task(std::unique_lock<std::mutex>& lock);
   void finish_batch(Slot& slot);  // under the lock
   std::string where(int64_t id) const {
-    const int64_t s = std::upper_bound(shard_begin.begin(), shard_begin.end(), id) - shard_begin.begin() - 1;
+    const int64_t s = shard_of(split, shard_begin, id);
     return split.shards[s].path + ": sample " + std::to_string(id) + " (row " + std::to_string(id - shard_begin[s]) +
            ")";
   }
@@ -119,9 +119,7 @@ Loader::Loader(const SplitInfo& split, int rank, int world_size, const LoaderOpt
   m.options = options;
   m.options.prefetch = std::max(1, options.prefetch);
   m.sizes = shard_sizes(split);
-  m.shard_begin.push_back(0);
-  for (int64_t n : m.sizes) m.shard_begin.push_back(m.shard_begin.back() + n);
-  ST_CHECK(m.shard_begin.back() == split.samples, "loader: split " << split.dir << " sample count is inconsistent");
+  m.shard_begin = shard_starts(split);
   m.decoder = decoder ? std::move(decoder) : make_sample_decoder(split, options);
   m.reader = reader ? std::move(reader) : make_sample_reader(split, options, options.comm);
   m.height = m.decoder->out_height();

@@ -33,9 +33,7 @@ class MmapReader : public SampleReader {
   MmapReader(const SplitInfo& split, const LoaderOptions&) : split_(split) {
     ST_CHECK(split.encoding == "raw",
              split.dir << ": the mmap reader maps raw shards, not '" << split.encoding << "' ones");
-    shard_begin_.push_back(0);
-    for (const auto& s : split.shards) shard_begin_.push_back(shard_begin_.back() + s.samples);
-    ST_CHECK(shard_begin_.back() == split.samples, split.dir << ": sample count is inconsistent across shards");
+    shard_begin_ = shard_starts(split);
     row_bytes_ = int64_t(split.height) * split.width * split.channels;
   }
 
@@ -53,9 +51,7 @@ class MmapReader : public SampleReader {
     out.offsets[0] = 0;
     for (std::size_t k = 0; k < n; ++k) {
       const int64_t id = ids[k];
-      ST_CHECK(id >= 0 && id < split_.samples,
-               split_.dir << ": sample " << id << " is out of range (the split has " << split_.samples << ")");
-      const int64_t s = std::upper_bound(shard_begin_.begin(), shard_begin_.end(), id) - shard_begin_.begin() - 1;
+      const int64_t s = shard_of(split_, shard_begin_, id);
       const int64_t row = id - shard_begin_[s];
       Shard& shard = shards_[s];
       out.mapped[k] = shard.map.data() + shard.images.row_offset(row);

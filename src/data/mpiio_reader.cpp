@@ -136,13 +136,12 @@ MpiioReader::MpiioReader(const SplitInfo& split, const LoaderOptions& options, M
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
 
-  shard_begin_.push_back(0);
+  shard_begin_ = shard_starts(split);
   for (const ShardInfo& s : split.shards) {
     Shard sh;
     sh.path = s.path;
     sh.samples = s.samples;
     shards_.push_back(std::move(sh));
-    shard_begin_.push_back(shard_begin_.back() + s.samples);
   }
   {
     Lock lock(io::h5_mutex());

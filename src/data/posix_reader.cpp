@@ -21,9 +21,7 @@ class PosixReader : public SampleReader {
   PosixReader(const SplitInfo& split, const LoaderOptions&) : split_(split), jpeg_(split.encoding == "jpeg") {
     ST_CHECK(split.encoding == "raw" || jpeg_,
              split.dir << ": unknown image encoding '" << split.encoding << "' (expected raw or jpeg)");
-    shard_begin_.push_back(0);
-    for (const auto& s : split.shards) shard_begin_.push_back(shard_begin_.back() + s.samples);
-    ST_CHECK(shard_begin_.back() == split.samples, split.dir << ": sample count is inconsistent across shards");
+    shard_begin_ = shard_starts(split);
     row_bytes_ = int64_t(split.height) * split.width * split.channels;
   }
 
@@ -68,11 +66,7 @@ class PosixReader : public SampleReader {
   }
 
  private:
-  int64_t shard_of(int64_t id) const {
-    ST_CHECK(id >= 0 && id < split_.samples,
-             split_.dir << ": sample " << id << " is out of range (the split has " << split_.samples << ")");
-    return std::upper_bound(shard_begin_.begin(), shard_begin_.end(), id) - shard_begin_.begin() - 1;
-  }
+  int64_t shard_of(int64_t id) const { return data::shard_of(split_, shard_begin_, id); }
 
   void open() {
     const char* name = jpeg_ ? "jpeg" : "images";

@@ -392,8 +392,8 @@ BOOST_AUTO_TEST_CASE(posix_reader_reads_variable_length_rows) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   auto row = [](int64_t id) {
-    std::vector<uint8_t> r(static_cast<std::size_t>(1 + (id * 7) % 23));
-    for (std::size_t k = 0; k < r.size(); ++k) r[k] = static_cast<uint8_t>(id * 13 + k);
+    std::vector<uint8_t> r;
+    for (int64_t k = 0; k < 1 + (id * 7) % 23; ++k) r.push_back(static_cast<uint8_t>(id * 13 + k));
     return r;
   };
   data::SplitInfo split;

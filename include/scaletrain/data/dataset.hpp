@@ -36,6 +36,12 @@ struct SplitInfo {
   std::string encoding = "raw";
 };
 
+// Split-wide sample ids run through the shards in order. shard_starts: the first id of each
+// shard, then the total (throws if the shards' sizes do not add up to split.samples).
+// shard_of: the shard holding `id` (throws naming the split if id is out of range).
+std::vector<int64_t> shard_starts(const SplitInfo& split);
+int64_t shard_of(const SplitInfo& split, const std::vector<int64_t>& starts, int64_t id);
+
 // Opens and validates every shard of DATA/<split>. Throws scaletrain::Error naming the file for:
 // a missing or empty directory, no *.h5 files, a file that is not HDF5 or is truncated, a missing
 // attribute or dataset, a wrong dtype or rank, shapes or attributes inconsistent across shards,
