@@ -331,15 +331,20 @@ void Loader::Impl::read_batch(Slot& slot, const int64_t* batch_ids) {
     // A collective reader must be called the same number of times on every rank: no retries.
     if (!options.skip_bad_samples || reader->name() == "mpiio-collective") throw;
   }
-  // Find the bad samples one by one; a bad one gets no bytes.
+  // Find the bad samples one by one; a bad one gets no bytes. When none reads, the batch cannot
+  // be filled: the first sample's own error says why (say, a shard that does not open).
   SampleBytes one;
   slot.bytes.clear();
+  std::exception_ptr first_failure;
+  int64_t failures = 0;
   for (int64_t k = 0; k < n; ++k) {
     bool ok = true;
     try {
       reader->read({sorted[k]}, one);
     } catch (const std::exception&) {
       ok = false;
+      if (!first_failure) first_failure = std::current_exception();
+      ++failures;
     }
     slot.bytes.ids.push_back(sorted[k]);
     slot.bytes.labels.push_back(ok ? one.labels[0] : 0);
@@ -348,6 +353,7 @@ void Loader::Impl::read_batch(Slot& slot, const int64_t* batch_ids) {
     slot.bytes.offsets.push_back(static_cast<int64_t>(slot.bytes.bytes.size()));
     if (!ok) slot.bad[slot.position[k]] = 1;
   }
+  if (failures == n) std::rethrow_exception(first_failure);
 }
 
 void Loader::Impl::worker_loop() {

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <exception>
 
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/data/pipeline.hpp"
@@ -41,7 +42,17 @@ class MmapReader : public SampleReader {
   int64_t bytes_read() const override { return bytes_read_.load(); }
 
   void read(const std::vector<int64_t>& ids, SampleBytes& out) override {
-    if (shards_.empty()) open();
+    // A shard that cannot be opened or mapped fails every read the same way, without trying again
+    // (the loader's --skip-bad-samples retries would otherwise re-open every shard per sample).
+    if (open_failure_) std::rethrow_exception(open_failure_);
+    if (shards_.empty()) {
+      try {
+        open();
+      } catch (...) {
+        open_failure_ = std::current_exception();
+        throw;
+      }
+    }
     const std::size_t n = ids.size();
     out.ids = ids;
     out.labels.resize(n);
@@ -74,8 +85,10 @@ class MmapReader : public SampleReader {
     std::vector<uint8_t> populated;  // per row: pages already faulted in
   };
 
-  // Faults in the pages of [p, p + bytes) (see the top of the file). Failures only lose the
-  // head start: the copy faults the pages in itself.
+  // Faults in the pages of [p, p + bytes) (see the top of the file). Once per row and reader:
+  // doing it every epoch halved the steady-state rate of page-cache-resident data (the walk over
+  // pages already mapped is not free), so pages evicted between epochs (data larger than memory)
+  // are faulted in again by the copying worker. Failures only lose the head start.
   void populate(const uint8_t* p, int64_t bytes) {
     static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
     const uintptr_t lo = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
@@ -108,6 +121,10 @@ class MmapReader : public SampleReader {
                         << s.samples << ")");
         ST_CHECK(shard.images.row_elements() == row_bytes_,
                  s.path << ": changed since the split was opened (image size)");
+        if (s.samples == 0) {  // nothing to map (the format allows empty shards)
+          shards.push_back(std::move(shard));
+          continue;
+        }
         ST_CHECK(shard.images.direct(DType::u8),
                  s.path << ": --io mmap needs uncompressed uint8 'images' chunked along rows (as scaletrain-data "
                            "writes them); read this dataset with --io posix");
@@ -128,6 +145,7 @@ class MmapReader : public SampleReader {
   int64_t row_bytes_ = 0;
   std::vector<int64_t> shard_begin_;  // first sample id of each shard, plus the total
   std::vector<Shard> shards_;
+  std::exception_ptr open_failure_;
   std::atomic<int64_t> bytes_read_{0};
 };
 

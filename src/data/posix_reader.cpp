@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <mutex>
 
 #include "scaletrain/core/error.hpp"
@@ -29,8 +30,19 @@ class PosixReader : public SampleReader {
   int64_t bytes_read() const override { return bytes_read_.load(); }
 
   void read(const std::vector<int64_t>& ids, SampleBytes& out) override {
-    if (files_.empty()) open();
+    // A shard that cannot be opened fails every read the same way, without trying again (the
+    // loader's --skip-bad-samples retries would otherwise re-open every shard per sample).
+    if (open_failure_) std::rethrow_exception(open_failure_);
+    if (files_.empty()) {
+      try {
+        open();
+      } catch (...) {
+        open_failure_ = std::current_exception();
+        throw;
+      }
+    }
     const int64_t n = static_cast<int64_t>(ids.size());
+    out.mapped.clear();
     out.ids = ids;
     out.labels.resize(n);
     out.offsets.resize(n + 1);
@@ -68,25 +80,34 @@ class PosixReader : public SampleReader {
  private:
   int64_t shard_of(int64_t id) const { return data::shard_of(split_, shard_begin_, id); }
 
+  // All shards or none: the members are filled only once every shard has opened.
   void open() {
     const char* name = jpeg_ ? "jpeg" : "images";
+    std::vector<io::H5File> files;
+    std::vector<io::H5Dataset> data;
+    std::vector<io::H5Handle> jpeg_ds;
+    std::vector<std::vector<int32_t>> labels_of;
     for (const auto& s : split_.shards) {
-      files_.emplace_back(s.path, io::H5File::Mode::read);
-      data_.emplace_back(files_.back(), name);
-      io::H5Dataset labels(files_.back(), "labels");
-      ST_CHECK(data_.back().rows() == s.samples && labels.rows() == s.samples,
-               s.path << ": changed since the split was opened (" << data_.back().rows() << " samples, expected "
+      files.emplace_back(s.path, io::H5File::Mode::read);
+      data.emplace_back(files.back(), name);
+      io::H5Dataset labels(files.back(), "labels");
+      ST_CHECK(data.back().rows() == s.samples && labels.rows() == s.samples,
+               s.path << ": changed since the split was opened (" << data.back().rows() << " samples, expected "
                       << s.samples << ")");
-      ST_CHECK(jpeg_ || data_.back().row_elements() == row_bytes_,
+      ST_CHECK(jpeg_ || data.back().row_elements() == row_bytes_,
                s.path << ": changed since the split was opened (image size)");
-      labels_.emplace_back(s.samples);
-      labels.read_rows(0, s.samples, DType::i32, labels_.back().data());
+      labels_of.emplace_back(s.samples);
+      labels.read_rows(0, s.samples, DType::i32, labels_of.back().data());
       if (jpeg_) {
         std::lock_guard<std::recursive_mutex> lock(io::h5_mutex());
-        jpeg_ds_.emplace_back(ST_CHECK_H5(H5Dopen2(files_.back().id(), "jpeg", H5P_DEFAULT)),
-                              io::H5Handle::Kind::dataset);
+        jpeg_ds.emplace_back(ST_CHECK_H5(H5Dopen2(files.back().id(), "jpeg", H5P_DEFAULT)),
+                             io::H5Handle::Kind::dataset);
       }
     }
+    files_ = std::move(files);
+    data_ = std::move(data);
+    jpeg_ds_ = std::move(jpeg_ds);
+    labels_ = std::move(labels_of);
   }
 
   // rows_ (increasing, of shard s) -> appended to out.bytes, offsets from position `first`.
@@ -132,6 +153,7 @@ class PosixReader : public SampleReader {
   std::vector<std::vector<int32_t>> labels_;
   std::vector<int64_t> rows_;
   std::vector<hvl_t> vlen_;
+  std::exception_ptr open_failure_;
   std::atomic<int64_t> bytes_read_{0};
 };
 

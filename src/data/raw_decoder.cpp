@@ -94,9 +94,10 @@ class RawDecoder : public SampleDecoder {
       uint8_t* out = dst + y * row;
 #ifdef __SSE__
       // The flip reads each row backwards, which the hardware prefetchers follow poorly: ask for
-      // the row after next (prefetches never fault, so running past the sample is harmless).
-      for (int64_t o = 0; o < row; o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(src) + (sy + 2) * row + o, _MM_HINT_T0);
+      // the row after next.
+      if (sy + 2 >= 0 && sy + 2 < h)
+        for (int64_t o = 0; o < row; o += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(src) + (sy + 2) * row + o, _MM_HINT_T0);
 #endif
       if (sy < 0 || sy >= h || x0 >= x1) {
         std::memset(out, 0, static_cast<std::size_t>(row));

@@ -18,6 +18,7 @@ void normalize_images(Context& ctx, const Tensor& x, const std::vector<double>& 
            "normalize_images: x has shape " << shape_string(x.shape()) << ", expected (N, H, W, C)");
   check_tensor(ctx, y, x.shape(), "normalize_images", "y");
   const int64_t c = x.dim(3);
+  ST_CHECK(c > 0, "normalize_images: x has no channels (shape " << shape_string(x.shape()) << ")");
   ST_CHECK(static_cast<int64_t>(mean.size()) == c && static_cast<int64_t>(std.size()) == c,
            "normalize_images: " << c << " channels but " << mean.size() << " means and " << std.size()
                                 << " standard deviations");

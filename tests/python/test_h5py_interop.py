@@ -125,6 +125,26 @@ def test_h5py_written_dataset():
     check(np.array_equal(labels, all_labels), "loader labels equal the h5py labels (all storage variants)")
     check(np.array_equal(images, expected_all), "loader images equal (pixel/255 - mean)/std exactly")
 
+    # --io mmap maps uncompressed images (contiguous or chunked along rows) and refuses a
+    # compressed shard by name; without it, the same batches as posix.
+    p = run("bench", root, "--io", "mmap", "--no-shuffle", "--no-drop-last", "--batch-size", "11",
+            expect_ok=False)
+    last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "(no message)"
+    check(p.returncode != 0 and "part2.h5" in p.stderr and "--io mmap needs uncompressed" in p.stderr,
+          "--io mmap refuses the gzip shard by name: " + last)
+    root_plain = os.path.join(TMP, "from_h5py_uncompressed")
+    shutil.copytree(root, root_plain)
+    os.remove(os.path.join(root_plain, "train", "part2.h5"))
+    dump_mmap = os.path.join(TMP, "eval_dump_mmap.h5")
+    run("bench", root_plain, "--io", "mmap", "--no-shuffle", "--no-drop-last", "--batch-size", "7",
+        "--dump", dump_mmap, "--dump-batches", "100")
+    with h5py.File(dump_mmap, "r") as f:
+        ids, images, labels = f["ids"][:], f["images"][:], f["labels"][:]
+    n_plain = len(shards["train"][0][1]) + len(shards["train"][1][1])
+    check(np.array_equal(ids, np.arange(n_plain)) and np.array_equal(labels, all_labels[:n_plain]) and
+          np.array_equal(images, expected_all[:n_plain]),
+          "--io mmap reads contiguous and row-chunked h5py shards exactly")
+
     # Training plan: shuffled, 2 full batches; the samples are those the plan names.
     run("bench", root, "--batch-size", "32", "--seed", "9", "--dump", dump, "--dump-batches", "100")
     with h5py.File(dump, "r") as f:

@@ -46,8 +46,9 @@ class SampleReader {
  public:
   virtual ~SampleReader() = default;
   virtual std::string name() const = 0;  // "posix", "mmap", "mpiio", "mpiio-collective"
-  // Reads `ids` (any order, repeats allowed) into `out` (cleared first), coalescing the rows of
-  // each shard into few chunk-aligned reads. Called by one thread at a time. A collective reader
+  // Reads `ids` (any order, repeats allowed) into `out` (cleared first); copying readers
+  // coalesce the rows of each shard into few chunk-aligned reads, a mapping reader returns
+  // addresses. Called by one thread at a time. A collective reader
   // requires every rank to call read() the same number of times (with no ids if it has none).
   // Errors name the file and the sample index.
   virtual void read(const std::vector<int64_t>& ids, SampleBytes& out) = 0;
