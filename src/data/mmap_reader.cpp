@@ -8,17 +8,12 @@
 // converters write them; anything else is refused with a message that names the file.
 // JPEG shards hold variable-length rows in HDF5's heap and are read as posix reads them.
 //
-// The I/O thread still does the I/O: the first time a row is handed out, its pages are
-// faulted in with madvise(MADV_POPULATE_READ) (Linux 5.14+; older kernels get MADV_WILLNEED,
-// which starts the reads without mapping). So a cold page cache is read, and the page tables
-// filled, on the I/O thread while the workers copy the previous batch, not by a worker
-// stalling on page faults.
-#include <sys/mman.h>
-#include <unistd.h>
-
+// Pages are mapped (and, from a cold page cache, read, with the kernel's read-ahead) by the
+// workers' copies as they touch them. Faulting them in ahead on the I/O thread with
+// madvise(MADV_POPULATE_READ) was tried: it was slower both from the page cache and from disk
+// (one thread doing all the faulting, without read-ahead), so the reader does not.
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <exception>
 
 #include "scaletrain/core/error.hpp"
@@ -64,14 +59,10 @@ class MmapReader : public SampleReader {
       const int64_t id = ids[k];
       const int64_t s = shard_of(split_, shard_begin_, id);
       const int64_t row = id - shard_begin_[s];
-      Shard& shard = shards_[s];
+      const Shard& shard = shards_[s];
       out.mapped[k] = shard.map.data() + shard.images.row_offset(row);
       out.labels[k] = shard.labels[row];
       out.offsets[k + 1] = out.offsets[k] + row_bytes_;
-      if (!shard.populated[row]) {
-        populate(out.mapped[k], row_bytes_);
-        shard.populated[row] = 1;
-      }
     }
     // Counted as read when handed over; the copy out of the page cache happens in the decoders.
     bytes_read_ += static_cast<int64_t>(n) * (row_bytes_ + 4);
@@ -82,31 +73,7 @@ class MmapReader : public SampleReader {
     io::H5Dataset images;
     std::vector<int32_t> labels;
     io::MappedFile map;
-    std::vector<uint8_t> populated;  // per row: pages already faulted in
   };
-
-  // Faults in the pages of [p, p + bytes) (see the top of the file). Once per row and reader:
-  // doing it every epoch halved the steady-state rate of page-cache-resident data (the walk over
-  // pages already mapped is not free), so pages evicted between epochs (data larger than memory)
-  // are faulted in again by the copying worker. Failures only lose the head start.
-  void populate(const uint8_t* p, int64_t bytes) {
-    static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-    const uintptr_t lo = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
-    const std::size_t len = static_cast<std::size_t>(reinterpret_cast<uintptr_t>(p) + bytes - lo);
-    void* addr = reinterpret_cast<void*>(lo);
-    if (populate_read_) {
-      if (::madvise(addr, len, kPopulateRead) == 0) return;
-      if (errno == EINVAL) populate_read_ = false;  // a kernel without MADV_POPULATE_READ
-    }
-    ::madvise(addr, len, MADV_WILLNEED);
-  }
-
-#ifdef MADV_POPULATE_READ
-  static constexpr int kPopulateRead = MADV_POPULATE_READ;
-#else
-  static constexpr int kPopulateRead = 22;  // Linux's value, for C libraries older than the kernel
-#endif
-  bool populate_read_ = true;
 
   void open() {
     std::vector<Shard> shards;
@@ -129,7 +96,6 @@ class MmapReader : public SampleReader {
                  s.path << ": --io mmap needs uncompressed uint8 'images' chunked along rows (as scaletrain-data "
                            "writes them); read this dataset with --io posix");
         shard.labels.resize(s.samples);
-        shard.populated.assign(s.samples, 0);
         labels.read_rows(0, s.samples, DType::i32, shard.labels.data());
       }
       shard.map = io::MappedFile(s.path);
