@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <sstream>
 
 #include "scaletrain/core/error.hpp"
@@ -500,7 +501,21 @@ bool exact_dtype(hid_t ftype, DType* out) {
   return false;
 }
 
-// A file descriptor for the pread fast path, closed on scope exit.
+// `bytes` at `offset` of the open file `fd` into dst, retrying short reads.
+void pread_all(int fd, const std::string& path, int64_t offset, int64_t bytes, void* dst) {
+  auto* p = static_cast<char*>(dst);
+  while (bytes > 0) {
+    const ssize_t got = ::pread(fd, p, static_cast<std::size_t>(bytes), offset);
+    if (got < 0 && errno == EINTR) continue;
+    ST_CHECK(got > 0, path << ": read of " << bytes << " bytes at offset " << offset << " failed: "
+                           << (got == 0 ? std::string("end of file (truncated?)") : std::strerror(errno)));
+    p += got;
+    offset += got;
+    bytes -= got;
+  }
+}
+
+// A file descriptor of our own, closed on scope exit.
 class PosixFile {
  public:
   explicit PosixFile(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
@@ -509,22 +524,28 @@ class PosixFile {
   ~PosixFile() { ::close(fd_); }
   PosixFile(const PosixFile&) = delete;
   PosixFile& operator=(const PosixFile&) = delete;
-  void read_at(const std::string& path, int64_t offset, int64_t bytes, void* dst) const {
-    auto* p = static_cast<char*>(dst);
-    while (bytes > 0) {
-      const ssize_t got = ::pread(fd_, p, static_cast<std::size_t>(bytes), offset);
-      if (got < 0 && errno == EINTR) continue;
-      ST_CHECK(got > 0, path << ": read of " << bytes << " bytes at offset " << offset << " failed: "
-                             << (got == 0 ? std::string("end of file (truncated?)") : std::strerror(errno)));
-      p += got;
-      offset += got;
-      bytes -= got;
-    }
-  }
+  int fd() const { return fd_; }
 
  private:
   int fd_;
 };
+
+// The descriptor HDF5's POSIX driver (sec2, the default) reads `file` through, or -1 for other
+// drivers (MPI-IO hands out an MPI_File). Valid while HDF5 keeps the file open, which an open
+// dataset of it ensures.
+int sec2_descriptor(hid_t file) {
+  H5Handle fapl(H5Fget_access_plist(file), H5Handle::Kind::plist);
+  if (fapl.id() < 0 || H5Pget_driver(fapl.id()) != H5FD_SEC2) {
+    H5Eclear2(H5E_DEFAULT);
+    return -1;
+  }
+  void* handle = nullptr;
+  if (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 || handle == nullptr) {
+    H5Eclear2(H5E_DEFAULT);
+    return -1;
+  }
+  return *static_cast<int*>(handle);
+}
 }  // namespace
 
 H5Dataset::H5Dataset(const H5File& file, const std::string& name) : path_(file.path()), name_(name) {
@@ -590,6 +611,9 @@ H5Dataset::H5Dataset(const H5File& file, const std::string& name) : path_(file.p
     return;  // compact: tiny, read through HDF5
   }
   direct_ = true;
+  // HDF5 keeps the file open as long as the dataset is: read through its descriptor, so a read
+  // costs no open() (a metadata request on Lustre or GPFS) and no extra descriptor per shard.
+  fd_ = sec2_descriptor(file.id());
 }
 
 int64_t H5Dataset::row_elements() const {
@@ -658,14 +682,16 @@ int64_t H5Dataset::data_end() const {
 }
 
 void H5Dataset::read_runs_direct(const Runs& runs, void* out) const {
-  PosixFile file(path_);
+  std::unique_ptr<PosixFile> own;  // other HDF5 drivers: a descriptor for this read
+  if (fd_ < 0) own = std::make_unique<PosixFile>(path_);
+  const int fd = fd_ >= 0 ? fd_ : own->fd();
   char* dst = static_cast<char*>(out);
   for (auto [first, count] : runs) {
     // A run may cross chunk borders; each piece within one chunk is one pread.
     while (count > 0) {
       const int64_t chunk = first / chunk_rows_, within = first % chunk_rows_;
       const int64_t n = std::min(count, chunk_rows_ - within);
-      file.read_at(path_, chunk_offset_[chunk] + within * row_bytes_, n * row_bytes_, dst);
+      pread_all(fd, path_, chunk_offset_[chunk] + within * row_bytes_, n * row_bytes_, dst);
       dst += n * row_bytes_;
       first += n;
       count -= n;

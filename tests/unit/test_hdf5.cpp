@@ -6,6 +6,7 @@
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/io/hdf5.hpp"
@@ -253,6 +254,30 @@ BOOST_AUTO_TEST_CASE(row_reads_of_other_layouts) {
   std::vector<int32_t> got(rows.size());
   be.read_row_list(rows, DType::i32, got.data());
   for (std::size_t k = 0; k < rows.size(); ++k) BOOST_TEST(got[k] == 1000 * rows[k] - 7);
+}
+
+// The fast path reads through the descriptor HDF5 already holds: no open() per read (a metadata
+// request on Lustre or GPFS), so reads go on even once the path is gone, and after the H5File
+// object that opened the file is destroyed (the dataset keeps the file open).
+BOOST_AUTO_TEST_CASE(fast_path_reads_do_not_reopen_the_file) {
+  const std::string path = temp_path("no_reopen.h5");
+  const Tensor u = iota_u8({40, 5, 2, 3});
+  {
+    H5File file(path, H5File::Mode::create_truncate);
+    file.write("images", u, 8);
+  }
+  std::unique_ptr<H5Dataset> ds;
+  {
+    H5File file(path, H5File::Mode::read);
+    ds = std::make_unique<H5Dataset>(file, "images");
+  }
+  BOOST_REQUIRE(ds->direct(DType::u8));
+  std::filesystem::remove(path);
+  const std::vector<int64_t> rows = {1, 2, 3, 9, 17, 39};
+  std::vector<uint8_t> out(rows.size() * 30);
+  ds->read_row_list(rows, DType::u8, out.data());
+  for (std::size_t k = 0; k < rows.size(); ++k)
+    for (int e = 0; e < 30; ++e) BOOST_TEST(out[k * 30 + e] == u.data<uint8_t>()[rows[k] * 30 + e]);
 }
 
 BOOST_AUTO_TEST_CASE(bad_files_name_the_file) {

@@ -108,9 +108,10 @@ class H5File {
 // Fast path: in a file opened read-only, for an uncompressed dataset stored contiguously or chunked along rows only
 // (each chunk holds whole rows, as our writer and h5py's row chunking do), the file offset of every chunk is looked up
 // once at open time and rows are then read with POSIX pread, one call per run of consecutive rows, without HDF5 (and
-// without its lock). HDF5's own partial reads of an irregular selection visit every element, which is far too slow for
-// random samples. Other layouts (compressed, chunked across columns, a byte order or type that differs from the
-// requested one) are read through HDF5, one hyperslab per run.
+// without its lock), through the descriptor HDF5's POSIX driver already has open (no open() per read). HDF5's own
+// partial reads of an irregular selection visit every element, which is far too slow for random samples. Other layouts
+// (compressed, chunked across columns, a byte order or type that differs from the requested one) are read through HDF5,
+// one hyperslab per run.
 class H5Dataset {
  public:
   H5Dataset() = default;
@@ -147,6 +148,7 @@ class H5Dataset {
   int64_t row_bytes_ = 0;
   int64_t chunk_rows_ = 0;             // rows per chunk; the total for a contiguous dataset
   std::vector<int64_t> chunk_offset_;  // file offset of each chunk, in row order
+  int fd_ = -1;                        // HDF5's own descriptor of the file (POSIX driver), not ours to close
 };
 
 // HDF5's explanation of its last failure (outermost and innermost message of the error stack,
