@@ -22,6 +22,7 @@
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/log.hpp"
 #include "scaletrain/data/dataset.hpp"
+#include "scaletrain/data/loader.hpp"
 #include "scaletrain/io/hdf5.hpp"
 #include "scaletrain/models/model.hpp"
 #include "scaletrain/train/trainer.hpp"
@@ -101,8 +102,7 @@ Shape parse_shape(const std::string& option, const std::string& text, std::size_
 
 // The input-pipeline options shared by train and eval; UsageError naming the option.
 void check_io(const std::string& io) {
-  if (io != "posix" && io != "mmap" && io != "mpiio" && io != "mpiio-collective")
-    throw UsageError("unknown --io '" + io + "' (known: posix, mmap, mpiio, mpiio-collective)");
+  if (!data::is_io_mode(io)) throw UsageError("unknown --io '" + io + "' (known: " + data::io_mode_list() + ")");
 }
 void check_data_threads(int n) {
   if (n < 1 || n > 256) throw UsageError("--data-threads must be between 1 and 256, got " + std::to_string(n));

@@ -441,8 +441,8 @@ int bench_main(int argc, char** argv) {
   if (!parse("bench", argc, argv, desc, vm, "DIR [options]", &pos)) return 0;
   if (o.batch_size < 1) throw UsageError("bench: --batch-size must be at least 1");
   if (epochs < 1) throw UsageError("bench: --epochs must be at least 1");
-  if (o.io != "posix" && o.io != "mmap" && o.io != "mpiio" && o.io != "mpiio-collective")
-    throw UsageError("bench: unknown --io '" + o.io + "' (known: posix, mmap, mpiio, mpiio-collective)");
+  if (!data::is_io_mode(o.io))
+    throw UsageError("bench: unknown --io '" + o.io + "' (known: " + data::io_mode_list() + ")");
   if (o.data_threads < 1 || o.data_threads > 256)
     throw UsageError("bench: --data-threads must be between 1 and 256, got " + std::to_string(o.data_threads));
   if (o.shuffle_mode != "global" && o.shuffle_mode != "shard")
@@ -485,10 +485,6 @@ int bench_main(int argc, char** argv) {
   double first_seconds = 0.0;
   int64_t first_bytes = 0;
   for (int epoch = 0; epoch < epochs; ++epoch) {
-    if (epoch == 1) {
-      first_seconds = clock.elapsed();
-      first_bytes = loader.bytes_read();
-    }
     loader.start_epoch(epoch);
     Tensor images, labels;
     for (int64_t b = 0; loader.next(images, labels); ++b) {
@@ -498,13 +494,13 @@ int bench_main(int argc, char** argv) {
         dumped_labels.push_back(labels.clone());
       }
     }
+    if (epoch == 0) {  // the epoch is drained: nothing more is read before start_epoch(1)
+      first_seconds = clock.elapsed();
+      first_bytes = loader.bytes_read();
+    }
   }
   const double seconds = clock.elapsed();
   const int64_t bytes = loader.bytes_read();
-  if (epochs == 1) {
-    first_seconds = seconds;
-    first_bytes = bytes;
-  }
   // The read stage alone: the same reader and epoch-0 plan in batches, no decoding. Separates
   // what the I/O path delivers from what decoding (copy, crop, flip; JPEG decode) costs. (With
   // --io mmap the reader hands out addresses: its copy is part of decoding.)

@@ -14,8 +14,8 @@
 // (one thread doing all the faulting, without read-ahead), so the reader does not.
 #include <algorithm>
 #include <atomic>
-#include <exception>
 
+#include "data/open_once.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/data/pipeline.hpp"
 #include "scaletrain/io/hdf5.hpp"
@@ -37,17 +37,7 @@ class MmapReader : public SampleReader {
   int64_t bytes_read() const override { return bytes_read_.load(); }
 
   void read(const std::vector<int64_t>& ids, SampleBytes& out) override {
-    // A shard that cannot be opened or mapped fails every read the same way, without trying again
-    // (the loader's --skip-bad-samples retries would otherwise re-open every shard per sample).
-    if (open_failure_) std::rethrow_exception(open_failure_);
-    if (shards_.empty()) {
-      try {
-        open();
-      } catch (...) {
-        open_failure_ = std::current_exception();
-        throw;
-      }
-    }
+    open_once_([this] { open(); });
     const std::size_t n = ids.size();
     out.ids = ids;
     out.labels.resize(n);
@@ -111,7 +101,7 @@ class MmapReader : public SampleReader {
   int64_t row_bytes_ = 0;
   std::vector<int64_t> shard_begin_;  // first sample id of each shard, plus the total
   std::vector<Shard> shards_;
-  std::exception_ptr open_failure_;
+  OpenOnce open_once_;
   std::atomic<int64_t> bytes_read_{0};
 };
 

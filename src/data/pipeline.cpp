@@ -6,6 +6,22 @@
 
 namespace scaletrain::data {
 
+namespace {
+constexpr const char* kIoModes[] = {"posix", "mmap", "mpiio", "mpiio-collective"};
+}  // namespace
+
+bool is_io_mode(const std::string& io) {
+  for (const char* mode : kIoModes)
+    if (io == mode) return true;
+  return false;
+}
+
+std::string io_mode_list() {
+  std::string list;
+  for (const char* mode : kIoModes) list += (list.empty() ? "" : ", ") + std::string(mode);
+  return list;
+}
+
 std::unique_ptr<SampleReader> make_sample_reader(const SplitInfo& split, const LoaderOptions& options,
                                                  const comm::Communicator* comm) {
   if (options.io == "posix") return make_posix_reader(split, options);
@@ -14,7 +30,7 @@ std::unique_ptr<SampleReader> make_sample_reader(const SplitInfo& split, const L
     ST_CHECK(comm != nullptr, "--io " << options.io << " needs the MPI communicator (LoaderOptions::comm)");
     return make_mpiio_reader(split, options, *comm, options.io == "mpiio-collective");
   }
-  ST_THROW("--io must be posix, mmap, mpiio or mpiio-collective, got '" << options.io << "'");
+  ST_THROW("unknown --io '" << options.io << "' (known: " << io_mode_list() << ")");
 }
 
 std::unique_ptr<SampleDecoder> make_sample_decoder(const SplitInfo& split, const LoaderOptions& options) {

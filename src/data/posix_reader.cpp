@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <exception>
 #include <mutex>
 
+#include "data/open_once.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/data/pipeline.hpp"
 #include "scaletrain/io/hdf5.hpp"
@@ -30,17 +30,7 @@ class PosixReader : public SampleReader {
   int64_t bytes_read() const override { return bytes_read_.load(); }
 
   void read(const std::vector<int64_t>& ids, SampleBytes& out) override {
-    // A shard that cannot be opened fails every read the same way, without trying again (the
-    // loader's --skip-bad-samples retries would otherwise re-open every shard per sample).
-    if (open_failure_) std::rethrow_exception(open_failure_);
-    if (files_.empty()) {
-      try {
-        open();
-      } catch (...) {
-        open_failure_ = std::current_exception();
-        throw;
-      }
-    }
+    open_once_([this] { open(); });
     const int64_t n = static_cast<int64_t>(ids.size());
     out.mapped.clear();
     out.ids = ids;
@@ -153,7 +143,7 @@ class PosixReader : public SampleReader {
   std::vector<std::vector<int32_t>> labels_;
   std::vector<int64_t> rows_;
   std::vector<hvl_t> vlen_;
-  std::exception_ptr open_failure_;
+  OpenOnce open_once_;
   std::atomic<int64_t> bytes_read_{0};
 };
 

@@ -277,6 +277,12 @@ BOOST_AUTO_TEST_CASE(a_batch_of_only_bad_samples_is_an_error) {
 }
 
 BOOST_AUTO_TEST_CASE(unknown_io_and_encoding_are_refused) {
+  for (const char* io : {"posix", "mmap", "mpiio", "mpiio-collective"}) {
+    BOOST_TEST(data::is_io_mode(io));
+    BOOST_TEST(data::io_mode_list().find(io) != std::string::npos);
+  }
+  BOOST_TEST(!data::is_io_mode("nfs"));
+  BOOST_TEST(!data::is_io_mode(""));
   Dataset ds;
   LoaderOptions o;
   o.io = "nfs";

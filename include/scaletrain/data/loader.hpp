@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "scaletrain/data/dataset.hpp"
@@ -69,6 +70,11 @@ struct LoaderOptions {
   bool skip_bad_samples = false;             // skip (and count) samples that fail to read or decode
   const comm::Communicator* comm = nullptr;  // the world, for the MPI-IO readers
 };
+
+// The shard readers (LoaderOptions::io, --io): whether `io` names one, and all of them for
+// messages ("posix, mmap, mpiio, mpiio-collective").
+bool is_io_mode(const std::string& io);
+std::string io_mode_list();
 
 // The global sample ids (0 .. total-1, in shard order) that `rank` yields in `epoch`, in order;
 // the loader's plan, exposed for tests and tools. In shard mode this sees the split as one shard:
