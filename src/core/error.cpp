@@ -29,6 +29,11 @@ void set_error_identity(int rank, const std::string& host) {
 }
 std::string error_identity() { return g_identity; }
 
+std::string error_text(const std::exception& e) {
+  const std::string what = e.what(), p = prefix();
+  return !p.empty() && what.rfind(p, 0) == 0 ? what.substr(p.size()) : what;
+}
+
 namespace detail {
 void throw_error(const char* file, int line, const std::string& message) {
   (void)file;

@@ -30,6 +30,63 @@ BOOST_AUTO_TEST_CASE(json_dump_keeps_order_and_escapes) {
   BOOST_TEST(nested.dump(2) == "{\n  \"x\": {\n    \"y\": 3\n  }\n}");
 }
 
+BOOST_AUTO_TEST_CASE(json_parse_reads_back_what_dump_writes) {
+  Json j = Json::object();
+  j.set("int", int64_t{-9007199254740993});  // not representable as a double: must stay integral
+  j.set("num", 0.1);
+  j.set("exp", 1.5e-300);
+  j.set("s", "tab\t \"q\" back\\ \u00e9 \x01");
+  j.set("list", Json::array_of(std::vector<int64_t>{1, 2, 3}));
+  j.set("empty", Json::array());
+  j.set("obj", Json::object());
+  j["nested"]["t"] = true;
+  j["nested"]["f"] = false;
+  j["nested"]["n"] = Json();
+  for (int indent : {-1, 2}) {
+    const Json back = Json::parse(j.dump(indent));
+    BOOST_TEST(back.dump() == j.dump());
+    BOOST_TEST(back.at("int").as_int() == int64_t{-9007199254740993});
+    BOOST_TEST(back.at("num").as_double() == 0.1);
+    BOOST_TEST(back.at("exp").as_double() == 1.5e-300);
+    BOOST_TEST(back.at("s").as_string() == "tab\t \"q\" back\\ \u00e9 \x01");
+    BOOST_TEST(back.at("list").at(2).as_int() == 3);
+    BOOST_TEST(back.at("nested").at("t").as_bool());
+    BOOST_TEST(back.at("nested").at("n").is_null());
+  }
+  // Escapes written by other writers (Python's json.dumps escapes non-ASCII).
+  BOOST_TEST(Json::parse(R"("\u00e9\ud83d\ude00\/")").as_string() == "\u00e9\U0001F600/");
+  BOOST_TEST(Json::parse("12345678901234567890").as_double() == 12345678901234567890.0);
+  BOOST_TEST(Json::parse(" [ ] ").size() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(json_parse_rejects_bad_text_with_the_offset) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"", "unexpected end at offset 0"},
+      {"{\"a\" 1}", "expected ':' at offset 5"},
+      {"[1, 2", "expected ']' at offset 5"},
+      {"[1] x", "unexpected text after the value at offset 4"},
+      {"\"abc", "unterminated string"},
+      {"tru", "unexpected character at offset 0"},
+      {"\"\\q\"", "bad escape"},
+      {"\"\\ud800\"", "lone high surrogate"},
+      {"-", "unexpected character"},
+      {"1.2.3", "bad number '1.2.3'"},
+      {std::string(300, '['), "nesting deeper than 256"},
+  };
+  for (const auto& [text, message] : bad) {
+    try {
+      Json::parse(text);
+      BOOST_ERROR("parsed bad JSON: " << text);
+    } catch (const Error& e) {
+      BOOST_TEST(std::string(e.what()).find(message) != std::string::npos, e.what() << " lacks " << message);
+    }
+  }
+  BOOST_CHECK_THROW(Json::parse("1").as_string(), Error);
+  BOOST_CHECK_THROW(Json::parse("{}").at("missing"), Error);
+  BOOST_CHECK_THROW(Json::parse("[1]").at(1), Error);
+  BOOST_CHECK_THROW(Json::parse("1.5").as_int(), Error);
+}
+
 BOOST_AUTO_TEST_CASE(rng_is_deterministic_and_well_spread) {
   Rng a(42), b(42), c(43);
   for (int i = 0; i < 100; ++i) BOOST_TEST(a.next_u64() == b.next_u64());

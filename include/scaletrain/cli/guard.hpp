@@ -9,20 +9,15 @@
 #include <functional>
 #include <string>
 
+#include "scaletrain/core/error.hpp"
+
 namespace scaletrain::cli {
 
 // Runs body(argc, argv) guarded as above and returns its exit code (0 on success).
 int run_guarded(const char* program, int argc, char** argv, const std::function<int(int, char**)>& body);
 
-// A usage error (unknown option, missing value): the message is printed by rank 0 only, with a
-// hint to run --help, and every rank exits with code 2 (no MPI_Abort needed: every rank sees it).
-class UsageError : public std::exception {
- public:
-  explicit UsageError(std::string msg) : msg_(std::move(msg)) {}
-  const char* what() const noexcept override { return msg_.c_str(); }
-
- private:
-  std::string msg_;
-};
+// A usage error (core/error.hpp): printed by rank 0 only, with a hint to run --help; every rank
+// exits with code 2.
+using scaletrain::UsageError;
 
 }  // namespace scaletrain::cli

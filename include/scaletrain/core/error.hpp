@@ -6,6 +6,7 @@
 
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 #include <string>
 
 namespace scaletrain {
@@ -15,9 +16,24 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// A usage error (an unknown option, a bad value, options that exclude each other): every rank
+// sees it alike, so the binaries print it once (rank 0), with a hint to run --help, and exit with
+// code 2 without MPI_Abort.
+class UsageError : public std::exception {
+ public:
+  explicit UsageError(std::string msg) : msg_(std::move(msg)) {}
+  const char* what() const noexcept override { return msg_.c_str(); }
+
+ private:
+  std::string msg_;
+};
+
 // Identity printed in front of every error; set once MPI is up.
 void set_error_identity(int rank, const std::string& host);
 std::string error_identity();
+// An error's message without this rank's "[rank R on HOST] " prefix, for wrapping it into
+// another message that gets its own prefix.
+std::string error_text(const std::exception& e);
 
 namespace detail {
 [[noreturn]] void throw_error(const char* file, int line, const std::string& message);

@@ -1,5 +1,6 @@
-// A small JSON value for writing report.json, `info --json` and benchmark output.
-// Objects keep insertion order so that reports read top-down as documented.
+// A small JSON value for writing report.json, `info --json` and benchmark output, and for reading
+// back the run history a checkpoint keeps as JSON text. Objects keep insertion order so that
+// reports read top-down as documented.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +54,22 @@ class Json {
 
   // indent < 0: one line; otherwise pretty-printed with that many spaces.
   std::string dump(int indent = -1) const;
+
+  // Parses JSON text (RFC 8259; numbers without a fraction or exponent that fit int64 become
+  // integers). Throws scaletrain::Error naming the offset of the first problem.
+  static Json parse(const std::string& text);
+
+  // Reading. Each throws scaletrain::Error on a value of another type (as_double also takes an
+  // integer); at(key) throws when the key is absent.
+  bool is_null() const { return type_ == Type::null; }
+  bool as_bool() const;
+  int64_t as_int() const;
+  double as_double() const;
+  const std::string& as_string() const;
+  const Json& at(std::size_t index) const;
+  const Json& at(const std::string& key) const;
+  // An object's members in order (empty for other types).
+  const std::vector<std::pair<std::string, Json>>& items() const { return members_; }
 
  private:
   void write(std::string& out, int indent, int depth) const;
