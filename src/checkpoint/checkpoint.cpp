@@ -1,11 +1,15 @@
 // HDF5 checkpoints (format: docs/checkpoint-format.md) through the io::H5File layer.
-// Decisions: validate the whole file against the model before touching any weight, so a failed
-// load leaves the model as it was; report every mismatch at once (a renamed layer shows up as one
-// missing plus one unexpected tensor); publish by rename after fsync, as report.json is.
+// Decisions: read and verify the whole file (format, checksum) before touching any weight, so a
+// failed load leaves the model as it was; report every mismatch at once (a renamed layer shows up
+// as one missing plus one unexpected tensor); publish by rename after fsync, as report.json is.
+// The checksum is zlib's CRC-32 over every dataset's bytes in path order and then the run state,
+// so h5py can verify a file with a few lines (docs/checkpoint-format.md).
 #include "scaletrain/checkpoint/checkpoint.hpp"
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -15,6 +19,7 @@
 #include <sstream>
 #include <vector>
 
+#include "scaletrain/checkpoint/run_directory.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/io/hdf5.hpp"
 
@@ -24,8 +29,11 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kFormatAttr = "scaletrain_checkpoint_format";
-constexpr const char* kModelGroup = "/model";
-constexpr const char* kOptimizerGroup = "/optimizer";
+constexpr const char* kChecksumAttr = "checksum_crc32";
+constexpr const char* kStateAttr = "state";
+constexpr const char* kModelGroup = "model";
+constexpr const char* kOptimizerGroup = "optimizer";
+constexpr const char* kRunGroup = "run";
 constexpr int kMaxListed = 8;  // problems listed by name in one error message
 
 bool ignored_entry(const std::string& name) {
@@ -47,28 +55,136 @@ void fsync_path(const std::string& path, bool directory) {
   ST_CHECK(rc == 0 || directory, "cannot sync " << path << " to disk: " << std::strerror(err));
 }
 
-// Compares the datasets of `group` with the expected (name, shape) entries; returns one line per
-// problem.
-std::vector<std::string> mismatches(const io::H5File& file, const std::string& group,
+std::string parent_or_dot(const std::string& path) {
+  const fs::path dir = fs::path(path).parent_path();
+  return dir.empty() ? std::string(".") : dir.string();
+}
+
+// " (12.3 MB free on the file system of DIR)", or "" when statvfs fails.
+std::string free_space_note(const std::string& dir) {
+  struct statvfs s {};
+  if (::statvfs(dir.c_str(), &s) != 0) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(s.f_bavail) * s.f_frsize / 1e6);
+  return std::string(" (") + buf + " free on the file system of " + dir + ")";
+}
+
+// The checksum of a file's contents: every dataset in path order, then the run state.
+uint32_t contents_crc32(const std::map<std::string, Tensor>& tensors, const std::string& run_state) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (const auto& [name, t] : tensors) {
+    const auto* p = static_cast<const Bytef*>(t.raw());
+    for (std::size_t left = t.bytes(); left > 0;) {
+      const uInt n = static_cast<uInt>(std::min<std::size_t>(left, 1u << 30));
+      crc = crc32(crc, p, n);
+      p += n;
+      left -= n;
+    }
+  }
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(run_state.data()), static_cast<uInt>(run_state.size()));
+  return static_cast<uint32_t>(crc);
+}
+
+// Everything that goes into the file, by dataset path (sorted: the checksum's order).
+std::map<std::string, Tensor> file_tensors(nn::ParameterSet& p, const SaveOptions& o) {
+  std::map<std::string, Tensor> out;
+  for (int i = 0; i < p.num_parameters(); ++i)
+    out[std::string(kModelGroup) + "/" + p.parameter_info(i).name] = p.value(i);
+  for (int i = 0; i < p.num_buffers(); ++i) {
+    const nn::TensorInfo& info = p.buffer_info(i);
+    out[std::string(kModelGroup) + "/" + info.name] =
+        o.buffers ? Tensor::view_of(*o.buffers, info.offset, info.shape) : p.buffer(i);
+  }
+  if (o.sgd != nullptr)
+    for (int i = 0; i < p.num_parameters(); ++i)
+      out[std::string(kOptimizerGroup) + "/" + p.parameter_info(i).name] = o.sgd->momentum_view(i);
+  if (o.run != nullptr)
+    for (const auto& [name, t] : o.run->tensors) out[std::string(kRunGroup) + "/" + name] = t;
+  return out;
+}
+
+void write_file(const std::string& tmp, const CheckpointMeta& meta, const std::map<std::string, Tensor>& tensors,
+                const SaveOptions& o) {
+  const std::string run_state = o.run ? o.run->state : std::string();
+  io::H5File file(tmp, io::H5File::Mode::create_truncate);
+  file.set_attribute(kFormatAttr, static_cast<int64_t>(kCheckpointFormat));
+  file.set_attribute("model", meta.model);
+  file.set_attribute("epoch", meta.epoch);
+  file.set_attribute("step", meta.step);
+  file.set_attribute(kChecksumAttr, static_cast<int64_t>(contents_crc32(tensors, run_state)));
+  file.create_group(kModelGroup);
+  if (o.sgd != nullptr) {
+    file.create_group(kOptimizerGroup);
+    file.set_attribute("kind", "sgd", kOptimizerGroup);
+    file.set_double_attribute("momentum", o.sgd->options().momentum, kOptimizerGroup);
+    file.set_double_attribute("weight_decay", o.sgd->options().weight_decay, kOptimizerGroup);
+    file.set_attribute("nesterov", static_cast<int64_t>(o.sgd->options().nesterov), kOptimizerGroup);
+  }
+  if (o.run != nullptr) {
+    file.create_group(kRunGroup);
+    file.set_attribute(kStateAttr, run_state, kRunGroup);
+  }
+  for (const auto& [name, t] : tensors) file.write(name, t);
+  file.flush();
+  file.close();
+}
+
+CheckpointMeta read_meta(const io::H5File& file) {
+  const std::string& path = file.path();
+  ST_CHECK(file.has_attribute(kFormatAttr),
+           "checkpoint " << path << " is not a scaletrain checkpoint (no " << kFormatAttr << " attribute)");
+  CheckpointMeta meta;
+  const int64_t format = file.get_int_attribute(kFormatAttr);
+  ST_CHECK(format == 1 || format == kCheckpointFormat, "checkpoint " << path << " has format " << format
+                                                                     << ", this build reads formats 1 and "
+                                                                     << kCheckpointFormat);
+  meta.format = static_cast<int>(format);
+  meta.model = file.get_string_attribute("model");
+  meta.epoch = file.get_int_attribute("epoch");
+  meta.step = file.get_int_attribute("step");
+  return meta;
+}
+
+io::H5File open_checkpoint(const std::string& path) {
+  std::error_code ec;
+  ST_CHECK(fs::exists(path, ec), "checkpoint " << path << " not found");
+  ST_CHECK(!fs::is_directory(path, ec), "checkpoint " << path << " is a directory without checkpoints");
+  return io::H5File(path, io::H5File::Mode::read);
+}
+
+// Reads every dataset directly under `group` into out (as "group/name").
+void read_group(const io::H5File& file, const std::string& group, std::map<std::string, Tensor>& out) {
+  if (!file.has(group)) return;
+  for (const std::string& name : file.list(group)) {
+    const std::string full = group + "/" + name;
+    if (!file.is_dataset(full) || ignored_entry(name)) continue;
+    const std::string type = file.dataset_type(full);
+    ST_CHECK(type.rfind("float", 0) == 0, "checkpoint " << file.path() << ": tensor " << full << " is " << type
+                                                        << ", expected float32");
+    out[full] = file.read(full, DType::f32);
+  }
+}
+
+// Compares the tensors of `group` with the expected (name, shape) entries; one line per problem.
+std::vector<std::string> mismatches(const CheckpointData& data, const std::string& group,
                                     const std::vector<nn::TensorInfo>& expected) {
   std::vector<std::string> problems;
   std::set<std::string> known;
   for (const nn::TensorInfo& info : expected) {
-    known.insert(info.name);
     const std::string name = group + "/" + info.name;
-    if (!file.is_dataset(name)) {
-      problems.push_back("missing tensor " + name + " " + shape_string(info.shape));
-      continue;
-    }
-    const Shape shape = file.dataset_shape(name);
-    if (shape != info.shape)
-      problems.push_back("tensor " + name + " has shape " + shape_string(shape) +
+    known.insert(name);
+    const auto it = data.tensors.find(name);
+    if (it == data.tensors.end()) {
+      problems.push_back("missing tensor /" + name + " " + shape_string(info.shape));
+    } else if (it->second.shape() != info.shape) {
+      problems.push_back("tensor /" + name + " has shape " + shape_string(it->second.shape()) +
                          " in the checkpoint, the model expects " + shape_string(info.shape));
-    const std::string type = file.dataset_type(name);
-    if (type.rfind("float", 0) != 0) problems.push_back("tensor " + name + " is " + type + ", expected float32");
+    }
   }
-  for (const std::string& name : file.list(group))
-    if (!known.count(name) && !ignored_entry(name)) problems.push_back("unexpected tensor " + group + "/" + name);
+  const std::string prefix = group + "/";
+  for (const auto& entry : data.tensors)
+    if (entry.first.rfind(prefix, 0) == 0 && !known.count(entry.first))
+      problems.push_back("unexpected tensor /" + entry.first);
   return problems;
 }
 
@@ -85,100 +201,92 @@ std::vector<nn::TensorInfo> parameter_infos(const nn::ParameterSet& params) {
   return infos;
 }
 
-CheckpointMeta read_meta(const io::H5File& file) {
-  const std::string& path = file.path();
-  ST_CHECK(file.has_attribute(kFormatAttr),
-           "checkpoint " << path << " is not a scaletrain checkpoint (no " << kFormatAttr << " attribute)");
-  CheckpointMeta meta;
-  const int64_t format = file.get_int_attribute(kFormatAttr);
-  ST_CHECK(format == kCheckpointFormat,
-           "checkpoint " << path << " has format " << format << ", this build reads format " << kCheckpointFormat);
-  meta.format = static_cast<int>(format);
-  meta.model = file.get_string_attribute("model");
-  meta.epoch = file.get_int_attribute("epoch");
-  meta.step = file.get_int_attribute("step");
-  return meta;
-}
-
-io::H5File open_checkpoint(const std::string& path) {
-  std::error_code ec;
-  ST_CHECK(fs::exists(path, ec), "checkpoint " << path << " not found");
-  return io::H5File(path, io::H5File::Mode::read);
+bool has_group(const CheckpointData& data, const std::string& group) {
+  const auto it = data.tensors.lower_bound(group + "/");
+  return it != data.tensors.end() && it->first.rfind(group + "/", 0) == 0;
 }
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, const CheckpointMeta& meta, nn::ParameterSet& params, optim::Sgd* sgd) {
+void save_checkpoint(const std::string& path, const CheckpointMeta& meta, nn::ParameterSet& params,
+                     const SaveOptions& options) {
   ST_CHECK(params.finalized(), "cannot checkpoint a model whose parameters are not finalized");
-  ST_CHECK(sgd == nullptr || &sgd->params() == &params, "checkpoint: the optimizer belongs to another ParameterSet");
+  ST_CHECK(options.sgd == nullptr || &options.sgd->params() == &params,
+           "checkpoint: the optimizer belongs to another ParameterSet");
+  ST_CHECK(options.buffers == nullptr || options.buffers->numel() == params.flat_buffers().numel(),
+           "checkpoint: the buffer values do not match the model's buffers");
   const std::string tmp = path + ".tmp";
   try {
-    {
-      io::H5File file(tmp, io::H5File::Mode::create_truncate);
-      file.set_attribute(kFormatAttr, static_cast<int64_t>(kCheckpointFormat));
-      file.set_attribute("model", meta.model);
-      file.set_attribute("epoch", meta.epoch);
-      file.set_attribute("step", meta.step);
-      file.create_group(kModelGroup);
-      for (int i = 0; i < params.num_parameters(); ++i)
-        file.write(std::string(kModelGroup) + "/" + params.parameter_info(i).name, params.value(i));
-      for (int i = 0; i < params.num_buffers(); ++i)
-        file.write(std::string(kModelGroup) + "/" + params.buffer_info(i).name, params.buffer(i));
-      if (sgd != nullptr) {
-        file.create_group(kOptimizerGroup);
-        file.set_attribute("kind", "sgd", kOptimizerGroup);
-        file.set_double_attribute("momentum", sgd->options().momentum, kOptimizerGroup);
-        file.set_double_attribute("weight_decay", sgd->options().weight_decay, kOptimizerGroup);
-        file.set_attribute("nesterov", static_cast<int64_t>(sgd->options().nesterov), kOptimizerGroup);
-        for (int i = 0; i < params.num_parameters(); ++i)
-          file.write(std::string(kOptimizerGroup) + "/" + params.parameter_info(i).name, sgd->momentum_view(i));
-      }
-      file.flush();
-      file.close();
-    }
+    write_file(tmp, meta, file_tensors(params, options), options);
     fsync_path(tmp, false);
     ST_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0,
-             "cannot publish checkpoint " << path << ": rename from " << tmp << ": " << std::strerror(errno));
-  } catch (...) {
+             "cannot publish it: rename from " << tmp << ": " << std::strerror(errno));
+  } catch (const std::exception& e) {
     std::remove(tmp.c_str());  // never leave a partial file behind
-    throw;
+    ST_THROW("cannot write checkpoint " << path << ": " << error_text(e) << free_space_note(parent_or_dot(path))
+                                        << "; the previous checkpoint, if any, is unchanged");
   }
-  fs::path dir = fs::path(path).parent_path();
-  fsync_path(dir.empty() ? std::string(".") : dir.string(), true);
+  fsync_path(parent_or_dot(path), true);
 }
 
 CheckpointMeta read_checkpoint_meta(const std::string& path) { return read_meta(open_checkpoint(path)); }
 
-CheckpointMeta load_checkpoint(const std::string& path, const std::string& expected_model, nn::ParameterSet& params,
-                               optim::Sgd* sgd) {
+CheckpointData read_checkpoint(const std::string& path) {
+  io::H5File file = open_checkpoint(path);
+  CheckpointData data;
+  data.path = path;
+  data.meta = read_meta(file);
+  read_group(file, kModelGroup, data.tensors);
+  read_group(file, kOptimizerGroup, data.tensors);
+  read_group(file, kRunGroup, data.tensors);
+  if (file.has(kRunGroup) && file.has_attribute(kStateAttr, kRunGroup))
+    data.run_state = file.get_string_attribute(kStateAttr, kRunGroup);
+  data.has_checksum = file.has_attribute(kChecksumAttr);
+  ST_CHECK(data.has_checksum || data.meta.format == 1,
+           "checkpoint " << path << " is damaged: format " << data.meta.format << " without its " << kChecksumAttr
+                         << " attribute");
+  if (data.has_checksum) {
+    const int64_t stored = file.get_int_attribute(kChecksumAttr);
+    const uint32_t computed = contents_crc32(data.tensors, data.run_state);
+    ST_CHECK(stored == static_cast<int64_t>(computed), "checkpoint " << path << " is damaged: its contents have CRC-32 "
+                                                                     << computed << ", the file records " << stored);
+  }
+  return data;
+}
+
+void restore_model(const CheckpointData& data, const std::string& expected_model, nn::ParameterSet& params,
+                   optim::Sgd* sgd) {
   ST_CHECK(params.finalized(), "cannot load a checkpoint into parameters that are not finalized");
   ST_CHECK(sgd == nullptr || &sgd->params() == &params, "checkpoint: the optimizer belongs to another ParameterSet");
-  io::H5File file = open_checkpoint(path);
-  const CheckpointMeta meta = read_meta(file);
-  ST_CHECK(expected_model.empty() || meta.model == expected_model,
-           "checkpoint " << path << " is for model " << meta.model << ", not " << expected_model);
-  ST_CHECK(file.has(kModelGroup), "checkpoint " << path << " has no " << kModelGroup << " group");
+  const std::string& path = data.path;
+  ST_CHECK(expected_model.empty() || data.meta.model == expected_model,
+           "checkpoint " << path << " is for model " << data.meta.model << ", not " << expected_model);
+  ST_CHECK(has_group(data, kModelGroup), "checkpoint " << path << " has no /" << kModelGroup << " tensors");
 
-  std::vector<std::string> problems = mismatches(file, kModelGroup, params.state_infos());
-  const bool load_momentum = sgd != nullptr && file.has(kOptimizerGroup);
+  std::vector<std::string> problems = mismatches(data, kModelGroup, params.state_infos());
+  const bool load_momentum = sgd != nullptr && has_group(data, kOptimizerGroup);
   if (load_momentum) {
-    std::vector<std::string> more = mismatches(file, kOptimizerGroup, parameter_infos(params));
+    std::vector<std::string> more = mismatches(data, kOptimizerGroup, parameter_infos(params));
     problems.insert(problems.end(), more.begin(), more.end());
   }
   ST_CHECK(problems.empty(),
-           "checkpoint " << path << " does not match model " << meta.model << ":" << join_problems(problems));
+           "checkpoint " << path << " does not match model " << data.meta.model << ":" << join_problems(problems));
 
-  for (const nn::TensorInfo& info : params.state_infos()) {
-    Tensor* target = params.find(info.name);
-    target->copy_from(file.read(std::string(kModelGroup) + "/" + info.name, DType::f32));
-  }
+  for (const nn::TensorInfo& info : params.state_infos())
+    params.find(info.name)->copy_from(data.tensors.at(std::string(kModelGroup) + "/" + info.name));
   if (load_momentum) {
     for (int i = 0; i < params.num_parameters(); ++i) {
       Tensor target = sgd->momentum_view(i);
-      target.copy_from(file.read(std::string(kOptimizerGroup) + "/" + params.parameter_info(i).name, DType::f32));
+      target.copy_from(data.tensors.at(std::string(kOptimizerGroup) + "/" + params.parameter_info(i).name));
     }
   }
-  return meta;
+}
+
+CheckpointMeta load_checkpoint(const std::string& path, const std::string& expected_model, nn::ParameterSet& params,
+                               optim::Sgd* sgd) {
+  const CheckpointData data = read_newest_checkpoint(path);
+  restore_model(data, expected_model, params, sgd);
+  return data.meta;
 }
 
 }  // namespace scaletrain::checkpoint

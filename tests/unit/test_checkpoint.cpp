@@ -1,6 +1,10 @@
-// Checkpoints: a save/load round trip of a small model with momentum (bit-exact), the atomic
-// publish (no .tmp left), and the errors for a missing file, a non-checkpoint, another model,
-// another shape, missing and unexpected tensors, each checked by its message.
+// Checkpoints: a save/load round trip of a small model with momentum, buffers and a run record
+// (bit-exact), the atomic publish (no .tmp left), the checksum (a flipped byte is found, and
+// h5py's view of it is checked in tests/python), files written by other tools (format 1), the
+// errors for a missing file, a non-checkpoint, another model, another shape, missing and
+// unexpected tensors, each checked by its message; and the run directory: names, the `latest`
+// pointer, retention, and the newest-valid search that skips damaged files.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
@@ -10,6 +14,7 @@
 #include <string>
 
 #include "scaletrain/checkpoint/checkpoint.hpp"
+#include "scaletrain/checkpoint/run_directory.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/io/hdf5.hpp"
 #include "scaletrain/nn/parameters.hpp"
@@ -54,17 +59,43 @@ struct TempDir {
   std::string file(const std::string& name) const { return (dir / name).string(); }
 };
 
-// A saved resnet20 checkpoint of make_params() with momentum; returns its path.
-std::string save_reference(const TempDir& tmp, const std::string& name = "ref.h5") {
+CheckpointMeta meta_of(int64_t epoch, int64_t step) {
+  CheckpointMeta m;
+  m.model = "resnet20";
+  m.epoch = epoch;
+  m.step = step;
+  return m;
+}
+
+// A saved checkpoint of make_params() with momentum; returns its path.
+std::string save_reference(const std::string& path, int64_t step = 1234) {
   ParameterSet p = make_params();
   fill_pattern(p.flat_values(), 0.125f, -1.0f);
   fill_pattern(p.buffer(0), 0.5f, 0.0f);
   fill_pattern(p.buffer(1), 0.25f, 1.0f);
   scaletrain::optim::Sgd sgd(p, {});
   fill_pattern(sgd.momentum_buffer(), -0.0625f, 0.5f);
-  const std::string path = tmp.file(name);
-  save_checkpoint(path, CheckpointMeta{1, "resnet20", 3, 1234}, p, &sgd);
+  SaveOptions options;
+  options.sgd = &sgd;
+  save_checkpoint(path, meta_of(3, step), p, options);
   return path;
+}
+
+// Flips one byte of a dataset's stored values, behind HDF5's back (a failing disk).
+void flip_byte(const std::string& path, const std::string& dataset) {
+  int64_t offset = 0;
+  {
+    scaletrain::io::H5File f(path, scaletrain::io::H5File::Mode::read);
+    scaletrain::io::H5Dataset d(f, dataset);
+    offset = d.row_offset(0);
+  }
+  const int fd = ::open(path.c_str(), O_RDWR);
+  BOOST_REQUIRE(fd >= 0);
+  unsigned char byte = 0;
+  BOOST_REQUIRE(::pread(fd, &byte, 1, offset) == 1);
+  byte ^= 0x10;
+  BOOST_REQUIRE(::pwrite(fd, &byte, 1, offset) == 1);
+  ::close(fd);
 }
 
 auto message_has(const std::string& a, const std::string& b = "", const std::string& c = "") {
@@ -80,7 +111,7 @@ auto message_has(const std::string& a, const std::string& b = "", const std::str
 
 BOOST_AUTO_TEST_SUITE(checkpoint)
 
-BOOST_AUTO_TEST_CASE(round_trip_with_momentum) {
+BOOST_AUTO_TEST_CASE(round_trip_with_momentum_buffers_and_run_record) {
   TempDir tmp;
   ParameterSet src = make_params();
   fill_pattern(src.flat_values(), 0.125f, -1.0f);
@@ -88,13 +119,23 @@ BOOST_AUTO_TEST_CASE(round_trip_with_momentum) {
   fill_pattern(src.buffer(1), 0.25f, 1.0f);
   scaletrain::optim::Sgd src_sgd(src, {});
   fill_pattern(src_sgd.momentum_buffer(), -0.0625f, 0.5f);
+  Tensor mean = Tensor::empty(src.flat_buffers().shape());  // stored under /model instead of src's own
+  fill_pattern(mean, 3.0f, 0.5f);
+  RunRecord record;
+  record.state = R"({"position": {"global_step": 1234}, "note": "\u00e9"})";
+  record.tensors["rank_buffers"] = Tensor::empty({2, src.flat_buffers().numel()});
+  fill_pattern(record.tensors["rank_buffers"], 1.5f, 0.0f);
   const std::string path = tmp.file("ckpt.h5");
-  save_checkpoint(path, CheckpointMeta{1, "resnet20", 3, 1234}, src, &src_sgd);
+  SaveOptions options;
+  options.sgd = &src_sgd;
+  options.buffers = &mean;
+  options.run = &record;
+  save_checkpoint(path, meta_of(3, 1234), src, options);
   BOOST_TEST(fs::exists(path));
   BOOST_TEST(!fs::exists(path + ".tmp"));
 
   CheckpointMeta meta = read_checkpoint_meta(path);
-  BOOST_TEST(meta.format == 1);
+  BOOST_TEST(meta.format == kCheckpointFormat);
   BOOST_TEST(meta.model == "resnet20");
   BOOST_TEST(meta.epoch == 3);
   BOOST_TEST(meta.step == 1234);
@@ -102,36 +143,88 @@ BOOST_AUTO_TEST_CASE(round_trip_with_momentum) {
   // The documented layout, read back with the plain HDF5 layer.
   {
     scaletrain::io::H5File f(path, scaletrain::io::H5File::Mode::read);
-    BOOST_TEST(f.get_int_attribute("scaletrain_checkpoint_format") == 1);
+    BOOST_TEST(f.get_int_attribute("scaletrain_checkpoint_format") == 2);
+    BOOST_TEST(f.has_attribute("checksum_crc32"));
     BOOST_TEST(f.dataset_shape("/model/layer1.0.conv1.weight") == (scaletrain::Shape{4, 4, 1, 1}));
     BOOST_TEST(f.dataset_type("/model/fc.weight") == "float32");
     BOOST_TEST(f.is_dataset("/model/bn1.running_var"));
     BOOST_TEST(f.is_dataset("/optimizer/fc.bias"));
     BOOST_TEST(!f.has("/optimizer/bn1.running_var"));  // buffers have no momentum
     BOOST_TEST(f.list("/model").size() == 8u);
+    BOOST_TEST(f.get_string_attribute("state", "/run") == record.state);
+    BOOST_TEST(f.dataset_shape("/run/rank_buffers") == (scaletrain::Shape{2, 8}));
   }
 
+  const CheckpointData data = read_checkpoint(path);
+  BOOST_TEST(data.has_checksum);
+  BOOST_TEST(data.run_state == record.state);
+  BOOST_TEST(same_bits(data.tensors.at("run/rank_buffers"), record.tensors["rank_buffers"]));
   ParameterSet dst = make_params();
   scaletrain::optim::Sgd dst_sgd(dst, {});
-  meta = load_checkpoint(path, "resnet20", dst, &dst_sgd);
-  BOOST_TEST(meta.step == 1234);
+  restore_model(data, "resnet20", dst, &dst_sgd);
   BOOST_TEST(same_bits(dst.flat_values(), src.flat_values()));
-  BOOST_TEST(same_bits(dst.buffer(0), src.buffer(0)));
-  BOOST_TEST(same_bits(dst.buffer(1), src.buffer(1)));
+  BOOST_TEST(same_bits(dst.flat_buffers(), mean));
   BOOST_TEST(same_bits(dst_sgd.momentum_buffer(), src_sgd.momentum_buffer()));
 
-  // Saving again over the published file replaces it atomically.
+  // Saving again over the published file replaces it atomically; without an optimizer the file
+  // has no /optimizer and loading leaves the momentum as it is.
   fill_pattern(src.flat_values(), 2.0f, 0.0f);
-  save_checkpoint(path, CheckpointMeta{1, "resnet20", 4, 2000}, src, nullptr);
+  save_checkpoint(path, meta_of(4, 2000), src);
   BOOST_TEST(!fs::exists(path + ".tmp"));
   ParameterSet again = make_params();
   scaletrain::optim::Sgd again_sgd(again, {});
   fill_pattern(again_sgd.momentum_buffer(), 1.0f, 1.0f);
   const Tensor momentum_before = again_sgd.momentum_buffer().clone();
-  meta = load_checkpoint(path, "", again, &again_sgd);  // no /optimizer now: momentum untouched
+  meta = load_checkpoint(path, "", again, &again_sgd);
   BOOST_TEST(meta.epoch == 4);
   BOOST_TEST(same_bits(again.flat_values(), src.flat_values()));
+  BOOST_TEST(same_bits(again.flat_buffers(), src.flat_buffers()));
   BOOST_TEST(same_bits(again_sgd.momentum_buffer(), momentum_before));
+}
+
+BOOST_AUTO_TEST_CASE(a_flipped_byte_is_found_before_anything_is_loaded) {
+  TempDir tmp;
+  const std::string path = save_reference(tmp.file("ckpt.h5"));
+  BOOST_CHECK_NO_THROW(read_checkpoint(path));
+  flip_byte(path, "/optimizer/layer1.0.conv1.weight");
+  ParameterSet p = make_params();
+  p.flat_values().fill(7.0f);
+  BOOST_CHECK_EXCEPTION(load_checkpoint(path, "resnet20", p, nullptr), Error,
+                        message_has("checkpoint " + path + " is damaged", "CRC-32"));
+  BOOST_TEST(p.flat_values().data<float>()[0] == 7.0f);
+}
+
+BOOST_AUTO_TEST_CASE(files_from_other_tools_without_checksum_load) {
+  // What docs/checkpoint-format.md shows for PyTorch weights: format 1, /model only, and
+  // PyTorch's num_batches_tracked counters, which are ignored.
+  TempDir tmp;
+  const std::string path = tmp.file("from_torch.h5");
+  ParameterSet src = make_params();
+  fill_pattern(src.flat_values(), 0.5f, 0.25f);
+  {
+    scaletrain::io::H5File f(path, scaletrain::io::H5File::Mode::create_truncate);
+    f.set_attribute("scaletrain_checkpoint_format", int64_t{1});
+    f.set_attribute("model", "resnet20");
+    f.set_attribute("epoch", int64_t{0});
+    f.set_attribute("step", int64_t{0});
+    for (const auto& info : src.state_infos()) f.write("/model/" + info.name, *src.find(info.name));
+    f.write("/model/bn1.num_batches_tracked", Tensor::zeros({}, scaletrain::DType::i64));
+  }
+  ParameterSet dst = make_params();
+  const CheckpointMeta meta = load_checkpoint(path, "resnet20", dst, nullptr);
+  BOOST_TEST(meta.format == 1);
+  BOOST_TEST(same_bits(dst.flat_values(), src.flat_values()));
+
+  // A tensor this model does not have is named.
+  {
+    scaletrain::io::H5File f(path, scaletrain::io::H5File::Mode::read_write);
+    f.write("/model/layer9.weight", Tensor::zeros({2}));
+  }
+  BOOST_CHECK_EXCEPTION(load_checkpoint(path, "resnet20", dst, nullptr), Error,
+                        message_has("unexpected tensor /model/layer9.weight"));
+  BOOST_CHECK_EXCEPTION(load_checkpoint(path, "resnet20", dst, nullptr), Error, [](const Error& e) {
+    return std::string(e.what()).find("num_batches_tracked") == std::string::npos;
+  });
 }
 
 BOOST_AUTO_TEST_CASE(missing_file_and_not_a_checkpoint) {
@@ -156,7 +249,7 @@ BOOST_AUTO_TEST_CASE(missing_file_and_not_a_checkpoint) {
 
 BOOST_AUTO_TEST_CASE(wrong_model) {
   TempDir tmp;
-  const std::string path = save_reference(tmp);
+  const std::string path = save_reference(tmp.file("ref.h5"));
   ParameterSet p = make_params();
   BOOST_CHECK_EXCEPTION(load_checkpoint(path, "resnet50", p, nullptr), Error,
                         message_has("checkpoint " + path + " is for model resnet20, not resnet50"));
@@ -164,7 +257,7 @@ BOOST_AUTO_TEST_CASE(wrong_model) {
 
 BOOST_AUTO_TEST_CASE(wrong_shape_leaves_the_model_unchanged) {
   TempDir tmp;
-  const std::string path = save_reference(tmp);
+  const std::string path = save_reference(tmp.file("ref.h5"));
   ParameterSet p = make_params(12);
   p.flat_values().fill(7.0f);
   BOOST_CHECK_EXCEPTION(
@@ -176,39 +269,76 @@ BOOST_AUTO_TEST_CASE(wrong_shape_leaves_the_model_unchanged) {
   scaletrain::optim::Sgd sgd(p, {});
   BOOST_CHECK_EXCEPTION(load_checkpoint(path, "resnet20", p, &sgd), Error,
                         message_has("/optimizer/fc.weight has shape [10, 4]"));
-}
-
-BOOST_AUTO_TEST_CASE(missing_and_unexpected_tensors) {
-  TempDir tmp;
-  const std::string path = save_reference(tmp);
   ParameterSet bigger = make_params(10, true);
   BOOST_CHECK_EXCEPTION(load_checkpoint(path, "resnet20", bigger, nullptr), Error,
                         message_has("checkpoint " + path, "missing tensor /model/fc2.bias [3]"));
-
-  // A checkpoint with a tensor this model does not have.
-  const std::string extra = save_reference(tmp, "extra.h5");
-  {
-    scaletrain::io::H5File f(extra, scaletrain::io::H5File::Mode::read_write);
-    f.write("/model/layer9.weight", Tensor::zeros({2}));
-    // PyTorch's counters are tolerated.
-    f.write("/model/bn1.num_batches_tracked", Tensor::zeros({}, scaletrain::DType::i64));
-  }
-  ParameterSet p = make_params();
-  BOOST_CHECK_EXCEPTION(load_checkpoint(extra, "resnet20", p, nullptr), Error,
-                        message_has("unexpected tensor /model/layer9.weight"));
-  BOOST_CHECK_EXCEPTION(load_checkpoint(extra, "resnet20", p, nullptr), Error, [](const Error& e) {
-    return std::string(e.what()).find("num_batches_tracked") == std::string::npos;
-  });
 }
 
-BOOST_AUTO_TEST_CASE(failed_save_leaves_no_file) {
+BOOST_AUTO_TEST_CASE(failed_save_names_the_path_and_leaves_no_file) {
   scaletrain::io::h5_silence_errors();  // the failure below is expected: keep HDF5's trace out of the log
   TempDir tmp;
   ParameterSet p = make_params();
   const std::string path = tmp.file("missing_dir/ckpt.h5");
-  BOOST_CHECK_THROW(save_checkpoint(path, CheckpointMeta{1, "resnet20", 0, 0}, p, nullptr), Error);
+  BOOST_CHECK_EXCEPTION(save_checkpoint(path, meta_of(0, 0), p), Error,
+                        message_has("cannot write checkpoint " + path, "the previous checkpoint, if any, is unchanged"));
   BOOST_TEST(!fs::exists(path));
   BOOST_TEST(!fs::exists(path + ".tmp"));
+}
+
+BOOST_AUTO_TEST_CASE(run_directory_names_latest_and_retention) {
+  TempDir tmp;
+  const std::string run = tmp.file("run");
+  BOOST_TEST(list_checkpoints(run).empty());  // no directory yet
+  BOOST_TEST(checkpoint_file(run, 42) == run + "/checkpoints/step-000000042.h5");
+  fs::create_directories(checkpoints_dir(run));
+  for (int64_t step : {5, 10, 15, 20}) save_reference(checkpoint_file(run, step), step);
+  std::ofstream(checkpoints_dir(run) + "/step-000000025.h5.tmp") << "an interrupted write";
+  std::ofstream(checkpoints_dir(run) + "/notes.txt") << "a user's own file";
+  // Without a pointer: by step, highest first.
+  std::vector<std::string> order = list_checkpoints(run);
+  BOOST_TEST(order.size() == 4u);
+  BOOST_TEST(order.front() == checkpoint_file(run, 20));
+  BOOST_TEST(order.back() == checkpoint_file(run, 5));
+  // The pointer's file comes first, the others follow by step.
+  publish_latest(run, checkpoint_file(run, 10));
+  order = list_checkpoints(run);
+  BOOST_TEST(order.front() == checkpoint_file(run, 10));
+  BOOST_TEST(order.at(1) == checkpoint_file(run, 20));
+  BOOST_TEST(order.size() == 4u);
+  std::ifstream pointer(checkpoints_dir(run) + "/latest");
+  std::string line;
+  std::getline(pointer, line);
+  BOOST_TEST(line == "step-000000010.h5");
+  // The run directory and its checkpoints folder both name the run.
+  BOOST_TEST(read_newest_checkpoint(run).meta.step == 10);
+  BOOST_TEST(read_newest_checkpoint(checkpoints_dir(run)).meta.step == 10);
+
+  const std::vector<std::string> removed = prune_checkpoints(run, 2);
+  BOOST_TEST(removed.size() == 3u);  // steps 5 and 10, and the .tmp
+  BOOST_TEST(fs::exists(checkpoint_file(run, 20)));
+  BOOST_TEST(fs::exists(checkpoint_file(run, 15)));
+  BOOST_TEST(!fs::exists(checkpoint_file(run, 10)));
+  BOOST_TEST(!fs::exists(checkpoints_dir(run) + "/step-000000025.h5.tmp"));
+  BOOST_TEST(fs::exists(checkpoints_dir(run) + "/notes.txt"));
+  // The pointer names a deleted file: readers go by step.
+  BOOST_TEST(list_checkpoints(run).front() == checkpoint_file(run, 20));
+}
+
+BOOST_AUTO_TEST_CASE(newest_valid_checkpoint_skips_damaged_ones) {
+  TempDir tmp;
+  const std::string run = tmp.file("run");
+  fs::create_directories(checkpoints_dir(run));
+  BOOST_CHECK_EXCEPTION(read_newest_checkpoint(run), Error, message_has("no checkpoint in " + run));
+  for (int64_t step : {10, 20, 30}) save_reference(checkpoint_file(run, step), step);
+  publish_latest(run, checkpoint_file(run, 30));
+  // The newest is cut short (a copy interrupted by a quota), the next has a flipped bit.
+  fs::resize_file(checkpoint_file(run, 30), fs::file_size(checkpoint_file(run, 30)) / 2);
+  flip_byte(checkpoint_file(run, 20), "/model/fc.weight");
+  BOOST_TEST(read_newest_checkpoint(run).meta.step == 10);
+  flip_byte(checkpoint_file(run, 10), "/model/conv1.weight");
+  BOOST_CHECK_EXCEPTION(read_newest_checkpoint(run), Error,
+                        message_has("no valid checkpoint in " + run + ": all 3 are damaged", "step-000000020.h5 is "
+                                                                                              "damaged"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,15 +1,20 @@
 // Checkpoints: one HDF5 file holding a model's parameters and buffers under their torchvision
 // state_dict names and PyTorch shapes, so that a checkpoint moves to and from PyTorch with a few
-// lines of h5py, plus the SGD momentum. The format is specified in docs/checkpoint-format.md:
+// lines of h5py, plus the SGD momentum and the training run's own state. The format is specified
+// in docs/checkpoint-format.md:
 //   /model/<name>       float32, PyTorch shape, for every parameter and buffer
 //   /optimizer/<name>   float32 momentum buffer of every parameter (when saved with an optimizer)
-//   root attributes     scaletrain_checkpoint_format (1), model (string), epoch, step (integers)
+//   /run                the run's state as JSON text (attribute "state") and its tensors
+//   root attributes     scaletrain_checkpoint_format (2), model (string), epoch, step (integers),
+//                       checksum_crc32 (of every dataset and the run state)
 // Writing is atomic: "<path>.tmp" is written, flushed, closed and fsync'd, then renamed to path,
-// so a crash never leaves a half-written file under the published name. Not collective: the
-// trainer calls save on rank 0 only.
+// so a crash never leaves a half-written file under the published name; the checksum catches
+// what happens to the file afterwards. Not collective: the trainer calls save on rank 0 only.
+// Reading verifies everything (format, checksum) before any weight is touched.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "scaletrain/nn/parameters.hpp"
@@ -17,7 +22,7 @@
 
 namespace scaletrain::checkpoint {
 
-constexpr int kCheckpointFormat = 1;
+constexpr int kCheckpointFormat = 2;  // written; format 1 (no /run, no checksum) is still read
 
 struct CheckpointMeta {
   int format = kCheckpointFormat;
@@ -26,22 +31,57 @@ struct CheckpointMeta {
   int64_t step = 0;   // optimizer steps taken
 };
 
-// Writes every parameter and buffer of params (and sgd's momentum when sgd is not null) to path
-// atomically; meta.format is ignored (the writer writes kCheckpointFormat).
+// What a training run adds besides the model and the optimizer: its state as JSON text (the
+// /run attribute "state"; the trainer defines its keys) and named float32 tensors (/run/<name>).
+struct RunRecord {
+  std::string state;
+  std::map<std::string, Tensor> tensors;
+};
+
+struct SaveOptions {
+  optim::Sgd* sgd = nullptr;  // momentum to store under /optimizer
+  // Flat buffer values (params.flat_buffers() layout) to store under /model instead of params'
+  // own, e.g. the mean of every rank's batch-norm statistics.
+  const Tensor* buffers = nullptr;
+  const RunRecord* run = nullptr;  // /run (absent when null)
+};
+
+// Writes params (and what options add) to path atomically; meta.format is ignored. A failure
+// (disk full, quota, permissions) is an error naming path and the reason, removes the temporary
+// file and leaves whatever was at path before untouched.
 void save_checkpoint(const std::string& path, const CheckpointMeta& meta, nn::ParameterSet& params,
-                     optim::Sgd* sgd /*nullable*/);
+                     const SaveOptions& options = {});
 
-// Reads the root attributes; throws a clear error naming the file when it is missing, not HDF5,
-// not a scaletrain checkpoint, or of a format this build cannot read.
-CheckpointMeta read_checkpoint_meta(const std::string& path);
+// A checkpoint file read whole and verified: its metadata, every dataset by its path
+// ("model/conv1.weight", "optimizer/conv1.weight", "run/rank_buffers") and the run state.
+struct CheckpointData {
+  std::string path;
+  CheckpointMeta meta;
+  std::map<std::string, Tensor> tensors;  // float32
+  std::string run_state;                  // empty when the file has no /run
+  bool has_checksum = false;              // false for files written by other tools (format 1)
+};
 
-// Loads model weights and buffers into params; if sgd != nullptr and the file has /optimizer,
-// loads the momentum too (otherwise the momentum is left as it is). Everything is checked before
-// anything is changed: clear errors name the file for a model other than expected_model
-// ("checkpoint X is for model resnet50, not resnet20"; an empty expected_model skips this), and
-// list every missing tensor, tensor of another shape (both shapes named) and unexpected extra
-// tensor. PyTorch's "*.num_batches_tracked" entries (not used here) are ignored.
+// Reads and verifies a checkpoint file; throws a clear error naming the file when it is missing,
+// not HDF5 (or truncated), not a scaletrain checkpoint, of a format this build cannot read, or
+// when its checksum does not match its contents.
+CheckpointData read_checkpoint(const std::string& path);
+
+// Copies /model into params and, when sgd is not null and the file has /optimizer, the momentum
+// into sgd. Everything is checked before anything is changed: clear errors name the file for a
+// model other than expected_model ("checkpoint X is for model resnet50, not resnet20"; an empty
+// expected_model skips this), and list every missing tensor, tensor of another shape (both
+// shapes named) and unexpected extra tensor. PyTorch's "*.num_batches_tracked" entries are
+// ignored.
+void restore_model(const CheckpointData& data, const std::string& expected_model, nn::ParameterSet& params,
+                   optim::Sgd* sgd /*nullable*/);
+
+// read_checkpoint + restore_model; `path` may also be a run directory (its newest valid
+// checkpoint, run_directory.hpp). Returns the file's metadata.
 CheckpointMeta load_checkpoint(const std::string& path, const std::string& expected_model, nn::ParameterSet& params,
-                               optim::Sgd* sgd);
+                               optim::Sgd* sgd /*nullable*/);
+
+// Only the root attributes (no checksum verification).
+CheckpointMeta read_checkpoint_meta(const std::string& path);
 
 }  // namespace scaletrain::checkpoint
