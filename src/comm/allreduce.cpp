@@ -553,6 +553,8 @@ const std::string& AllReducer::requested() const { return impl_->options.algorit
 
 const Topology& AllReducer::topology() const { return impl_->topo; }
 
+Compression AllReducer::compression() const { return impl_->options.compression; }
+
 Json AllReducer::to_json() const {
   const Impl& m = *impl_;
   Json j = Json::object();

@@ -11,6 +11,7 @@
 // bucket k occupies it from max(start_k, done_{k-1}) to done_k. finish() waits only for buckets
 // still in flight.
 #include <algorithm>
+#include <cstdio>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -51,8 +52,10 @@ namespace {
 
 class BucketedReducer final : public GradientReducer {
  public:
-  BucketedReducer(AllReducer& reducer, nn::ParameterSet& params, const BucketOptions& options)
-      : reducer_(reducer), params_(params), options_(options) {
+  // `owned` (may be null) is the AllReducer `reducer` refers to, when this reducer owns it.
+  BucketedReducer(AllReducer& reducer, nn::ParameterSet& params, const BucketOptions& options,
+                  std::unique_ptr<AllReducer> owned = nullptr)
+      : owned_(std::move(owned)), reducer_(reducer), params_(params), options_(options) {
     ST_CHECK(params.finalized(), "the bucketed gradient reducer needs a finalized ParameterSet");
     buckets_ = plan_buckets(params, options.bucket_mb);
     bucket_of_.assign(static_cast<std::size_t>(params.num_parameters()), 0);
@@ -164,6 +167,47 @@ class BucketedReducer final : public GradientReducer {
     return busy_seconds_;
   }
 
+  // "hierarchical, 12 buckets of <= 25 MiB overlapped with backward (hierarchical x10, flat x2), 102.23 MB per step"
+  std::string describe() const override {
+    std::ostringstream os;
+    os << reducer_.requested();
+    if (reducer_.compression() != Compression::none)
+      os << " (" << compression_name(reducer_.compression()) << " on the wire)";
+    os << ", " << buckets_.size() << " bucket" << (buckets_.size() == 1 ? "" : "s") << " of <= " << options_.bucket_mb
+       << " MiB " << (options_.overlap ? "overlapped with backward" : "after backward (no overlap)");
+    int flat = 0, hierarchical = 0;
+    for (const auto& b : buckets_) {
+      if (reducer_.algorithm_for(b.count * static_cast<int64_t>(sizeof(float))) == Algorithm::flat)
+        ++flat;
+      else
+        ++hierarchical;
+    }
+    os << " (";
+    if (hierarchical) os << "hierarchical x" << hierarchical << (flat ? ", " : "");
+    if (flat) os << "flat x" << flat;
+    char mb[32];
+    std::snprintf(mb, sizeof mb, "%.2f", bytes_per_step() / 1e6);
+    os << "), " << mb << " MB per step";
+    return os.str();
+  }
+
+  Json options() const override {
+    Json j = Json::object();
+    j.set("algorithm", reducer_.requested());
+    j.set("compression", compression_name(reducer_.compression()));
+    j.set("bucket_mb", options_.bucket_mb);
+    j.set("overlap", options_.overlap);
+    j.set("calibration", reducer_.to_json());
+    return j;
+  }
+
+  std::string algorithm_for(int64_t bytes) const override { return algorithm_name(reducer_.algorithm_for(bytes)); }
+
+  void allreduce_now(float* data, int64_t count) override {
+    ST_CHECK(!in_step_, "internal error: allreduce_now() during a step");
+    reducer_.wait(reducer_.start(data, count));
+  }
+
  private:
   struct Started {
     int bucket;
@@ -232,6 +276,7 @@ class BucketedReducer final : public GradientReducer {
     }
   }
 
+  std::unique_ptr<AllReducer> owned_;  // first: destroyed after the completion thread is joined
   AllReducer& reducer_;
   nn::ParameterSet& params_;
   const BucketOptions options_;
@@ -259,6 +304,14 @@ class BucketedReducer final : public GradientReducer {
 std::unique_ptr<GradientReducer> make_bucketed_reducer(AllReducer& reducer, nn::ParameterSet& params,
                                                        const BucketOptions& options) {
   return std::make_unique<BucketedReducer>(reducer, params, options);
+}
+
+std::unique_ptr<GradientReducer> make_gradient_reducer(const Topology& topology, nn::ParameterSet& params,
+                                                       const AllReduceOptions& allreduce_options,
+                                                       const BucketOptions& bucket_options) {
+  auto allreducer = std::make_unique<AllReducer>(topology, allreduce_options);
+  AllReducer& ref = *allreducer;
+  return std::make_unique<BucketedReducer>(ref, params, bucket_options, std::move(allreducer));
 }
 
 }  // namespace scaletrain::comm

@@ -132,6 +132,13 @@ void Communicator::allreduce_sum(Tensor& t) const {
   }
 }
 
+void Communicator::allreduce_sum(float* data, int64_t count) const {
+  for (int64_t start = 0; start < count; start += kMaxCount) {
+    const int n = static_cast<int>(std::min(kMaxCount, count - start));
+    ST_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, data + start, n, MPI_FLOAT, MPI_SUM, impl_->comm));
+  }
+}
+
 double Communicator::allreduce_sum(double v) const {
   double out = 0.0;
   ST_CHECK_MPI(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, impl_->comm));
@@ -153,6 +160,18 @@ double Communicator::allreduce_min(double v) const {
 double Communicator::allreduce_max(double v) const {
   double out = 0.0;
   ST_CHECK_MPI(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, impl_->comm));
+  return out;
+}
+
+int64_t Communicator::allreduce_max(int64_t v) const {
+  int64_t out = 0;
+  ST_CHECK_MPI(MPI_Allreduce(&v, &out, 1, MPI_INT64_T, MPI_MAX, impl_->comm));
+  return out;
+}
+
+uint32_t Communicator::allreduce_or(uint32_t flags) const {
+  uint32_t out = 0;
+  ST_CHECK_MPI(MPI_Allreduce(&flags, &out, 1, MPI_UINT32_T, MPI_BOR, impl_->comm));
   return out;
 }
 
@@ -194,6 +213,28 @@ std::vector<double> Communicator::allgather(const std::vector<double>& values) c
   if (n == 0) return out;
   ST_CHECK_MPI(MPI_Allgather(values.data(), n, MPI_DOUBLE, out.data(), n, MPI_DOUBLE, impl_->comm));
   return out;
+}
+
+void Communicator::gather(const Tensor& mine, Tensor& all, int root) const {
+  ST_CHECK(mine.dtype() == DType::f32 && mine.device() == Device::cpu, "gather: a CPU float32 tensor is needed");
+  ST_CHECK(root >= 0 && root < size_, "gather root " << root << " is not a rank of " << size_);
+  ST_CHECK(mine.numel() <= std::numeric_limits<int>::max(), "gather of " << mine.numel() << " elements per rank");
+  const int n = static_cast<int>(mine.numel());
+  if (rank_ == root) all = Tensor::empty({size_, mine.numel()});
+  ST_CHECK_MPI(MPI_Gather(mine.data<float>(), n, MPI_FLOAT, rank_ == root ? all.data<float>() : nullptr, n, MPI_FLOAT,
+                          root, impl_->comm));
+}
+
+void Communicator::scatter(const Tensor& all, Tensor& mine, int root) const {
+  ST_CHECK(mine.dtype() == DType::f32 && mine.device() == Device::cpu, "scatter: a CPU float32 tensor is needed");
+  ST_CHECK(root >= 0 && root < size_, "scatter root " << root << " is not a rank of " << size_);
+  ST_CHECK(mine.numel() <= std::numeric_limits<int>::max(), "scatter of " << mine.numel() << " elements per rank");
+  const int n = static_cast<int>(mine.numel());
+  if (rank_ == root)
+    ST_CHECK(all.dtype() == DType::f32 && all.numel() == int64_t{n} * size_,
+             "scatter: root holds " << all.numel() << " elements for " << size_ << " ranks of " << n);
+  ST_CHECK_MPI(MPI_Scatter(rank_ == root ? all.data<float>() : nullptr, n, MPI_FLOAT, mine.data<float>(), n,
+                           MPI_FLOAT, root, impl_->comm));
 }
 
 void Communicator::abort(int code) const {

@@ -48,6 +48,20 @@ class FlatReducer final : public GradientReducer {
   // Time inside the blocking MPI all-reduce (the division excluded).
   double communication_seconds() const override { return comm_seconds_; }
 
+  std::string describe() const override { return "flat (one MPI all-reduce of all gradients after backward)"; }
+
+  Json options() const override {
+    Json j = Json::object();
+    j.set("algorithm", "mpi");
+    j.set("compression", "none");
+    j.set("overlap", false);
+    return j;
+  }
+
+  std::string algorithm_for(int64_t) const override { return "mpi"; }
+
+  void allreduce_now(float* data, int64_t count) override { comm_.allreduce_sum(data, count); }
+
  private:
   const Communicator& comm_;
   nn::ParameterSet& params_;

@@ -77,6 +77,7 @@ class AllReducer {
   // 64 MiB by 4x); the choice is rank 0's, broadcast, so it is the same on every rank.
   Algorithm algorithm_for(int64_t bytes) const;
   const std::string& requested() const;  // flat | hierarchical | auto
+  Compression compression() const;
   const Topology& topology() const;
   // For the report: {"requested", "compression", "algorithm" (when fixed), "note" (why auto did
   // not calibrate), "calibration": [{"bytes", "flat_us", "hierarchical_us", "algorithm"}]}.

@@ -34,12 +34,16 @@ class Communicator {
   // In-place sum of a tensor over all ranks (f32 / i32 / i64); any size (sent in pieces of
   // at most 2^30 elements, as MPI counts are int).
   void allreduce_sum(Tensor& t) const;
+  void allreduce_sum(float* data, int64_t count) const;
   double allreduce_sum(double v) const;
   int64_t allreduce_sum(int64_t v) const;
   double allreduce_min(double v) const;
   double allreduce_max(double v) const;
+  int64_t allreduce_max(int64_t v) const;
   // Logical and over ranks (agreement on success/failure without a hang).
   bool allreduce_and(bool v) const;
+  // Bitwise or over ranks: one small all-reduce for several yes/no agreements at once.
+  uint32_t allreduce_or(uint32_t flags) const;
   // Broadcast from root, in place. The tensor must have the same dtype and element count on
   // every rank; the string is resized on the receivers.
   void broadcast(Tensor& t, int root = 0) const;
@@ -49,6 +53,12 @@ class Communicator {
   // Gathers the same number of doubles from every rank: result[r * values.size() + i] is rank
   // r's values[i]. Every rank must pass the same count.
   std::vector<double> allgather(const std::vector<double>& values) const;
+
+  // Rank r's f32 tensor (n elements, the same n on every rank) becomes row r of `all` (size x n,
+  // allocated on root; untouched elsewhere), and back: row r of root's `all` into rank r's `mine`
+  // (n elements, allocated by the caller).
+  void gather(const Tensor& mine, Tensor& all, int root = 0) const;
+  void scatter(const Tensor& all, Tensor& mine, int root = 0) const;
 
   // New communicators (collective over this one; each owns its MPI handle).
   // A duplicate: same ranks, separate message space.

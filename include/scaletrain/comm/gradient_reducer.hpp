@@ -38,6 +38,15 @@ class GradientReducer {
   // Seconds spent all-reducing over the whole run, as the implementation documents it (flat:
   // the blocking MPI call; bucketed: the communication thread's busy time).
   virtual double communication_seconds() const = 0;
+  // One line for the start-up log: algorithm, compression, buckets and overlap.
+  virtual std::string describe() const = 0;
+  // For report.json's allreduce_options: the settings, and how the algorithm was chosen.
+  virtual Json options() const = 0;
+  // The algorithm a message of `bytes` (fp32) uses: "flat", "hierarchical" or "mpi".
+  virtual std::string algorithm_for(int64_t bytes) const = 0;
+  // Sums `count` floats over ranks in place with that algorithm, blocking; only between steps
+  // (the pre-flight). Collective.
+  virtual void allreduce_now(float* data, int64_t count) = 0;
 };
 
 // One MPI all-reduce of the whole flat gradient buffer after backward, then divide by size.
@@ -72,5 +81,11 @@ std::vector<GradientBucket> plan_buckets(const nn::ParameterSet& params, double 
 // another order. finish() throws a clear error naming any parameter never marked ready.
 std::unique_ptr<GradientReducer> make_bucketed_reducer(AllReducer& reducer, nn::ParameterSet& params,
                                                        const BucketOptions& options = {});
+
+// The trainer's reducer: an AllReducer over `topology` (its communication thread; auto
+// calibrates here, collectively) owned by a bucketed reducer on params (which must outlive it).
+std::unique_ptr<GradientReducer> make_gradient_reducer(const Topology& topology, nn::ParameterSet& params,
+                                                       const AllReduceOptions& allreduce_options,
+                                                       const BucketOptions& bucket_options);
 
 }  // namespace scaletrain::comm

@@ -1,0 +1,298 @@
+// The stall watchdog (stall_watchdog.hpp). One thread per rank wakes every `period` (a tenth of
+// the warning time, between 50 ms and 1 s), exchanges heartbeats with rank 0 and judges. Sends
+// are MPI_Isend of a few dozen bytes (eager: they complete locally even when the receiver is
+// stopped); a new one to a rank is posted only once the previous one completed, so a stopped
+// receiver costs one message, not a queue.
+#include "scaletrain/comm/stall_watchdog.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "comm/mpi_impl.hpp"
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/core/log.hpp"
+#include "scaletrain/core/progress.hpp"
+#include "scaletrain/core/timer.hpp"
+
+namespace scaletrain::comm {
+namespace {
+
+constexpr int kBeatTag = 7101;
+constexpr int kMaxListed = 4;  // ranks named per group in a message
+
+// One heartbeat: a rank's progress beacon as it sends it.
+struct Beat {
+  int64_t step = 0;
+  double since_s = 0.0;
+  int32_t waiting = 0;
+  char activity[36] = "start-up";
+};
+
+Beat beat_now() {
+  const progress::Snapshot s = progress::now();
+  Beat b;
+  b.step = s.step;
+  b.since_s = s.since_s;
+  b.waiting = s.waiting ? 1 : 0;
+  std::snprintf(b.activity, sizeof b.activity, "%s", s.activity);
+  return b;
+}
+
+std::string seconds(double s) { return std::to_string(static_cast<long long>(s + 0.5)) + " s"; }
+
+std::string where(const RankProgress& r) {
+  return r.activity + (r.step > 0 ? " of step " + std::to_string(r.step) : std::string());
+}
+
+void list_group(std::ostringstream& os, const std::vector<const RankProgress*>& group, bool arrived) {
+  for (std::size_t i = 0; i < group.size() && i < kMaxListed; ++i) {
+    const RankProgress& r = *group[i];
+    os << (i ? "; " : "") << "rank " << r.rank << " on " << r.host << " (";
+    if (r.silent)
+      os << "silent for " << seconds(r.silent_s) << ", last heard in " << where(r);
+    else if (arrived)
+      os << where(r);
+    else
+      os << where(r) << " for " << seconds(r.stuck_s);
+    os << ")";
+  }
+  if (group.size() > kMaxListed) os << "; and " << group.size() - kMaxListed << " more";
+}
+
+}  // namespace
+
+std::string describe_stall(const std::vector<RankProgress>& ranks, double limit_s, const std::string& limit_option) {
+  double stuck = 0.0;
+  std::vector<const RankProgress*> behind, waiting;
+  for (const RankProgress& r : ranks) {
+    stuck = std::max(stuck, r.stuck_s);
+    (r.silent || !r.waiting ? behind : waiting).push_back(&r);
+  }
+  // The silent ones first: they are the likeliest cause.
+  std::stable_sort(behind.begin(), behind.end(),
+                   [](const RankProgress* a, const RankProgress* b) { return a->silent > b->silent; });
+  std::ostringstream os;
+  os << "no progress for " << seconds(stuck) << " (" << limit_option << " " << limit_s << ")";
+  os << "; not arrived: ";
+  if (behind.empty())
+    os << "none (every rank waits in a collective)";
+  else
+    list_group(os, behind, false);
+  if (!waiting.empty()) {
+    os << "; waiting in a collective: ";
+    list_group(os, waiting, true);
+  }
+  return os.str();
+}
+
+struct StallWatchdog::Impl {
+  Communicator comm;
+  StallOptions options;
+  std::vector<std::string> hosts;
+  double period = 1.0;
+  double start = 0.0;
+
+  // Rank 0: the last heartbeat of every rank and when it came.
+  struct Peer {
+    Beat beat;
+    double received_at = 0.0;
+    MPI_Request ping = MPI_REQUEST_NULL;
+    Beat sent;  // the buffer of the ping in flight
+  };
+  std::vector<Peer> peers;
+  // Other ranks: their heartbeat in flight and rank 0's last answer.
+  MPI_Request beat_request = MPI_REQUEST_NULL;
+  Beat beat_sent, root_beat;
+  double root_heard_at = 0.0;
+
+  bool warned = false;
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool stop = false;
+  std::thread thread;
+
+  Impl(const Communicator& world, const StallOptions& o) : comm(world.dup()), options(o) {}
+
+  void run() {
+    try {
+      std::unique_lock<std::mutex> lock(mutex);
+      while (!cv.wait_for(lock, std::chrono::duration<double>(period), [this] { return stop; })) {
+        lock.unlock();
+        if (comm.rank() == 0)
+          serve_as_root();
+        else
+          report_to_root();
+        lock.lock();
+      }
+    } catch (const std::exception& e) {
+      ST_WARN("stall watchdog stopped: " << error_text(e));
+    }
+    cancel_pending();
+  }
+
+  // Rank 0: collect heartbeats, answer every rank, judge.
+  void serve_as_root() {
+    const MPI_Comm c = mpi_comm(comm);
+    for (;;) {
+      int flag = 0;
+      MPI_Status status;
+      ST_CHECK_MPI(MPI_Iprobe(MPI_ANY_SOURCE, kBeatTag, c, &flag, &status));
+      if (!flag) break;
+      Beat b;
+      ST_CHECK_MPI(MPI_Recv(&b, sizeof b, MPI_BYTE, status.MPI_SOURCE, kBeatTag, c, MPI_STATUS_IGNORE));
+      peers[status.MPI_SOURCE].beat = b;
+      peers[status.MPI_SOURCE].received_at = now_seconds();
+    }
+    const Beat mine = beat_now();
+    for (int r = 1; r < comm.size(); ++r) post(peers[r].ping, peers[r].sent, mine, r);
+    judge(rank_table(mine), "--stall-warn-s", "--stall-abort-s");
+  }
+
+  std::vector<RankProgress> rank_table(const Beat& mine) const {
+    const double now = now_seconds(), silent_after = std::max(3 * period, 1.0);
+    std::vector<RankProgress> table(comm.size());
+    for (int r = 0; r < comm.size(); ++r) {
+      const Beat& b = r == 0 ? mine : peers[r].beat;
+      RankProgress& p = table[r];
+      p.rank = r;
+      p.host = hosts[r];
+      p.activity = b.activity;
+      p.step = b.step;
+      p.waiting = b.waiting != 0;
+      p.silent_s = r == 0 ? 0.0 : now - peers[r].received_at;
+      p.stuck_s = b.since_s + p.silent_s;
+      p.silent = p.silent_s > silent_after;
+    }
+    return table;
+  }
+
+  // Others: send a heartbeat, note rank 0's answers; speak only when rank 0 is silent too.
+  void report_to_root() {
+    const MPI_Comm c = mpi_comm(comm);
+    for (;;) {
+      int flag = 0;
+      ST_CHECK_MPI(MPI_Iprobe(0, kBeatTag, c, &flag, MPI_STATUS_IGNORE));
+      if (!flag) break;
+      ST_CHECK_MPI(MPI_Recv(&root_beat, sizeof root_beat, MPI_BYTE, 0, kBeatTag, c, MPI_STATUS_IGNORE));
+      root_heard_at = now_seconds();
+    }
+    const Beat mine = beat_now();
+    post(beat_request, beat_sent, mine, 0);
+    const double root_silent = now_seconds() - root_heard_at;
+    if (std::min(mine.since_s, root_silent) <= options.warn_s) {
+      warned = false;
+      return;
+    }
+    RankProgress root;
+    root.rank = 0;
+    root.host = hosts[0];
+    root.activity = root_beat.activity;
+    root.step = root_beat.step;
+    root.silent = true;
+    root.silent_s = root_silent;
+    root.stuck_s = root_beat.since_s + root_silent;
+    RankProgress me;
+    me.rank = comm.rank();
+    me.host = hosts[comm.rank()];
+    me.activity = mine.activity;
+    me.step = mine.step;
+    me.waiting = mine.waiting != 0;
+    me.stuck_s = mine.since_s;
+    judge({root, me}, "--stall-warn-s", "--stall-abort-s");
+  }
+
+  // Warns once per stall, aborts past the abort limit.
+  void judge(const std::vector<RankProgress>& table, const char* warn_option, const char* abort_option) {
+    double stuck = 0.0;
+    for (const RankProgress& r : table) stuck = std::max(stuck, r.stuck_s);
+    if (stuck <= options.warn_s) {
+      if (warned) ST_WARN("stall over: every rank is making progress again");
+      warned = false;
+      return;
+    }
+    if (options.abort_s > 0 && stuck > options.abort_s) {
+      std::fprintf(stderr, "scaletrain: error: [rank %d on %s] stalled, aborting the job: %s\n", comm.rank(),
+                   hosts[comm.rank()].c_str(), describe_stall(table, options.abort_s, abort_option).c_str());
+      std::fflush(stderr);
+      std::fflush(stdout);
+      MPI_Abort(MPI_COMM_WORLD, kExitStalled);
+    }
+    if (!warned) {
+      ST_WARN("stall: " << describe_stall(table, options.warn_s, warn_option)
+                        << (options.abort_s > 0 ? "; the job is aborted after " + seconds(options.abort_s) + " (" +
+                                                      abort_option + ")"
+                                                : std::string()));
+      warned = true;
+    }
+  }
+
+  void post(MPI_Request& request, Beat& buffer, const Beat& beat, int to) {
+    if (request != MPI_REQUEST_NULL) {
+      int done = 0;
+      ST_CHECK_MPI(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+      if (!done) return;  // the receiver has not taken the last one: it knows nothing newer is lost
+    }
+    buffer = beat;
+    ST_CHECK_MPI(MPI_Isend(&buffer, sizeof buffer, MPI_BYTE, to, kBeatTag, mpi_comm(comm), &request));
+  }
+
+  // At the end: never wait for another rank. Completed sends are freed, others cancelled, and
+  // heartbeats that arrived are received so that none is left unmatched.
+  void cancel_pending() {
+    auto drop = [](MPI_Request& r) {
+      if (r == MPI_REQUEST_NULL) return;
+      int done = 0;
+      MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+      if (!done) {
+        MPI_Cancel(&r);
+        MPI_Request_free(&r);
+      }
+      r = MPI_REQUEST_NULL;
+    };
+    drop(beat_request);
+    for (Peer& p : peers) drop(p.ping);
+    for (;;) {
+      int flag = 0;
+      MPI_Status status;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kBeatTag, mpi_comm(comm), &flag, &status) != MPI_SUCCESS || !flag) break;
+      Beat b;
+      MPI_Recv(&b, sizeof b, MPI_BYTE, status.MPI_SOURCE, kBeatTag, mpi_comm(comm), MPI_STATUS_IGNORE);
+    }
+  }
+};
+
+StallWatchdog::StallWatchdog(const Communicator& comm, const StallOptions& options)
+    : impl_(std::make_unique<Impl>(comm, options)) {
+  ST_CHECK(options.warn_s > 0, "--stall-warn-s must be positive, got " << options.warn_s);
+  Impl& m = *impl_;
+  m.hosts = m.comm.all_hosts();
+  int level = 0;
+  ST_CHECK_MPI(MPI_Query_thread(&level));
+  if (level < MPI_THREAD_MULTIPLE) {
+    ST_LOG("stall watchdog off: the MPI library does not provide MPI_THREAD_MULTIPLE");
+    return;
+  }
+  m.period = std::clamp(options.warn_s / 10.0, 0.05, 1.0);
+  m.start = m.root_heard_at = now_seconds();
+  m.peers.resize(m.comm.size());
+  for (auto& p : m.peers) p.received_at = m.start;
+  m.thread = std::thread([&m] { m.run(); });
+}
+
+StallWatchdog::~StallWatchdog() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->stop = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+}  // namespace scaletrain::comm
