@@ -73,7 +73,8 @@ struct Loader::Impl {
   std::deque<int> decode_queue;  // slots with samples left to hand to workers, oldest first
   uint64_t generation = 0;       // incremented by every start_epoch
   int epoch = -1;
-  int64_t next_seq = 0;  // the batch next() hands out next
+  int64_t first_seq = 0;  // the epoch's first batch (> 0 when a resumed run starts mid-epoch)
+  int64_t next_seq = 0;   // the batch next() hands out next
   int held = -1;
   bool stop = false;
   std::exception_ptr error;
@@ -170,14 +171,16 @@ int Loader::image_height() const { return impl_->height; }
 int Loader::image_width() const { return impl_->width; }
 int Loader::image_channels() const { return impl_->channels; }
 
-void Loader::start_epoch(int epoch) {
+void Loader::start_epoch(int epoch, int64_t first_step) {
   Impl& m = *impl_;
+  ST_CHECK(first_step >= 0 && first_step <= m.steps,
+           "loader: epoch " << epoch << " cannot start at step " << first_step << " of " << m.steps);
   {
     std::lock_guard<std::mutex> lock(m.mutex);
     if (m.error) std::rethrow_exception(m.error);
     ++m.generation;
     m.epoch = epoch;
-    m.next_seq = 0;
+    m.first_seq = m.next_seq = first_step;
     // Finished batches of the previous epoch go back to the pool; those being read or decoded
     // are freed by their thread when it sees the new generation.
     for (auto& slot : m.slots)
@@ -237,17 +240,19 @@ void Loader::Impl::io_loop() {
     for (;;) {
       uint64_t gen;
       int ep;
+      int64_t first;
       {
         std::unique_lock<std::mutex> lock(mutex);
         cv.wait(lock, [&] { return stop || generation != served; });
         if (stop) return;
         gen = served = generation;
         ep = epoch;
+        first = first_seq;
       }
       const std::vector<int64_t> ids = plan_epoch(sizes, rank, world, options, ep);
       const int64_t b = options.batch_size;
-      bool read_all = steps == 0;
-      for (int64_t seq = 0; seq < steps; ++seq) {
+      bool read_all = first >= steps;
+      for (int64_t seq = first; seq < steps; ++seq) {
         int index = -1;
         {
           std::unique_lock<std::mutex> lock(mutex);

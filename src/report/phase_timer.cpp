@@ -1,6 +1,7 @@
 // Phase names and per-rank phase accumulation.
 #include "scaletrain/report/phase_timer.hpp"
 
+#include "scaletrain/core/progress.hpp"
 #include "scaletrain/core/timer.hpp"
 
 namespace scaletrain::report {
@@ -39,7 +40,11 @@ void PhaseTimers::reset() {
   counts_.fill(0);
 }
 
-ScopedPhase::ScopedPhase(PhaseTimers& timers, Phase phase) : timers_(timers), phase_(phase), start_(now_seconds()) {}
+// Entering a phase is also progress for the stall watchdog; waiting for the gradient all-reduce
+// is waiting for the other ranks.
+ScopedPhase::ScopedPhase(PhaseTimers& timers, Phase phase) : timers_(timers), phase_(phase), start_(now_seconds()) {
+  progress::enter(phase_name(phase), phase == Phase::allreduce);
+}
 
 ScopedPhase::~ScopedPhase() { timers_.add(phase_, now_seconds() - start_); }
 

@@ -95,7 +95,9 @@ class Loader {
   int64_t steps_per_epoch() const;    // identical on every rank when drop_last
   int64_t samples_per_epoch() const;  // yielded by this rank per epoch
   // Epochs are numbered from 0. Starts prefetching; abandons what is left of the previous epoch.
-  void start_epoch(int epoch);
+  // first_step > 0 starts the epoch at that batch (a resumed run): the batches before it are
+  // neither read nor decoded, and the ones after are exactly those of an epoch started at 0.
+  void start_epoch(int epoch, int64_t first_step = 0);
   // Next batch: images (B, H, W, C) u8 pixels (normalise with ops::normalize_images), labels (B) i32. Returns false at
   // the end of the epoch. B == batch_size except possibly the last batch when !drop_last. The tensors are views of
   // reusable buffers, valid until the next call to next() or start_epoch(). An error on the I/O or decode threads (say,

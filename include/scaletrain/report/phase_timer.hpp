@@ -29,7 +29,8 @@ class PhaseTimers {
   std::array<int64_t, kNumPhases> counts_{};
 };
 
-// Adds the time from construction to destruction to one phase (RAII, exception-safe).
+// Adds the time from construction to destruction to one phase (RAII, exception-safe), and tells
+// the progress beacon (core/progress.hpp) which phase the rank is in.
 class ScopedPhase {
  public:
   ScopedPhase(PhaseTimers& timers, Phase phase);

@@ -1,0 +1,52 @@
+// report.json of `scaletrain train` (docs/report.md): what a scaling study compares, for the
+// whole logical run across restarts (its segments and totals) and, per rank, for the job segment
+// that writes it (phases, all-reduce and input pipeline times).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "scaletrain/comm/communicator.hpp"
+#include "scaletrain/comm/gradient_reducer.hpp"
+#include "scaletrain/core/json.hpp"
+#include "scaletrain/report/phase_timer.hpp"
+
+namespace scaletrain::report {
+
+struct TrainSummary {
+  // The run, the same on every rank.
+  std::string model;
+  int64_t parameters = 0;
+  std::vector<std::string> hosts;  // of this segment's ranks
+  int threads_per_rank = 0;
+  Json config, dataset, topology, preflight, staging;
+  int64_t global_batch = 0, steps_per_epoch = 0;
+  int64_t steps = 0;             // optimizer steps of the whole run
+  int64_t samples_trained = 0;   // training samples of the whole run, all ranks
+  std::string status;            // completed | target_reached | max_steps | interrupted
+  Json epochs, segments;         // history, this segment included
+  double final_val_accuracy = -1.0, target_accuracy = 0.0, time_to_target_s = -1.0;
+  double start_time_unix_ms = 0.0;  // of the run's first segment
+  double train_time_s = 0.0;        // training steps, every segment (slowest rank of each)
+  double total_time_s = 0.0;        // training loop (the time-to-target clock), every segment
+  std::string checkpoint;           // the last checkpoint written
+
+  // This segment on this rank (summarised over ranks when the report is built).
+  const comm::GradientReducer* reducer = nullptr;
+  const PhaseTimers* timers = nullptr;
+  double segment_train_s = 0.0;
+  int64_t segment_samples = 0;
+  Json input;  // io, encoding, data_threads, prefetch
+  int64_t bytes_read = 0;
+  bool skip_bad_samples = false;
+  int64_t skipped_samples = 0;
+  int checkpoints_written = 0;
+  double checkpoint_s = 0.0;
+  int64_t checkpoint_bytes = 0;
+};
+
+// Collective: the report, the same on every rank (rank 0 writes it with write_json_atomic).
+Json build_train_report(const comm::Communicator& comm, const TrainSummary& summary);
+
+}  // namespace scaletrain::report

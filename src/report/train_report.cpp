@@ -1,0 +1,119 @@
+// report.json of a training run (train_report.hpp). The key order follows docs/report.md: the
+// run and its results first, then communication, timing, input and checkpoints.
+#include "scaletrain/report/train_report.hpp"
+
+#include <algorithm>
+
+#include "scaletrain/config.hpp"
+#include "scaletrain/core/log.hpp"
+#include "scaletrain/report/summary.hpp"
+
+namespace scaletrain::report {
+namespace {
+
+Json optional_number(double v) { return v >= 0 ? Json(v) : Json(); }
+
+// Total and exposed all-reduce time, per rank, over the segment and per step. Total: the
+// communication thread's busy time; exposed: the wait after backward (the allreduce phase).
+Json allreduce_time(const comm::Communicator& comm, const TrainSummary& s) {
+  const int64_t steps_timed = std::max<int64_t>(1, s.timers->count(Phase::allreduce));
+  const double busy = s.reducer->communication_seconds(), exposed = s.timers->total(Phase::allreduce);
+  Json t = Json::object();
+  t.set("steps", s.timers->count(Phase::allreduce));
+  t.set("total_s", stats_over_ranks(comm, busy));
+  t.set("per_step_s", stats_over_ranks(comm, busy / steps_timed));
+  t.set("exposed_total_s", stats_over_ranks(comm, exposed));
+  t.set("exposed_per_step_s", stats_over_ranks(comm, exposed / steps_timed));
+  return t;
+}
+
+Json throughput(const comm::Communicator& comm, const TrainSummary& s) {
+  const double my_rate = s.segment_samples / std::max(s.segment_train_s, 1e-9);
+  Json t = Json::object();
+  t.set("samples_per_s", s.samples_trained / std::max(s.train_time_s, 1e-9));
+  t.set("per_rank_samples_per_s", Json::array_of(comm.allgather(my_rate)));
+  t.set("per_rank_summary", stats_over_ranks(comm, my_rate));
+  return t;
+}
+
+// Input pipeline, per rank: how long steps waited for their batch, and what was read.
+Json input_pipeline(const comm::Communicator& comm, const TrainSummary& s) {
+  const int64_t steps_timed = std::max<int64_t>(1, s.timers->count(Phase::data_wait));
+  const double wait = s.timers->total(Phase::data_wait), seconds = std::max(s.segment_train_s, 1e-9);
+  Json d = s.input;
+  d.set("steps", s.timers->count(Phase::data_wait));
+  d.set("wait_total_s", stats_over_ranks(comm, wait));
+  d.set("wait_per_step_s", stats_over_ranks(comm, wait / steps_timed));
+  d.set("wait_fraction", stats_over_ranks(comm, wait / seconds));
+  const double bytes = static_cast<double>(s.bytes_read);
+  d.set("bytes_read", stats_over_ranks(comm, bytes));
+  d.set("per_rank_bytes_read", Json::array_of(comm.allgather(bytes)));
+  d.set("read_mb_per_s", stats_over_ranks(comm, bytes / 1e6 / seconds));
+  // Samples dropped by --skip-bad-samples (null without it): the total over ranks and per rank.
+  if (s.skip_bad_samples) {
+    const int64_t total = comm.allreduce_sum(s.skipped_samples);
+    d.set("skipped_samples", total);
+    d.set("per_rank_skipped_samples", Json::array_of(comm.allgather(static_cast<double>(s.skipped_samples))));
+    if (total > 0) ST_LOG("skipped " << total << " bad sample" << (total == 1 ? "" : "s") << " (--skip-bad-samples)");
+  } else {
+    d.set("skipped_samples", Json());
+    d.set("per_rank_skipped_samples", Json());
+  }
+  return d;
+}
+
+Json checkpoints(const TrainSummary& s) {
+  Json c = Json::object();
+  c.set("written", s.checkpoints_written);
+  c.set("seconds", s.checkpoint_s);
+  c.set("bytes", s.checkpoint_bytes);
+  c.set("mb_per_s", s.checkpoint_s > 0 ? Json(s.checkpoint_bytes / 1e6 / s.checkpoint_s) : Json());
+  c.set("last", s.checkpoint.empty() ? Json() : Json(s.checkpoint));
+  return c;
+}
+
+}  // namespace
+
+Json build_train_report(const comm::Communicator& comm, const TrainSummary& s) {
+  Json r = Json::object();
+  r.set("scaletrain_version", SCALETRAIN_VERSION);
+  r.set("command", "train");
+  r.set("status", s.status);
+  r.set("model", s.model);
+  r.set("parameters", s.parameters);
+  r.set("world_size", comm.size());
+  r.set("hosts", Json::array_of(s.hosts));
+  r.set("threads_per_rank", s.threads_per_rank);
+  r.set("config", s.config);
+  r.set("dataset", s.dataset);
+  r.set("global_batch_size", s.global_batch);
+  r.set("steps_per_epoch", s.steps_per_epoch);
+  r.set("steps", s.steps);
+  r.set("samples_trained", s.samples_trained);
+  r.set("segments", s.segments);
+  r.set("restarts", static_cast<int64_t>(std::max<std::size_t>(s.segments.size(), 1) - 1));
+  r.set("start_time_unix_ms", s.start_time_unix_ms);
+  r.set("epochs", s.epochs);
+  r.set("final_val_accuracy", optional_number(s.final_val_accuracy));
+  r.set("target_accuracy", s.target_accuracy > 0 ? Json(s.target_accuracy) : Json());
+  r.set("time_to_target_s", optional_number(s.time_to_target_s));
+  r.set("train_time_s", s.train_time_s);
+  r.set("total_time_s", s.total_time_s);
+  r.set("throughput", throughput(comm, s));
+  r.set("phases", phase_summary(comm, *s.timers));
+  const Json options = s.reducer->options();
+  r.set("allreduce", options.at("algorithm"));
+  r.set("allreduce_bytes_per_step", s.reducer->bytes_per_step());
+  r.set("allreduce_options", options);
+  r.set("topology", s.topology);
+  r.set("bucket_layout", s.reducer->layout());
+  r.set("allreduce_time", allreduce_time(comm, s));
+  r.set("preflight", s.preflight);
+  r.set("data", input_pipeline(comm, s));
+  r.set("staging", s.staging);
+  r.set("checkpoint", s.checkpoint.empty() ? Json() : Json(s.checkpoint));
+  r.set("checkpoints", checkpoints(s));
+  return r;
+}
+
+}  // namespace scaletrain::report
