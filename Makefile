@@ -33,9 +33,10 @@ $(DATA)/train: | build
 
 data: deps build $(DATA)/train
 
-# The demo: resnet20 on Fashion-MNIST with 2 MPI ranks to 92% top-1 (inputs/resnet20_fashion_mnist.ini).
+# The demo: resnet20 on Fashion-MNIST with 2 MPI ranks to 92% top-1 (inputs/resnet20_fashion_mnist.ini);
+# --overwrite: every `make run` is a new run in $(RUN_DIR).
 run: deps build data
-	mpirun -np $(NP) --oversubscribe --bind-to none $(BUILD)/bin/scaletrain train \
+	mpirun -np $(NP) --oversubscribe --bind-to none $(BUILD)/bin/scaletrain train --overwrite \
 	  --config inputs/resnet20_fashion_mnist.ini --data $(DATA) --output-dir $(RUN_DIR)
 
 format:

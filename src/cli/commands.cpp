@@ -16,6 +16,7 @@
 
 #include "scaletrain/backend/context.hpp"
 #include "scaletrain/checkpoint/checkpoint.hpp"
+#include "scaletrain/checkpoint/run_directory.hpp"
 #include "scaletrain/cli/guard.hpp"
 #include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/config.hpp"
@@ -25,6 +26,7 @@
 #include "scaletrain/data/loader.hpp"
 #include "scaletrain/io/hdf5.hpp"
 #include "scaletrain/models/model.hpp"
+#include "scaletrain/train/checkpointing.hpp"
 #include "scaletrain/train/trainer.hpp"
 
 namespace po = boost::program_options;
@@ -37,7 +39,7 @@ const char* kUsage =
     "usage: scaletrain <command> [options]\n"
     "\n"
     "commands:\n"
-    "  train    data-parallel training under mpirun/srun; writes report.json and checkpoint.h5\n"
+    "  train    data-parallel training under mpirun/srun; writes checkpoints/ and report.json, resumes runs\n"
     "  eval     top-1 accuracy of a checkpoint on a dataset split (sharded over ranks)\n"
     "  predict  logits for inputs stored in an HDF5 file\n"
     "  info     a model's parameter count and tensors (torchvision state_dict names)\n"
@@ -169,8 +171,15 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
                                                                  "resnet50 | resnet20")(
       "data", po::value(&c.data_dir), "dataset directory with train/ and val/ shards (docs/dataset-format.md)")(
       "output-dir", po::value(&c.output_dir)->default_value(c.output_dir),
-      "where report.json and checkpoint.h5 go (created by rank 0)")(
-      "init-from", po::value(&c.init_from), "start from this checkpoint's weights (a new run: step 0, fresh momentum)")(
+      "the run directory: checkpoints/ and report.json (created by rank 0)")(
+      "resume", po::value(&c.resume)->default_value(c.resume),
+      "auto: continue the run in --output-dir from its newest valid checkpoint (a new run if it has none; what "
+      "job scripts pass, so a requeued job needs no change) | never: a new run (refused if --output-dir holds "
+      "checkpoints, unless --overwrite) | a checkpoint file or run directory to continue from")(
+      "overwrite", po::bool_switch(&c.overwrite),
+      "with --resume never: delete the checkpoints and report.json already in --output-dir and start a new run")(
+      "init-from", po::value(&c.init_from),
+      "start a new run from this checkpoint's weights (a file or a run directory; step 0, zero momentum)")(
       "seed", po::value(&c.seed)->default_value(c.seed), "seed for initialisation, shuffling and augmentation")(
       "threads", po::value(&c.threads)->default_value(c.threads),
       "CPU threads per rank; 0 = the node's cores divided by its ranks");
@@ -228,7 +237,19 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "stop at the first evaluation with top-1 >= this (0..1; 0 = train all epochs)")(
       "log-every", po::value(&c.log_every)->default_value(c.log_every), "progress line every N steps (rank 0)")(
       "checkpoint-every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),
-      "also checkpoint every N epochs (0 = only at the end)");
+      "also checkpoint every N epochs (0 = off; a checkpoint is always written at the end and on SIGUSR1/SIGTERM)")(
+      "checkpoint-every-steps", po::value(&c.checkpoint_every_steps)->default_value(c.checkpoint_every_steps),
+      "also checkpoint every N optimizer steps (0 = off)")(
+      "checkpoint-every-minutes",
+      po::value(&c.checkpoint_every_minutes)->default_value(c.checkpoint_every_minutes, shortest(c.checkpoint_every_minutes)),
+      "also checkpoint every M minutes of training, by rank 0's clock (0 = off)")(
+      "keep-checkpoints", po::value(&c.keep_checkpoints)->default_value(c.keep_checkpoints),
+      "keep the newest K checkpoints in --output-dir/checkpoints")(
+      "stall-warn-s", po::value(&c.stall_warn_s)->default_value(c.stall_warn_s, shortest(c.stall_warn_s)),
+      "warn, naming the ranks that have not arrived and their hosts, when a step or collective makes no progress "
+      "for this many seconds")(
+      "stall-abort-s", po::value(&c.stall_abort_s)->default_value(c.stall_abort_s, shortest(c.stall_abort_s)),
+      "abort the job (exit code 3) after this many seconds without progress (0 = never)");
   po::options_description communication("gradient communication", kHelpWidth);
   communication.add_options()(
       "ranks-per-node", po::value<int>(),
@@ -289,6 +310,13 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("target_accuracy", c.target_accuracy);
   j.set("log_every", c.log_every);
   j.set("checkpoint_every", c.checkpoint_every);
+  j.set("checkpoint_every_steps", c.checkpoint_every_steps);
+  j.set("checkpoint_every_minutes", c.checkpoint_every_minutes);
+  j.set("keep_checkpoints", c.keep_checkpoints);
+  j.set("resume", c.resume);
+  j.set("overwrite", c.overwrite);
+  j.set("stall_warn_s", c.stall_warn_s);
+  j.set("stall_abort_s", c.stall_abort_s);
   j.set("ranks_per_node", c.ranks_per_node > 0 ? Json(c.ranks_per_node) : Json());
   j.set("allreduce", c.allreduce);
   j.set("grad_compression", c.grad_compression);
@@ -317,46 +345,20 @@ int cmd_train(int argc, char** argv) {
   notify("train", vm);
   c.shuffle = !vm["no-shuffle"].as<bool>();
   c.augment = !vm["no-augment"].as<bool>();
-  check_model_name(c.model);
-  if (c.data_dir.empty()) throw UsageError("train: --data DIR is required");
-  if (c.batch_size <= 0) throw UsageError("--batch-size must be positive, got " + std::to_string(c.batch_size));
-  if (c.epochs <= 0) throw UsageError("--epochs must be positive, got " + std::to_string(c.epochs));
-  if (c.max_steps < 0) throw UsageError("--max-steps must be >= 0");
-  if (c.target_accuracy < 0 || c.target_accuracy > 1)
-    throw UsageError("--target-accuracy must be between 0 and 1 (e.g. 0.92), got " + std::to_string(c.target_accuracy));
-  if (c.label_smoothing < 0 || c.label_smoothing >= 1) throw UsageError("--label-smoothing must be in [0, 1)");
-  if (c.base_lr <= 0) throw UsageError("--base-lr must be positive");
-  if (c.crop_padding < 0) throw UsageError("--crop-padding must be >= 0");
-  if (c.lr_schedule != "cosine" && c.lr_schedule != "poly" && c.lr_schedule != "step")
-    throw UsageError("--lr-schedule '" + c.lr_schedule + "' is not one of cosine, poly, step");
   c.overlap = !vm["no-overlap"].as<bool>();
   if (vm.count("ranks-per-node")) {
     c.ranks_per_node = vm["ranks-per-node"].as<int>();
     if (c.ranks_per_node <= 0)
       throw UsageError("--ranks-per-node must be a positive integer, got " + std::to_string(c.ranks_per_node));
   }
-  if (c.allreduce != "flat" && c.allreduce != "hierarchical" && c.allreduce != "auto")
-    throw UsageError("unknown --allreduce '" + c.allreduce + "' (known: flat, hierarchical, auto)");
-  if (c.grad_compression != "none" && c.grad_compression != "fp16" && c.grad_compression != "bf16")
-    throw UsageError("unknown --grad-compression '" + c.grad_compression + "' (known: none, fp16, bf16)");
-  if (!(c.bucket_mb > 0) || !std::isfinite(c.bucket_mb))
-    throw UsageError("--bucket-mb must be a positive number of MiB, got " + shortest(c.bucket_mb));
-  if (!(c.min_busbw >= 0) || !std::isfinite(c.min_busbw))
-    throw UsageError("--min-busbw must be >= 0 (GB/s), got " + shortest(c.min_busbw));
-  check_io(c.io);
-  check_data_threads(c.data_threads);
-  if (c.shuffle_mode != "global" && c.shuffle_mode != "shard")
-    throw UsageError("unknown --shuffle '" + c.shuffle_mode + "' (known: global, shard; --no-shuffle turns it off)");
-  if (c.shuffle_buffer < 1)
-    throw UsageError("--shuffle-buffer must be a positive number of samples, got " + std::to_string(c.shuffle_buffer));
-  if (c.data_prefetch < 1) throw UsageError("--prefetch must be at least 1, got " + std::to_string(c.data_prefetch));
   if (vm.count("stage-to") && c.stage_to.empty()) throw UsageError("--stage-to needs a directory");
   c.stage_to = expand_env("stage-to", c.stage_to);
   std::tie(c.image_height, c.image_width) = image_size_option(vm);
+  train::check_train_config(c);
 
   const comm::Communicator comm = comm::Communicator::world();
-  train::run_training(comm, c, config_json(c, config_file));
-  return 0;
+  const train::TrainResult result = train::run_training(comm, c, config_json(c, config_file));
+  return result.end == train::RunEnd::signal ? train::kExitCheckpointed : 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -369,7 +371,8 @@ int cmd_eval(int argc, char** argv) {
   train::EvalDataOptions data_options;
   po::options_description desc("scaletrain eval", kHelpWidth);
   desc.add_options()("help,h", "print this help")("model", po::value(&model)->required(), "resnet50 | resnet20")(
-      "checkpoint", po::value(&checkpoint)->required(), "checkpoint.h5 written by scaletrain train")(
+      "checkpoint", po::value(&checkpoint)->required(),
+      "a checkpoint file, or a run directory (train --output-dir): its newest valid checkpoint")(
       "data", po::value(&data_dir)->required(), "dataset directory")("split", po::value(&split)->default_value(split),
                                                                      "split to evaluate")(
       "batch-size", po::value(&batch_size)->default_value(batch_size), "samples per rank per batch")(
@@ -396,8 +399,10 @@ int cmd_eval(int argc, char** argv) {
   const data::SplitInfo info = data::open_split(data_dir, split);
   Context ctx(Device::cpu, threads > 0 ? threads : train::default_threads(comm));
   auto m = models::make_model(model, info.num_classes, info.channels);
-  train::check_checkpoint_fits(checkpoint, info.channels, info.num_classes, data_dir);
-  checkpoint::load_checkpoint(checkpoint, model, m->params(), nullptr);
+  const checkpoint::CheckpointData weights = checkpoint::read_newest_checkpoint(checkpoint);
+  train::check_checkpoint_fits(weights, info.channels, info.num_classes, data_dir);
+  checkpoint::restore_model(weights, model, m->params(), nullptr);
+  ST_LOG("checkpoint " << weights.path << " (step " << weights.meta.step << ")");
   const train::EvalResult r = train::evaluate(comm, ctx, *m, info, batch_size, data_options);
   char line[256];
   std::snprintf(line, sizeof line, "top-1 accuracy %.4f (%lld/%lld) on %s/%s, loss %.4f", r.accuracy(),
@@ -416,7 +421,8 @@ int cmd_predict(int argc, char** argv) {
   int threads = 0;
   po::options_description desc("scaletrain predict", kHelpWidth);
   desc.add_options()("help,h", "print this help")("model", po::value(&model)->required(), "resnet50 | resnet20")(
-      "checkpoint", po::value(&checkpoint)->required(), "checkpoint.h5 written by scaletrain train")(
+      "checkpoint", po::value(&checkpoint)->required(),
+      "a checkpoint file, or a run directory (train --output-dir): its newest valid checkpoint")(
       "input", po::value(&input)->required(), "HDF5 file with dataset 'inputs' float32 [N, C, H, W], normalised")(
       "output", po::value(&output)->required(), "HDF5 file to write with dataset 'logits' float32 [N, K]")(
       "batch-size", po::value(&batch_size)->default_value(batch_size), "samples per forward pass")(
@@ -443,16 +449,14 @@ int cmd_predict(int argc, char** argv) {
     nchw = in.read("inputs", DType::f32);
   }
   const int64_t n = nchw.dim(0), c = nchw.dim(1), h = nchw.dim(2), w = nchw.dim(3);
-  int64_t classes = 0;
-  {
-    io::H5File ck(checkpoint, io::H5File::Mode::read);
-    ST_CHECK(ck.has("model/fc.weight"), "checkpoint " << checkpoint << " has no model/fc.weight");
-    classes = ck.dataset_shape("model/fc.weight").at(0);
-  }
+  const checkpoint::CheckpointData weights = checkpoint::read_newest_checkpoint(checkpoint);
+  const auto fc = weights.tensors.find("model/fc.weight");
+  ST_CHECK(fc != weights.tensors.end(), "checkpoint " << weights.path << " has no model/fc.weight");
+  const int64_t classes = fc->second.dim(0);
   Context ctx(Device::cpu, threads);
   auto m = models::make_model(model, static_cast<int>(classes), static_cast<int>(c));
-  train::check_checkpoint_fits(checkpoint, static_cast<int>(c), static_cast<int>(classes), input);
-  checkpoint::load_checkpoint(checkpoint, model, m->params(), nullptr);
+  train::check_checkpoint_fits(weights, static_cast<int>(c), static_cast<int>(classes), input);
+  checkpoint::restore_model(weights, model, m->params(), nullptr);
 
   Tensor logits_all = Tensor::empty({n, classes});
   for (int64_t start = 0; start < n; start += batch_size) {

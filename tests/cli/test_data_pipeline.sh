@@ -93,7 +93,8 @@ import h5py, numpy as np
 run, ref, io = sys.argv[1:4]
 r = json.load(open(run + "/report.json"))
 assert r["data"]["io"] == io, r["data"]
-a, b = h5py.File(run + "/checkpoint.h5", "r"), h5py.File(ref + "/checkpoint.h5", "r")
+latest = lambda d: d + "/checkpoints/" + open(d + "/checkpoints/latest").read().strip()
+a, b = h5py.File(latest(run), "r"), h5py.File(latest(ref), "r")
 names = sorted(a["model"].keys())
 assert names == sorted(b["model"].keys()) and names, names
 for n in names:
@@ -138,7 +139,7 @@ expect_failure "--image-size" "--image-size '224'" "${T[@]}" --image-size 224
 expect_failure "--prefetch" "--prefetch must be at least 1" "${T[@]}" --prefetch 0
 expect_failure "--stage-to unset variable" "environment variable ST_NO_SUCH_VAR is not set" "${T[@]}" \
   --stage-to '${ST_NO_SUCH_VAR}/x'
-expect_failure "eval --io" "unknown --io 'x'" "$BIN/scaletrain" eval --model resnet20 --checkpoint "$W/run2/checkpoint.h5" \
+expect_failure "eval --io" "unknown --io 'x'" "$BIN/scaletrain" eval --model resnet20 --checkpoint "$W/run2" \
   --data "$W/data" --io x
 expect_failure "bench --io" "unknown --io 'x'" "$BIN/scaletrain-data" bench "$W/data" --io x
 touch "$W/not-a-dir"

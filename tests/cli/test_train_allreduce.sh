@@ -34,7 +34,8 @@ for a, b in zip(flat["epochs"], hier["epochs"]):
     assert abs(a["train_loss"] - b["train_loss"]) <= 1e-5 * abs(a["train_loss"]), (a, b)
 
 def weights(run):
-    with h5py.File(f"{T}/{run}/checkpoint.h5", "r") as f:
+    latest = open(f"{T}/{run}/checkpoints/latest").read().strip()
+    with h5py.File(f"{T}/{run}/checkpoints/{latest}", "r") as f:
         return {k: np.array(f["model/" + k]) for k in f["model"]}
 wf, wh, wn = weights("flat"), weights("hier"), weights("hier_no_overlap")
 worst = max(float(np.abs(wf[k] - wh[k]).max()) for k in wf)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End to end on a synthetic dataset: train with 2 ranks, check report.json's documented keys and
-# values, the checkpoint's layout (with h5py), and that `eval` and `predict` agree.
+# values, the checkpoint's layout (with h5py), and that `eval` and `predict` (given the run
+# directory) agree.
 source "$(dirname "$0")/lib.sh"
 T=$TMP_ROOT/train_e2e
 rm -rf "$T" && mkdir -p "$T"
@@ -37,7 +38,13 @@ assert t["samples_per_s"] > 0 and len(t["per_rank_samples_per_s"]) == 2
 for p in ["data_wait", "forward", "backward", "allreduce", "optimizer", "evaluation"]:
     s = r["phases"][p]
     assert 0 <= s["min_s"] <= s["mean_s"] <= s["max_s"] and s["slowest_rank"] in (0, 1), (p, s)
-with h5py.File(run + "/checkpoint.h5", "r") as f:
+assert r["status"] == "completed" and r["restarts"] == 0 and len(r["segments"]) == 1, r["segments"]
+seg = r["segments"][0]
+assert seg["reason"] == "completed" and seg["first_step"] == 0 and seg["last_step"] == 12 and seg["world_size"] == 2
+assert r["samples_trained"] == 12 * 32 and r["checkpoints"]["written"] == 1
+latest = open(run + "/checkpoints/latest").read().strip()
+assert latest == "step-000000012.h5" and r["checkpoint"].endswith("/checkpoints/" + latest), (latest, r["checkpoint"])
+with h5py.File(run + "/checkpoints/" + latest, "r") as f:
     assert f.attrs["model"] in ("resnet20", b"resnet20")
     assert int(f.attrs["step"]) == 12, f.attrs["step"]
     assert f["model/conv1.weight"].shape == (16, 3, 3, 3)
@@ -47,10 +54,10 @@ with h5py.File(run + "/checkpoint.h5", "r") as f:
     assert r["parameters"] == sum(f["model/" + k].size for k in f["model"] if "running" not in k)
 print("report and checkpoint ok")
 PY
-[ ! -e "$T/run/checkpoint.h5.tmp" ] || fail "temporary checkpoint left behind"
+! ls "$T/run/checkpoints/"*.tmp 2>/dev/null || fail "temporary checkpoint left behind"
 
 # eval (sharded over 2 ranks) must agree with predict's logits scored in Python.
-acc=$(mpirun -np 2 --oversubscribe "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/run/checkpoint.h5" --data "$T/data" \
+acc=$(mpirun -np 2 --oversubscribe "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/run" --data "$T/data" \
   --threads 1 | sed -n 's/^top-1 accuracy \([0-9.]*\).*/\1/p')
 [ -n "$acc" ] || fail "eval printed no accuracy"
 $PY - "$T" "$acc" <<'PY'
@@ -65,7 +72,7 @@ x = ((np.concatenate(imgs) / 255.0 - mean) / std).astype(np.float32).transpose(0
 with h5py.File(T + "/in.h5", "w") as f:
     f["inputs"] = np.ascontiguousarray(x)
 subprocess.run([os.environ.get("ST_BIN", "build/bin") + "/scaletrain", "predict", "--model", "resnet20",
-                "--checkpoint", T + "/run/checkpoint.h5", "--input", T + "/in.h5", "--output", T + "/out.h5",
+                "--checkpoint", T + "/run", "--input", T + "/in.h5", "--output", T + "/out.h5",
                 "--batch-size", "7"], check=True)
 with h5py.File(T + "/out.h5", "r") as f:
     logits = np.array(f["logits"])

@@ -57,17 +57,19 @@ expect_failure "wrong dtype" "labels" \
 mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/gray" --output-dir "$T/r20" --max-steps 1 \
   "${common[@]}" >/dev/null
 expect_failure "checkpoint for another model" "resnet20" \
-  mpirun -np 2 --oversubscribe "$BIN/scaletrain" eval --model resnet50 --checkpoint "$T/r20/checkpoint.h5" --data "$T/gray"
+  mpirun -np 2 --oversubscribe "$BIN/scaletrain" eval --model resnet50 --checkpoint "$T/r20" --data "$T/gray"
 expect_failure "dataset channels vs checkpoint" "channels" \
-  mpirun -np 2 --oversubscribe "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/r20/checkpoint.h5" --data "$T/rgb"
+  mpirun -np 2 --oversubscribe "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/r20" --data "$T/rgb"
 expect_failure "init-from with wrong channels" "channels" \
-  mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/rgb" --init-from "$T/r20/checkpoint.h5" \
+  mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/rgb" --init-from "$T/r20" \
   --output-dir "$T/o" "${common[@]}"
-cp "$T/r20/checkpoint.h5" "$T/reshaped.h5"
+cp "$T/r20/checkpoints/$(cat "$T/r20/checkpoints/latest")" "$T/reshaped.h5"
+# Edited as a user converting weights would (format 1, no checksum), so that the shape is what fails.
 $PY -c "
 import h5py,sys,numpy as np
 f=h5py.File(sys.argv[1],'r+'); w=np.array(f['model/layer1.0.conv1.weight']); del f['model/layer1.0.conv1.weight']
-f.create_dataset('model/layer1.0.conv1.weight', data=w[:, :, :1, :1]); f.close()" "$T/reshaped.h5"
+f.create_dataset('model/layer1.0.conv1.weight', data=w[:, :, :1, :1])
+f.attrs['scaletrain_checkpoint_format'] = 1; del f.attrs['checksum_crc32']; f.close()" "$T/reshaped.h5"
 expect_failure "checkpoint with a wrong shape" "layer1.0.conv1.weight" \
   mpirun -np 2 --oversubscribe "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/reshaped.h5" --data "$T/gray"
 expect_failure "missing checkpoint" "$T/none.h5" \

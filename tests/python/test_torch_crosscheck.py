@@ -108,7 +108,7 @@ for ranks, batch in [(1, 8), (2, 4)]:
          "--init-from", init, "--max-steps", "1", "--batch-size", str(batch), "--no-shuffle", "--no-augment",
          "--base-lr", str(LR), "--momentum", str(MOMENTUM), "--weight-decay", str(WD),
          "--label-smoothing", str(SMOOTH), "--warmup-epochs", "0", "--threads", "1"], np_ranks=ranks)
-    ours = read_checkpoint(os.path.join(out, "checkpoint.h5"))
+    ours = read_checkpoint(out)
     theirs = torch_step(ranks, batch)
     missing = set(theirs) ^ set(ours)
     if missing:

@@ -81,7 +81,16 @@ def write_checkpoint(path, model_name, model, epoch=0, step=0):
             g.create_dataset(k, data=v.detach().numpy().astype(np.float32))
 
 
+def latest_checkpoint(run_dir):
+    """The checkpoint a run directory's `latest` pointer names (docs/checkpoint-format.md)."""
+    with open(os.path.join(run_dir, "checkpoints", "latest")) as f:
+        return os.path.join(run_dir, "checkpoints", f.read().strip())
+
+
 def read_checkpoint(path):
+    """/model of a checkpoint file, or of a run directory's latest checkpoint."""
+    if os.path.isdir(path):
+        path = latest_checkpoint(path)
     with h5py.File(path, "r") as f:
         return {k: torch.from_numpy(np.array(v)) for k, v in f["model"].items()}
 

@@ -1,5 +1,7 @@
 // TrainConfig: everything `scaletrain train` is told, after the config file and the command
-// line are merged. Defaults follow the MLPerf ResNet-50 reference where one exists.
+// line are merged. Defaults follow the MLPerf ResNet-50 reference where one exists. config.cpp
+// checks it (one place for every option's rule) and turns it into the options of the pieces the
+// trainer builds: loader, learning-rate schedule, optimizer, gradient reducer, watchdog.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,16 @@ class Model;
 }
 namespace scaletrain::data {
 struct SplitInfo;
+struct LoaderOptions;
+}
+namespace scaletrain::optim {
+struct LrScheduleOptions;
+struct SgdOptions;
+}
+namespace scaletrain::comm {
+struct AllReduceOptions;
+struct BucketOptions;
+struct StallOptions;
 }
 
 namespace scaletrain::train {
@@ -61,7 +73,18 @@ struct TrainConfig {
   int image_height = 0, image_width = 0;  // JPEG input size; 0: the model's default (224 or 32)
   bool skip_bad_samples = false;
   int log_every = 50;
-  int checkpoint_every = 0;  // epochs; 0: only at the end
+
+  // Checkpoints and restarts (docs/checkpoint-format.md). A checkpoint is always written at the
+  // end of the run and on SIGUSR1/SIGTERM; these add periodic ones (0: off).
+  int checkpoint_every = 0;                // epochs
+  int64_t checkpoint_every_steps = 0;      // optimizer steps
+  double checkpoint_every_minutes = 0.0;   // wall-clock minutes of training (rank 0's clock)
+  int keep_checkpoints = 2;                // the newest K stay in <output-dir>/checkpoints
+  std::string resume = "never";            // auto | never | a checkpoint file or run directory
+  bool overwrite = false;                  // start a new run in an output directory with checkpoints
+  // The stall watchdog (comm/stall_watchdog.hpp).
+  double stall_warn_s = 60.0;
+  double stall_abort_s = 600.0;  // 0: never abort
 
   // Gradient communication (issue 3). Default hierarchical: the algorithm built for multi-GPU
   // nodes (on one node it is a reduce-scatter + all-gather), repeatable bit for bit, and free of
@@ -87,5 +110,19 @@ struct EvalDataOptions {
 
 // The model's default input size for JPEG datasets (--image-size): 224 for resnet50, 32 for resnet20.
 inline int default_image_size(const std::string& model) { return model == "resnet20" ? 32 : 224; }
+
+// Throws UsageError naming the option for any value the run cannot use (a non-positive batch
+// size, an unknown schedule, --resume with --init-from, ...). Checks nothing on disk.
+void check_train_config(const TrainConfig& config);
+
+// The pieces' options. batch_size: per rank (a resumed run may rescale it, trainer.cpp).
+data::LoaderOptions train_loader_options(const TrainConfig& config, int64_t batch_size,
+                                         const comm::Communicator& comm);
+EvalDataOptions eval_data_options(const TrainConfig& config);
+optim::LrScheduleOptions schedule_options(const TrainConfig& config, int64_t steps_per_epoch);
+optim::SgdOptions sgd_options(const TrainConfig& config);
+comm::AllReduceOptions allreduce_options(const TrainConfig& config);
+comm::BucketOptions bucket_options(const TrainConfig& config);
+comm::StallOptions stall_options(const TrainConfig& config);
 
 }  // namespace scaletrain::train

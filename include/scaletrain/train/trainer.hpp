@@ -1,5 +1,7 @@
-// The training loop: data-parallel SGD over MPI ranks. It sees the all-reduce only through
-// comm::GradientReducer and the input only through data::Loader, so both can be swapped.
+// The training loop: data-parallel SGD over MPI ranks, one job segment of a run that may span
+// several (resumed from checkpoints). It sees the all-reduce only through comm::GradientReducer
+// and the input only through data::Loader, so both can be swapped; the run's state is one object
+// (run_state.hpp) that checkpoints save and restore.
 #pragma once
 
 #include <string>
@@ -13,9 +15,25 @@
 
 namespace scaletrain::train {
 
-// Runs a whole training; writes report.json and checkpoint.h5 into config.output_dir (rank 0)
-// and returns the report. `resolved_config` is recorded verbatim in the report.
-Json run_training(const comm::Communicator& comm, const TrainConfig& config, const Json& resolved_config);
+// Exit code of `scaletrain train` after a stop signal (SIGUSR1, SIGTERM): the run is
+// checkpointed and wants to be resumed (EX_TEMPFAIL of sysexits.h: "try again later"). The job
+// scripts requeue on it. docs/checkpoint-format.md lists every exit code.
+constexpr int kExitCheckpointed = 75;
+
+// How a job segment ended: the run is complete (every step, or the target accuracy, or
+// --max-steps), it stopped for a signal after a checkpoint, or there was nothing left to do.
+enum class RunEnd { completed, target_reached, max_steps, signal, already_complete };
+const char* run_end_name(RunEnd end);  // "completed", "target_reached", "max_steps", "signal", "already_complete"
+
+struct TrainResult {
+  Json report;  // report.json as written (null when already_complete)
+  RunEnd end = RunEnd::completed;
+};
+
+// Runs (or, per config.resume, continues) a training: writes checkpoints into
+// config.output_dir/checkpoints and report.json into config.output_dir (rank 0). Collective.
+// `resolved_config` is recorded verbatim in the report.
+TrainResult run_training(const comm::Communicator& comm, const TrainConfig& config, const Json& resolved_config);
 
 struct EvalResult {
   int64_t correct = 0;
@@ -31,9 +49,5 @@ EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model&
 
 // Threads per rank when --threads is 0: the node's cores shared evenly by its ranks.
 int default_threads(const comm::Communicator& comm);
-
-// Checks that a dataset fits a model checkpoint before loading it (channels and classes), with
-// a message naming both files.
-void check_checkpoint_fits(const std::string& checkpoint, int channels, int num_classes, const std::string& data_dir);
 
 }  // namespace scaletrain::train

@@ -1,0 +1,194 @@
+// The training configuration's rules and the options of the pieces built from it (config.hpp).
+// Every rule names the option as the user types it, so that an error reads as a usage hint.
+#include "scaletrain/train/config.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "scaletrain/comm/allreduce.hpp"
+#include "scaletrain/comm/communicator.hpp"
+#include "scaletrain/comm/gradient_reducer.hpp"
+#include "scaletrain/comm/stall_watchdog.hpp"
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/data/loader.hpp"
+#include "scaletrain/models/model.hpp"
+#include "scaletrain/optim/lr_schedule.hpp"
+#include "scaletrain/optim/sgd.hpp"
+
+namespace scaletrain::train {
+namespace {
+
+// "0.1", not "0.10000000000000001".
+std::string shortest(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw UsageError(message);
+}
+
+bool one_of(const std::string& value, std::initializer_list<const char*> known) {
+  for (const char* k : known)
+    if (value == k) return true;
+  return false;
+}
+
+void check_model(const TrainConfig& c) {
+  std::string known;
+  for (const auto& m : models::model_names()) {
+    if (m == c.model) return;
+    known += (known.empty() ? "" : ", ") + m;
+  }
+  throw UsageError("unknown model '" + c.model + "' (known: " + known + ")");
+}
+
+void check_schedule(const TrainConfig& c) {
+  require(c.batch_size > 0, "--batch-size must be positive, got " + std::to_string(c.batch_size));
+  require(c.epochs > 0, "--epochs must be positive, got " + std::to_string(c.epochs));
+  require(c.max_steps >= 0, "--max-steps must be >= 0, got " + std::to_string(c.max_steps));
+  require(c.base_lr > 0 && std::isfinite(c.base_lr), "--base-lr must be positive, got " + shortest(c.base_lr));
+  require(one_of(c.lr_schedule, {"cosine", "poly", "step"}),
+          "--lr-schedule '" + c.lr_schedule + "' is not one of " + optim::lr_schedule_kinds());
+  require(c.warmup_epochs >= 0 && std::isfinite(c.warmup_epochs),
+          "--warmup-epochs must be >= 0, got " + shortest(c.warmup_epochs));
+  require(c.label_smoothing >= 0 && c.label_smoothing < 1, "--label-smoothing must be in [0, 1)");
+  require(c.target_accuracy >= 0 && c.target_accuracy <= 1,
+          "--target-accuracy must be between 0 and 1 (e.g. 0.92), got " + shortest(c.target_accuracy));
+  require(c.eval_every >= 0, "--eval-every must be >= 0, got " + std::to_string(c.eval_every));
+  require(c.log_every >= 0, "--log-every must be >= 0, got " + std::to_string(c.log_every));
+}
+
+void check_input(const TrainConfig& c) {
+  require(!c.data_dir.empty(), "train: --data DIR is required");
+  require(c.crop_padding >= 0, "--crop-padding must be >= 0");
+  require(data::is_io_mode(c.io), "unknown --io '" + c.io + "' (known: " + data::io_mode_list() + ")");
+  require(c.data_threads >= 1 && c.data_threads <= 256,
+          "--data-threads must be between 1 and 256, got " + std::to_string(c.data_threads));
+  require(one_of(c.shuffle_mode, {"global", "shard"}),
+          "unknown --shuffle '" + c.shuffle_mode + "' (known: global, shard; --no-shuffle turns it off)");
+  require(c.shuffle_buffer >= 1,
+          "--shuffle-buffer must be a positive number of samples, got " + std::to_string(c.shuffle_buffer));
+  require(c.data_prefetch >= 1, "--prefetch must be at least 1, got " + std::to_string(c.data_prefetch));
+}
+
+void check_communication(const TrainConfig& c) {
+  require(c.ranks_per_node >= 0, "--ranks-per-node must be a positive integer, got " + std::to_string(c.ranks_per_node));
+  require(one_of(c.allreduce, {"flat", "hierarchical", "auto"}),
+          "unknown --allreduce '" + c.allreduce + "' (known: flat, hierarchical, auto)");
+  require(one_of(c.grad_compression, {"none", "fp16", "bf16"}),
+          "unknown --grad-compression '" + c.grad_compression + "' (known: none, fp16, bf16)");
+  require(c.bucket_mb > 0 && std::isfinite(c.bucket_mb),
+          "--bucket-mb must be a positive number of MiB, got " + shortest(c.bucket_mb));
+  require(c.min_busbw >= 0 && std::isfinite(c.min_busbw), "--min-busbw must be >= 0 (GB/s), got " + shortest(c.min_busbw));
+}
+
+void check_checkpoints_and_restarts(const TrainConfig& c) {
+  require(c.checkpoint_every >= 0, "--checkpoint-every must be >= 0 (epochs), got " + std::to_string(c.checkpoint_every));
+  require(c.checkpoint_every_steps >= 0,
+          "--checkpoint-every-steps must be >= 0, got " + std::to_string(c.checkpoint_every_steps));
+  require(c.checkpoint_every_minutes >= 0 && std::isfinite(c.checkpoint_every_minutes),
+          "--checkpoint-every-minutes must be >= 0, got " + shortest(c.checkpoint_every_minutes));
+  require(c.keep_checkpoints >= 1, "--keep-checkpoints must be at least 1, got " + std::to_string(c.keep_checkpoints));
+  require(!c.resume.empty(), "--resume needs auto, never, or a checkpoint file or run directory");
+  require(c.resume == "never" || c.init_from.empty(),
+          "--resume and --init-from exclude each other: --resume continues a run (weights, optimizer, position), "
+          "--init-from starts a new run from a checkpoint's weights");
+  require(c.resume == "never" || !c.overwrite,
+          "--overwrite starts a new run (it deletes the checkpoints in --output-dir); it cannot be combined with "
+          "--resume " +
+              c.resume);
+  require(c.stall_warn_s > 0 && std::isfinite(c.stall_warn_s),
+          "--stall-warn-s must be a positive number of seconds, got " + shortest(c.stall_warn_s));
+  require(c.stall_abort_s >= 0 && std::isfinite(c.stall_abort_s),
+          "--stall-abort-s must be >= 0 (0 = never abort), got " + shortest(c.stall_abort_s));
+  require(c.stall_abort_s == 0 || c.stall_abort_s >= c.stall_warn_s,
+          "--stall-abort-s " + shortest(c.stall_abort_s) + " is shorter than --stall-warn-s " +
+              shortest(c.stall_warn_s) + " (0 = never abort)");
+}
+
+}  // namespace
+
+void check_train_config(const TrainConfig& c) {
+  check_model(c);
+  check_schedule(c);
+  check_input(c);
+  check_communication(c);
+  check_checkpoints_and_restarts(c);
+}
+
+data::LoaderOptions train_loader_options(const TrainConfig& c, int64_t batch_size, const comm::Communicator& comm) {
+  data::LoaderOptions o;
+  o.batch_size = batch_size;
+  o.shuffle = c.shuffle;
+  o.seed = c.seed;
+  o.augment = c.augment;
+  o.crop_padding = c.crop_padding;
+  o.drop_last = true;  // equal full batches on every rank
+  o.pad_last = c.pad_last;
+  o.prefetch = c.data_prefetch;
+  o.shuffle_mode = c.shuffle_mode;
+  o.shuffle_buffer = c.shuffle_buffer;
+  o.data_threads = c.data_threads;
+  o.io = c.io;
+  o.image_height = c.image_height > 0 ? c.image_height : default_image_size(c.model);
+  o.image_width = c.image_width > 0 ? c.image_width : default_image_size(c.model);
+  o.skip_bad_samples = c.skip_bad_samples;
+  o.comm = &comm;
+  return o;
+}
+
+EvalDataOptions eval_data_options(const TrainConfig& c) {
+  EvalDataOptions o;
+  o.io = c.io;
+  o.data_threads = c.data_threads;
+  o.prefetch = c.data_prefetch;
+  o.image_height = c.image_height > 0 ? c.image_height : default_image_size(c.model);
+  o.image_width = c.image_width > 0 ? c.image_width : default_image_size(c.model);
+  o.skip_bad_samples = c.skip_bad_samples;
+  return o;
+}
+
+// --max-steps cuts a run short; the schedule stays the one for all epochs.
+optim::LrScheduleOptions schedule_options(const TrainConfig& c, int64_t steps_per_epoch) {
+  optim::LrScheduleOptions o;
+  o.kind = c.lr_schedule;
+  o.base_lr = c.base_lr;
+  o.warmup_epochs = c.warmup_epochs;
+  o.steps_per_epoch = steps_per_epoch;
+  o.total_steps = steps_per_epoch * c.epochs;
+  o.end_lr = c.end_lr;
+  return o;
+}
+
+optim::SgdOptions sgd_options(const TrainConfig& c) {
+  optim::SgdOptions o;
+  o.momentum = c.momentum;
+  o.weight_decay = c.weight_decay;
+  o.nesterov = c.nesterov;
+  return o;
+}
+
+comm::AllReduceOptions allreduce_options(const TrainConfig& c) {
+  comm::AllReduceOptions o;
+  o.algorithm = c.allreduce;
+  o.compression = comm::parse_compression(c.grad_compression);
+  return o;
+}
+
+comm::BucketOptions bucket_options(const TrainConfig& c) {
+  comm::BucketOptions o;
+  o.bucket_mb = c.bucket_mb;
+  o.overlap = c.overlap;
+  return o;
+}
+
+comm::StallOptions stall_options(const TrainConfig& c) {
+  comm::StallOptions o;
+  o.warn_s = c.stall_warn_s;
+  o.abort_s = c.stall_abort_s;
+  return o;
+}
+
+}  // namespace scaletrain::train

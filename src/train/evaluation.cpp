@@ -1,0 +1,57 @@
+// Evaluation (trainer.hpp): every sample of a split exactly once, sharded over ranks, counts
+// reduced at the end. Each batch is progress for the stall watchdog, so a long evaluation is not
+// mistaken for a stall, while one batch that never arrives is.
+#include <algorithm>
+#include <thread>
+
+#include "scaletrain/core/progress.hpp"
+#include "scaletrain/data/loader.hpp"
+#include "scaletrain/ops/loss.hpp"
+#include "scaletrain/train/trainer.hpp"
+#include "train/model_input.hpp"
+
+namespace scaletrain::train {
+
+EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model& model, const data::SplitInfo& split,
+                    int64_t batch_size, const EvalDataOptions& data_options) {
+  progress::enter("evaluation");
+  data::LoaderOptions options;
+  options.batch_size = batch_size;
+  options.shuffle = false;
+  options.augment = false;
+  options.drop_last = false;  // every sample exactly once across ranks
+  options.io = data_options.io;
+  options.data_threads = data_options.data_threads;
+  options.prefetch = data_options.prefetch;
+  options.image_height = data_options.image_height;
+  options.image_width = data_options.image_width;
+  options.skip_bad_samples = data_options.skip_bad_samples;
+  options.comm = &comm;
+  data::Loader loader(split, comm.rank(), comm.size(), options);
+  loader.start_epoch(0);
+  Tensor images, labels, input, no_grad;
+  int64_t correct = 0, samples = 0;
+  double loss_sum = 0.0;
+  while (loader.next(images, labels)) {
+    Tensor logits = model.forward(ctx, model_input(ctx, images, split, input), /*training=*/false);
+    loss_sum += ops::softmax_cross_entropy(ctx, logits, labels, 0.0f, no_grad) * labels.numel();
+    correct += ops::count_correct(logits, labels);
+    samples += labels.numel();
+    progress::tick();
+  }
+  progress::enter("evaluation results", /*waiting=*/true);
+  EvalResult r;
+  r.correct = comm.allreduce_sum(correct);
+  r.samples = comm.allreduce_sum(samples);
+  r.loss = r.samples ? comm.allreduce_sum(loss_sum) / r.samples : 0.0;
+  return r;
+}
+
+int default_threads(const comm::Communicator& comm) {
+  const auto hosts = comm.all_hosts();
+  const int on_my_node = static_cast<int>(std::count(hosts.begin(), hosts.end(), comm.host()));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, on_my_node));
+}
+
+}  // namespace scaletrain::train

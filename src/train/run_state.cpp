@@ -1,0 +1,129 @@
+// The run state (run_state.hpp): construction of a new run, its identity, and its JSON form (the
+// checkpoint's /run state; the keys are listed in docs/checkpoint-format.md).
+#include "scaletrain/train/run_state.hpp"
+
+#include "scaletrain/core/error.hpp"
+
+namespace scaletrain::train {
+namespace {
+
+constexpr int64_t kStateVersion = 1;
+
+Json optional_number(double v) { return v >= 0 ? Json(v) : Json(); }
+double number_or(const Json& j, double fallback) { return j.is_null() ? fallback : j.as_double(); }
+
+}  // namespace
+
+Json run_identity(const TrainConfig& c, const data::SplitInfo& train, const data::SplitInfo& val,
+                  int64_t global_batch) {
+  Json j = Json::object();
+  j.set("--model", c.model);
+  j.set("dataset train samples", train.samples);
+  j.set("dataset val samples", val.samples);
+  j.set("dataset image shape (H, W, C)",
+        Json::array_of(std::vector<int64_t>{train.height, train.width, train.channels}));
+  j.set("dataset classes", train.num_classes);
+  j.set("dataset encoding", train.encoding);
+  j.set("global batch (ranks x --batch-size)", global_batch);
+  j.set("--epochs", c.epochs);
+  j.set("--seed", static_cast<int64_t>(c.seed));
+  j.set("--shuffle", c.shuffle ? c.shuffle_mode : std::string("off (--no-shuffle)"));
+  j.set("--shuffle-buffer", c.shuffle_buffer);
+  j.set("--pad-last", c.pad_last);
+  j.set("augmentation", c.augment ? "on" : "off (--no-augment)");
+  j.set("--crop-padding", c.crop_padding);
+  j.set("--image-size", Json::array_of(std::vector<int64_t>{c.image_height > 0 ? c.image_height : default_image_size(c.model),
+                                                             c.image_width > 0 ? c.image_width : default_image_size(c.model)}));
+  j.set("--lr-schedule", c.lr_schedule);
+  j.set("--base-lr", c.base_lr);
+  j.set("--warmup-epochs", c.warmup_epochs);
+  j.set("--end-lr", c.end_lr);
+  j.set("--momentum", c.momentum);
+  j.set("--weight-decay", c.weight_decay);
+  j.set("--nesterov", c.nesterov);
+  j.set("--label-smoothing", c.label_smoothing);
+  return j;
+}
+
+std::vector<std::string> identity_differences(const Json& checkpoint, const Json& here) {
+  std::vector<std::string> out;
+  for (const auto& [key, value] : here.items()) {
+    if (!checkpoint.contains(key)) {
+      out.push_back(key + " is " + value.dump() + " here and absent from the checkpoint");
+    } else if (checkpoint.at(key).dump() != value.dump()) {
+      out.push_back(key + " is " + value.dump() + " here, " + checkpoint.at(key).dump() + " in the checkpoint");
+    }
+  }
+  for (const auto& [key, value] : checkpoint.items())
+    if (!here.contains(key)) out.push_back(key + " is " + value.dump() + " in the checkpoint and unknown here");
+  return out;
+}
+
+RunState::RunState(const TrainConfig& c, const data::SplitInfo& train, const data::SplitInfo& val,
+                   int64_t steps_per_epoch_, int world_size_, int64_t batch_size_)
+    : world_size(world_size_),
+      batch_size(batch_size_),
+      steps_per_epoch(steps_per_epoch_),
+      identity(run_identity(c, train, val, world_size_ * batch_size_)),
+      model_(models::make_model(c.model, train.num_classes, train.channels)),
+      schedule_(schedule_options(c, steps_per_epoch_)) {
+  model_->initialize(c.seed);
+  optimizer_ = std::make_unique<optim::Sgd>(model_->params(), sgd_options(c));
+}
+
+Json RunState::to_json(const Json& current_segment) const {
+  Json p = Json::object();
+  p.set("epoch", position.epoch);
+  p.set("step_in_epoch", position.step_in_epoch);
+  p.set("global_step", position.global_step);
+  p.set("samples_seen", position.samples_seen);
+  p.set("epoch_loss_sum", position.epoch_loss_sum);
+  Json r = Json::object();
+  r.set("best_accuracy", optional_number(results.best_accuracy));
+  r.set("last_accuracy", optional_number(results.last_accuracy));
+  r.set("time_to_target_s", optional_number(results.time_to_target_s));
+  r.set("clock_s", results.clock_s);
+  r.set("train_s", results.train_s);
+  Json all_segments = segments;
+  if (!current_segment.is_null()) all_segments.push_back(current_segment);
+
+  Json j = Json::object();
+  j.set("version", kStateVersion);
+  j.set("identity", identity);
+  j.set("world_size", world_size);
+  j.set("batch_size", batch_size);
+  j.set("steps_per_epoch", steps_per_epoch);
+  j.set("position", p);
+  j.set("results", r);
+  j.set("epochs", epochs);
+  j.set("segments", all_segments);
+  return j;
+}
+
+void RunState::restore(const Json& s) {
+  ST_CHECK(s.at("version").as_int() == kStateVersion,
+           "the checkpoint's run state has version " << s.at("version").as_int() << ", this build reads "
+                                                     << kStateVersion);
+  const Json& p = s.at("position");
+  position.epoch = p.at("epoch").as_int();
+  position.step_in_epoch = p.at("step_in_epoch").as_int();
+  position.global_step = p.at("global_step").as_int();
+  position.samples_seen = p.at("samples_seen").as_int();
+  position.epoch_loss_sum = p.at("epoch_loss_sum").as_double();
+  const Json& r = s.at("results");
+  results.best_accuracy = number_or(r.at("best_accuracy"), -1.0);
+  results.last_accuracy = number_or(r.at("last_accuracy"), -1.0);
+  results.time_to_target_s = number_or(r.at("time_to_target_s"), -1.0);
+  results.clock_s = r.at("clock_s").as_double();
+  results.train_s = r.at("train_s").as_double();
+  epochs = s.at("epochs");
+  segments = Json::array();
+  const Json& saved = s.at("segments");
+  for (std::size_t i = 0; i < saved.size(); ++i) {
+    Json segment = saved.at(i);
+    if (segment.at("reason").as_string() == "running") segment.set("reason", "lost");
+    segments.push_back(segment);
+  }
+}
+
+}  // namespace scaletrain::train
