@@ -2,6 +2,8 @@
 # Installs the Debian/Ubuntu packages scaletrain builds, tests and demos with.
 # Idempotent: packages already installed are skipped, and apt-get runs only when
 # something is missing. On a cluster, load modules instead (see README.md).
+# slurmctld/slurmd/slurm-client/munge are only for the single-host Slurm test fixture
+# (tests/slurm/fixture.sh); its MPI launches also need libpmix-dev at run time.
 set -euo pipefail
 
 packages=(
@@ -12,6 +14,7 @@ packages=(
   libdnnl-dev libopenblas-dev libturbojpeg0-dev libjpeg-turbo-progs python3-pil
   python3 python3-numpy python3-h5py python3-torch python3-torchvision
   dataset-fashion-mnist
+  slurmctld slurmd slurm-client munge
 )
 
 missing=()

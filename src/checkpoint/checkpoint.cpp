@@ -60,13 +60,24 @@ std::string parent_or_dot(const std::string& path) {
   return dir.empty() ? std::string(".") : dir.string();
 }
 
-// " (12.3 MB free on the file system of DIR)", or "" when statvfs fails.
+// "; 12.3 MB free on the file system of DIR", or "" when statvfs fails.
 std::string free_space_note(const std::string& dir) {
   struct statvfs s {};
   if (::statvfs(dir.c_str(), &s) != 0) return "";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(s.f_bavail) * s.f_frsize / 1e6);
-  return std::string(" (") + buf + " free on the file system of " + dir + ")";
+  return std::string("; ") + buf + " free on the file system of " + dir;
+}
+
+// The operating system's reason inside HDF5's account of a failed write ("... errno = 28, error
+// message = 'No space left on device', ..."), or the whole text when it has none.
+std::string write_failure_reason(const std::string& text) {
+  const std::string key = "error message = '";
+  const std::size_t at = text.find(key);
+  if (at == std::string::npos) return text;
+  const std::size_t end = text.find('\'', at + key.size());
+  return text.substr(at + key.size(), end == std::string::npos ? std::string::npos : end - at - key.size()) +
+         " (" + text + ")";
 }
 
 // The checksum of a file's contents: every dataset in path order, then the run state.
@@ -223,7 +234,8 @@ void save_checkpoint(const std::string& path, const CheckpointMeta& meta, nn::Pa
              "cannot publish it: rename from " << tmp << ": " << std::strerror(errno));
   } catch (const std::exception& e) {
     std::remove(tmp.c_str());  // never leave a partial file behind
-    ST_THROW("cannot write checkpoint " << path << ": " << error_text(e) << free_space_note(parent_or_dot(path))
+    ST_THROW("cannot write checkpoint " << path << ": " << write_failure_reason(error_text(e))
+                                        << free_space_note(parent_or_dot(path))
                                         << "; the previous checkpoint, if any, is unchanged");
   }
   fsync_path(parent_or_dot(path), true);

@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -19,12 +20,18 @@
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/log.hpp"
 #include "scaletrain/core/progress.hpp"
+#include "scaletrain/core/stop_signals.hpp"
 #include "scaletrain/core/timer.hpp"
 
 namespace scaletrain::comm {
 namespace {
 
 constexpr int kBeatTag = 7101;
+// A rank silent this long while the job is stopping (a stop signal came) has died or been
+// stopped: under srun the survivors of a killed rank get SIGTERM and would otherwise wait in a
+// collective until SIGKILL, KillWait (30 s by default) later. Heartbeats come every second or
+// faster, so a live rank is never silent this long.
+constexpr double kSilentWhileStopping = 5.0;
 constexpr int kMaxListed = 4;  // ranks named per group in a message
 
 // One heartbeat: a rank's progress beacon as it sends it.
@@ -55,7 +62,9 @@ void list_group(std::ostringstream& os, const std::vector<const RankProgress*>& 
   for (std::size_t i = 0; i < group.size() && i < kMaxListed; ++i) {
     const RankProgress& r = *group[i];
     os << (i ? "; " : "") << "rank " << r.rank << " on " << r.host << " (";
-    if (r.silent)
+    if (r.silent && !r.heard)
+      os << "silent for " << seconds(r.silent_s) << ", never heard since the watchdog started";
+    else if (r.silent)
       os << "silent for " << seconds(r.silent_s) << ", last heard in " << where(r);
     else if (arrived)
       os << where(r);
@@ -102,6 +111,7 @@ struct StallWatchdog::Impl {
   // Rank 0: the last heartbeat of every rank and when it came.
   struct Peer {
     Beat beat;
+    bool heard = false;
     double received_at = 0.0;
     MPI_Request ping = MPI_REQUEST_NULL;
     Beat sent;  // the buffer of the ping in flight
@@ -111,6 +121,7 @@ struct StallWatchdog::Impl {
   MPI_Request beat_request = MPI_REQUEST_NULL;
   Beat beat_sent, root_beat;
   double root_heard_at = 0.0;
+  bool root_heard = false;
 
   bool warned = false;
   std::mutex mutex;
@@ -147,8 +158,10 @@ struct StallWatchdog::Impl {
       if (!flag) break;
       Beat b;
       ST_CHECK_MPI(MPI_Recv(&b, sizeof b, MPI_BYTE, status.MPI_SOURCE, kBeatTag, c, MPI_STATUS_IGNORE));
-      peers[status.MPI_SOURCE].beat = b;
-      peers[status.MPI_SOURCE].received_at = now_seconds();
+      Peer& peer = peers[status.MPI_SOURCE];
+      peer.beat = b;
+      peer.heard = true;
+      peer.received_at = now_seconds();
     }
     const Beat mine = beat_now();
     for (int r = 1; r < comm.size(); ++r) post(peers[r].ping, peers[r].sent, mine, r);
@@ -169,6 +182,7 @@ struct StallWatchdog::Impl {
       p.silent_s = r == 0 ? 0.0 : now - peers[r].received_at;
       p.stuck_s = b.since_s + p.silent_s;
       p.silent = p.silent_s > silent_after;
+      p.heard = r == 0 || peers[r].heard;
     }
     return table;
   }
@@ -182,6 +196,7 @@ struct StallWatchdog::Impl {
       if (!flag) break;
       ST_CHECK_MPI(MPI_Recv(&root_beat, sizeof root_beat, MPI_BYTE, 0, kBeatTag, c, MPI_STATUS_IGNORE));
       root_heard_at = now_seconds();
+      root_heard = true;
     }
     const Beat mine = beat_now();
     post(beat_request, beat_sent, mine, 0);
@@ -196,6 +211,7 @@ struct StallWatchdog::Impl {
     root.activity = root_beat.activity;
     root.step = root_beat.step;
     root.silent = true;
+    root.heard = root_heard;
     root.silent_s = root_silent;
     root.stuck_s = root_beat.since_s + root_silent;
     RankProgress me;
@@ -208,8 +224,12 @@ struct StallWatchdog::Impl {
     judge({root, me}, "--stall-warn-s", "--stall-abort-s");
   }
 
-  // Warns once per stall, aborts past the abort limit.
+  // Warns once per stall, aborts past the abort limit, or at once when a rank is gone while the
+  // job is stopping.
   void judge(const std::vector<RankProgress>& table, const char* warn_option, const char* abort_option) {
+    if (const int signal = stop_signal_received())
+      for (const RankProgress& r : table)
+        if (r.silent && r.silent_s > kSilentWhileStopping) abort_for_silence(r, signal);
     double stuck = 0.0;
     for (const RankProgress& r : table) stuck = std::max(stuck, r.stuck_s);
     if (stuck <= options.warn_s) {
@@ -231,6 +251,18 @@ struct StallWatchdog::Impl {
                                                 : std::string()));
       warned = true;
     }
+  }
+
+  [[noreturn]] void abort_for_silence(const RankProgress& r, int signal) {
+    std::fprintf(stderr,
+                 "scaletrain: error: [rank %d on %s] rank %d on %s has been silent for %s while the job stops for %s "
+                 "(last heard in %s): it died or was stopped; ending the job\n",
+                 comm.rank(), hosts[comm.rank()].c_str(), r.rank, r.host.c_str(), seconds(r.silent_s).c_str(),
+                 StopSignals::name(signal), where(r).c_str());
+    std::fflush(stderr);
+    std::fflush(stdout);
+    MPI_Abort(MPI_COMM_WORLD, kExitStalled);
+    std::abort();
   }
 
   void post(MPI_Request& request, Beat& buffer, const Beat& beat, int to) {

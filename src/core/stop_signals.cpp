@@ -39,6 +39,8 @@ StopSignals::~StopSignals() {
 
 int StopSignals::received() const { return g_received.load(); }
 
+int stop_signal_received() { return g_received.load(); }
+
 const char* StopSignals::name(int signal) {
   switch (signal) {
     case SIGUSR1:

@@ -10,6 +10,9 @@
 // not waiting in a collective (say, still in data_wait), with their hosts, activity and step,
 // in the spirit of Horovod's stall inspector. When rank 0 itself is silent, the others say so.
 // After abort_s (0: never) the rank that saw it prints the message again and calls MPI_Abort.
+// While the job is stopping (a SIGTERM or SIGUSR1 came), a rank silent for 5 s is taken for dead
+// and the job is aborted at once, naming it: under srun the survivors of a killed rank get
+// SIGTERM while they wait for it in a collective, and would otherwise wait for SIGKILL.
 // Only point-to-point messages with MPI_Test/MPI_Iprobe: nothing here blocks on another rank.
 #pragma once
 
@@ -55,6 +58,7 @@ struct RankProgress {
   double stuck_s = 0.0;    // seconds without progress
   double silent_s = 0.0;   // seconds since its last heartbeat (0 for rank 0 itself)
   bool silent = false;     // no heartbeat for several periods: stopped, dead or cut off
+  bool heard = true;       // false: no heartbeat at all since the watchdog started
 };
 
 // The stall message: "no progress for 63 s at step 124; not arrived: rank 1 on node02 (silent for

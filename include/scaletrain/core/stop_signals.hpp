@@ -17,8 +17,12 @@ class StopSignals {
 
   // The first stop signal received since construction (SIGUSR1 or SIGTERM), 0 if none.
   int received() const;
-  // "SIGUSR1", "SIGTERM", or "signal N".
+  // "SIGUSR1", "SIGTERM", or "another signal".
   static const char* name(int signal);
 };
+
+// The first stop signal this process received while a StopSignals was installed, 0 if none (for
+// observers such as the stall watchdog).
+int stop_signal_received();
 
 }  // namespace scaletrain

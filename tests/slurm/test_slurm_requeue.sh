@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# jobscripts/train.sbatch under a real Slurm (tests/slurm/fixture.sh: two emulated nodes, one rank
+# each), as a user submits it (issue 9, section 5):
+#  - a job with a one-minute time limit and --signal=B:USR1@30 gets the warning, forwards it to the
+#    job step, checkpoints, exits 75, requeues itself (same job id), resumes into the same output
+#    directory, and so on until the run is done; its final weights equal, bit for bit, those of an
+#    uninterrupted job run beside it;
+#  - a rank killed with SIGKILL ends the whole step well within Slurm's default KillWait of 30 s
+#    (srun --kill-on-bad-exit sends the others SIGTERM; the stall watchdog then sees the silent
+#    rank and aborts), and the messages name the task (rank) and its node.
+# Skips with a message where the fixture cannot start (not root, no Slurm packages).
+source "$(dirname "$0")/lib.sh"
+BIN=${ST_BIN:-build/bin}
+SOURCE=${ST_SOURCE:-$(cd "$(dirname "$0")/../.." && pwd)}
+T=${ST_TMP:-/tmp/scaletrain-test}/slurm_requeue
+PY=/usr/bin/python3
+CK=("$PY" "$SOURCE/tests/cli/checkpoints.py")
+rm -rf "$T" && mkdir -p "$T"
+
+# KillWait as Slurm's default (30 s): a killed rank's job must end sooner, by the watchdog.
+export SLURM_FIXTURE_KILL_WAIT=30
+slurm_fixture_up
+
+# 24000 samples, global batch 16: 1500 steps per epoch, 3000 steps: a minute or more on this
+# machine while the reference job shares it, longer than the 30 s a job may run before its warning.
+"$BIN/scaletrain-data" synthetic --samples 24000 --val-samples 32 --image-size 8,8,3 --classes 4 --shards 4 \
+  --output "$T/data" >/dev/null
+submit() {  # OUTPUT_DIR NAME [sbatch options...]: submits train.sbatch, prints the job id
+  local out=$1 name=$2
+  shift 2
+  sbatch --parsable --job-name="$name" --nodes=2 --ntasks-per-node=1 --cpus-per-task=1 --output="$T/%x-%j.out" \
+    --export="ALL,DATA=$T/data,OUTPUT_DIR=$out,SCALETRAIN=$BIN/scaletrain" "$@" "$SOURCE/jobscripts/train.sbatch" \
+    --model resnet20 --epochs 2 --batch-size 8 --log-every 100 --stall-warn-s 120
+}
+
+echo "== a job with a short time limit, and an uninterrupted one beside it"
+job=$(submit "$T/run" preempted --time=1 --signal=B:USR1@30)
+ref=$(submit "$T/ref" reference --time=20)
+wait_job "$ref" 600 || fail "the reference job did not finish: $(tail -n 20 "$T/reference-$ref.out")"
+wait_job "$job" 600 || fail "the requeued job did not finish: $(tail -n 20 "$T/preempted-$job.out")"
+log=$T/preempted-$job.out
+[ "$(job_field "$job" JobState)" = COMPLETED ] && [ "$(job_field "$job" ExitCode)" = 0:0 ] ||
+  fail "job $job: $(job_summary "$job"): $(tail -n 20 "$log")"
+[ "$(job_field "$ref" JobState)" = COMPLETED ] || fail "reference $(job_summary "$ref")"
+restarts=$(job_field "$job" Restarts)
+[ "$restarts" -ge 1 ] || fail "job $job was never requeued: $(job_summary "$job")"
+grep -q "train.sbatch: SIGUSR1, forwarded to the job step" "$log" || fail "no forwarded SIGUSR1 in $log"
+grep -q "train.sbatch: checkpointed in $T/run; requeueing job $job to resume" "$log" || fail "no requeue in $log"
+grep -q "resumed from $T/run/checkpoints/step-" "$log" || fail "no resume in $log"
+$PY - "$T/run" "$restarts" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1] + "/report.json"))
+segments, restarts = r["segments"], int(sys.argv[2])
+reasons = [s["reason"] for s in segments]
+assert r["status"] == "completed" and r["steps"] == 3000, (r["status"], r["steps"])
+assert reasons == ["SIGUSR1"] * restarts + ["completed"], (reasons, restarts)
+assert all(s["world_size"] == 2 and s["hosts"] == 2 for s in segments), segments
+assert all(a["last_step"] == b["first_step"] for a, b in zip(segments, segments[1:])), segments
+print(f"{len(segments)} segments: " + ", ".join(f"{s['first_step']}-{s['last_step']} ({s['reason']})" for s in segments))
+PY
+"${CK[@]}" same "$T/ref" "$T/run"
+echo "ok: $(job_summary "$job"): checkpointed, requeued and resumed to the uninterrupted job's weights"
+
+echo "== a rank killed under srun ends the step"
+dead=$(submit "$T/dead" dead --time=10)
+wait_job_state "$dead" RUNNING 120 || fail "job $dead did not start"
+for i in $(seq 600); do grep -q "step 100/" "$T/dead-$dead.out" 2>/dev/null && break; sleep 0.1; done
+victim=
+for p in $(pgrep -x scaletrain || true); do
+  tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_JOB_ID=$dead" || continue
+  tr '\0' '\n' <"/proc/$p/environ" | grep -qx "SLURM_PROCID=1" && victim=$p
+done
+[ -n "$victim" ] || fail "no rank 1 of job $dead found"
+kill -9 "$victim"
+killed=$SECONDS
+wait_job "$dead" 60 >/dev/null || fail "job $dead still running 60 s after its rank 1 was killed"
+grep -q "srun: error: node02: task 1: Killed" "$T/dead-$dead.out" ||
+  fail "srun does not name task 1 on node02: $(tail -n 10 "$T/dead-$dead.out")"
+[ $((SECONDS - killed)) -le 20 ] || fail "the job ended $((SECONDS - killed)) s after the kill (KillWait 30 s)"
+grep -q "rank 1 on node02 has been silent for [0-9]* s while the job stops for SIGTERM" "$T/dead-$dead.out" ||
+  fail "the watchdog did not name rank 1 on node02: $(tail -n 10 "$T/dead-$dead.out")"
+echo "ok: job $dead ended $((SECONDS - killed)) s after rank 1 was killed: $(grep -m1 "task 1: Killed" "$T/dead-$dead.out")"
+echo "slurm tests passed"
