@@ -241,15 +241,16 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "checkpoint-every-steps", po::value(&c.checkpoint_every_steps)->default_value(c.checkpoint_every_steps),
       "also checkpoint every N optimizer steps (0 = off)")(
       "checkpoint-every-minutes",
-      po::value(&c.checkpoint_every_minutes)->default_value(c.checkpoint_every_minutes, shortest(c.checkpoint_every_minutes)),
+      po::value(&c.checkpoint_every_minutes)
+          ->default_value(c.checkpoint_every_minutes, shortest(c.checkpoint_every_minutes)),
       "also checkpoint every M minutes of training, by rank 0's clock (0 = off)")(
       "keep-checkpoints", po::value(&c.keep_checkpoints)->default_value(c.keep_checkpoints),
       "keep the newest K checkpoints in --output-dir/checkpoints")(
       "stall-warn-s", po::value(&c.stall_warn_s)->default_value(c.stall_warn_s, shortest(c.stall_warn_s)),
       "warn, naming the ranks that have not arrived and their hosts, when a step or collective makes no progress "
-      "for this many seconds")(
-      "stall-abort-s", po::value(&c.stall_abort_s)->default_value(c.stall_abort_s, shortest(c.stall_abort_s)),
-      "abort the job (exit code 3) after this many seconds without progress (0 = never)");
+      "for this many seconds")("stall-abort-s",
+                               po::value(&c.stall_abort_s)->default_value(c.stall_abort_s, shortest(c.stall_abort_s)),
+                               "abort the job (exit code 3) after this many seconds without progress (0 = never)");
   po::options_description communication("gradient communication", kHelpWidth);
   communication.add_options()(
       "ranks-per-node", po::value<int>(),

@@ -11,9 +11,9 @@
 // bucket k occupies it from max(start_k, done_{k-1}) to done_k. finish() waits only for buckets
 // still in flight.
 #include <algorithm>
-#include <cstdio>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <exception>
 #include <mutex>

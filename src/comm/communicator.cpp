@@ -233,8 +233,8 @@ void Communicator::scatter(const Tensor& all, Tensor& mine, int root) const {
   if (rank_ == root)
     ST_CHECK(all.dtype() == DType::f32 && all.numel() == int64_t{n} * size_,
              "scatter: root holds " << all.numel() << " elements for " << size_ << " ranks of " << n);
-  ST_CHECK_MPI(MPI_Scatter(rank_ == root ? all.data<float>() : nullptr, n, MPI_FLOAT, mine.data<float>(), n,
-                           MPI_FLOAT, root, impl_->comm));
+  ST_CHECK_MPI(MPI_Scatter(rank_ == root ? all.data<float>() : nullptr, n, MPI_FLOAT, mine.data<float>(), n, MPI_FLOAT,
+                           root, impl_->comm));
 }
 
 void Communicator::abort(int code) const {

@@ -8,9 +8,9 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <sstream>
@@ -246,9 +246,9 @@ struct StallWatchdog::Impl {
     }
     if (!warned) {
       ST_WARN("stall: " << describe_stall(table, options.warn_s, warn_option)
-                        << (options.abort_s > 0 ? "; the job is aborted after " + seconds(options.abort_s) + " (" +
-                                                      abort_option + ")"
-                                                : std::string()));
+                        << (options.abort_s > 0
+                                ? "; the job is aborted after " + seconds(options.abort_s) + " (" + abort_option + ")"
+                                : std::string()));
       warned = true;
     }
   }

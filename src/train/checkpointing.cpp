@@ -66,7 +66,8 @@ std::shared_ptr<const checkpoint::CheckpointData> choose_checkpoint(const TrainC
   }
   if (!existing.empty())
     throw UsageError("--resume " + c.resume + ": --output-dir " + c.output_dir + " already holds checkpoints (" +
-                     list_some(existing) + "); continue the run there with --resume auto, or choose another --output-dir");
+                     list_some(existing) +
+                     "); continue the run there with --resume auto, or choose another --output-dir");
   std::error_code ec;
   if (!fs::exists(c.resume, ec)) throw UsageError("--resume " + c.resume + ": no such file or directory");
   return std::make_shared<const checkpoint::CheckpointData>(checkpoint::read_newest_checkpoint(c.resume));
@@ -151,7 +152,8 @@ std::optional<ResumePoint> prepare_run_directory(const comm::Communicator& comm,
                        " holds weights only (no run state: written by another tool or an older scaletrain); start a "
                        "new run from it with --init-from");
     if (!has_group(*data, "optimizer"))
-      throw UsageError("--resume: checkpoint " + path + " has no optimizer state; start a new run from it with --init-from");
+      throw UsageError("--resume: checkpoint " + path +
+                       " has no optimizer state; start a new run from it with --init-from");
     state_text = data->run_state;
   });
   comm.broadcast(path, 0);
@@ -175,15 +177,16 @@ void restore_run(const comm::Communicator& comm, const ResumePoint& point, RunSt
            "--resume: checkpoint " << point.path << " has " << point.state.at("steps_per_epoch").as_int()
                                    << " steps per epoch, this run " << state.steps_per_epoch);
   nn::ParameterSet& params = state.params();
-  const bool per_rank_buffers = point.world_size() == comm.size() && comm.size() > 1 && params.flat_buffers().numel() > 0;
+  const bool per_rank_buffers =
+      point.world_size() == comm.size() && comm.size() > 1 && params.flat_buffers().numel() > 0;
   on_rank0_agreed(comm, [&] {
     checkpoint::restore_model(*point.data, state.model().name(), params, &state.optimizer());
     if (!per_rank_buffers) return;
     const auto it = point.data->tensors.find(std::string("run/") + kRankBuffers);
-    ST_CHECK(it != point.data->tensors.end() &&
-                 it->second.shape() == Shape({comm.size(), params.flat_buffers().numel()}),
-             "checkpoint " << point.path << " is damaged: /run/" << kRankBuffers << " does not hold the "
-                           << comm.size() << " ranks' batch-norm statistics");
+    ST_CHECK(
+        it != point.data->tensors.end() && it->second.shape() == Shape({comm.size(), params.flat_buffers().numel()}),
+        "checkpoint " << point.path << " is damaged: /run/" << kRankBuffers << " does not hold the " << comm.size()
+                      << " ranks' batch-norm statistics");
   });
   comm.broadcast(params.flat_values(), 0);
   comm.broadcast(state.optimizer().momentum_buffer(), 0);

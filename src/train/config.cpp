@@ -74,18 +74,21 @@ void check_input(const TrainConfig& c) {
 }
 
 void check_communication(const TrainConfig& c) {
-  require(c.ranks_per_node >= 0, "--ranks-per-node must be a positive integer, got " + std::to_string(c.ranks_per_node));
+  require(c.ranks_per_node >= 0,
+          "--ranks-per-node must be a positive integer, got " + std::to_string(c.ranks_per_node));
   require(one_of(c.allreduce, {"flat", "hierarchical", "auto"}),
           "unknown --allreduce '" + c.allreduce + "' (known: flat, hierarchical, auto)");
   require(one_of(c.grad_compression, {"none", "fp16", "bf16"}),
           "unknown --grad-compression '" + c.grad_compression + "' (known: none, fp16, bf16)");
   require(c.bucket_mb > 0 && std::isfinite(c.bucket_mb),
           "--bucket-mb must be a positive number of MiB, got " + shortest(c.bucket_mb));
-  require(c.min_busbw >= 0 && std::isfinite(c.min_busbw), "--min-busbw must be >= 0 (GB/s), got " + shortest(c.min_busbw));
+  require(c.min_busbw >= 0 && std::isfinite(c.min_busbw),
+          "--min-busbw must be >= 0 (GB/s), got " + shortest(c.min_busbw));
 }
 
 void check_checkpoints_and_restarts(const TrainConfig& c) {
-  require(c.checkpoint_every >= 0, "--checkpoint-every must be >= 0 (epochs), got " + std::to_string(c.checkpoint_every));
+  require(c.checkpoint_every >= 0,
+          "--checkpoint-every must be >= 0 (epochs), got " + std::to_string(c.checkpoint_every));
   require(c.checkpoint_every_steps >= 0,
           "--checkpoint-every-steps must be >= 0, got " + std::to_string(c.checkpoint_every_steps));
   require(c.checkpoint_every_minutes >= 0 && std::isfinite(c.checkpoint_every_minutes),

@@ -32,8 +32,9 @@ Json run_identity(const TrainConfig& c, const data::SplitInfo& train, const data
   j.set("--pad-last", c.pad_last);
   j.set("augmentation", c.augment ? "on" : "off (--no-augment)");
   j.set("--crop-padding", c.crop_padding);
-  j.set("--image-size", Json::array_of(std::vector<int64_t>{c.image_height > 0 ? c.image_height : default_image_size(c.model),
-                                                             c.image_width > 0 ? c.image_width : default_image_size(c.model)}));
+  j.set("--image-size",
+        Json::array_of(std::vector<int64_t>{c.image_height > 0 ? c.image_height : default_image_size(c.model),
+                                            c.image_width > 0 ? c.image_width : default_image_size(c.model)}));
   j.set("--lr-schedule", c.lr_schedule);
   j.set("--base-lr", c.base_lr);
   j.set("--warmup-epochs", c.warmup_epochs);
@@ -101,9 +102,9 @@ Json RunState::to_json(const Json& current_segment) const {
 }
 
 void RunState::restore(const Json& s) {
-  ST_CHECK(s.at("version").as_int() == kStateVersion,
-           "the checkpoint's run state has version " << s.at("version").as_int() << ", this build reads "
-                                                     << kStateVersion);
+  ST_CHECK(s.at("version").as_int() == kStateVersion, "the checkpoint's run state has version "
+                                                          << s.at("version").as_int() << ", this build reads "
+                                                          << kStateVersion);
   const Json& p = s.at("position");
   position.epoch = p.at("epoch").as_int();
   position.step_in_epoch = p.at("step_in_epoch").as_int();

@@ -252,8 +252,8 @@ void Training::stage_data() {
 void Training::build_run_state() {
   const int world = comm_.size();
   const int64_t batch_size = resumed_batch_size(resume_, cfg_, world);
-  loader_ = std::make_unique<data::Loader>(train_split_, comm_.rank(), world,
-                                           train_loader_options(cfg_, batch_size, comm_));
+  loader_ =
+      std::make_unique<data::Loader>(train_split_, comm_.rank(), world, train_loader_options(cfg_, batch_size, comm_));
   const int64_t steps_per_epoch = loader_->steps_per_epoch();
   ST_CHECK(steps_per_epoch > 0, "dataset " << cfg_.data_dir << "/train has " << train_split_.samples
                                            << " samples: too few for " << world << " ranks x --batch-size "
@@ -292,10 +292,10 @@ void Training::log_start() const {
                        << " per rank, all-reduce " << reducer_->name());
   ST_LOG("data " << cfg_.data_dir << ": " << train_split_.samples << " train / " << val_split_.samples
                  << " val samples of "
-                 << (train_split_.encoding == "jpeg" ? std::string("JPEG images")
-                                                     : std::to_string(train_split_.height) + "x" +
-                                                           std::to_string(train_split_.width) + "x" +
-                                                           std::to_string(train_split_.channels))
+                 << (train_split_.encoding == "jpeg"
+                         ? std::string("JPEG images")
+                         : std::to_string(train_split_.height) + "x" + std::to_string(train_split_.width) + "x" +
+                               std::to_string(train_split_.channels))
                  << ", " << train_split_.num_classes << " classes; global batch " << global_batch_ << " ("
                  << state_->batch_size << " per rank), " << state_->steps_per_epoch << " steps per epoch, "
                  << total_steps_ << " steps");
@@ -449,6 +449,8 @@ void Training::end_epoch() {
                   static_cast<long long>(pos.epoch + 1), train_loss, acc, format_duration(clock_now()).c_str());
     ST_LOG(line);
   }
+  if (run_finished() && cfg_.target_accuracy > 0 && state_->results.time_to_target_s >= 0)
+    ST_LOG("reached target accuracy " << cfg_.target_accuracy << " after " << state_->results.time_to_target_s << " s");
   // An epoch cut short by --max-steps and continued later gets one record, the last.
   Json& epochs = state_->epochs;
   const std::size_t n = epochs.size();
@@ -468,17 +470,14 @@ void Training::end_epoch() {
 void Training::evaluate_now(Json& record) {
   ScopedPhase t(timers_, Phase::evaluation);
   const AveragedBuffers mean(comm_, state_->params());
-  const EvalResult r =
-      evaluate(comm_, *ctx_, state_->model(), val_split_, state_->batch_size, eval_data_options(cfg_));
+  const EvalResult r = evaluate(comm_, *ctx_, state_->model(), val_split_, state_->batch_size, eval_data_options(cfg_));
   RunResults& results = state_->results;
   results.last_accuracy = r.accuracy();
   results.best_accuracy = std::max(results.best_accuracy, r.accuracy());
   record.set("val_accuracy", r.accuracy());
   record.set("val_loss", r.loss);
-  if (cfg_.target_accuracy > 0 && r.accuracy() >= cfg_.target_accuracy && results.time_to_target_s < 0) {
+  if (cfg_.target_accuracy > 0 && r.accuracy() >= cfg_.target_accuracy && results.time_to_target_s < 0)
     results.time_to_target_s = clock_now();
-    ST_LOG("reached target accuracy " << cfg_.target_accuracy << " after " << results.time_to_target_s << " s");
-  }
 }
 
 // The step-boundary agreement (one small all-reduce), and the checkpoints it calls for: on a stop
@@ -512,7 +511,8 @@ void Training::checkpoint(const std::string& reason) {
   RunResults& results = state_->results;
   results.clock_s = clock_now();
   results.train_s = train_base_ + comm_.allreduce_max(segment_train_s_);
-  const CheckpointWritten w = write_checkpoint(comm_, *state_, segment_json(reason), cfg_.output_dir, cfg_.keep_checkpoints);
+  const CheckpointWritten w =
+      write_checkpoint(comm_, *state_, segment_json(reason), cfg_.output_dir, cfg_.keep_checkpoints);
   ++checkpoints_written_;
   checkpoint_s_ += w.seconds;
   checkpoint_bytes_ += w.bytes;
@@ -520,7 +520,7 @@ void Training::checkpoint(const std::string& reason) {
   last_checkpoint_step_ = state_->position.global_step;
   minutes_clock_.reset();
   char line[320];
-  std::snprintf(line, sizeof line, "checkpoint %s: %.1f MB in %.2f s (%.0f MB/s)", w.path.c_str(), w.bytes / 1e6,
+  std::snprintf(line, sizeof line, "checkpoint %s: %.1f MB in %.3f s (%.0f MB/s)", w.path.c_str(), w.bytes / 1e6,
                 w.seconds, w.bytes / 1e6 / std::max(w.seconds, 1e-9));
   ST_LOG(line);
 }
@@ -570,7 +570,8 @@ TrainResult Training::finish(RunEnd end) {
   summary.final_val_accuracy = s.results.last_accuracy;
   summary.target_accuracy = cfg_.target_accuracy;
   summary.time_to_target_s = s.results.time_to_target_s;
-  summary.start_time_unix_ms = s.segments.size() > 0 ? s.segments.at(0).at("start_unix_ms").as_double() : start_unix_ms_;
+  summary.start_time_unix_ms =
+      s.segments.size() > 0 ? s.segments.at(0).at("start_unix_ms").as_double() : start_unix_ms_;
   summary.train_time_s = s.results.train_s;
   summary.total_time_s = s.results.clock_s;
   summary.checkpoint = last_checkpoint_;

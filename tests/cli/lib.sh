@@ -20,3 +20,21 @@ expect_failure() {
   echo "ok: $name (exit $rc)"
 }
 
+
+# rank_pid R: the pid of MPI rank R's scaletrain process (Open MPI puts the rank in its environment).
+rank_pid() {
+  local p
+  for p in $(pgrep -x scaletrain || true); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && echo "$p"
+  done
+}
+
+# no_scaletrain_left: every scaletrain process is gone within 10 s (after a job ended).
+no_scaletrain_left() {
+  local i
+  for i in $(seq 100); do
+    pgrep -x scaletrain >/dev/null || return 0
+    sleep 0.1
+  done
+  fail "scaletrain processes left 10 s after the job ended: $(pgrep -a -x scaletrain)"
+}

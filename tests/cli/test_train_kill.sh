@@ -20,14 +20,6 @@ TRAIN=(mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --d
 
 timeout 300 "${TRAIN[@]}" --output-dir "$T/ref" >"$T/ref.log"
 
-no_scaletrain_left() {
-  local i
-  for i in $(seq 100); do
-    pgrep -x scaletrain >/dev/null || return 0
-    sleep 0.1
-  done
-  fail "scaletrain processes left 10 s after mpirun ended: $(pgrep -a -x scaletrain)"
-}
 
 RANDOM=9  # a fixed sequence of moments, the same on every run of the test
 for k in $(seq "$KILLS"); do

@@ -24,13 +24,6 @@ ON2=(timeout 300 mpirun -np 2 --oversubscribe "$BIN/scaletrain" train "${run_arg
 ON3=(timeout 300 mpirun -np 3 --oversubscribe "$BIN/scaletrain" train "${run_args[@]}" --data "$T/data")
 ON4=(timeout 300 mpirun -np 4 --oversubscribe "$BIN/scaletrain" train "${run_args[@]}" --data "$T/data")
 
-# The pid of MPI rank $1's scaletrain process (Open MPI puts the rank in its environment).
-rank_pid() {
-  local p
-  for p in $(pgrep -x scaletrain); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && echo "$p"
-  done
-}
 # wait_for FILE PATTERN: until FILE has a line matching PATTERN (60 s at most).
 wait_for() {
   local i

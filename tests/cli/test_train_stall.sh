@@ -13,12 +13,6 @@ host=$(hostname)
 TRAIN=(timeout 120 mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/data" --epochs 2
   --batch-size 8 --threads 1 --log-every 20)
 
-rank_pid() {
-  local p
-  for p in $(pgrep -x scaletrain || true); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && echo "$p"
-  done
-}
 wait_for() {  # FILE PATTERN SECONDS: seconds waited, or fail
   local start=$SECONDS
   while ! grep -q -- "$2" "$1" 2>/dev/null; do
@@ -26,14 +20,6 @@ wait_for() {  # FILE PATTERN SECONDS: seconds waited, or fail
     sleep 0.1
   done
   echo $((SECONDS - start))
-}
-no_scaletrain_left() {
-  local i
-  for i in $(seq 100); do
-    pgrep -x scaletrain >/dev/null || return 0
-    sleep 0.1
-  done
-  fail "scaletrain processes left 10 s after the job ended: $(pgrep -a -x scaletrain)"
 }
 
 echo "== SIGSTOP: warning, then abort"

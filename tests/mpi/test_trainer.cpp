@@ -1,6 +1,7 @@
 // The trainer in process (train::run_training on every rank): a run's report and checkpoint
 // describe the run (steps, segments, the run state in /run); a run cut by --max-steps and resumed
-// ends with every tensor of its checkpoint bitwise equal to an uninterrupted run's; a checkpoint
+// ends with every tensor of its checkpoint bitwise equal to an uninterrupted run's (global and
+// shard shuffling, with or without checkpoints along the way); a checkpoint
 // of another run is refused with a usage error on every rank, naming the difference; an output
 // directory with checkpoints is refused without --resume; a finished run resumed does nothing.
 // ST_MPI_RANKS: 1 2
@@ -147,6 +148,24 @@ BOOST_AUTO_TEST_CASE(max_steps_then_resume_equals_an_uninterrupted_run) {
   // Resumed again, the finished run has nothing left to do.
   BOOST_TEST(train::run_end_name(train::run_training(ws.comm, rest, Json::object()).end) ==
              std::string("already_complete"));
+}
+
+BOOST_AUTO_TEST_CASE(shard_shuffling_resumes_bitwise_too) {
+  Workspace ws;
+  train::TrainConfig whole = ws.config("whole");
+  whole.shuffle_mode = "shard";
+  whole.shuffle_buffer = 24;
+  whole.checkpoint_every_steps = 4;  // checkpoints along the way must not change the result
+  train::run_training(ws.comm, whole, Json::object());
+  train::TrainConfig cut = whole;
+  cut.output_dir = ws.dir + "/parts";
+  cut.checkpoint_every_steps = 0;
+  cut.max_steps = 13;  // mid-epoch 2
+  train::run_training(ws.comm, cut, Json::object());
+  cut.max_steps = 0;
+  cut.resume = "auto";
+  train::run_training(ws.comm, cut, Json::object());
+  if (ws.comm.rank() == 0) BOOST_TEST(same_tensors(latest(ws.dir + "/whole"), latest(ws.dir + "/parts")));
 }
 
 BOOST_AUTO_TEST_CASE(refusals_are_usage_errors_on_every_rank) {

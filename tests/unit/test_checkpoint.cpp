@@ -279,8 +279,9 @@ BOOST_AUTO_TEST_CASE(failed_save_names_the_path_and_leaves_no_file) {
   TempDir tmp;
   ParameterSet p = make_params();
   const std::string path = tmp.file("missing_dir/ckpt.h5");
-  BOOST_CHECK_EXCEPTION(save_checkpoint(path, meta_of(0, 0), p), Error,
-                        message_has("cannot write checkpoint " + path, "the previous checkpoint, if any, is unchanged"));
+  BOOST_CHECK_EXCEPTION(
+      save_checkpoint(path, meta_of(0, 0), p), Error,
+      message_has("cannot write checkpoint " + path, "the previous checkpoint, if any, is unchanged"));
   BOOST_TEST(!fs::exists(path));
   BOOST_TEST(!fs::exists(path + ".tmp"));
 }
@@ -337,8 +338,9 @@ BOOST_AUTO_TEST_CASE(newest_valid_checkpoint_skips_damaged_ones) {
   BOOST_TEST(read_newest_checkpoint(run).meta.step == 10);
   flip_byte(checkpoint_file(run, 10), "/model/conv1.weight");
   BOOST_CHECK_EXCEPTION(read_newest_checkpoint(run), Error,
-                        message_has("no valid checkpoint in " + run + ": all 3 are damaged", "step-000000020.h5 is "
-                                                                                              "damaged"));
+                        message_has("no valid checkpoint in " + run + ": all 3 are damaged",
+                                    "step-000000020.h5 is "
+                                    "damaged"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

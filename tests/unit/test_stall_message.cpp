@@ -46,8 +46,10 @@ BOOST_AUTO_TEST_CASE(never_heard_and_long_lists) {
   ranks.push_back(lost);
   const std::string m = describe_stall(ranks, 5, "--stall-abort-s");
   BOOST_TEST(m.find("not arrived: rank 10 on node2 (silent for 7 s, never heard since the watchdog started)") !=
-             std::string::npos, m);
-  BOOST_TEST(m.find("waiting in a collective: rank 0 on node1 (allreduce of step 124); rank 1") != std::string::npos, m);
+                 std::string::npos,
+             m);
+  BOOST_TEST(m.find("waiting in a collective: rank 0 on node1 (allreduce of step 124); rank 1") != std::string::npos,
+             m);
   BOOST_TEST(m.find("; and 6 more") != std::string::npos, m);
   // Every rank waiting: a collective entered with a mismatch, or one that never completes.
   const std::string all = describe_stall(std::vector<RankProgress>(ranks.begin(), ranks.begin() + 2), 5, "x");

@@ -54,11 +54,11 @@ struct RankProgress {
   std::string host;
   std::string activity;
   int64_t step = 0;
-  bool waiting = false;    // in a collective
-  double stuck_s = 0.0;    // seconds without progress
-  double silent_s = 0.0;   // seconds since its last heartbeat (0 for rank 0 itself)
-  bool silent = false;     // no heartbeat for several periods: stopped, dead or cut off
-  bool heard = true;       // false: no heartbeat at all since the watchdog started
+  bool waiting = false;   // in a collective
+  double stuck_s = 0.0;   // seconds without progress
+  double silent_s = 0.0;  // seconds since its last heartbeat (0 for rank 0 itself)
+  bool silent = false;    // no heartbeat for several periods: stopped, dead or cut off
+  bool heard = true;      // false: no heartbeat at all since the watchdog started
 };
 
 // The stall message: "no progress for 63 s at step 124; not arrived: rank 1 on node02 (silent for

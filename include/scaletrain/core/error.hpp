@@ -6,8 +6,8 @@
 
 #include <sstream>
 #include <stdexcept>
-#include <utility>
 #include <string>
+#include <utility>
 
 namespace scaletrain {
 

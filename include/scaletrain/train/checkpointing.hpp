@@ -38,7 +38,7 @@ CheckpointWritten write_checkpoint(const comm::Communicator& comm, RunState& sta
 // A checkpoint to resume from, agreed by every rank.
 struct ResumePoint {
   std::string path;
-  Json state;  // its run state, on every rank
+  Json state;                                              // its run state, on every rank
   std::shared_ptr<const checkpoint::CheckpointData> data;  // its tensors, on rank 0 only
   int world_size() const { return static_cast<int>(state.at("world_size").as_int()); }
   int64_t global_batch() const { return state.at("world_size").as_int() * state.at("batch_size").as_int(); }

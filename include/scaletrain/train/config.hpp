@@ -19,16 +19,16 @@ class Model;
 namespace scaletrain::data {
 struct SplitInfo;
 struct LoaderOptions;
-}
+}  // namespace scaletrain::data
 namespace scaletrain::optim {
 struct LrScheduleOptions;
 struct SgdOptions;
-}
+}  // namespace scaletrain::optim
 namespace scaletrain::comm {
 struct AllReduceOptions;
 struct BucketOptions;
 struct StallOptions;
-}
+}  // namespace scaletrain::comm
 
 namespace scaletrain::train {
 
@@ -76,12 +76,12 @@ struct TrainConfig {
 
   // Checkpoints and restarts (docs/checkpoint-format.md). A checkpoint is always written at the
   // end of the run and on SIGUSR1/SIGTERM; these add periodic ones (0: off).
-  int checkpoint_every = 0;                // epochs
-  int64_t checkpoint_every_steps = 0;      // optimizer steps
-  double checkpoint_every_minutes = 0.0;   // wall-clock minutes of training (rank 0's clock)
-  int keep_checkpoints = 2;                // the newest K stay in <output-dir>/checkpoints
-  std::string resume = "never";            // auto | never | a checkpoint file or run directory
-  bool overwrite = false;                  // start a new run in an output directory with checkpoints
+  int checkpoint_every = 0;               // epochs
+  int64_t checkpoint_every_steps = 0;     // optimizer steps
+  double checkpoint_every_minutes = 0.0;  // wall-clock minutes of training (rank 0's clock)
+  int keep_checkpoints = 2;               // the newest K stay in <output-dir>/checkpoints
+  std::string resume = "never";           // auto | never | a checkpoint file or run directory
+  bool overwrite = false;                 // start a new run in an output directory with checkpoints
   // The stall watchdog (comm/stall_watchdog.hpp).
   double stall_warn_s = 60.0;
   double stall_abort_s = 600.0;  // 0: never abort
@@ -116,8 +116,7 @@ inline int default_image_size(const std::string& model) { return model == "resne
 void check_train_config(const TrainConfig& config);
 
 // The pieces' options. batch_size: per rank (a resumed run may rescale it, trainer.cpp).
-data::LoaderOptions train_loader_options(const TrainConfig& config, int64_t batch_size,
-                                         const comm::Communicator& comm);
+data::LoaderOptions train_loader_options(const TrainConfig& config, int64_t batch_size, const comm::Communicator& comm);
 EvalDataOptions eval_data_options(const TrainConfig& config);
 optim::LrScheduleOptions schedule_options(const TrainConfig& config, int64_t steps_per_epoch);
 optim::SgdOptions sgd_options(const TrainConfig& config);

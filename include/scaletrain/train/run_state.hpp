@@ -32,7 +32,7 @@ struct RunPosition {
 };
 
 struct RunResults {
-  double best_accuracy = -1.0;     // < 0: not evaluated yet
+  double best_accuracy = -1.0;  // < 0: not evaluated yet
   double last_accuracy = -1.0;
   double time_to_target_s = -1.0;  // < 0: not reached
   // The time-to-target clock: training-loop time (steps, evaluations, checkpoints) of every
