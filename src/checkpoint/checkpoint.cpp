@@ -21,6 +21,7 @@
 
 #include "scaletrain/checkpoint/run_directory.hpp"
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/core/progress.hpp"
 #include "scaletrain/io/hdf5.hpp"
 
 namespace scaletrain::checkpoint {
@@ -144,7 +145,10 @@ void write_file(const std::string& tmp, const CheckpointMeta& meta, const std::m
     file.create_group(kRunGroup);
     file.set_attribute(kStateAttr, run_state, kRunGroup);
   }
-  for (const auto& [name, t] : tensors) file.write(name, t);
+  for (const auto& [name, t] : tensors) {
+    file.write(name, t);
+    progress::tick();  // a long write on a slow file system is not a stall
+  }
   file.flush();
   file.close();
 }
@@ -182,6 +186,7 @@ void read_group(const io::H5File& file, const std::string& group, std::map<std::
     ST_CHECK(type.rfind("float", 0) == 0,
              "checkpoint " << file.path() << ": tensor " << full << " is " << type << ", expected float32");
     out[full] = file.read(full, DType::f32);
+    progress::tick();
   }
 }
 

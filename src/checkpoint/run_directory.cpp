@@ -1,6 +1,7 @@
 // Naming, the `latest` pointer, retention and the newest-valid search of a run directory's
-// checkpoints (run_directory.hpp). Files are recognised by their name alone (step-<digits>.h5), so
-// a user's own files in the folder are never touched.
+// checkpoints (run_directory.hpp). Readers go by step number alone: a checkpoint published just
+// before a crash, before `latest` was updated, is complete and verified, and it is the newest. Files are recognised by
+// their name alone (step-<digits>.h5), so a user's own files in the folder are never touched.
 #include "scaletrain/checkpoint/run_directory.hpp"
 
 #include <fcntl.h>
@@ -29,7 +30,8 @@ int64_t step_of(const std::string& name, bool tmp) {
   if (name.rfind("step-", 0) != 0 || name.size() <= 5 + suffix.size()) return -1;
   if (name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return -1;
   const std::string digits = name.substr(5, name.size() - 5 - suffix.size());
-  if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), digit)) return -1;
   return std::stoll(digits);
 }
 
@@ -76,17 +78,8 @@ std::string checkpoint_file(const std::string& run_dir, int64_t step) {
 }
 
 std::vector<std::string> list_checkpoints(const std::string& run_dir) {
-  const std::string dir = folder_of(run_dir);
   std::vector<std::string> order;
-  std::ifstream pointer(fs::path(dir) / kLatest);
-  std::string named;
-  if (pointer && std::getline(pointer, named) && step_of(named, false) >= 0) {
-    std::error_code ec;
-    const std::string path = (fs::path(dir) / named).string();
-    if (fs::is_regular_file(path, ec)) order.push_back(path);
-  }
-  for (const auto& entry : by_step(dir))
-    if (order.empty() || entry.second != order.front()) order.push_back(entry.second);
+  for (const auto& entry : by_step(folder_of(run_dir))) order.push_back(entry.second);
   return order;
 }
 
@@ -107,13 +100,27 @@ std::vector<std::string> prune_checkpoints(const std::string& run_dir, int keep)
   std::vector<std::string> removed;
   std::error_code ec;
   const auto published = by_step(dir);
+  std::string pointed;
+  std::ifstream pointer(fs::path(dir) / kLatest);
+  if (pointer && std::getline(pointer, pointed)) pointed = (fs::path(dir) / pointed).string();
   for (std::size_t i = static_cast<std::size_t>(std::max(keep, 1)); i < published.size(); ++i)
-    if (fs::remove(published[i].second, ec)) removed.push_back(published[i].second);
+    if (published[i].second != pointed && fs::remove(published[i].second, ec)) removed.push_back(published[i].second);
   if (fs::is_directory(dir, ec))
     for (const auto& entry : fs::directory_iterator(dir, ec))
       if (step_of(entry.path().filename().string(), true) >= 0 && fs::remove(entry.path(), ec))
         removed.push_back(entry.path().string());
   return removed;
+}
+
+std::vector<std::string> set_aside_newer_checkpoints(const std::string& run_dir, int64_t step) {
+  std::vector<std::string> moved;
+  for (const auto& [s, path] : by_step(checkpoints_dir(run_dir))) {
+    if (s <= step) break;
+    std::error_code ec;
+    fs::rename(path, path + ".damaged", ec);
+    if (!ec) moved.push_back(path + ".damaged");
+  }
+  return moved;
 }
 
 CheckpointData read_newest_checkpoint(const std::string& path) {
@@ -126,7 +133,7 @@ CheckpointData read_newest_checkpoint(const std::string& path) {
   for (const std::string& candidate : candidates) {
     try {
       return read_checkpoint(candidate);
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // bad_alloc too: damaged metadata may claim any size
       ST_WARN("skipping checkpoint " << candidate << ": " << error_text(e));
       reasons += "\n  " + error_text(e);
     }

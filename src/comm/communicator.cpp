@@ -139,6 +139,15 @@ void Communicator::allreduce_sum(float* data, int64_t count) const {
   }
 }
 
+void Communicator::allreduce_mean(Tensor& t) const {
+  ST_CHECK(t.dtype() == DType::f32, "allreduce_mean of a " << dtype_name(t.dtype()) << " tensor (f32 only)");
+  if (size_ == 1 || t.numel() == 0) return;
+  allreduce_sum(t);
+  const float size = static_cast<float>(size_);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] /= size;
+}
+
 double Communicator::allreduce_sum(double v) const {
   double out = 0.0;
   ST_CHECK_MPI(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, impl_->comm));

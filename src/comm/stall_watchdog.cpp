@@ -201,19 +201,21 @@ struct StallWatchdog::Impl {
     const Beat mine = beat_now();
     post(beat_request, beat_sent, mine, 0);
     const double root_silent = now_seconds() - root_heard_at;
-    if (std::min(mine.since_s, root_silent) <= options.warn_s) {
-      warned = false;
-      return;
-    }
     RankProgress root;
     root.rank = 0;
     root.host = hosts[0];
     root.activity = root_beat.activity;
     root.step = root_beat.step;
-    root.silent = true;
+    root.silent = root_silent > std::max(3 * period, 1.0);
     root.heard = root_heard;
     root.silent_s = root_silent;
     root.stuck_s = root_beat.since_s + root_silent;
+    const int signal = stop_signal_received();
+    if (signal != 0 && root.silent && root_silent > kSilentWhileStopping) abort_for_silence(root, signal);
+    if (std::min(mine.since_s, root_silent) <= options.warn_s) {
+      warned = false;
+      return;
+    }
     RankProgress me;
     me.rank = comm.rank();
     me.host = hosts[comm.rank()];
@@ -256,9 +258,10 @@ struct StallWatchdog::Impl {
   [[noreturn]] void abort_for_silence(const RankProgress& r, int signal) {
     std::fprintf(stderr,
                  "scaletrain: error: [rank %d on %s] rank %d on %s has been silent for %s while the job stops for %s "
-                 "(last heard in %s): it died or was stopped; ending the job\n",
+                 "(%s): it died or was stopped; ending the job\n",
                  comm.rank(), hosts[comm.rank()].c_str(), r.rank, r.host.c_str(), seconds(r.silent_s).c_str(),
-                 StopSignals::name(signal), where(r).c_str());
+                 StopSignals::name(signal),
+                 r.heard ? ("last heard in " + where(r)).c_str() : "never heard since the watchdog started");
     std::fflush(stderr);
     std::fflush(stdout);
     MPI_Abort(MPI_COMM_WORLD, kExitStalled);
@@ -312,6 +315,7 @@ StallWatchdog::StallWatchdog(const Communicator& comm, const StallOptions& optio
     return;
   }
   m.period = std::clamp(options.warn_s / 10.0, 0.05, 1.0);
+  progress::tick();  // the watchdog measures from now, not from a long set-up (staging, say)
   m.start = m.root_heard_at = now_seconds();
   m.peers.resize(m.comm.size());
   for (auto& p : m.peers) p.received_at = m.start;

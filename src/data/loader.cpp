@@ -75,6 +75,14 @@ struct Loader::Impl {
   int epoch = -1;
   int64_t first_seq = 0;  // the epoch's first batch (> 0 when a resumed run starts mid-epoch)
   int64_t next_seq = 0;   // the batch next() hands out next
+  // Collective readers need the same number of read() calls on every rank, also when an epoch
+  // is abandoned early (start_epoch, or the loader destroyed, after the same number of next()
+  // calls on every rank) while the ranks' prefetch had run ahead by different amounts, or had
+  // not started. reads_owed: the calls every rank makes for the epochs ended so far, counting an
+  // abandoned one up to next_seq + prefetch + 1 batches (no rank can have read further: it has
+  // prefetch + 1 buffers); the I/O thread tops its own count up with empty reads to match.
+  int64_t reads_owed = 0;
+  int64_t reads_made = 0;  // the I/O thread's own
   int held = -1;
   bool stop = false;
   std::exception_ptr error;
@@ -89,7 +97,9 @@ struct Loader::Impl {
   // Decodes the next few samples of the oldest batch in decode_queue (not empty); called and
   // returns with the lock held, which it releases while decoding.
   void decode_task(std::unique_lock<std::mutex>& lock);
-  void finish_batch(Slot& slot);  // under the lock
+  void finish_batch(Slot& slot);   // under the lock
+  void end_epoch();                // under the lock: the epoch in progress ends (see reads_owed)
+  void settle_collective_reads();  // I/O thread: empty reads up to reads_owed
   std::string where(int64_t id) const {
     const int64_t s = shard_of(split, shard_begin, id);
     return split.shards[s].path + ": sample " + std::to_string(id) + " (row " + std::to_string(id - shard_begin[s]) +
@@ -146,6 +156,7 @@ Loader::Loader(const SplitInfo& split, int rank, int world_size, const LoaderOpt
 Loader::~Loader() {
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->end_epoch();
     impl_->stop = true;
   }
   impl_->cv.notify_all();
@@ -178,6 +189,7 @@ void Loader::start_epoch(int epoch, int64_t first_step) {
   {
     std::lock_guard<std::mutex> lock(m.mutex);
     if (m.error) std::rethrow_exception(m.error);
+    m.end_epoch();
     ++m.generation;
     m.epoch = epoch;
     m.first_seq = m.next_seq = first_step;
@@ -244,6 +256,9 @@ void Loader::Impl::io_loop() {
       {
         std::unique_lock<std::mutex> lock(mutex);
         cv.wait(lock, [&] { return stop || generation != served; });
+        lock.unlock();
+        settle_collective_reads();  // for epochs abandoned before or while this thread read them
+        lock.lock();
         if (stop) return;
         gen = served = generation;
         ep = epoch;
@@ -284,6 +299,7 @@ void Loader::Impl::io_loop() {
         Slot& slot = slots[index];
         std::exception_ptr failure;
         try {
+          ++reads_made;
           read_batch(slot, ids.data() + seq * b);
         } catch (...) {
           failure = std::current_exception();
@@ -311,12 +327,30 @@ void Loader::Impl::io_loop() {
       // the same number of read() calls everywhere: the short ranks make an empty one.
       if (read_all && reader->name() == "mpiio-collective") {
         SampleBytes none;
-        for (int64_t extra = steps; extra < max_steps; ++extra) reader->read({}, none);
+        for (int64_t extra = steps; extra < max_steps; ++extra, ++reads_made) reader->read({}, none);
       }
     }
   } catch (...) {
     fail(std::current_exception());
   }
+}
+
+void Loader::Impl::end_epoch() {
+  if (generation == 0) return;  // no epoch started yet
+  const int64_t bound = next_seq + options.prefetch + 1;
+  // A rank that may have read every batch may also have made the evaluation plan's extra reads.
+  reads_owed += (bound >= steps ? max_steps : bound) - first_seq;
+}
+
+void Loader::Impl::settle_collective_reads() {
+  if (reader->name() != "mpiio-collective") return;
+  int64_t owed = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    owed = reads_owed;
+  }
+  SampleBytes none;
+  for (; reads_made < owed; ++reads_made) reader->read({}, none);
 }
 
 void Loader::Impl::read_batch(Slot& slot, const int64_t* batch_ids) {

@@ -44,7 +44,7 @@ std::string list_some(const std::vector<std::string>& paths) {
 // Rank 0: what --resume and --overwrite make of the output directory.
 std::shared_ptr<const checkpoint::CheckpointData> choose_checkpoint(const TrainConfig& c) {
   create_output_dir(c.output_dir);
-  const std::vector<std::string> existing = checkpoint::list_checkpoints(c.output_dir);
+  const std::vector<std::string> existing = checkpoint::list_checkpoints(checkpoint::checkpoints_dir(c.output_dir));
   if (c.resume == "never") {
     if (existing.empty()) return nullptr;
     if (!c.overwrite)
@@ -62,7 +62,11 @@ std::shared_ptr<const checkpoint::CheckpointData> choose_checkpoint(const TrainC
       ST_LOG("--resume auto: no checkpoint in " << c.output_dir << ", starting a new run");
       return nullptr;
     }
-    return std::make_shared<const checkpoint::CheckpointData>(checkpoint::read_newest_checkpoint(c.output_dir));
+    auto data = std::make_shared<const checkpoint::CheckpointData>(checkpoint::read_newest_checkpoint(c.output_dir));
+    // Newer files failed to verify: out of the way, so that retention does not count them.
+    for (const std::string& moved : checkpoint::set_aside_newer_checkpoints(c.output_dir, data->meta.step))
+      ST_WARN("damaged checkpoint set aside as " << moved);
+    return data;
   }
   if (!existing.empty())
     throw UsageError("--resume " + c.resume + ": --output-dir " + c.output_dir + " already holds checkpoints (" +
@@ -106,16 +110,15 @@ CheckpointWritten write_checkpoint(const comm::Communicator& comm, RunState& sta
   mean.copy_from(params.flat_buffers());
   Tensor per_rank;
   if (comm.size() > 1 && mean.numel() > 0) {
-    comm.allreduce_sum(mean);
-    const float size = static_cast<float>(comm.size());
-    for (int64_t i = 0; i < mean.numel(); ++i) mean.data<float>()[i] /= size;
+    comm.allreduce_mean(mean);
     comm.gather(params.flat_buffers(), per_rank, 0);
   }
   Json json = state.to_json(segment);
-  json["position"].set("epoch_loss_sum", comm.allreduce_sum(state.position.epoch_loss_sum));
+  json["position"].set("epoch_loss_sum", state.epoch_loss_sum(comm));
 
   CheckpointWritten written;
   written.path = checkpoint::checkpoint_file(run_dir, state.position.global_step);
+  if (comm.rank() != 0) progress::enter("checkpoint (rank 0 writes)", /*waiting=*/true);
   on_rank0_agreed(comm, [&] {
     Stopwatch clock;
     std::error_code ec;
@@ -137,6 +140,8 @@ CheckpointWritten write_checkpoint(const comm::Communicator& comm, RunState& sta
     written.seconds = clock.elapsed();
     written.bytes = static_cast<int64_t>(fs::file_size(written.path, ec));
   });
+  written.seconds = comm.allreduce_max(written.seconds);  // rank 0's, on every rank
+  written.bytes = comm.allreduce_max(written.bytes);
   return written;
 }
 
@@ -198,7 +203,6 @@ void restore_run(const comm::Communicator& comm, const ResumePoint& point, RunSt
     comm.broadcast(params.flat_buffers(), 0);
   }
   state.restore(point.state);
-  if (comm.rank() != 0) state.position.epoch_loss_sum = 0.0;  // rank 0 holds the checkpoint's sum
 }
 
 void check_checkpoint_fits(const checkpoint::CheckpointData& data, int channels, int num_classes,

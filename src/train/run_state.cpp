@@ -72,6 +72,10 @@ RunState::RunState(const TrainConfig& c, const data::SplitInfo& train, const dat
   optimizer_ = std::make_unique<optim::Sgd>(model_->params(), sgd_options(c));
 }
 
+double RunState::epoch_loss_sum(const comm::Communicator& comm) const {
+  return position.epoch_loss_sum + comm.allreduce_sum(epoch_loss_here) / comm.size();
+}
+
 Json RunState::to_json(const Json& current_segment) const {
   Json p = Json::object();
   p.set("epoch", position.epoch);

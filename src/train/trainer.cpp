@@ -79,10 +79,7 @@ class AveragedBuffers {
     if (comm.size() == 1 || buffers_.numel() == 0) return;
     own_ = Tensor::empty(buffers_.shape());
     own_.copy_from(buffers_);
-    comm.allreduce_sum(buffers_);
-    const float scale = 1.0f / comm.size();
-    float* p = buffers_.data<float>();
-    for (int64_t i = 0; i < buffers_.numel(); ++i) p[i] *= scale;
+    comm.allreduce_mean(buffers_);
   }
   ~AveragedBuffers() {
     if (own_.defined()) buffers_.copy_from(own_);
@@ -265,6 +262,7 @@ void Training::build_run_state() {
   if (cfg_.max_steps > 0) total_steps_ = std::min(total_steps_, cfg_.max_steps);
   if (resume_) {
     restore_run(comm_, *resume_, *state_);
+    resume_->data.reset();  // rank 0's copy of the whole checkpoint
   } else if (!cfg_.init_from.empty()) {
     load_initial_weights(comm_, cfg_, train_split_, *state_);
   } else {  // every rank starts from rank 0's weights and statistics
@@ -393,7 +391,7 @@ void Training::train_step() {
   ++pos.step_in_epoch;
   ++pos.global_step;
   pos.samples_seen += global_batch_;
-  pos.epoch_loss_sum += loss;
+  state_->epoch_loss_here += loss;
   if (first_step_done_unix_ms_ < 0) first_step_done_unix_ms_ = unix_time_ms();
   log_progress(loss, lr);
 }
@@ -432,8 +430,7 @@ void Training::end_epoch() {
   Json record = Json::object();
   record.set("epoch", pos.epoch + 1);
   record.set("steps", pos.step_in_epoch);
-  const double train_loss =
-      comm_.allreduce_sum(pos.epoch_loss_sum) / std::max<int64_t>(1, pos.step_in_epoch * comm_.size());
+  const double train_loss = state_->epoch_loss_sum(comm_) / std::max<int64_t>(1, pos.step_in_epoch);
   record.set("train_loss", train_loss);
   record.set("val_accuracy", Json());
   record.set("val_loss", Json());
@@ -464,6 +461,7 @@ void Training::end_epoch() {
     ++pos.epoch;
     pos.step_in_epoch = 0;
     pos.epoch_loss_sum = 0.0;
+    state_->epoch_loss_here = 0.0;
   }
 }
 

@@ -2,7 +2,9 @@
 // (repeats, several shards, empty lists on some ranks) return exactly the bytes and labels of the
 // generated pattern and of a plain HDF5 read; bytes_read counts distinct rows; evaluation and
 // variable-length datasets fall back to independent reads (ranks may call read() different
-// numbers of times); bad ids and truncated shards raise an error on every rank without a hang.
+// numbers of times); bad ids and truncated shards raise an error on every rank without a hang;
+// a training loader with collective reads abandoned mid-epoch (a stopped or cut run), while
+// ranks have prefetched different amounts, neither hangs nor loses its place.
 // ST_MPI_RANKS: 1 2 4
 #include <hdf5.h>
 #include <mpi.h>
@@ -10,13 +12,16 @@
 
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
+#include <chrono>
 #include <filesystem>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/data/dataset.hpp"
+#include "scaletrain/data/loader.hpp"
 #include "scaletrain/data/pipeline.hpp"
 #include "scaletrain/io/hdf5.hpp"
 
@@ -250,6 +255,43 @@ void check_mode(const std::string& io_mode) {
 BOOST_AUTO_TEST_SUITE(mpiio_reader)
 
 BOOST_AUTO_TEST_CASE(independent_reads_match_the_data) { check_mode("mpiio"); }
+
+// A run stopped mid-epoch (every rank after the same step) destroys its loader, and a run cut by
+// --max-steps starts the next epoch early. The ranks' I/O threads have then issued different
+// numbers of collective reads (rank 0 gives up at once, the others after their prefetch ran
+// ahead): every rank must finish the same reads, and the next epoch must be read in full.
+BOOST_AUTO_TEST_CASE(collective_loader_abandoned_mid_epoch) {
+  TempDir dir("abandon");
+  const data::SplitInfo split = write_raw(dir);
+  comm::Communicator world = comm::Communicator::world();
+  data::LoaderOptions options;
+  options.io = "mpiio-collective";
+  options.comm = &world;
+  options.batch_size = 4;
+  options.prefetch = 3;
+  options.data_threads = 2;
+  const auto pause = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(rank() == 0 ? 0 : 150)); };
+  Tensor images, labels;
+  for (int consumed : {0, 1, 3}) {
+    data::Loader loader(split, rank(), world.size(), options);
+    loader.start_epoch(0);
+    for (int k = 0; k < consumed; ++k) BOOST_REQUIRE(loader.next(images, labels));
+    pause();
+  }  // destroyed mid-epoch
+  data::Loader loader(split, rank(), world.size(), options);
+  loader.start_epoch(0);
+  for (int k = 0; k < 2; ++k) BOOST_REQUIRE(loader.next(images, labels));
+  pause();
+  loader.start_epoch(1);  // epoch 0 abandoned after 2 of its steps
+  const std::vector<int64_t> plan = loader.plan(1);
+  int64_t at = 0;
+  while (loader.next(images, labels)) {
+    for (int64_t i = 0; i < labels.numel(); ++i, ++at) BOOST_CHECK_EQUAL(labels.data<int32_t>()[i], label(plan[at]));
+    // Each sample's first pixel byte identifies it (the generated pattern).
+    BOOST_CHECK_EQUAL(images.data<uint8_t>()[0], pixel(plan[at - labels.numel()], 0));
+  }
+  BOOST_CHECK_EQUAL(at, static_cast<int64_t>(plan.size()));
+}
 
 BOOST_AUTO_TEST_CASE(collective_reads_match_the_data) { check_mode("mpiio-collective"); }
 

@@ -62,22 +62,23 @@ PY
 echo "ok: $(job_summary "$job"): checkpointed, requeued and resumed to the uninterrupted job's weights"
 
 echo "== a rank killed under srun ends the step"
+# Rank 0, the watchdog's hub: the other rank must still see it gone and end the job.
 dead=$(submit "$T/dead" dead --time=10)
 wait_job_state "$dead" RUNNING 120 || fail "job $dead did not start"
 for i in $(seq 600); do grep -q "step 100/" "$T/dead-$dead.out" 2>/dev/null && break; sleep 0.1; done
 victim=
 for p in $(pgrep -x scaletrain || true); do
   tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_JOB_ID=$dead" || continue
-  tr '\0' '\n' <"/proc/$p/environ" | grep -qx "SLURM_PROCID=1" && victim=$p
+  tr '\0' '\n' <"/proc/$p/environ" | grep -qx "SLURM_PROCID=0" && victim=$p
 done
-[ -n "$victim" ] || fail "no rank 1 of job $dead found"
+[ -n "$victim" ] || fail "no rank 0 of job $dead found"
 kill -9 "$victim"
 killed=$SECONDS
-wait_job "$dead" 60 >/dev/null || fail "job $dead still running 60 s after its rank 1 was killed"
-grep -q "srun: error: node02: task 1: Killed" "$T/dead-$dead.out" ||
-  fail "srun does not name task 1 on node02: $(tail -n 10 "$T/dead-$dead.out")"
+wait_job "$dead" 60 >/dev/null || fail "job $dead still running 60 s after its rank 0 was killed"
+grep -q "srun: error: node01: task 0: Killed" "$T/dead-$dead.out" ||
+  fail "srun does not name task 0 on node01: $(tail -n 10 "$T/dead-$dead.out")"
 [ $((SECONDS - killed)) -le 20 ] || fail "the job ended $((SECONDS - killed)) s after the kill (KillWait 30 s)"
-grep -q "rank 1 on node02 has been silent for [0-9]* s while the job stops for SIGTERM" "$T/dead-$dead.out" ||
-  fail "the watchdog did not name rank 1 on node02: $(tail -n 10 "$T/dead-$dead.out")"
-echo "ok: job $dead ended $((SECONDS - killed)) s after rank 1 was killed: $(grep -m1 "task 1: Killed" "$T/dead-$dead.out")"
+grep -q "rank 0 on node01 has been silent for [0-9]* s while the job stops for SIGTERM" "$T/dead-$dead.out" ||
+  fail "the watchdog did not name rank 0 on node01: $(tail -n 10 "$T/dead-$dead.out")"
+echo "ok: job $dead ended $((SECONDS - killed)) s after rank 0 was killed: $(grep -m1 "task 0: Killed" "$T/dead-$dead.out")"
 echo "slurm tests passed"

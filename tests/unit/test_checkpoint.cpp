@@ -295,34 +295,39 @@ BOOST_AUTO_TEST_CASE(run_directory_names_latest_and_retention) {
   for (int64_t step : {5, 10, 15, 20}) save_reference(checkpoint_file(run, step), step);
   std::ofstream(checkpoints_dir(run) + "/step-000000025.h5.tmp") << "an interrupted write";
   std::ofstream(checkpoints_dir(run) + "/notes.txt") << "a user's own file";
-  // Without a pointer: by step, highest first.
+  // By step, highest first; `latest` does not change the order.
   std::vector<std::string> order = list_checkpoints(run);
   BOOST_TEST(order.size() == 4u);
   BOOST_TEST(order.front() == checkpoint_file(run, 20));
   BOOST_TEST(order.back() == checkpoint_file(run, 5));
-  // The pointer's file comes first, the others follow by step.
   publish_latest(run, checkpoint_file(run, 10));
-  order = list_checkpoints(run);
-  BOOST_TEST(order.front() == checkpoint_file(run, 10));
-  BOOST_TEST(order.at(1) == checkpoint_file(run, 20));
-  BOOST_TEST(order.size() == 4u);
+  BOOST_TEST(list_checkpoints(run) == order);
   std::ifstream pointer(checkpoints_dir(run) + "/latest");
   std::string line;
   std::getline(pointer, line);
   BOOST_TEST(line == "step-000000010.h5");
   // The run directory and its checkpoints folder both name the run.
-  BOOST_TEST(read_newest_checkpoint(run).meta.step == 10);
-  BOOST_TEST(read_newest_checkpoint(checkpoints_dir(run)).meta.step == 10);
+  BOOST_TEST(read_newest_checkpoint(run).meta.step == 20);
+  BOOST_TEST(read_newest_checkpoint(checkpoints_dir(run)).meta.step == 20);
 
+  // Retention keeps the newest two and the one `latest` names.
   const std::vector<std::string> removed = prune_checkpoints(run, 2);
-  BOOST_TEST(removed.size() == 3u);  // steps 5 and 10, and the .tmp
+  BOOST_TEST(removed.size() == 2u);  // step 5 and the .tmp
   BOOST_TEST(fs::exists(checkpoint_file(run, 20)));
   BOOST_TEST(fs::exists(checkpoint_file(run, 15)));
-  BOOST_TEST(!fs::exists(checkpoint_file(run, 10)));
+  BOOST_TEST(fs::exists(checkpoint_file(run, 10)));
+  BOOST_TEST(!fs::exists(checkpoint_file(run, 5)));
   BOOST_TEST(!fs::exists(checkpoints_dir(run) + "/step-000000025.h5.tmp"));
   BOOST_TEST(fs::exists(checkpoints_dir(run) + "/notes.txt"));
-  // The pointer names a deleted file: readers go by step.
-  BOOST_TEST(list_checkpoints(run).front() == checkpoint_file(run, 20));
+  publish_latest(run, checkpoint_file(run, 20));
+  BOOST_TEST(prune_checkpoints(run, 1).size() == 2u);
+  BOOST_TEST(list_checkpoints(run) == std::vector<std::string>{checkpoint_file(run, 20)});
+
+  // A run resumed from step 12 (say, 20 was damaged) sets the newer ones aside.
+  save_reference(checkpoint_file(run, 12), 12);
+  const std::vector<std::string> moved = set_aside_newer_checkpoints(run, 12);
+  BOOST_TEST(moved == std::vector<std::string>{checkpoint_file(run, 20) + ".damaged"});
+  BOOST_TEST(list_checkpoints(run) == std::vector<std::string>{checkpoint_file(run, 12)});
 }
 
 BOOST_AUTO_TEST_CASE(newest_valid_checkpoint_skips_damaged_ones) {

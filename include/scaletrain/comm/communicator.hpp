@@ -35,6 +35,9 @@ class Communicator {
   // at most 2^30 elements, as MPI counts are int).
   void allreduce_sum(Tensor& t) const;
   void allreduce_sum(float* data, int64_t count) const;
+  // In-place mean of an f32 tensor over all ranks: the sum divided by the number of ranks (not
+  // multiplied by its inverse), so the result is correctly rounded and the same on every rank.
+  void allreduce_mean(Tensor& t) const;
   double allreduce_sum(double v) const;
   int64_t allreduce_sum(int64_t v) const;
   double allreduce_min(double v) const;

@@ -14,7 +14,10 @@
 // sequence numbers and next() hands them out in plan order, so the result never depends on
 // thread timing. With a collective reader (mpiio-collective) every rank makes the same number of
 // read() calls per epoch (a rank with one batch fewer in an evaluation plan makes an empty one);
-// abandoning an epoch early (start_epoch before the end) must then happen on every rank alike.
+// abandoning an epoch early (start_epoch before the end, or destroying the loader) must then
+// happen on every rank alike, after the same number of next() calls: every I/O thread then makes
+// read() calls (empty ones past what it has read) up to the same batch, however far its prefetch
+// had run.
 //
 // Batches are uint8 pixels (B, H, W, C), not normalised: the model's first op normalises
 // (ops::normalize_images with the split's mean and std), so the pipeline moves one byte per value.

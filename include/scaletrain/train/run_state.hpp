@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/core/json.hpp"
 #include "scaletrain/data/dataset.hpp"
 #include "scaletrain/models/model.hpp"
@@ -26,8 +27,8 @@ struct RunPosition {
   int64_t step_in_epoch = 0;  // its steps already taken
   int64_t global_step = 0;    // optimizer steps taken: the learning-rate schedule's position
   int64_t samples_seen = 0;   // training samples consumed, all ranks together
-  // This rank's share of the sum of training losses over the epoch's steps so far (a checkpoint
-  // stores the sum over ranks; a restored run gives it to rank 0).
+  // The sum over the epoch's steps of the training loss averaged over ranks, for the steps
+  // before this segment began the epoch (0 when it began it); see RunState::epoch_loss_here.
   double epoch_loss_sum = 0.0;
 };
 
@@ -64,6 +65,12 @@ class RunState {
   // What a checkpoint must share with this run to be resumed by it (model, dataset, global
   // batch, seeds, shuffling, augmentation, schedule, optimizer settings): option -> value.
   Json identity;
+  // This rank's own training losses summed over the steps this segment trained of the epoch in
+  // progress (not saved: a checkpoint adds their mean over ranks to position.epoch_loss_sum, so
+  // that it does not depend on the number of ranks).
+  double epoch_loss_here = 0.0;
+  // The sum over the epoch's steps so far of the training loss averaged over ranks. Collective.
+  double epoch_loss_sum(const comm::Communicator& comm) const;
   Json epochs = Json::array();    // one entry per epoch trained (docs/report.md)
   Json segments = Json::array();  // one entry per job segment before this one
 
