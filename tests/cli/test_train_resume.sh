@@ -4,8 +4,9 @@
 #    rank stops after the same step with a checkpoint and exit code 75; --resume auto finishes the
 #    run with weights, momentum and statistics bitwise equal to an uninterrupted run (which itself
 #    wrote timed checkpoints: they do not perturb training);
-#  - a run stopped by SIGTERM at 4 ranks resumes at 2 (the per-rank batch doubles) and reaches the
-#    same total step count; 3 ranks are refused with the valid counts;
+#  - a run stopped by SIGTERM at 4 ranks (reading with collective MPI-IO, whose prefetched reads
+#    must end alike on every rank) resumes at 2 (the per-rank batch doubles) and reaches the same
+#    total step count; 3 ranks are refused with the valid counts;
 #  - a checkpoint from another run is refused, naming every difference;
 #  - the output directory rules (--resume never/auto/PATH, --overwrite, --init-from);
 #  - periodic checkpoints and retention; a damaged newest checkpoint is skipped with a warning
@@ -73,8 +74,8 @@ echo "== resuming a complete run does nothing"
 out=$("${ON2[@]}" --batch-size 16 --output-dir "$T/run" --resume auto 2>&1) || fail "resume of a complete run: $out"
 grep -q "already complete (step 150 of 150); nothing to do" <<<"$out" || fail "no 'already complete': $out"
 
-echo "== SIGTERM at 4 ranks, resume at 2 (global batch 32 kept)"
-"${ON4[@]}" --batch-size 8 --output-dir "$T/four" >"$T/four.log" 2>&1 &
+echo "== SIGTERM at 4 ranks with collective reads, resume at 2 (global batch 32 kept)"
+"${ON4[@]}" --batch-size 8 --output-dir "$T/four" --io mpiio-collective >"$T/four.log" 2>&1 &
 job=$!
 wait_for "$T/four.log" "epoch 1/2  step 30/75"
 kill -TERM "$(rank_pid 0)"
