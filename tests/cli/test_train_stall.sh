@@ -31,7 +31,7 @@ victim=$(rank_pid 1)
 kill -STOP "$victim"
 stopped=$SECONDS
 waited=$(wait_for "$T/stall.log" "stall: no progress for" $((warn + 10)))
-grep -q "not arrived: rank 1 on $host (silent for [0-9]* s, last heard in [a-z_]* of step [0-9]*)" "$T/stall.log" ||
+grep -q "not arrived: rank 1 on $host (silent for [0-9]* s, last heard in [a-z_ ]* of step [0-9]*)" "$T/stall.log" ||
   fail "the warning does not name rank 1 on $host as silent: $(grep stall "$T/stall.log")"
 echo "ok: warning after $waited s: $(grep -m1 "stall: no progress" "$T/stall.log")"
 rc=0

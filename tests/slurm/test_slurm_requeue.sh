@@ -21,8 +21,9 @@ rm -rf "$T" && mkdir -p "$T"
 export SLURM_FIXTURE_KILL_WAIT=30
 slurm_fixture_up
 
-# 24000 samples, global batch 16: 1500 steps per epoch, 3000 steps: a minute or more on this
-# machine while the reference job shares it, longer than the 30 s a job may run before its warning.
+# 24000 samples, global batch 16: 1500 steps per epoch, 6000 steps: about a minute on this machine
+# while the reference job shares it, twice the 30 s a job may run before its warning (Slurm checks
+# time limits every 30 s), so that even a faster machine gets the warning before the end.
 "$BIN/scaletrain-data" synthetic --samples 24000 --val-samples 32 --image-size 8,8,3 --classes 4 --shards 4 \
   --output "$T/data" >/dev/null
 submit() {  # OUTPUT_DIR NAME [sbatch options...]: submits train.sbatch, prints the job id
@@ -30,7 +31,7 @@ submit() {  # OUTPUT_DIR NAME [sbatch options...]: submits train.sbatch, prints 
   shift 2
   sbatch --parsable --job-name="$name" --nodes=2 --ntasks-per-node=1 --cpus-per-task=1 --output="$T/%x-%j.out" \
     --export="ALL,DATA=$T/data,OUTPUT_DIR=$out,SCALETRAIN=$BIN/scaletrain" "$@" "$SOURCE/jobscripts/train.sbatch" \
-    --model resnet20 --epochs 2 --batch-size 8 --log-every 100 --stall-warn-s 120
+    --model resnet20 --epochs 4 --batch-size 8 --log-every 100 --stall-warn-s 120
 }
 
 echo "== a job with a short time limit, and an uninterrupted one beside it"
@@ -52,7 +53,7 @@ import json, sys
 r = json.load(open(sys.argv[1] + "/report.json"))
 segments, restarts = r["segments"], int(sys.argv[2])
 reasons = [s["reason"] for s in segments]
-assert r["status"] == "completed" and r["steps"] == 3000, (r["status"], r["steps"])
+assert r["status"] == "completed" and r["steps"] == 6000, (r["status"], r["steps"])
 assert reasons == ["SIGUSR1"] * restarts + ["completed"], (reasons, restarts)
 assert all(s["world_size"] == 2 and s["hosts"] == 2 for s in segments), segments
 assert all(a["last_step"] == b["first_step"] for a, b in zip(segments, segments[1:])), segments
