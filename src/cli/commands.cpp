@@ -303,9 +303,7 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("pad_last", c.pad_last);
   j.set("data_threads", c.data_threads);
   j.set("stage_to", c.stage_to.empty() ? Json() : Json(c.stage_to));
-  j.set("image_size",
-        Json::array_of(std::vector<int64_t>{c.image_height > 0 ? c.image_height : train::default_image_size(c.model),
-                                            c.image_width > 0 ? c.image_width : train::default_image_size(c.model)}));
+  j.set("image_size", Json::array_of(train::input_image_size(c)));
   j.set("skip_bad_samples", c.skip_bad_samples);
   j.set("eval_every", c.eval_every);
   j.set("target_accuracy", c.target_accuracy);

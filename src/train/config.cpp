@@ -135,8 +135,9 @@ data::LoaderOptions train_loader_options(const TrainConfig& c, int64_t batch_siz
   o.shuffle_buffer = c.shuffle_buffer;
   o.data_threads = c.data_threads;
   o.io = c.io;
-  o.image_height = c.image_height > 0 ? c.image_height : default_image_size(c.model);
-  o.image_width = c.image_width > 0 ? c.image_width : default_image_size(c.model);
+  const std::vector<int64_t> hw = input_image_size(c);
+  o.image_height = static_cast<int>(hw[0]);
+  o.image_width = static_cast<int>(hw[1]);
   o.skip_bad_samples = c.skip_bad_samples;
   o.comm = &comm;
   return o;
@@ -147,8 +148,9 @@ EvalDataOptions eval_data_options(const TrainConfig& c) {
   o.io = c.io;
   o.data_threads = c.data_threads;
   o.prefetch = c.data_prefetch;
-  o.image_height = c.image_height > 0 ? c.image_height : default_image_size(c.model);
-  o.image_width = c.image_width > 0 ? c.image_width : default_image_size(c.model);
+  const std::vector<int64_t> hw = input_image_size(c);
+  o.image_height = static_cast<int>(hw[0]);
+  o.image_width = static_cast<int>(hw[1]);
   o.skip_bad_samples = c.skip_bad_samples;
   return o;
 }

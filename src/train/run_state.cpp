@@ -32,9 +32,7 @@ Json run_identity(const TrainConfig& c, const data::SplitInfo& train, const data
   j.set("--pad-last", c.pad_last);
   j.set("augmentation", c.augment ? "on" : "off (--no-augment)");
   j.set("--crop-padding", c.crop_padding);
-  j.set("--image-size",
-        Json::array_of(std::vector<int64_t>{c.image_height > 0 ? c.image_height : default_image_size(c.model),
-                                            c.image_width > 0 ? c.image_width : default_image_size(c.model)}));
+  j.set("--image-size", Json::array_of(input_image_size(c)));
   j.set("--lr-schedule", c.lr_schedule);
   j.set("--base-lr", c.base_lr);
   j.set("--warmup-epochs", c.warmup_epochs);

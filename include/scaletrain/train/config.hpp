@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace scaletrain {
 class Context;
@@ -110,6 +111,11 @@ struct EvalDataOptions {
 
 // The model's default input size for JPEG datasets (--image-size): 224 for resnet50, 32 for resnet20.
 inline int default_image_size(const std::string& model) { return model == "resnet20" ? 32 : 224; }
+// The input size of JPEG datasets as configured: --image-size, or the model's default.
+inline std::vector<int64_t> input_image_size(const TrainConfig& c) {
+  return {c.image_height > 0 ? c.image_height : default_image_size(c.model),
+          c.image_width > 0 ? c.image_width : default_image_size(c.model)};
+}
 
 // Throws UsageError naming the option for any value the run cannot use (a non-positive batch
 // size, an unknown schedule, --resume with --init-from, ...). Checks nothing on disk.
