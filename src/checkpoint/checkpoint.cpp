@@ -226,11 +226,6 @@ std::vector<nn::TensorInfo> parameter_infos(const nn::ParameterSet& params) {
   return infos;
 }
 
-bool has_group(const CheckpointData& data, const std::string& group) {
-  const auto it = data.tensors.lower_bound(group + "/");
-  return it != data.tensors.end() && it->first.rfind(group + "/", 0) == 0;
-}
-
 }  // namespace
 
 void save_checkpoint(const std::string& path, const CheckpointMeta& meta, nn::ParameterSet& params,
@@ -253,6 +248,11 @@ void save_checkpoint(const std::string& path, const CheckpointMeta& meta, nn::Pa
                                         << "; the previous checkpoint, if any, is unchanged");
   }
   fsync_path(parent_or_dot(path), true);
+}
+
+bool CheckpointData::has_group(const std::string& group) const {
+  const auto it = tensors.lower_bound(group + "/");
+  return it != tensors.end() && it->first.rfind(group + "/", 0) == 0;
 }
 
 CheckpointMeta read_checkpoint_meta(const std::string& path) { return read_meta(open_checkpoint(path)); }
@@ -287,10 +287,10 @@ void restore_model(const CheckpointData& data, const std::string& expected_model
   const std::string& path = data.path;
   ST_CHECK(expected_model.empty() || data.meta.model == expected_model,
            "checkpoint " << path << " is for model " << data.meta.model << ", not " << expected_model);
-  ST_CHECK(has_group(data, kModelGroup), "checkpoint " << path << " has no /" << kModelGroup << " tensors");
+  ST_CHECK(data.has_group(kModelGroup), "checkpoint " << path << " has no /" << kModelGroup << " tensors");
 
   std::vector<std::string> problems = mismatches(data, kModelGroup, params.state_infos());
-  const bool load_momentum = sgd != nullptr && has_group(data, kOptimizerGroup);
+  const bool load_momentum = sgd != nullptr && data.has_group(kOptimizerGroup);
   if (load_momentum) {
     std::vector<std::string> more = mismatches(data, kOptimizerGroup, parameter_infos(params));
     problems.insert(problems.end(), more.begin(), more.end());

@@ -23,7 +23,6 @@
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/log.hpp"
 #include "scaletrain/data/dataset.hpp"
-#include "scaletrain/data/loader.hpp"
 #include "scaletrain/io/hdf5.hpp"
 #include "scaletrain/models/model.hpp"
 #include "scaletrain/train/checkpointing.hpp"
@@ -102,13 +101,6 @@ Shape parse_shape(const std::string& option, const std::string& text, std::size_
   return s;
 }
 
-// The input-pipeline options shared by train and eval; UsageError naming the option.
-void check_io(const std::string& io) {
-  if (!data::is_io_mode(io)) throw UsageError("unknown --io '" + io + "' (known: " + data::io_mode_list() + ")");
-}
-void check_data_threads(int n) {
-  if (n < 1 || n > 256) throw UsageError("--data-threads must be between 1 and 256, got " + std::to_string(n));
-}
 // "224,224" -> (224, 224); 0, 0 when the option is absent.
 std::pair<int, int> image_size_option(const po::variables_map& vm) {
   if (!vm.count("image-size")) return {0, 0};
@@ -149,14 +141,6 @@ std::string expand_env(const std::string& option, const std::string& text) {
     i = braced ? end + 1 : end;
   }
   return out;
-}
-
-void check_model_name(const std::string& model) {
-  for (const auto& m : models::model_names())
-    if (m == model) return;
-  std::string known;
-  for (const auto& m : models::model_names()) known += (known.empty() ? "" : ", ") + m;
-  throw UsageError("unknown model '" + model + "' (known: " + known + ")");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -385,10 +369,10 @@ int cmd_eval(int argc, char** argv) {
   po::variables_map vm;
   if (!parse("eval", argc, argv, desc, vm)) return 0;
   notify("eval", vm);
-  check_model_name(model);
+  train::check_model_name(model);
   if (batch_size <= 0) throw UsageError("--batch-size must be positive");
-  check_io(data_options.io);
-  check_data_threads(data_options.data_threads);
+  train::check_io_mode(data_options.io);
+  train::check_data_threads(data_options.data_threads);
   std::tie(data_options.image_height, data_options.image_width) = image_size_option(vm);
   if (data_options.image_height == 0) {
     data_options.image_height = data_options.image_width = train::default_image_size(model);
@@ -429,7 +413,7 @@ int cmd_predict(int argc, char** argv) {
   po::variables_map vm;
   if (!parse("predict", argc, argv, desc, vm)) return 0;
   notify("predict", vm);
-  check_model_name(model);
+  train::check_model_name(model);
   if (batch_size <= 0) throw UsageError("--batch-size must be positive");
 
   const comm::Communicator comm = comm::Communicator::world();
@@ -496,7 +480,7 @@ int cmd_info(int argc, char** argv) {
   po::variables_map vm;
   if (!parse("info", argc, argv, desc, vm)) return 0;
   notify("info", vm);
-  check_model_name(model);
+  train::check_model_name(model);
   if (num_classes <= 0) throw UsageError("--num-classes must be positive");
   Shape chw = model == "resnet50" ? Shape{3, 224, 224} : Shape{3, 32, 32};
   if (!input_shape.empty()) chw = parse_shape("input-shape", input_shape, 3);

@@ -77,11 +77,6 @@ std::shared_ptr<const checkpoint::CheckpointData> choose_checkpoint(const TrainC
   return std::make_shared<const checkpoint::CheckpointData>(checkpoint::read_newest_checkpoint(c.resume));
 }
 
-bool has_group(const checkpoint::CheckpointData& data, const std::string& group) {
-  const auto it = data.tensors.lower_bound(group + "/");
-  return it != data.tensors.end() && it->first.rfind(group + "/", 0) == 0;
-}
-
 }  // namespace
 
 void on_rank0_agreed(const comm::Communicator& comm, const std::function<void()>& work) {
@@ -156,7 +151,7 @@ std::optional<ResumePoint> prepare_run_directory(const comm::Communicator& comm,
       throw UsageError("--resume: checkpoint " + path +
                        " holds weights only (no run state: written by another tool or an older scaletrain); start a "
                        "new run from it with --init-from");
-    if (!has_group(*data, "optimizer"))
+    if (!data->has_group("optimizer"))
       throw UsageError("--resume: checkpoint " + path +
                        " has no optimizer state; start a new run from it with --init-from");
     state_text = data->run_state;

@@ -2,8 +2,10 @@
 // Every rule names the option as the user types it, so that an error reads as a usage hint.
 #include "scaletrain/train/config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <thread>
 
 #include "scaletrain/comm/allreduce.hpp"
 #include "scaletrain/comm/communicator.hpp"
@@ -35,15 +37,6 @@ bool one_of(const std::string& value, std::initializer_list<const char*> known) 
   return false;
 }
 
-void check_model(const TrainConfig& c) {
-  std::string known;
-  for (const auto& m : models::model_names()) {
-    if (m == c.model) return;
-    known += (known.empty() ? "" : ", ") + m;
-  }
-  throw UsageError("unknown model '" + c.model + "' (known: " + known + ")");
-}
-
 void check_schedule(const TrainConfig& c) {
   require(c.batch_size > 0, "--batch-size must be positive, got " + std::to_string(c.batch_size));
   require(c.epochs > 0, "--epochs must be positive, got " + std::to_string(c.epochs));
@@ -63,9 +56,8 @@ void check_schedule(const TrainConfig& c) {
 void check_input(const TrainConfig& c) {
   require(!c.data_dir.empty(), "train: --data DIR is required");
   require(c.crop_padding >= 0, "--crop-padding must be >= 0");
-  require(data::is_io_mode(c.io), "unknown --io '" + c.io + "' (known: " + data::io_mode_list() + ")");
-  require(c.data_threads >= 1 && c.data_threads <= 256,
-          "--data-threads must be between 1 and 256, got " + std::to_string(c.data_threads));
+  check_io_mode(c.io);
+  check_data_threads(c.data_threads);
   require(one_of(c.shuffle_mode, {"global", "shard"}),
           "unknown --shuffle '" + c.shuffle_mode + "' (known: global, shard; --no-shuffle turns it off)");
   require(c.shuffle_buffer >= 1,
@@ -113,8 +105,32 @@ void check_checkpoints_and_restarts(const TrainConfig& c) {
 
 }  // namespace
 
+void check_model_name(const std::string& model) {
+  std::string known;
+  for (const auto& m : models::model_names()) {
+    if (m == model) return;
+    known += (known.empty() ? "" : ", ") + m;
+  }
+  throw UsageError("unknown model '" + model + "' (known: " + known + ")");
+}
+
+void check_io_mode(const std::string& io) {
+  require(data::is_io_mode(io), "unknown --io '" + io + "' (known: " + data::io_mode_list() + ")");
+}
+
+void check_data_threads(int n) {
+  require(n >= 1 && n <= 256, "--data-threads must be between 1 and 256, got " + std::to_string(n));
+}
+
+int default_threads(const comm::Communicator& comm) {
+  const auto hosts = comm.all_hosts();
+  const int on_my_node = static_cast<int>(std::count(hosts.begin(), hosts.end(), comm.host()));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, on_my_node));
+}
+
 void check_train_config(const TrainConfig& c) {
-  check_model(c);
+  check_model_name(c.model);
   check_schedule(c);
   check_input(c);
   check_communication(c);

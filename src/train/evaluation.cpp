@@ -1,9 +1,6 @@
 // Evaluation (trainer.hpp): every sample of a split exactly once, sharded over ranks, counts
 // reduced at the end. Each batch is progress for the stall watchdog, so a long evaluation is not
 // mistaken for a stall, while one batch that never arrives is.
-#include <algorithm>
-#include <thread>
-
 #include "scaletrain/core/progress.hpp"
 #include "scaletrain/data/loader.hpp"
 #include "scaletrain/ops/loss.hpp"
@@ -45,13 +42,6 @@ EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model&
   r.samples = comm.allreduce_sum(samples);
   r.loss = r.samples ? comm.allreduce_sum(loss_sum) / r.samples : 0.0;
   return r;
-}
-
-int default_threads(const comm::Communicator& comm) {
-  const auto hosts = comm.all_hosts();
-  const int on_my_node = static_cast<int>(std::count(hosts.begin(), hosts.end(), comm.host()));
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, on_my_node));
 }
 
 }  // namespace scaletrain::train

@@ -60,6 +60,8 @@ struct CheckpointData {
   std::map<std::string, Tensor> tensors;  // float32
   std::string run_state;                  // empty when the file has no /run
   bool has_checksum = false;              // false for files written by other tools (format 1)
+  // Whether any tensor lies in `group` ("model", "optimizer", "run").
+  bool has_group(const std::string& group) const;
 };
 
 // Reads and verifies a checkpoint file; throws a clear error naming the file when it is missing,

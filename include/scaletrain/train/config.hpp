@@ -117,6 +117,14 @@ inline std::vector<int64_t> input_image_size(const TrainConfig& c) {
           c.image_width > 0 ? c.image_width : default_image_size(c.model)};
 }
 
+// The option rules `train` shares with `eval`, `predict` and `info` (UsageError naming the option).
+void check_model_name(const std::string& model);
+void check_io_mode(const std::string& io);
+void check_data_threads(int data_threads);
+
+// Threads per rank when --threads is 0: the node's cores shared evenly by its ranks. Collective.
+int default_threads(const comm::Communicator& comm);
+
 // Throws UsageError naming the option for any value the run cannot use (a non-positive batch
 // size, an unknown schedule, --resume with --init-from, ...). Checks nothing on disk.
 void check_train_config(const TrainConfig& config);

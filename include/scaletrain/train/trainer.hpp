@@ -47,7 +47,4 @@ struct EvalResult {
 EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model& model, const data::SplitInfo& split,
                     int64_t batch_size, const EvalDataOptions& data_options = {});
 
-// Threads per rank when --threads is 0: the node's cores shared evenly by its ranks.
-int default_threads(const comm::Communicator& comm);
-
 }  // namespace scaletrain::train
