@@ -1,4 +1,4 @@
-# Finds the real dependencies: MPI, parallel HDF5, Boost, oneDNN 2.x, OpenMP, libturbojpeg.
+# Finds the real dependencies: MPI, parallel HDF5, Boost, oneDNN 2.x, OpenMP, libturbojpeg, xxHash.
 # The CUDA backend's (toolkit, cuDNN, NCCL) are found in ScaletrainCuda.cmake.
 
 # scaletrain_forget_when_changed(<root var> <value> <cached result>...): find_path/find_library
@@ -94,6 +94,9 @@ set_target_properties(DNNL::dnnl PROPERTIES INTERFACE_INCLUDE_DIRECTORIES ${DNNL
 find_package(PkgConfig REQUIRED)
 # libjpeg-turbo's TurboJPEG API (Debian: libturbojpeg0-dev): JPEG-encoded datasets.
 pkg_check_modules(TURBOJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
+# xxHash (Debian: libxxhash-dev): whole-file checksums of shards and checkpoints, checked before
+# HDF5 reads a file (io/file_checksum.hpp).
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 
 # PyTorch cross-checks use the system interpreter, where Debian's python3-torch lives.
 if(EXISTS /usr/bin/python3 AND NOT Python3_EXECUTABLE)

@@ -12,6 +12,7 @@ packages=(
   libhdf5-openmpi-dev hdf5-tools zlib1g-dev
   libboost-program-options-dev libboost-test-dev
   libdnnl-dev libturbojpeg0-dev libjpeg-turbo-progs python3-pil
+  libxxhash-dev xxhash python3-xxhash
   python3 python3-numpy python3-h5py python3-torch python3-torchvision python3-matplotlib
   dataset-fashion-mnist
   slurmctld slurmd slurm-client munge

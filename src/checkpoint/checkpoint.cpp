@@ -3,7 +3,9 @@
 // failed load leaves the model as it was; report every mismatch at once (a renamed layer shows up
 // as one missing plus one unexpected tensor); publish by rename after fsync, as report.json is.
 // The checksum is zlib's CRC-32 over every dataset's bytes in path order and then the run state,
-// so h5py can verify a file with a few lines (docs/checkpoint-format.md).
+// so h5py can verify a file with a few lines (docs/checkpoint-format.md). On top of it, the file
+// is sealed (io/file_checksum.hpp): its size and XXH3-64 sit in an HDF5 user block and are checked
+// before HDF5 opens the file, because libhdf5 can crash or hang on damaged metadata.
 #include "scaletrain/checkpoint/checkpoint.hpp"
 
 #include <fcntl.h>
@@ -22,6 +24,7 @@
 #include "scaletrain/checkpoint/run_directory.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/progress.hpp"
+#include "scaletrain/io/file_checksum.hpp"
 #include "scaletrain/io/hdf5.hpp"
 
 namespace scaletrain::checkpoint {
@@ -42,18 +45,13 @@ bool ignored_entry(const std::string& name) {
   return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// fsync of a file or directory by path; a failure on the file is an error, on the directory only
-// a weaker guarantee (some file systems refuse directory fsync).
-void fsync_path(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-  if (fd < 0) {
-    ST_CHECK(directory, "cannot open " << path << " to sync it: " << std::strerror(errno));
-    return;
-  }
-  const int rc = ::fsync(fd);
-  const int err = errno;
+// fsync of a directory, so that a rename in it is durable; a failure only weakens the guarantee
+// (some file systems refuse directory fsync). The file itself is synced by io::seal_file.
+void fsync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
   ::close(fd);
-  ST_CHECK(rc == 0 || directory, "cannot sync " << path << " to disk: " << std::strerror(err));
 }
 
 std::string parent_or_dot(const std::string& path) {
@@ -127,7 +125,7 @@ std::map<std::string, Tensor> file_tensors(nn::ParameterSet& p, const SaveOption
 void write_file(const std::string& tmp, const CheckpointMeta& meta, const std::map<std::string, Tensor>& tensors,
                 const SaveOptions& o) {
   const std::string run_state = o.run ? o.run->state : std::string();
-  io::H5File file(tmp, io::H5File::Mode::create_truncate);
+  io::H5File file(tmp, io::H5File::Mode::create_truncate, io::kSealBytes);
   file.set_attribute(kFormatAttr, static_cast<int64_t>(kCheckpointFormat));
   file.set_attribute("model", meta.model);
   file.set_attribute("epoch", meta.epoch);
@@ -178,10 +176,12 @@ CheckpointMeta read_meta(const io::H5File& file) {
   return meta;
 }
 
+// Opens a checkpoint with HDF5 only after its seal, when it has one, matched its bytes.
 io::H5File open_checkpoint(const std::string& path) {
   std::error_code ec;
   ST_CHECK(fs::exists(path, ec), "checkpoint " << path << " not found");
   ST_CHECK(!fs::is_directory(path, ec), "checkpoint " << path << " is a directory without checkpoints");
+  io::check_seal(path, "checkpoint");
   return io::H5File(path, io::H5File::Mode::read);
 }
 
@@ -247,7 +247,7 @@ void save_checkpoint(const std::string& path, const CheckpointMeta& meta, nn::Pa
   const std::string tmp = path + ".tmp";
   try {
     write_file(tmp, meta, file_tensors(params, options), options);
-    fsync_path(tmp, false);
+    io::seal_file(tmp);  // and syncs it
     ST_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0,
              "cannot publish it: rename from " << tmp << ": " << std::strerror(errno));
   } catch (const std::exception& e) {
@@ -256,7 +256,7 @@ void save_checkpoint(const std::string& path, const CheckpointMeta& meta, nn::Pa
                                         << free_space_note(parent_or_dot(path))
                                         << "; the previous checkpoint, if any, is unchanged");
   }
-  fsync_path(parent_or_dot(path), true);
+  fsync_directory(parent_or_dot(path));
 }
 
 bool CheckpointData::has_group(const std::string& group) const {

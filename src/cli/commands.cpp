@@ -228,7 +228,11 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
                                                "H,W: model input size for JPEG datasets (default 224,224 for resnet50, "
                                                "32,32 for resnet20)")(
       "skip-bad-samples", po::bool_switch(&c.skip_bad_samples),
-      "skip samples that fail to read or decode (counted in report.json) instead of stopping");
+      "skip samples that fail to read or decode (counted in report.json) instead of stopping")(
+      "verify-data", po::bool_switch(&c.verify_data),
+      "before anything reads a shard, compare every shard's bytes with the dataset's manifest.json (XXH3-64; the "
+      "ranks share the shards, about a second per 10 GB per rank from page cache, the file system's read rate "
+      "otherwise); a damaged shard stops the run naming it");
   po::options_description progress("evaluation, progress and outputs", kHelpWidth);
   progress.add_options()("eval-every", po::value(&c.eval_every)->default_value(c.eval_every),
                          "evaluate on val every N epochs (and after the last)")(
@@ -321,6 +325,7 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("stage_to", c.stage_to.empty() ? Json() : Json(c.stage_to));
   j.set("image_size", Json::array_of(train::input_image_size(c)));
   j.set("skip_bad_samples", c.skip_bad_samples);
+  j.set("verify_data", c.verify_data);
   j.set("eval_every", c.eval_every);
   j.set("target_accuracy", c.target_accuracy);
   j.set("log_every", c.log_every);
@@ -408,7 +413,9 @@ int cmd_eval(int argc, char** argv) {
       "data-threads", po::value(&data_options.data_threads)->default_value(data_options.data_threads),
       "decode threads per rank")("image-size", po::value<std::string>(),
                                  "H,W: model input size for JPEG datasets (default 224,224 for resnet50, 32,32 for "
-                                 "resnet20)");
+                                 "resnet20)")(
+      "verify-data", po::bool_switch(&data_options.verify_data),
+      "first compare the split's shards with its manifest.json (checksums, shared by the ranks)");
   po::variables_map vm;
   if (!parse("eval", argc, argv, desc, vm)) return 0;
   notify("eval", vm);
@@ -422,6 +429,7 @@ int cmd_eval(int argc, char** argv) {
   }
 
   const comm::Communicator comm = comm::Communicator::world();
+  if (data_options.verify_data) data::require_intact((std::filesystem::path(data_dir) / split).string(), comm);
   const data::SplitInfo info = data::open_split(data_dir, split);
   Context ctx(Device::cpu, threads > 0 ? threads : train::default_threads(comm));
   auto m = models::make_model(model, info.num_classes, info.channels);

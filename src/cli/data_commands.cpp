@@ -46,6 +46,9 @@ const char* kUsage =
     "  convert fashion-mnist  convert Fashion-MNIST's idx files into the scaletrain dataset format\n"
     "  synthetic              write a random (learnable) image-classification dataset for tests and benchmarks\n"
     "  inspect DIR            validate a dataset and print its splits, shards, sample counts and shapes\n"
+    "  verify DIR             compare every shard's bytes with the dataset's manifest (checksums; ranks share the "
+    "work)\n"
+    "  manifest DIR           write the manifest (each shard's size and checksum) of a dataset made by other tools\n"
     "  bench DIR              read a split through the training data loader and report samples/s per rank\n"
     "\n"
     "The format is described in docs/dataset-format.md. Run 'scaletrain-data <command> --help' for a\n"
@@ -60,32 +63,6 @@ struct World {
   void barrier() const { ST_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD)); }
 };
 
-// Parses argv (after the command word); --help prints and returns false.
-bool parse(const std::string& command, int argc, char** argv, const po::options_description& desc,
-           po::variables_map& vm, const char* synopsis,
-           const po::positional_options_description* positional = nullptr) {
-  try {
-    po::command_line_parser parser(argc, argv);
-    parser.options(desc);
-    if (positional) parser.positional(*positional);
-    po::store(parser.run(), vm);
-  } catch (const po::error& e) {
-    throw UsageError(command + ": " + e.what());
-  }
-  if (vm.count("help")) {
-    if (World().rank == 0)
-      std::cout << "usage: scaletrain-data " << command << " " << synopsis << "\n\n" << desc << "\n";
-    return false;
-  }
-  check_option_ranges(vm, option_ranges());
-  try {
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(command + ": " + e.what());
-  }
-  return true;
-}
-
 std::string vec_string(const std::vector<double>& v) {
   std::ostringstream os;
   os << std::setprecision(6) << "[";
@@ -99,6 +76,10 @@ void print_split(const data::SplitInfo& s, bool shards) {
             << " shard" << (s.shards.size() == 1 ? "" : "s") << ", task " << s.task << ", images " << s.height << "x"
             << s.width << "x" << s.channels << " (HxWxC, uint8), " << s.num_classes << " classes\n";
   std::cout << "  mean " << vec_string(s.mean) << "  std " << vec_string(s.std) << " (pixel scale 0..1)\n";
+  std::cout << "  manifest "
+            << (s.manifest ? s.manifest->path + " (sizes match; 'scaletrain-data verify' checks the checksums)"
+                           : std::string("none (sizes and checksums unknown; 'scaletrain-data manifest' writes one)"))
+            << "\n";
   if (shards)
     for (const auto& sh : s.shards) std::cout << "  " << sh.path << "  " << sh.samples << " samples\n";
 }
@@ -114,6 +95,7 @@ Json split_json(const data::SplitInfo& s) {
   j.set("num_classes", s.num_classes);
   j.set("mean", Json::array_of(s.mean));
   j.set("std", Json::array_of(s.std));
+  j.set("manifest", s.manifest ? Json(s.manifest->path) : Json());
   Json shards = Json::array();
   for (const auto& sh : s.shards) {
     Json o = Json::object();
@@ -125,10 +107,11 @@ Json split_json(const data::SplitInfo& s) {
   return j;
 }
 
-// After writing: rank 0 re-opens what was written (every spec check) and prints a summary.
+// After writing: the manifests, then rank 0 re-opens what was written (every spec check) and
+// prints a summary.
 void verify_and_report(const World& world, const std::string& output, const std::vector<std::string>& splits,
                        double seconds) {
-  world.barrier();
+  write_manifests(output, splits);
   if (world.rank != 0) return;
   for (const auto& split : splits) print_split(data::open_split(output, split), false);
   std::cout << "wrote " << output << " in " << std::fixed << std::setprecision(1) << seconds << " s with " << world.size
@@ -161,7 +144,7 @@ int convert_main(int argc, char** argv) {
   po::positional_options_description pos;
   pos.add("dataset", 1);
   po::variables_map vm;
-  if (!parse("convert", argc, argv, desc, vm, "fashion-mnist --output DIR [options]", &pos)) return 0;
+  if (!parse_data_command("convert", argc, argv, desc, vm, "fashion-mnist --output DIR [options]", &pos)) return 0;
   if (dataset != "fashion-mnist")
     throw UsageError("convert: unknown dataset '" + dataset + "' (known: fashion-mnist, imagenet)");
   if (shards < 1) throw UsageError("convert: --shards must be at least 1, got " + std::to_string(shards));
@@ -226,7 +209,8 @@ int synthetic_main(int argc, char** argv) {
       "chunk-samples", po::value(&chunk)->default_value(chunk), "samples per HDF5 chunk of 'images'")(
       "overwrite", po::bool_switch(&overwrite), "replace shards already in OUTPUT/train and OUTPUT/val");
   po::variables_map vm;
-  if (!parse("synthetic", argc, argv, desc, vm, "--samples N --image-size H,W,C --classes K --output DIR [options]"))
+  if (!parse_data_command("synthetic", argc, argv, desc, vm,
+                          "--samples N --image-size H,W,C --classes K --output DIR [options]"))
     return 0;
   if (task != data::kTaskImageClassification)
     throw UsageError("synthetic: unknown --task '" + task + "' (known: image_classification)");
@@ -324,7 +308,7 @@ int inspect_main(int argc, char** argv) {
   po::positional_options_description pos;
   pos.add("dir", 1);
   po::variables_map vm;
-  if (!parse("inspect", argc, argv, desc, vm, "DIR [--json]", &pos)) return 0;
+  if (!parse_data_command("inspect", argc, argv, desc, vm, "DIR [--json]", &pos)) return 0;
   // Validation is rank 0's job; under mpirun the others just wait for its verdict.
   const World world;
   if (world.rank != 0) return 0;
@@ -440,7 +424,7 @@ int bench_main(int argc, char** argv) {
   po::positional_options_description pos;
   pos.add("dir", 1);
   po::variables_map vm;
-  if (!parse("bench", argc, argv, desc, vm, "DIR [options]", &pos)) return 0;
+  if (!parse_data_command("bench", argc, argv, desc, vm, "DIR [options]", &pos)) return 0;
   if (o.batch_size < 1) throw UsageError("bench: --batch-size must be at least 1");
   if (epochs < 1) throw UsageError("bench: --epochs must be at least 1");
   if (!data::is_io_mode(o.io))
@@ -687,7 +671,7 @@ int bench_main(int argc, char** argv) {
 }
 
 int data_main(int argc, char** argv) {
-  if (argc < 2) throw UsageError("missing command (convert, synthetic, inspect or bench)");
+  if (argc < 2) throw UsageError("missing command (convert, synthetic, inspect, bench, verify or manifest)");
   const std::string command = argv[1];
   if (command == "--help" || command == "-h" || command == "help") {
     if (World().rank == 0) std::cout << kUsage;
@@ -698,10 +682,42 @@ int data_main(int argc, char** argv) {
   if (command == "synthetic") return synthetic_main(argc - 1, argv + 1);
   if (command == "inspect") return inspect_main(argc - 1, argv + 1);
   if (command == "bench") return bench_main(argc - 1, argv + 1);
-  throw UsageError("unknown command '" + command + "' (known: convert, synthetic, inspect, bench)");
+  if (command == "verify") return verify_main(argc - 1, argv + 1);
+  if (command == "manifest") return manifest_main(argc - 1, argv + 1);
+  throw UsageError("unknown command '" + command + "' (known: convert, synthetic, inspect, bench, verify, manifest)");
 }
 
 }  // namespace
+
+bool parse_data_command(const std::string& command, int argc, char** argv, const po::options_description& desc,
+                        po::variables_map& vm, const char* synopsis,
+                        const po::positional_options_description* positional) {
+  try {
+    po::command_line_parser parser(argc, argv);
+    parser.options(desc);
+    if (positional) parser.positional(*positional);
+    po::store(parser.run(), vm);
+  } catch (const po::error& e) {
+    throw UsageError(command + ": " + e.what());
+  }
+  if (vm.count("help")) {
+    if (World().rank == 0)
+      std::cout << "usage: scaletrain-data " << command << " " << synopsis << "\n\n" << desc << "\n";
+    return false;
+  }
+  check_option_ranges(vm, option_ranges());
+  try {
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(command + ": " + e.what());
+  }
+  return true;
+}
+
+void write_manifests(const std::string& output, const std::vector<std::string>& splits) {
+  const comm::Communicator world = comm::Communicator::world();
+  for (const std::string& split : splits) data::write_manifest((fs::path(output) / split).string(), world);
+}
 
 // Creates DIR/<split> for every split; refuses to mix new shards with old ones unless
 // `overwrite`, in which case old shards are removed. Rank 0 does it; the others wait.
@@ -716,6 +732,7 @@ void prepare_output(int rank, const std::string& output, const std::vector<std::
           const std::string name = e.path().filename().string();
           const bool shard =
               e.path().extension() == ".h5" || (name.size() > 7 && name.substr(name.size() - 7) == ".h5.tmp");
+          if (name == data::kManifestFile && overwrite) fs::remove(e.path());  // describes the old shards
           if (!shard) continue;
           if (!overwrite) {
             problem = dir.string() + " already holds shards (" + name + "); pass --overwrite to replace them";

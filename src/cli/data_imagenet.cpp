@@ -208,7 +208,7 @@ int convert_imagenet_main(int argc, char** argv) {
     write_shard(*task.files, begin, end, classes, s, chunk, path);
   }
 
-  ST_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+  write_manifests(output, {"train", "val"});
   if (rank == 0) {
     for (const char* split : {"train", "val"}) {
       const data::SplitInfo info = data::open_split(output, split);

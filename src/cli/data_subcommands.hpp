@@ -2,10 +2,26 @@
 // subcommand word (e.g. "imagenet" for `scaletrain-data convert imagenet ...`).
 #pragma once
 
+#include <boost/program_options.hpp>
 #include <string>
 #include <vector>
 
 namespace scaletrain::cli {
+
+// Parses a subcommand's argv (argv[0] is the command word) with the option ranges of
+// option_ranges.hpp; usage errors throw UsageError naming `command`. --help prints the usage
+// (rank 0) and returns false.
+bool parse_data_command(const std::string& command, int argc, char** argv,
+                        const boost::program_options::options_description& desc,
+                        boost::program_options::variables_map& vm, const char* synopsis,
+                        const boost::program_options::positional_options_description* positional = nullptr);
+
+// Writes DIR/<split>/manifest.json for each split (collective: shards hashed over the ranks).
+void write_manifests(const std::string& output, const std::vector<std::string>& splits);
+
+// `scaletrain-data verify DIR` and `scaletrain-data manifest DIR` (data_verify.cpp).
+int verify_main(int argc, char** argv);
+int manifest_main(int argc, char** argv);
 
 // Creates OUTPUT/<split>/ for each split; existing shards are an error unless `overwrite`, in
 // which case they are removed. Rank 0 does it; every rank learns the verdict (collective).

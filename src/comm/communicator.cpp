@@ -160,6 +160,11 @@ int64_t Communicator::allreduce_sum(int64_t v) const {
   return out;
 }
 
+void Communicator::allreduce_or(std::vector<uint64_t>& values) const {
+  ST_CHECK_MPI(
+      MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_UINT64_T, MPI_BOR, impl_->comm));
+}
+
 double Communicator::allreduce_min(double v) const {
   double out = 0.0;
   ST_CHECK_MPI(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MIN, impl_->comm));

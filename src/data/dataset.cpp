@@ -163,6 +163,9 @@ SplitInfo open_split(const std::string& dataset_dir, const std::string& split) {
     if (e.path().extension() == ".h5" && !e.is_directory()) paths.push_back(e.path().string());
   std::sort(paths.begin(), paths.end());
   ST_CHECK(!paths.empty(), info.dir << ": no *.h5 shard files");
+  // Sizes first: a shard cut short or still being copied never reaches HDF5.
+  info.manifest = read_manifest(info.dir);
+  if (info.manifest) check_manifest_sizes(*info.manifest, paths);
 
   ShardHeader first;
   for (std::size_t i = 0; i < paths.size(); ++i) {

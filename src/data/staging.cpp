@@ -8,10 +8,12 @@
 // Staging: the first rank of every node (local rank 0) copies all shards of the split (global
 // shuffling gives every rank samples of every shard, so a node needs them all) into
 // <dir>/<split name>/ with 8 MiB sequential reads and writes to a temporary name, fsyncs it,
-// verifies the copy against the source's `checksum` attribute and renames it into place.
-// A staged file that already matches the checksum is kept (re-runs on the same node are
-// cheap); one that does not match is copied again, with a warning. A shard without a checksum
-// is always copied (nothing to verify against), with a warning. Ranks sharing one file system
+// verifies the copy and renames it into place. The copy is verified against the split's manifest
+// (size and XXH3-64 of the file's bytes, manifest.hpp: no HDF5 involved, so a damaged copy cannot
+// crash the library), or, for a split without one, against the source's `checksum` attribute.
+// A staged file that already matches is kept (re-runs on the same node are cheap); one that does
+// not match is copied again, with a warning. A shard with neither is always copied (nothing to
+// verify against), with a warning. Ranks sharing one file system
 // (emulated nodes) may copy the same shard at once: temporary names are unique per process and
 // rename is atomic. Success is agreed over the world with one allreduce, so a failure on one node
 // (disk full, a mismatch) becomes the same error, naming the file, on every rank.
@@ -37,6 +39,7 @@
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/log.hpp"
 #include "scaletrain/core/timer.hpp"
+#include "scaletrain/io/file_checksum.hpp"
 #include "scaletrain/io/hdf5.hpp"
 
 namespace scaletrain::data {
@@ -146,16 +149,47 @@ std::string stored_checksum(const std::string& path) {
   return f.has_attribute("checksum") ? f.get_string_attribute("checksum") : std::string();
 }
 
-// The staged copy is usable: same size as the source and its contents match the checksum.
-bool staged_copy_valid(const std::string& staged, const std::string& source, const std::string& expected) {
-  std::error_code ec;
-  if (expected.empty() || !fs::is_regular_file(staged, ec)) return false;
-  if (fs::file_size(staged, ec) != fs::file_size(source, ec) || ec) return false;
-  try {
-    return shard_checksum(staged) == expected;
-  } catch (const Error&) {
-    return false;  // unreadable staged copy: copy again
+// What a copy of a shard must match: its manifest entry, else its `checksum` attribute, else
+// nothing (known() false).
+struct Expected {
+  const ManifestEntry* entry = nullptr;
+  std::string attribute;
+  bool known() const { return entry != nullptr || !attribute.empty(); }
+  std::string text() const {
+    return entry ? std::to_string(entry->bytes) + " bytes with XXH3-64 " + io::xxh3_hex(entry->xxh3) : attribute;
   }
+};
+
+Expected expected_of(const SplitInfo& split, const ShardInfo& shard) {
+  Expected e;
+  if (split.manifest) {
+    e.entry = split.manifest->find(fs::path(shard.path).filename().string());
+    ST_CHECK(e.entry != nullptr, "staging: " << shard.path << " is not in " << split.manifest->path);
+  } else {
+    e.attribute = stored_checksum(shard.path);
+  }
+  return e;
+}
+
+// What the file `copy` holds, in the terms of `e` (an unreadable copy says why).
+std::string copy_checksum(const std::string& copy, const Expected& e) {
+  try {
+    if (e.entry) {
+      const io::FileDigest d = io::digest_file(copy);
+      return std::to_string(d.bytes) + " bytes with XXH3-64 " + io::xxh3_hex(d.xxh3);
+    }
+    return shard_checksum(copy);
+  } catch (const Error& err) {
+    return std::string("unreadable (") + err.what() + ")";
+  }
+}
+
+// The staged copy is usable: same size as the source and its contents match.
+bool staged_copy_valid(const std::string& staged, const std::string& source, const Expected& expected) {
+  std::error_code ec;
+  if (!expected.known() || !fs::is_regular_file(staged, ec)) return false;
+  if (fs::file_size(staged, ec) != fs::file_size(source, ec) || ec) return false;
+  return copy_checksum(staged, expected) == expected.text();
 }
 
 std::string split_name(const SplitInfo& split) {
@@ -179,29 +213,27 @@ NodeCopy copy_shards(const SplitInfo& split, const fs::path& target) {
   const std::string tmp_suffix = ".tmp-" + std::string(host) + "-" + std::to_string(::getpid());
   for (const ShardInfo& shard : split.shards) {
     const std::string dst = (target / fs::path(shard.path).filename()).string();
-    const std::string expected = stored_checksum(shard.path);
+    const Expected expected = expected_of(split, shard);
     if (fs::exists(dst, ec)) {
       if (staged_copy_valid(dst, shard.path, expected)) {
         ++r.kept;
         continue;
       }
-      if (!expected.empty())
-        ST_WARN("staging: " << dst << " does not match the checksum of " << shard.path << "; copying it again");
+      if (expected.known()) ST_WARN("staging: " << dst << " does not match " << shard.path << "; copying it again");
     }
-    if (expected.empty()) ST_WARN("staging: " << shard.path << " has no 'checksum' attribute; copying it unverified");
+    if (!expected.known())
+      ST_WARN("staging: " << shard.path
+                          << " has neither a manifest entry nor a 'checksum' attribute; copying it "
+                             "unverified");
     const std::string tmp = dst + tmp_suffix;
     r.bytes += copy_file(shard.path, tmp);
-    if (!expected.empty()) {
-      std::string got;
-      try {
-        got = shard_checksum(tmp);
-      } catch (const Error& e) {
-        got = std::string("unreadable (") + e.what() + ")";
-      }
-      if (got != expected) {
+    if (expected.known()) {
+      const std::string got = copy_checksum(tmp, expected);
+      if (got != expected.text()) {
         fs::remove(tmp, ec);
-        ST_THROW("staging: the copy of " << shard.path << " to " << dst << " has checksum " << got << ", expected "
-                                         << expected << " (source changed, or the staging disk is failing)");
+        ST_THROW("staging: the copy of " << shard.path << " to " << dst << " has " << got << ", expected "
+                                         << expected.text()
+                                         << " (source damaged or changed, or the staging disk is failing)");
       }
     }
     fs::rename(tmp, dst, ec);

@@ -195,7 +195,7 @@ void H5Handle::reset() {
 // ---------------------------------------------------------------------------------------------
 // H5File
 
-H5File::H5File(const std::string& path, Mode mode) : path_(path) {
+H5File::H5File(const std::string& path, Mode mode, int64_t userblock_bytes) : path_(path) {
   Lock lock(h5_mutex());
   namespace fs = std::filesystem;
   H5Handle fapl(H5_OK(H5Pcreate(H5P_FILE_ACCESS), "cannot create a property list"), H5Handle::Kind::plist);
@@ -206,7 +206,11 @@ H5File::H5File(const std::string& path, Mode mode) : path_(path) {
     // refuses damaged metadata in the files we write instead of decoding it (h5py and HDF5 1.10+
     // read it; 1.8 cannot).
     H5_OK(H5Pset_libver_bounds(fapl.id(), H5F_LIBVER_V110, H5F_LIBVER_V110), "cannot set the HDF5 format bounds");
-    file_ = H5Handle(H5_OK(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id()), path << ": cannot create"),
+    H5Handle fcpl(H5_OK(H5Pcreate(H5P_FILE_CREATE), "cannot create a property list"), H5Handle::Kind::plist);
+    if (userblock_bytes > 0)
+      H5_OK(H5Pset_userblock(fcpl.id(), static_cast<hsize_t>(userblock_bytes)),
+            path << ": cannot reserve a user block of " << userblock_bytes << " bytes");
+    file_ = H5Handle(H5_OK(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.id(), fapl.id()), path << ": cannot create"),
                      H5Handle::Kind::file);
     return;
   }

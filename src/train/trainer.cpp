@@ -39,6 +39,7 @@
 #include "scaletrain/core/timer.hpp"
 #include "scaletrain/core/trace.hpp"
 #include "scaletrain/data/loader.hpp"
+#include "scaletrain/data/manifest.hpp"
 #include "scaletrain/data/staging.hpp"
 #include "scaletrain/ops/loss.hpp"
 #include "scaletrain/report/phase_timer.hpp"
@@ -259,6 +260,10 @@ Training::Training(const comm::Communicator& comm, const TrainConfig& config, co
 }
 
 void Training::open_data() {
+  // --verify-data: whole shards first, before HDF5 reads any of them.
+  if (cfg_.verify_data)
+    for (const char* split : {"train", "val"})
+      data::require_intact((std::filesystem::path(cfg_.data_dir) / split).string(), comm_);
   train_split_ = data::open_split(cfg_.data_dir, "train");
   val_split_ = data::open_split(cfg_.data_dir, "val");
   check_splits_match(train_split_, val_split_, cfg_.data_dir);

@@ -132,10 +132,13 @@ expect_error 1 "$W/empty" "is empty" -- "$BIN" inspect "$W/empty"
 mkdir -p "$W/noshards/train"
 expect_error 1 "$W/noshards/train" "no *.h5 shard files" -- "$BIN" inspect "$W/noshards"
 
-# bad_copy NAME: a fresh copy of the 3-shard synthetic dataset at $W/NAME.
+# bad_copy NAME: a fresh copy of the 3-shard synthetic dataset at $W/NAME, without its manifests,
+# like a dataset written with h5py: what HDF5 and our checks find inside the files. (With a
+# manifest, an edited shard is refused for its size first: tests/cli/test_damaged_files.sh.)
 bad_copy() {
   rm -rf "${W:?}/$1"
   cp -r "$W/syn1" "$W/$1"
+  rm -f "$W/$1"/*/manifest.json
 }
 h5edit() { # h5edit FILE PYTHON: runs PYTHON with f = h5py.File(FILE, 'r+')
   $PY -c "import h5py, numpy as np

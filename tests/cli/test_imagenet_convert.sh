@@ -225,6 +225,7 @@ with h5py.File(sys.argv[1], "r+") as f:
     f["jpeg"][0] = np.frombuffer(b"garbage bytes, not a jpeg", np.uint8)
     del f.attrs["checksum"]
 EOF
+"$BIN" manifest "$W/badj" >/dev/null  # edited on purpose: the manifest describes the edited shard
 expect_error "shard-00000-of-00003.h5: sample 0" "${MPI2[@]}" "$BIN" bench "$W/badj" --split val --no-shuffle \
   --no-drop-last --batch-size 1 --image-size 16,16
 expect_error "JPEG does not decode: Not a JPEG file" "${MPI2[@]}" "$BIN" bench "$W/badj" --split val --no-shuffle \

@@ -70,8 +70,12 @@ import h5py,sys,numpy as np
 f=h5py.File(sys.argv[1],'r+'); w=np.array(f['model/layer1.0.conv1.weight']); del f['model/layer1.0.conv1.weight']
 f.create_dataset('model/layer1.0.conv1.weight', data=w[:, :, :1, :1])
 f.attrs['scaletrain_checkpoint_format'] = 1; del f.attrs['checksum_crc32']; f.close()" "$T/reshaped.h5"
-expect_failure "checkpoint with a wrong shape" "layer1.0.conv1.weight" \
+# The edit breaks the file's seal (docs/checkpoint-format.md): h5unjam removes it, as a user would.
+expect_failure "edited checkpoint, still sealed" "reshaped.h5 is damaged" \
   mpirun -np 2 --oversubscribe "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/reshaped.h5" --data "$T/gray"
+h5unjam -i "$T/reshaped.h5" -o "$T/reshaped-unsealed.h5" >/dev/null
+expect_failure "checkpoint with a wrong shape" "layer1.0.conv1.weight" \
+  mpirun -np 2 --oversubscribe "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/reshaped-unsealed.h5" --data "$T/gray"
 expect_failure "missing checkpoint" "$T/none.h5" \
   mpirun -np 2 --oversubscribe "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/none.h5" --data "$T/gray"
 # Numeric options are range-checked where they are parsed, before any arithmetic on them; a value

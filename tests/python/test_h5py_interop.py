@@ -163,6 +163,20 @@ def read_idx(path):
     return np.frombuffer(data, np.uint8, offset=4 + 4 * len(dims)).reshape(dims)
 
 
+def check_manifest(split_dir, names):
+    """manifest.json lists each shard's size and XXH3-64, computed here with python3-xxhash."""
+    import json, xxhash
+    with open(os.path.join(split_dir, "manifest.json")) as f:
+        m = json.load(f)
+    check(m["format"] == "scaletrain-manifest" and m["version"] == 1 and m["checksum"] == "xxh3-64",
+          f"{split_dir}: manifest header {m}")
+    want = []
+    for name in names:
+        data = open(os.path.join(split_dir, name), "rb").read()
+        want.append({"file": name, "bytes": len(data), "xxh3": xxhash.xxh3_64_hexdigest(data)})
+    check(m["shards"] == want, f"{split_dir}: manifest shards {m['shards']} != {want}")
+
+
 def test_fashion_mnist_conversion():
     if not os.path.isdir(FASHION):
         print(f"SKIP: {FASHION} not installed")
@@ -173,8 +187,11 @@ def test_fashion_mnist_conversion():
     for split, prefix, n in (("train", "train", 60000), ("val", "t10k", 10000)):
         src_images = read_idx(os.path.join(FASHION, f"{prefix}-images-idx3-ubyte.gz"))
         src_labels = read_idx(os.path.join(FASHION, f"{prefix}-labels-idx1-ubyte.gz"))
-        names = sorted(os.listdir(os.path.join(out, split)))
-        check(names == [f"shard-0000{i}-of-00003.h5" for i in range(3)], f"{split}: shard names {names}")
+        files = sorted(os.listdir(os.path.join(out, split)))
+        names = [n for n in files if n.endswith(".h5")]
+        check(files == ["manifest.json"] + [f"shard-0000{i}-of-00003.h5" for i in range(3)],
+              f"{split}: files {files}")
+        check_manifest(os.path.join(out, split), names)
         images, labels = [], []
         for name in names:
             with h5py.File(os.path.join(out, split, name), "r") as f:

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "scaletrain/checkpoint/checkpoint.hpp"
 #include "scaletrain/checkpoint/run_directory.hpp"
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/io/file_checksum.hpp"
 #include "scaletrain/io/hdf5.hpp"
 #include "scaletrain/nn/parameters.hpp"
 #include "scaletrain/optim/sgd.hpp"
@@ -190,8 +192,44 @@ BOOST_AUTO_TEST_CASE(a_flipped_byte_is_found_before_anything_is_loaded) {
   ParameterSet p = make_params();
   p.flat_values().fill(7.0f);
   BOOST_CHECK_EXCEPTION(load_checkpoint(path, "resnet20", p, nullptr), Error,
-                        message_has("checkpoint " + path + " is damaged", "CRC-32"));
+                        message_has("checkpoint " + path + " is damaged", "its seal records"));
   BOOST_TEST(p.flat_values().data<float>()[0] == 7.0f);
+}
+
+BOOST_AUTO_TEST_CASE(the_seal_is_the_files_size_and_xxh3_in_a_user_block) {
+  TempDir tmp;
+  const std::string path = save_reference(tmp.file("ckpt.h5"));
+  std::ifstream in(path, std::ios::binary);
+  std::string head(scaletrain::io::kSealBytes, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  const scaletrain::io::FileDigest rest = scaletrain::io::digest_file(path, scaletrain::io::kSealBytes);
+  const std::string expected = "scaletrain-seal 1\nbytes " + std::to_string(fs::file_size(path)) + "\nxxh3 " +
+                               scaletrain::io::xxh3_hex(rest.xxh3) + "\n";
+  BOOST_TEST(head.substr(0, expected.size()) == expected);
+  BOOST_TEST(head.find_first_not_of('\0', expected.size()) == std::string::npos);
+  BOOST_TEST(rest.bytes == static_cast<int64_t>(fs::file_size(path)) - scaletrain::io::kSealBytes);
+}
+
+BOOST_AUTO_TEST_CASE(a_cut_short_checkpoint_is_refused_before_hdf5_opens_it) {
+  TempDir tmp;
+  const std::string path = save_reference(tmp.file("ckpt.h5"));
+  const auto size = fs::file_size(path);
+  fs::resize_file(path, size - 4096);
+  BOOST_CHECK_EXCEPTION(read_checkpoint_meta(path), Error,
+                        message_has("checkpoint " + path + " is damaged: " + std::to_string(size - 4096) +
+                                        " bytes on disk, " + std::to_string(size) + " when it was written",
+                                    "cut short"));
+}
+
+BOOST_AUTO_TEST_CASE(an_unsealed_checkpoint_is_still_checked_by_its_crc) {
+  // h5unjam (hdf5-tools) removes the seal, as after an edit with h5py (docs/checkpoint-format.md).
+  TempDir tmp;
+  const std::string sealed = save_reference(tmp.file("sealed.h5"));
+  const std::string path = tmp.file("unsealed.h5");
+  BOOST_REQUIRE(std::system(("h5unjam -i " + sealed + " -o " + path + " > /dev/null").c_str()) == 0);
+  BOOST_TEST(read_checkpoint(path).meta.epoch == read_checkpoint(sealed).meta.epoch);
+  flip_byte(path, "/optimizer/layer1.0.conv1.weight");
+  BOOST_CHECK_EXCEPTION(read_checkpoint(path), Error, message_has("checkpoint " + path + " is damaged", "CRC-32"));
 }
 
 BOOST_AUTO_TEST_CASE(files_from_other_tools_without_checksum_load) {

@@ -7,10 +7,12 @@
 //   /run                the run's state as JSON text (attribute "state") and its tensors
 //   root attributes     scaletrain_checkpoint_format (2), model (string), epoch, step (integers),
 //                       checksum_crc32 (of every dataset and the run state)
-// Writing is atomic: "<path>.tmp" is written, flushed, closed and fsync'd, then renamed to path,
-// so a crash never leaves a half-written file under the published name; the checksum catches
-// what happens to the file afterwards. Not collective: the trainer calls save on rank 0 only.
-// Reading verifies everything (format, checksum) before any weight is touched.
+// Writing is atomic: "<path>.tmp" is written, flushed, closed, sealed (its size and XXH3-64 in
+// an HDF5 user block, io/file_checksum.hpp) and fsync'd, then renamed to path, so a crash never
+// leaves a half-written file under the published name; the seal and the checksum catch what
+// happens to the file afterwards. Not collective: the trainer calls save on rank 0 only.
+// Reading checks the seal before HDF5 opens the file (a damaged byte of HDF5 metadata can crash
+// or hang the library), then verifies everything (format, checksum) before any weight is touched.
 #pragma once
 
 #include <cstdint>
@@ -65,8 +67,9 @@ struct CheckpointData {
 };
 
 // Reads and verifies a checkpoint file; throws a clear error naming the file when it is missing,
-// not HDF5 (or truncated), not a scaletrain checkpoint, of a format this build cannot read, or
-// when its checksum does not match its contents.
+// its seal does not match its bytes (cut short, overwritten), it is not HDF5 (or truncated), not
+// a scaletrain checkpoint, of a format this build cannot read, or when its checksum does not match
+// its contents. Files without a seal (other tools', older versions') skip only the seal check.
 CheckpointData read_checkpoint(const std::string& path);
 
 // Copies /model into params and, when sgd is not null and the file has /optimizer, the momentum
@@ -83,7 +86,7 @@ void restore_model(const CheckpointData& data, const std::string& expected_model
 CheckpointMeta load_checkpoint(const std::string& path, const std::string& expected_model, nn::ParameterSet& params,
                                optim::Optimizer* sgd /*nullable*/);
 
-// Only the root attributes (no checksum verification).
+// Only the root attributes, after the seal check (no checksum verification).
 CheckpointMeta read_checkpoint_meta(const std::string& path);
 
 }  // namespace scaletrain::checkpoint

@@ -47,6 +47,9 @@ class Communicator {
   bool allreduce_and(bool v) const;
   // Bitwise or over ranks: one small all-reduce for several yes/no agreements at once.
   uint32_t allreduce_or(uint32_t flags) const;
+  // Bitwise OR of every rank's values, element by element, in place (every rank passes the same
+  // count): e.g. 64-bit results that each rank computed for its own share of items, zero elsewhere.
+  void allreduce_or(std::vector<uint64_t>& values) const;
   // Broadcast from root, in place. The tensor must have the same dtype and element count on
   // every rank; the string is resized on the receivers.
   void broadcast(Tensor& t, int root = 0) const;

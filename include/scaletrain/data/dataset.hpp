@@ -5,10 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "scaletrain/data/manifest.hpp"
 #include "scaletrain/tensor/tensor.hpp"
 
 namespace scaletrain::data {
@@ -30,7 +32,8 @@ struct SplitInfo {
   int64_t samples = 0;  // total over shards
   int height = 0, width = 0, channels = 0;
   int num_classes = 0;
-  std::vector<double> mean, std;  // length channels, pixel scale 0..1
+  std::vector<double> mean, std;     // length channels, pixel scale 0..1
+  std::optional<Manifest> manifest;  // DIR/<split>/manifest.json, when the split has one
   // "raw": dataset `images` uint8 [N, H, W, C] (height/width as stored);
   // "jpeg": dataset `jpeg` variable-length uint8 [N] (height/width 0: the loader's --image-size).
   std::string encoding = "raw";
@@ -46,7 +49,8 @@ int64_t shard_of(const SplitInfo& split, const std::vector<int64_t>& starts, int
 // a missing or empty directory, no *.h5 files, a file that is not HDF5 or is truncated, a missing
 // attribute or dataset, a wrong dtype or rank, shapes or attributes inconsistent across shards,
 // a label out of [0, num_classes) (with the sample index), or images and labels of different N.
-// Reads the labels (4 bytes per sample) but never the images.
+// When the split has a manifest, every shard's size is checked against it before HDF5 opens the
+// shard (manifest.hpp). Reads the labels (4 bytes per sample) but never the images.
 SplitInfo open_split(const std::string& dataset_dir, const std::string& split);
 
 // Split names (sub-directories of dataset_dir) in name order; throws if dataset_dir is missing,

@@ -48,8 +48,10 @@ class H5File {
  public:
   enum class Mode { read, read_write, create_truncate };
   // Opening for reading fails with a clear message when the file is missing, is not an HDF5
-  // file, or is truncated/corrupt.
-  H5File(const std::string& path, Mode mode);
+  // file, or is truncated/corrupt. userblock_bytes (create_truncate only; 0 or a power of two
+  // >= 512) reserves that many bytes at the start of the file that HDF5 skips (the seal of
+  // file_checksum.hpp).
+  H5File(const std::string& path, Mode mode, int64_t userblock_bytes = 0);
   const std::string& path() const { return path_; }
   int64_t id() const { return file_.id(); }
 

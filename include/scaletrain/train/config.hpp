@@ -87,6 +87,7 @@ struct TrainConfig {
   std::string stage_to;                   // copy the shards to this node-local directory first (empty: read in place)
   int image_height = 0, image_width = 0;  // JPEG input size; 0: the model's default (224 or 32)
   bool skip_bad_samples = false;
+  bool verify_data = false;  // compare every shard's checksum with the manifest before the first step
   int log_every = 50;
   bool trace = false;  // write each rank's timeline to <output-dir>/trace/rank-NNNNN.json
 
@@ -128,6 +129,7 @@ struct EvalDataOptions {
   int prefetch = 2;
   int image_height = 0, image_width = 0;  // JPEG datasets: the model's input size
   bool skip_bad_samples = false;
+  bool verify_data = false;  // compare the split's checksums with its manifest first
 };
 
 // The model's default input size for JPEG datasets (--image-size): 224 for resnet50, 32 for resnet20.

@@ -1,0 +1,77 @@
+// The dataset manifest (docs/dataset-format.md, "Manifest"): DIR/<split>/manifest.json lists every
+// shard of the split with its size in bytes and the XXH3-64 of its bytes (io/file_checksum.hpp),
+// written by `scaletrain-data convert|synthetic|manifest`. It lets a run know that a shard is
+// whole before HDF5 reads it:
+//   - opening a split compares each shard's size with the manifest (a stat per shard: a copy cut
+//     short or still running is an error naming the shard, not a crash inside libhdf5);
+//   - `scaletrain-data verify DIR` and `scaletrain train|eval --verify-data` compare every
+//     checksum, spreading the shards over the ranks;
+//   - staging (--stage-to) checks each copy against it.
+// A split without a manifest (written by h5py, or before manifests existed) is read as before;
+// `scaletrain-data manifest DIR` writes one.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "scaletrain/io/file_checksum.hpp"
+
+namespace scaletrain::comm {
+class Communicator;
+}
+
+namespace scaletrain::data {
+
+constexpr const char* kManifestFile = "manifest.json";
+
+struct ManifestEntry {
+  std::string file;   // the shard's file name inside the split directory
+  int64_t bytes = 0;  // its size
+  uint64_t xxh3 = 0;  // XXH3-64 of all its bytes
+};
+
+struct Manifest {
+  std::string path;  // DIR/<split>/manifest.json
+  std::vector<ManifestEntry> shards;
+  const ManifestEntry* find(const std::string& file) const;  // nullptr when not listed
+};
+
+// Reads split_dir/manifest.json; nullopt when there is none. A manifest that cannot be parsed is
+// an error naming it.
+std::optional<Manifest> read_manifest(const std::string& split_dir);
+
+// Compares the split's shard files (paths, as listed in the directory) with the manifest: every
+// shard listed, every listed shard present, sizes equal. Throws naming the shard and saying how
+// to fix it. Costs one stat per shard.
+void check_manifest_sizes(const Manifest& manifest, const std::vector<std::string>& shard_paths);
+
+// Collective over comm: the digests of `paths` (the same list on every rank), path i read by rank
+// i mod P; every rank gets all of them. A file that cannot be read is the same error, naming it,
+// on every rank.
+std::vector<io::FileDigest> digest_files(const std::vector<std::string>& paths, const comm::Communicator& comm);
+
+// Collective: digests the split's *.h5 shards over the ranks and rank 0 writes
+// split_dir/manifest.json (to a temporary name, then renamed).
+void write_manifest(const std::string& split_dir, const comm::Communicator& comm);
+
+// What verify_checksums found.
+struct ChecksumReport {
+  std::string manifest;              // the manifest's path
+  int64_t shards = 0;                // shards read
+  int64_t bytes = 0;                 // bytes read, all ranks
+  double seconds = 0.0;              // wall time of the slowest rank
+  std::vector<std::string> damaged;  // one line per shard that differs, is missing or is not listed
+};
+
+// Collective: reads split_dir's manifest, digests every shard over the ranks (never opening one
+// with HDF5) and compares each with it. Throws when the split has no manifest (naming the command
+// that writes one); damaged shards are listed in the report, not thrown.
+ChecksumReport verify_checksums(const std::string& split_dir, const comm::Communicator& comm);
+
+// Collective: verify_checksums, then rank 0 logs what was read and how fast; damaged shards are
+// an error on every rank listing them (train and eval --verify-data).
+ChecksumReport require_intact(const std::string& split_dir, const comm::Communicator& comm);
+
+}  // namespace scaletrain::data

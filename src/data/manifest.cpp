@@ -1,0 +1,235 @@
+// Dataset manifests (manifest.hpp). Decisions: JSON, so that operators read it and scripts check
+// it (`xxhsum -H3` prints the same hashes); shard i is hashed by rank i mod P, as the writers
+// assign shards, so a writer hashes the files it has just written (still in its page cache);
+// results travel as 64-bit words in one OR all-reduce (each word is set by exactly one rank).
+#include "scaletrain/data/manifest.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "scaletrain/comm/communicator.hpp"
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/core/json.hpp"
+#include "scaletrain/core/log.hpp"
+#include "scaletrain/core/timer.hpp"
+
+namespace scaletrain::data {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kManifestFormat = "scaletrain-manifest";
+constexpr int64_t kManifestVersion = 1;
+
+std::string file_name(const std::string& path) { return fs::path(path).filename().string(); }
+
+std::vector<std::string> shard_files(const std::string& split_dir) {
+  std::vector<std::string> paths;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(split_dir, ec))
+    if (e.path().extension() == ".h5" && !e.is_directory()) paths.push_back(e.path().string());
+  ST_CHECK(!ec, split_dir << ": cannot list: " << ec.message());
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+Manifest parse_manifest(const std::string& path, const std::string& text) {
+  Manifest m;
+  m.path = path;
+  try {
+    const Json j = Json::parse(text);
+    ST_CHECK(j.contains("format") && j.at("format").as_string() == kManifestFormat,
+             "'format' is not \"" << kManifestFormat << "\"");
+    ST_CHECK(j.at("version").as_int() == kManifestVersion,
+             "version " << j.at("version").as_int() << ", this build reads " << kManifestVersion);
+    ST_CHECK(j.at("checksum").as_string() == "xxh3-64",
+             "checksum '" << j.at("checksum").as_string() << "' is not supported (xxh3-64)");
+    const Json& shards = j.at("shards");
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+      const Json& s = shards.at(i);
+      ManifestEntry e;
+      e.file = s.at("file").as_string();
+      e.bytes = s.at("bytes").as_int();
+      ST_CHECK(e.file.find('/') == std::string::npos && !e.file.empty(), "shard name '" << e.file << "'");
+      ST_CHECK(e.bytes >= 0, "shard " << e.file << " has " << e.bytes << " bytes");
+      ST_CHECK(io::parse_xxh3_hex(s.at("xxh3").as_string(), &e.xxh3),
+               "shard " << e.file << ": xxh3 '" << s.at("xxh3").as_string() << "' is not 16 hex digits");
+      m.shards.push_back(e);
+    }
+  } catch (const Error& e) {
+    ST_THROW("dataset manifest " << path << " is damaged or not a manifest: " << error_text(e)
+                                 << "; write it again with `scaletrain-data manifest DIR`");
+  }
+  return m;
+}
+
+Json manifest_json(const std::vector<std::string>& paths, const std::vector<io::FileDigest>& digests) {
+  Json shards = Json::array();
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    Json s = Json::object();
+    s.set("file", file_name(paths[i]));
+    s.set("bytes", digests[i].bytes);
+    s.set("xxh3", io::xxh3_hex(digests[i].xxh3));
+    shards.push_back(s);
+  }
+  Json j = Json::object();
+  j.set("format", kManifestFormat);
+  j.set("version", kManifestVersion);
+  j.set("checksum", "xxh3-64");
+  j.set("shards", shards);
+  return j;
+}
+
+void write_text_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    ST_CHECK(out.good(), "cannot write " << tmp << " (disk full or no permission?)");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  ST_CHECK(!ec, "cannot rename " << tmp << " to " << path << ": " << ec.message());
+}
+
+// The lowest failing rank's message becomes the error on every rank (no rank is left waiting).
+void agree_or_throw(const comm::Communicator& comm, std::string problem) {
+  if (comm.allreduce_and(problem.empty())) return;
+  const double me = problem.empty() ? std::numeric_limits<double>::infinity() : comm.rank();
+  const int first = static_cast<int>(comm.allreduce_min(me));
+  comm.broadcast(problem, first);
+  ST_THROW(problem << (comm.size() > 1 ? " (on rank " + std::to_string(first) + ")" : std::string()));
+}
+
+}  // namespace
+
+const ManifestEntry* Manifest::find(const std::string& file) const {
+  for (const ManifestEntry& e : shards)
+    if (e.file == file) return &e;
+  return nullptr;
+}
+
+std::optional<Manifest> read_manifest(const std::string& split_dir) {
+  const std::string path = (fs::path(split_dir) / kManifestFile).string();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  ST_CHECK(in, "cannot read dataset manifest " << path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_manifest(path, text.str());
+}
+
+void check_manifest_sizes(const Manifest& manifest, const std::vector<std::string>& shard_paths) {
+  const std::string fix =
+      "; if the dataset was changed on purpose, write its manifest again with "
+      "`scaletrain-data manifest DIR`";
+  for (const std::string& path : shard_paths) {
+    const ManifestEntry* e = manifest.find(file_name(path));
+    ST_CHECK(e != nullptr,
+             path << " is not listed in " << manifest.path << " (a shard from another conversion?)" << fix);
+    std::error_code ec;
+    const auto bytes = static_cast<int64_t>(fs::file_size(path, ec));
+    ST_CHECK(!ec, path << ": cannot stat: " << ec.message());
+    ST_CHECK(bytes == e->bytes, path << " is damaged: " << bytes << " bytes, " << manifest.path << " records "
+                                     << e->bytes << " ("
+                                     << (bytes < e->bytes ? "cut short or still being copied" : "grown") << ")" << fix);
+  }
+  for (const ManifestEntry& e : manifest.shards) {
+    const bool present = std::any_of(shard_paths.begin(), shard_paths.end(),
+                                     [&](const std::string& p) { return file_name(p) == e.file; });
+    ST_CHECK(present, manifest.path << " lists shard " << e.file << ", which is missing from "
+                                    << fs::path(manifest.path).parent_path().string() << fix);
+  }
+}
+
+std::vector<io::FileDigest> digest_files(const std::vector<std::string>& paths, const comm::Communicator& comm) {
+  std::vector<uint64_t> words(2 * paths.size(), 0);  // per file: bytes, hash
+  std::string problem;
+  try {
+    for (std::size_t i = static_cast<std::size_t>(comm.rank()); i < paths.size(); i += comm.size()) {
+      const io::FileDigest d = io::digest_file(paths[i]);
+      words[2 * i] = static_cast<uint64_t>(d.bytes);
+      words[2 * i + 1] = d.xxh3;
+    }
+  } catch (const std::exception& e) {
+    problem = error_text(e);
+  }
+  agree_or_throw(comm, problem);
+  comm.allreduce_or(words);
+  std::vector<io::FileDigest> digests(paths.size());
+  for (std::size_t i = 0; i < paths.size(); ++i) digests[i] = {static_cast<int64_t>(words[2 * i]), words[2 * i + 1]};
+  return digests;
+}
+
+void write_manifest(const std::string& split_dir, const comm::Communicator& comm) {
+  const std::vector<std::string> paths = shard_files(split_dir);
+  const std::vector<io::FileDigest> digests = digest_files(paths, comm);
+  std::string problem;
+  if (comm.rank() == 0) {
+    try {
+      write_text_atomically((fs::path(split_dir) / kManifestFile).string(),
+                            manifest_json(paths, digests).dump(2) + "\n");
+    } catch (const std::exception& e) {
+      problem = error_text(e);
+    }
+  }
+  agree_or_throw(comm, problem);
+}
+
+ChecksumReport verify_checksums(const std::string& split_dir, const comm::Communicator& comm) {
+  const std::optional<Manifest> manifest = read_manifest(split_dir);
+  ST_CHECK(manifest.has_value(), split_dir << " has no " << kManifestFile
+                                           << ": nothing to verify against; write one with `scaletrain-data manifest "
+                                              "DIR` (from files you trust)");
+  Stopwatch clock;
+  ChecksumReport report;
+  report.manifest = manifest->path;
+  std::vector<std::string> present;
+  for (const std::string& path : shard_files(split_dir)) {
+    if (manifest->find(file_name(path)) != nullptr)
+      present.push_back(path);
+    else
+      report.damaged.push_back(path + ": not listed in " + manifest->path);
+  }
+  for (const ManifestEntry& e : manifest->shards)
+    if (std::none_of(present.begin(), present.end(), [&](const std::string& p) { return file_name(p) == e.file; }))
+      report.damaged.push_back((fs::path(split_dir) / e.file).string() + ": missing (listed in " + manifest->path +
+                               ")");
+  const std::vector<io::FileDigest> digests = digest_files(present, comm);
+  report.shards = static_cast<int64_t>(present.size());
+  for (std::size_t i = 0; i < present.size(); ++i) {
+    report.bytes += digests[i].bytes;
+    const ManifestEntry& e = *manifest->find(file_name(present[i]));
+    if (digests[i].bytes != e.bytes || digests[i].xxh3 != e.xxh3)
+      report.damaged.push_back(present[i] + ": " + std::to_string(digests[i].bytes) + " bytes with XXH3-64 " +
+                               io::xxh3_hex(digests[i].xxh3) + ", the manifest records " + std::to_string(e.bytes) +
+                               " bytes with " + io::xxh3_hex(e.xxh3));
+  }
+  std::sort(report.damaged.begin(), report.damaged.end());
+  report.seconds = comm.allreduce_max(clock.elapsed());
+  return report;
+}
+
+ChecksumReport require_intact(const std::string& split_dir, const comm::Communicator& comm) {
+  const ChecksumReport r = verify_checksums(split_dir, comm);
+  std::ostringstream lines;
+  for (const std::string& line : r.damaged) lines << "\n  " << line;
+  ST_CHECK(r.damaged.empty(), "--verify-data: " << r.damaged.size() << " damaged shard"
+                                                << (r.damaged.size() == 1 ? "" : "s") << " in " << split_dir << ":"
+                                                << lines.str()
+                                                << "\ncopy them again from their source, or convert again");
+  char line[512];
+  std::snprintf(line, sizeof line, "verified %s: %lld shards, %.1f MB in %.2f s (%.0f MB/s over %d ranks) match %s",
+                split_dir.c_str(), static_cast<long long>(r.shards), r.bytes / 1e6, r.seconds,
+                r.bytes / 1e6 / std::max(r.seconds, 1e-9), comm.size(), r.manifest.c_str());
+  ST_LOG(line);
+  return r;
+}
+
+}  // namespace scaletrain::data
