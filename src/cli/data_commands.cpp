@@ -1,4 +1,4 @@
-// `scaletrain-data`: convert | synthetic | inspect | bench. Options come from Boost.Program_options;
+// `scaletrain-data`: convert | synthetic | inspect | bench | upgrade. Options come from Boost.Program_options;
 // unknown options, bad values and missing arguments are usage errors (exit 2, printed once),
 // anything wrong with the data is a scaletrain::Error naming the file (exit 1 on every rank).
 // Under mpirun the writers share the shards (shard i is written by rank i mod P) and rank 0
@@ -50,9 +50,12 @@ const char* kUsage =
     "work)\n"
     "  manifest DIR           write the manifest (each shard's size and checksum) of a dataset made by other tools\n"
     "  bench DIR              read a split through the training data loader and report samples/s per rank\n"
+    "  upgrade DIR            rewrite a dataset of an older format version (e.g. format-1 JPEG shards) in\n"
+    "                         the current one: scaletrain-data upgrade OLD_DIR --output NEW_DIR\n"
     "\n"
     "The format is described in docs/dataset-format.md. Run 'scaletrain-data <command> --help' for a\n"
-    "command's options. convert and synthetic may run under mpirun: ranks share the shards to write.\n";
+    "command's options. convert, synthetic and upgrade may run under mpirun: ranks share the shards to\n"
+    "write.\n";
 
 struct World {
   int rank = 0, size = 1;
@@ -197,7 +200,7 @@ int synthetic_main(int argc, char** argv) {
   po::options_description desc("options");
   desc.add_options()("help,h", "print this help")("task",
                                                   po::value(&task)->default_value(data::kTaskImageClassification),
-                                                  "image_classification (the only task of format version 1)")(
+                                                  "image_classification (the only task of format version 2)")(
       "samples", po::value(&samples)->required(), "training samples (OUTPUT/train)")(
       "val-samples", po::value(&val_samples), "validation samples (OUTPUT/val); default max(1, samples / 10)")(
       "image-size", po::value(&image_size)->required(), "H,W,C, e.g. 28,28,1 or 224,224,3")(
@@ -671,7 +674,7 @@ int bench_main(int argc, char** argv) {
 }
 
 int data_main(int argc, char** argv) {
-  if (argc < 2) throw UsageError("missing command (convert, synthetic, inspect, bench, verify or manifest)");
+  if (argc < 2) throw UsageError("missing command (convert, synthetic, inspect, bench, verify, manifest or upgrade)");
   const std::string command = argv[1];
   if (command == "--help" || command == "-h" || command == "help") {
     if (World().rank == 0) std::cout << kUsage;
@@ -684,7 +687,9 @@ int data_main(int argc, char** argv) {
   if (command == "bench") return bench_main(argc - 1, argv + 1);
   if (command == "verify") return verify_main(argc - 1, argv + 1);
   if (command == "manifest") return manifest_main(argc - 1, argv + 1);
-  throw UsageError("unknown command '" + command + "' (known: convert, synthetic, inspect, bench, verify, manifest)");
+  if (command == "upgrade") return upgrade_main(argc - 1, argv + 1);
+  throw UsageError("unknown command '" + command +
+                   "' (known: convert, synthetic, inspect, bench, verify, manifest, upgrade)");
 }
 
 }  // namespace

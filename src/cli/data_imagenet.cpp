@@ -1,5 +1,5 @@
 // `scaletrain-data convert imagenet`: the standard ImageNet tree (train/<wnid>/*.JPEG, val/ by
-// class or with a labels file) into sharded files of format version 1, either as the JPEG files'
+// class or with a labels file) into sharded files of format version 2, either as the JPEG files'
 // own bytes (--encoding jpeg, optionally shrinking images whose longer side exceeds --max-side)
 // or decoded and resized to --image-size (--encoding raw). Under mpirun rank r writes shards r,
 // r + P, ...; every rank scans the tree itself (sorted, so all agree), and the output does not
@@ -113,7 +113,7 @@ void write_shard(const std::vector<data::ImageFile>& files, int64_t begin, int64
   if (s.encoding == "raw")
     data::write_image_shard(path, images, labels, num_classes, kImageNetMean, kImageNetStd, chunk);
   else
-    data::write_jpeg_shard(path, jpegs, labels, num_classes, kImageNetMean, kImageNetStd, chunk);
+    data::write_jpeg_shard(path, jpegs, labels, num_classes, kImageNetMean, kImageNetStd);
 }
 
 }  // namespace
@@ -141,7 +141,8 @@ int convert_imagenet_main(int argc, char** argv) {
       "raw: H,W of the stored images (resized to cover H x W, then centre-cropped)")(
       "max-side", po::value(&s.max_side)->default_value(0),
       "jpeg: re-encode (quality 90) images whose longer side exceeds this, shrunk to it; 0 keeps every file as is")(
-      "chunk-samples", po::value(&chunk)->default_value(chunk), "samples per HDF5 chunk")(
+      "chunk-samples", po::value(&chunk)->default_value(chunk),
+      "raw: samples per HDF5 chunk of 'images' (JPEG bytes are stored contiguous)")(
       "overwrite", po::bool_switch(&overwrite), "replace shards already in OUTPUT/train and OUTPUT/val");
   po::variables_map vm;
   try {

@@ -30,4 +30,8 @@ void prepare_output(int rank, const std::string& output, const std::vector<std::
 // `scaletrain-data convert imagenet --source DIR --output DIR --encoding raw|jpeg ...`
 int convert_imagenet_main(int argc, char** argv);
 
+// `scaletrain-data upgrade SRC --output DST [--overwrite]` (src/cli/data_upgrade.cpp): rewrites a
+// dataset in the current format version.
+int upgrade_main(int argc, char** argv);
+
 }  // namespace scaletrain::cli

@@ -1,14 +1,11 @@
-// Dataset format version 1: validation of a split (every rule of docs/dataset-format.md checked
-// at open time, each error naming the file) and the shard writer.
+// Dataset format version 2: validation of a split (every rule of docs/dataset-format.md checked
+// at open time, each error naming the file) and the shard writers.
 #include "scaletrain/data/dataset.hpp"
-
-#include <hdf5.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <mutex>
 #include <sstream>
 
 #include "scaletrain/core/error.hpp"
@@ -37,6 +34,7 @@ struct ShardHeader {
   int num_classes = 0;
   std::vector<double> mean, std;
   std::string encoding;
+  std::shared_ptr<const std::vector<int64_t>> jpeg_offsets;  // JPEG shards
 };
 
 int64_t required_int(const io::H5File& f, const std::string& name) {
@@ -68,6 +66,18 @@ Shape required_dataset(const io::H5File& f, const std::string& name, const std::
   return shape;
 }
 
+// Format 1 stored JPEG bytes as variable-length data, which lives in HDF5's global heap: one
+// damaged byte there crashed libhdf5 1.10 (H5HG_read) and a few hundred zeroed ones hung it. Such
+// shards are refused before any of that data is touched, with the command that converts them.
+void refuse_format1_jpeg(const std::string& path) {
+  const fs::path dataset_dir = fs::path(path).parent_path().parent_path();
+  ST_THROW(path << ": a JPEG shard of dataset format 1, whose 'jpeg' samples are variable-length data in HDF5's "
+                   "global heap, which one damaged byte can make the HDF5 library crash or hang on; this build "
+                   "reads format 2 (flat 'jpeg' bytes and 'jpeg_offsets'). Convert the dataset once with: "
+                   "scaletrain-data upgrade "
+                << dataset_dir.string() << " --output NEW_DIR (see docs/dataset-format.md)");
+}
+
 ShardHeader read_shard(const std::string& path) {
   io::H5File f(path, io::H5File::Mode::read);
   ShardHeader h;
@@ -75,8 +85,9 @@ ShardHeader read_shard(const std::string& path) {
            path << ": missing root attribute 'scaletrain_format' (not a scaletrain dataset shard? see "
                    "docs/dataset-format.md)");
   const int64_t version = f.get_int_attribute("scaletrain_format");
-  ST_CHECK(version == kFormatVersion, path << ": dataset format version " << version
-                                           << " is not supported (this build reads version " << kFormatVersion << ")");
+  ST_CHECK(version >= kOldestRawFormatVersion && version <= kFormatVersion,
+           path << ": dataset format version " << version << " is not supported (this build reads versions "
+                << kOldestRawFormatVersion << " to " << kFormatVersion << ")");
   ST_CHECK(f.has_attribute("task"), path << ": missing root attribute 'task' (a string)");
   h.task = f.get_string_attribute("task");
   ST_CHECK(h.task == kTaskImageClassification,
@@ -86,9 +97,10 @@ ShardHeader read_shard(const std::string& path) {
   ST_CHECK(classes > 0 && classes < (int64_t(1) << 31), path << ": num_classes = " << classes << " is not positive");
   h.num_classes = static_cast<int>(classes);
 
-  // The encoding: `jpeg` (variable-length JPEG bytes per sample) or `images` (raw pixels). The
-  // optional attribute `encoding` must agree with the dataset present.
+  // The encoding: `jpeg` (JPEG files' bytes) or `images` (raw pixels). The optional attribute
+  // `encoding` must agree with the dataset present.
   const bool jpeg = f.is_dataset("jpeg");
+  if (jpeg && (version < 2 || f.dataset_type("jpeg") == "vlen_uint8")) refuse_format1_jpeg(path);
   h.encoding = jpeg ? "jpeg" : "raw";
   if (f.has_attribute("encoding")) {
     const std::string e = f.get_string_attribute("encoding");
@@ -98,10 +110,8 @@ ShardHeader read_shard(const std::string& path) {
   }
   const Shape labels = required_dataset(f, "labels", "int32", 1, "[N]");
   if (jpeg) {
-    const Shape bytes = required_dataset(f, "jpeg", "vlen_uint8", 1, "variable-length uint8 [N]");
-    ST_CHECK(bytes[0] == labels[0], path << ": 'jpeg' has " << bytes[0] << " samples but 'labels' has " << labels[0]
-                                         << " (the first dimension is the sample index)");
-    h.samples = bytes[0];
+    h.samples = labels[0];
+    h.jpeg_offsets = std::make_shared<const std::vector<int64_t>>(read_jpeg_offsets(f, h.samples));
     const int64_t channels = f.has_attribute("channels") ? f.get_int_attribute("channels") : 3;
     ST_CHECK(channels == 3, path << ": attribute 'channels' = " << channels << " (JPEG datasets decode to RGB, 3)");
     h.channels = 3;
@@ -132,6 +142,29 @@ ShardHeader read_shard(const std::string& path) {
 }
 
 }  // namespace
+
+std::vector<int64_t> read_jpeg_offsets(const io::H5File& f, int64_t samples) {
+  const std::string& path = f.path();
+  const Shape bytes = required_dataset(f, "jpeg", "uint8", 1, "[total bytes] (format 2)");
+  const Shape count = required_dataset(f, "jpeg_offsets", "int64", 1, "[N + 1]");
+  ST_CHECK(count[0] == samples + 1, path << ": 'jpeg_offsets' has " << count[0] << " values but 'labels' has "
+                                         << samples << " samples (expected N + 1 = " << samples + 1 << ")");
+  const Tensor t = f.read("jpeg_offsets", DType::i64);
+  const int64_t* o = t.data<int64_t>();
+  ST_CHECK(o[0] == 0, path << ": 'jpeg_offsets'[0] is " << o[0] << ", expected 0");
+  for (int64_t i = 0; i < samples; ++i)
+    ST_CHECK(o[i + 1] > o[i], path << ": 'jpeg_offsets' is not increasing at sample " << i << " (" << o[i] << ", then "
+                                   << o[i + 1] << "): every sample needs at least one byte");
+  ST_CHECK(o[samples] == bytes[0],
+           path << ": 'jpeg_offsets' ends at " << o[samples] << " but 'jpeg' has " << bytes[0] << " bytes");
+  return std::vector<int64_t>(o, o + samples + 1);
+}
+
+void require_jpeg_offsets(const SplitInfo& split) {
+  for (const ShardInfo& s : split.shards)
+    ST_CHECK(s.jpeg_offsets && static_cast<int64_t>(s.jpeg_offsets->size()) == s.samples + 1,
+             s.path << ": the JPEG sample offsets were not loaded (a split is opened with open_split)");
+}
 
 std::vector<std::string> list_splits(const std::string& dataset_dir) {
   std::error_code ec;
@@ -186,7 +219,7 @@ SplitInfo open_split(const std::string& dataset_dir, const std::string& split) {
                                                                     << join(h.std) << " differ from " << p0 << "'s "
                                                                     << join(first.mean) << "/" << join(first.std));
     }
-    info.shards.push_back({paths[i], h.samples});
+    info.shards.push_back({paths[i], h.samples, h.jpeg_offsets});
     info.samples += h.samples;
   }
   ST_CHECK(info.samples > 0, info.dir << ": the shards hold no samples");
@@ -248,15 +281,6 @@ void finish_shard(const std::string& path) {
   stamp_shard_checksum(path);
 }
 
-// Closes an HDF5 id when it goes out of scope (the C API calls below hold io::h5_mutex()).
-struct H5Id {
-  hid_t id;
-  herr_t (*close)(hid_t);
-  ~H5Id() {
-    if (id >= 0) close(id);
-  }
-};
-
 }  // namespace
 
 void write_image_shard(const std::string& path, const Tensor& images, const Tensor& labels, int num_classes,
@@ -277,39 +301,25 @@ void write_image_shard(const std::string& path, const Tensor& images, const Tens
 }
 
 void write_jpeg_shard(const std::string& path, const std::vector<std::vector<uint8_t>>& jpegs, const Tensor& labels,
-                      int num_classes, const std::vector<double>& mean, const std::vector<double>& std,
-                      int64_t chunk_samples) {
+                      int num_classes, const std::vector<double>& mean, const std::vector<double>& std) {
   const int64_t n = static_cast<int64_t>(jpegs.size());
-  check_shard_metadata(path, labels, n, 3, num_classes, mean, std, chunk_samples);
-  for (int64_t i = 0; i < n; ++i) ST_CHECK(!jpegs[i].empty(), path << ": sample " << i << " has no JPEG bytes");
-  const std::string tmp = path + ".tmp";
+  check_shard_metadata(path, labels, n, 3, num_classes, mean, std, kDefaultChunkSamples);
+  Tensor offsets = Tensor::empty({n + 1}, DType::i64);
+  int64_t* o = offsets.data<int64_t>();
+  o[0] = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ST_CHECK(!jpegs[i].empty(), path << ": sample " << i << " has no JPEG bytes");
+    o[i + 1] = o[i] + static_cast<int64_t>(jpegs[i].size());
+  }
+  Tensor bytes = Tensor::empty({o[n]}, DType::u8);
+  for (int64_t i = 0; i < n; ++i) std::copy(jpegs[i].begin(), jpegs[i].end(), bytes.data<uint8_t>() + o[i]);
   {
-    io::H5File f(tmp, io::H5File::Mode::create_truncate);
+    io::H5File f(path + ".tmp", io::H5File::Mode::create_truncate);
     write_root_attributes(f, num_classes, mean, std);
     f.set_attribute("encoding", "jpeg");
     f.set_attribute("channels", int64_t(3));
-    {
-      // h5py's vlen uint8 (h5py.vlen_dtype(np.uint8)), chunked along samples.
-      std::lock_guard<std::recursive_mutex> lock(io::h5_mutex());
-      const hsize_t dims[1] = {static_cast<hsize_t>(n)};
-      H5Id type{H5Tvlen_create(H5T_NATIVE_UINT8), H5Tclose};
-      H5Id space{H5Screate_simple(1, dims, nullptr), H5Sclose};
-      H5Id dcpl{H5Pcreate(H5P_DATASET_CREATE), H5Pclose};
-      ST_CHECK(type.id >= 0 && space.id >= 0 && dcpl.id >= 0, tmp << ": cannot create the vlen uint8 type");
-      if (n > 0) {
-        const hsize_t chunk[1] = {static_cast<hsize_t>(std::min(chunk_samples, n))};
-        ST_CHECK(H5Pset_chunk(dcpl.id, 1, chunk) >= 0, tmp << ": cannot chunk dataset 'jpeg'");
-      }
-      H5Id dset{H5Dcreate2(static_cast<hid_t>(f.id()), "jpeg", type.id, space.id, H5P_DEFAULT, dcpl.id, H5P_DEFAULT),
-                H5Dclose};
-      ST_CHECK(dset.id >= 0, tmp << ": cannot create dataset 'jpeg'");
-      if (n > 0) {
-        std::vector<hvl_t> rows(n);
-        for (int64_t i = 0; i < n; ++i) rows[i] = {jpegs[i].size(), const_cast<uint8_t*>(jpegs[i].data())};
-        ST_CHECK(H5Dwrite(dset.id, type.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()) >= 0,
-                 tmp << ": cannot write dataset 'jpeg' (disk full?)");
-      }
-    }
+    f.write("jpeg", bytes);  // contiguous: one range per run of samples, one offset to look up
+    f.write("jpeg_offsets", offsets);
     f.write("labels", labels);
     f.close();
   }

@@ -1,12 +1,14 @@
-// The mmap SampleReader (--io mmap): raw shards are mapped read-only and read() returns the
-// rows' addresses in the mappings, so the I/O thread does no copying at all and the decode
+// The mmap SampleReader (--io mmap): shards are mapped read-only and read() returns the samples'
+// addresses in the mappings, so the I/O thread does no copying at all and the decode
 // workers copy each sample out of the page cache straight into its batch slot (fused with the
 // crop and flip). Compared with posix's pread into a staging buffer and a second copy into the
 // batch, that is one pass over the bytes instead of two, and a memcpy in user space instead of a
 // system call per run. Row addresses come from the HDF5 fast path's chunk table
 // (io::H5Dataset::row_offset), so this needs uncompressed shards chunked along rows, as the
-// converters write them; anything else is refused with a message that names the file.
-// JPEG shards hold variable-length rows in HDF5's heap and are read as posix reads them.
+// converters write them; anything else is refused with a message that names the file. JPEG
+// shards (format 2) work the same way: sample i is bytes [o[i], o[i + 1]) of the flat `jpeg`
+// dataset, which must lie in one range of the file (contiguous, as scaletrain-data writes it), so
+// that every sample is one pointer.
 //
 // Pages are mapped (and, from a cold page cache, read, with the kernel's read-ahead) by the
 // workers' copies as they touch them. Faulting them in ahead on the I/O thread with
@@ -26,9 +28,10 @@ namespace {
 
 class MmapReader : public SampleReader {
  public:
-  MmapReader(const SplitInfo& split, const LoaderOptions&) : split_(split) {
-    ST_CHECK(split.encoding == "raw",
-             split.dir << ": the mmap reader maps raw shards, not '" << split.encoding << "' ones");
+  MmapReader(const SplitInfo& split, const LoaderOptions&) : split_(split), jpeg_(split.encoding == "jpeg") {
+    ST_CHECK(split.encoding == "raw" || jpeg_,
+             split.dir << ": the mmap reader maps raw or jpeg shards, not '" << split.encoding << "' ones");
+    if (jpeg_) require_jpeg_offsets(split);
     shard_begin_ = shard_starts(split);
     row_bytes_ = int64_t(split.height) * split.width * split.channels;
   }
@@ -50,17 +53,23 @@ class MmapReader : public SampleReader {
       const int64_t s = shard_of(split_, shard_begin_, id);
       const int64_t row = id - shard_begin_[s];
       const Shard& shard = shards_[s];
-      out.mapped[k] = shard.map.data() + shard.images.row_offset(row);
+      if (!jpeg_) {
+        out.mapped[k] = shard.map.data() + shard.images.row_offset(row);
+        out.offsets[k + 1] = out.offsets[k] + row_bytes_;
+      } else {
+        const std::vector<int64_t>& o = *split_.shards[s].jpeg_offsets;
+        out.mapped[k] = shard.map.data() + shard.images.row_offset(o[row]);
+        out.offsets[k + 1] = out.offsets[k] + (o[row + 1] - o[row]);
+      }
       out.labels[k] = shard.labels[row];
-      out.offsets[k + 1] = out.offsets[k] + row_bytes_;
     }
     // Counted as read when handed over; the copy out of the page cache happens in the decoders.
-    bytes_read_ += static_cast<int64_t>(n) * (row_bytes_ + 4);
+    bytes_read_ += out.offsets[n] + static_cast<int64_t>(n) * 4;
   }
 
  private:
   struct Shard {
-    io::H5Dataset images;
+    io::H5Dataset images;  // `images`, or the flat `jpeg` bytes
     std::vector<int32_t> labels;
     io::MappedFile map;
   };
@@ -71,33 +80,44 @@ class MmapReader : public SampleReader {
       Shard shard;
       {
         io::H5File file(s.path, io::H5File::Mode::read);
-        shard.images = io::H5Dataset(file, "images");
+        const char* name = jpeg_ ? "jpeg" : "images";
+        shard.images = io::H5Dataset(file, name);
         io::H5Dataset labels(file, "labels");
-        ST_CHECK(shard.images.rows() == s.samples && labels.rows() == s.samples,
-                 s.path << ": changed since the split was opened (" << shard.images.rows() << " samples, expected "
-                        << s.samples << ")");
-        ST_CHECK(shard.images.row_elements() == row_bytes_,
+        // A JPEG shard's `jpeg` holds bytes, not samples: its length is the offsets' end.
+        const int64_t expected = jpeg_ ? s.jpeg_offsets->back() : s.samples;
+        ST_CHECK(shard.images.rows() == expected && labels.rows() == s.samples,
+                 s.path << ": changed since the split was opened (" << labels.rows() << " samples and "
+                        << shard.images.rows() << " rows of '" << name << "', expected " << s.samples << " and "
+                        << expected << ")");
+        ST_CHECK(jpeg_ || shard.images.row_elements() == row_bytes_,
                  s.path << ": changed since the split was opened (image size)");
         if (s.samples == 0) {  // nothing to map (the format allows empty shards)
           shards.push_back(std::move(shard));
           continue;
         }
-        ST_CHECK(shard.images.direct(DType::u8),
-                 s.path << ": --io mmap needs uncompressed uint8 'images' chunked along rows (as scaletrain-data "
-                           "writes them); read this dataset with --io posix");
+        if (!jpeg_)
+          ST_CHECK(shard.images.direct(DType::u8),
+                   s.path << ": --io mmap needs uncompressed uint8 'images' chunked along rows (as scaletrain-data "
+                             "writes them); read this dataset with --io posix");
+        else
+          ST_CHECK(shard.images.direct(DType::u8) && shard.images.file_contiguous(),
+                   s.path << ": --io mmap needs the 'jpeg' bytes uncompressed in one range of the file (contiguous, "
+                             "as scaletrain-data writes them, e.g. with 'scaletrain-data upgrade'); read this "
+                             "dataset with --io posix");
         shard.labels.resize(s.samples);
         labels.read_rows(0, s.samples, DType::i32, shard.labels.data());
       }
       shard.map = io::MappedFile(s.path);
-      ST_CHECK(shard.map.size() >= shard.images.data_end(), s.path << ": truncated: " << shard.map.size()
-                                                                   << " bytes, but its images end at byte "
-                                                                   << shard.images.data_end());
+      ST_CHECK(shard.map.size() >= shard.images.data_end(),
+               s.path << ": truncated: " << shard.map.size() << " bytes, but its '" << shard.images.name()
+                      << "' data ends at byte " << shard.images.data_end());
       shards.push_back(std::move(shard));
     }
     shards_ = std::move(shards);
   }
 
   SplitInfo split_;
+  bool jpeg_;
   int64_t row_bytes_ = 0;
   std::vector<int64_t> shard_begin_;  // first sample id of each shard, plus the total
   std::vector<Shard> shards_;
@@ -108,8 +128,6 @@ class MmapReader : public SampleReader {
 }  // namespace
 
 std::unique_ptr<SampleReader> make_mmap_reader(const SplitInfo& split, const LoaderOptions& options) {
-  // JPEG rows live in HDF5's heap, not at fixed offsets: read them as posix does.
-  if (split.encoding == "jpeg") return make_posix_reader(split, options);
   return std::make_unique<MmapReader>(split, options);
 }
 

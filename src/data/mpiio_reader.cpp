@@ -2,9 +2,11 @@
 // through HDF5's MPI-IO driver; HDF5 gives the file offset of every chunk (looked up once) and the
 // labels, and each read() groups the requested samples per shard and reads each shard's distinct
 // rows, as runs cut at chunk borders, straight into the output through HDF5's own MPI-IO handle.
+// JPEG samples (format 2) are byte ranges of the flat `jpeg` dataset, located with the offsets
+// open_split read: a run of consecutive samples is one range of the file, read the same way.
 // (HDF5 1.10 walks a union of row hyperslabs element by element of the last dimension: ~30 MB/s
-// for RGB images. It still reads compressed or oddly chunked `images` and variable-length JPEG
-// rows, independently.)
+// for RGB images. It still reads compressed or oddly chunked datasets, independently, one
+// hyperslab per run.)
 //
 // mpiio: every rank opens shards on its own (a private duplicate of MPI_COMM_SELF), lazily, and
 // reads one piece at a time: no collective contract, any number of read() calls.
@@ -14,8 +16,7 @@
 // can aggregate the ranks' requests. Every read() is collective: the ranks first agree (one small
 // allreduce) on errors and on which shards anyone needs, then read those shards in order, a rank
 // with nothing there reading nothing; errors met while reading are agreed on at the end.
-// Evaluation (!drop_last: step counts differ by rank) and variable-length (JPEG) datasets fall
-// back to the independent mode.
+// Evaluation (!drop_last: step counts differ by rank) falls back to the independent mode.
 //
 // Every HDF5 call and every read through a shard's MPI-IO handle holds io::h5_mutex() (HDF5 is
 // not thread-safe; the handle is HDF5's).
@@ -56,20 +57,28 @@ struct Shard {
   std::string path;
   int64_t samples = 0;
   hid_t file = -1;
-  hid_t data = -1;  // `images` (raw) or `jpeg` (vlen)
+  hid_t data = -1;  // `images` (raw) or `jpeg` (flat bytes)
   Shape dims;       // of `data`
   std::vector<int32_t> labels;
-  // Direct path (raw, uncompressed, contiguous or chunked in whole rows): the file offset of
+  std::shared_ptr<const std::vector<int64_t>> jpeg_offsets;  // JPEG: samples + 1 offsets into `jpeg`
+  // Direct path (uncompressed, contiguous or chunked in whole rows of `data`): the file offset of
   // every chunk, read through HDF5's own MPI-IO handle.
   bool direct = false;
   MPI_File fh = MPI_FILE_NULL;
-  int64_t chunk_rows = 0;             // rows per chunk (all rows when contiguous)
+  int64_t chunk_rows = 0;             // rows of `data` per chunk (all rows when contiguous)
   std::vector<int64_t> chunk_offset;  // per chunk, in row order
 };
 
 // One requested sample: where it lives and where it goes.
 struct Item {
   int64_t shard, row, pos;
+};
+
+// The stored bytes of one distinct sample of a shard: rows [first, first + count) of the shard's
+// `data` (raw: the sample's row; JPEG: its byte range of `jpeg`), to be placed at dest.
+struct Extent {
+  int64_t first, count, row;  // row: the sample's row in the shard, for messages
+  uint8_t* dest;
 };
 
 class MpiioReader final : public SampleReader {
@@ -87,29 +96,33 @@ class MpiioReader final : public SampleReader {
   void close_shard(Shard& s);
   // Sets s.direct and the chunk offsets when the rows can be read with plain MPI-IO.
   void find_chunks(Shard& s, hid_t file, hid_t data);
-  // The direct path: rows' bytes straight from the file, one collective MPI_File_read_at_all
-  // over an hindexed file view (collective mode) or one MPI_File_read_at per piece.
-  void read_direct(Shard& s, const std::vector<int64_t>& rows, const std::vector<uint8_t*>& dest);
+  // The direct path: the extents' bytes straight from the file, one collective
+  // MPI_File_read_at_all over an hindexed file view (collective mode) or one MPI_File_read_at per
+  // piece (a piece: a range of the file that is also one range of the output).
+  void read_direct(Shard& s, const std::vector<Extent>& extents);
   // Collective mode: every rank passes its own error ("" when fine) and its needs[] per shard; on
   // return needs[s] says whether any rank needs shard s. If any rank failed, every rank throws
   // the lowest failing rank's message.
   void agree(const std::string& error, std::vector<int>& needs);
-  // Reads `rows` (increasing, distinct) of shard s: raw rows to dest[i] (row_bytes_ each);
-  // variable-length rows into staging_, appending (offset, size) to pieces_. rows may be empty
-  // (a collective read that selects nothing).
-  void read_rows(Shard& s, const std::vector<int64_t>& rows, const std::vector<uint8_t*>& dest);
+  // Reads `extents` (increasing, disjoint) of shard s to their destinations. extents may be
+  // empty (a collective read that selects nothing).
+  void read_extents(Shard& s, const std::vector<Extent>& extents);
+  // The stored size of sample `row` of shard s.
+  int64_t sample_bytes(const Shard& s, int64_t row) const {
+    return jpeg_ ? (*s.jpeg_offsets)[row + 1] - (*s.jpeg_offsets)[row] : row_bytes_;
+  }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
   bool collective_ = false;
-  bool vlen_ = false;
-  int64_t row_bytes_ = 0;  // raw: H * W * C
+  bool jpeg_ = false;
+  int64_t row_bytes_ = 0;   // raw: H * W * C
+  int64_t unit_bytes_ = 0;  // bytes per row of a shard's `data`: row_bytes_ (raw) or 1 (JPEG)
   std::vector<Shard> shards_;
   std::vector<int64_t> shard_begin_;  // first split-wide id of each shard, plus the total
   hid_t dxpl_ = -1;
   MPI_Info info_ = MPI_INFO_NULL;  // hints for MPI_File_open
-  std::vector<uint8_t> staging_;
-  std::vector<std::pair<int64_t, int64_t>> pieces_;  // (offset in staging_, size) per unique row read
+  std::vector<uint8_t> staging_;   // reads through HDF5
   std::atomic<int64_t> bytes_read_{0};
   bool aggregate_ = false;        // collective MPI-IO reads (false: each rank reads its own pieces)
   bool failed_together_ = false;  // an agreed error: every rank unwinds, closing stays collective
@@ -118,17 +131,17 @@ class MpiioReader final : public SampleReader {
 MpiioReader::MpiioReader(const SplitInfo& split, const LoaderOptions& options, MPI_Comm world, bool collective) {
   ST_CHECK(split.encoding == "raw" || split.encoding == "jpeg",
            split.dir << ": encoding '" << split.encoding << "' cannot be read with --io " << options.io);
-  vlen_ = split.encoding == "jpeg";
+  jpeg_ = split.encoding == "jpeg";
+  if (jpeg_) require_jpeg_offsets(split);
   row_bytes_ = int64_t(split.height) * split.width * split.channels;
+  unit_bytes_ = jpeg_ ? 1 : row_bytes_;
   // Collective reads need the same number of read() calls on every rank: only training plans
-  // (drop_last) guarantee that, and HDF5 1.10 reads variable-length data independently only.
-  collective_ = collective && options.drop_last && !vlen_;
+  // (drop_last) guarantee that.
+  collective_ = collective && options.drop_last;
   static std::atomic<bool> said_fallback{false};
   if (collective && !collective_ && !said_fallback.exchange(true))
-    log_info(std::string("--io mpiio-collective: ") +
-             (vlen_ ? "variable-length (JPEG) samples cannot be read collectively by parallel HDF5 1.10"
-                    : "evaluation ranks may run different numbers of steps") +
-             "; reading " + split.dir + " with independent MPI-IO (--io mpiio)");
+    log_info("--io mpiio-collective: evaluation ranks may run different numbers of steps; reading " + split.dir +
+             " with independent MPI-IO (--io mpiio)");
 
   // A private communicator: collective over the world (collective mode) or this rank alone.
   ST_CHECK_MPI(MPI_Comm_dup(collective_ ? world : MPI_COMM_SELF, &comm_));
@@ -141,6 +154,7 @@ MpiioReader::MpiioReader(const SplitInfo& split, const LoaderOptions& options, M
     Shard sh;
     sh.path = s.path;
     sh.samples = s.samples;
+    sh.jpeg_offsets = s.jpeg_offsets;
     shards_.push_back(std::move(sh));
   }
   {
@@ -267,7 +281,7 @@ void MpiioReader::open_shard(Shard& s) {
   ST_CHECK(file >= 0,
            s.path << ": cannot open with MPI-IO (missing, unreadable, truncated or not HDF5): " << io::h5_error_text());
   Id f(file, H5Fclose);
-  const char* name = vlen_ ? "jpeg" : "images";
+  const char* name = jpeg_ ? "jpeg" : "images";
   hid_t data = H5Dopen2(file, name, H5P_DEFAULT);
   ST_CHECK(data >= 0, s.path << ": cannot open dataset '" << name << "': " << io::h5_error_text());
   Id d(data, H5Dclose);
@@ -279,15 +293,18 @@ void MpiioReader::open_shard(Shard& s) {
     H5Sget_simple_extent_dims(space.id, dims.data(), nullptr);
     s.dims.assign(dims.begin(), dims.end());
   }
-  ST_CHECK(s.dims[0] == s.samples, s.path << ": '" << name << "' has " << s.dims[0] << " samples, expected "
-                                          << s.samples << " (changed since the split was opened?)");
-  if (!vlen_) {
+  // A JPEG shard's `jpeg` holds bytes, not samples: its length is the offsets' end.
+  const int64_t expected = jpeg_ ? s.jpeg_offsets->back() : s.samples;
+  ST_CHECK(s.dims[0] == expected && (!jpeg_ || s.dims.size() == 1), s.path << ": '" << name << "' has " << s.dims[0]
+                                                                           << " rows, expected " << expected
+                                                                           << " (changed since the split was opened?)");
+  if (!jpeg_) {
     int64_t row = 1;
     for (std::size_t i = 1; i < s.dims.size(); ++i) row *= s.dims[i];
     ST_CHECK(row == row_bytes_, s.path << ": images of " << row << " bytes, expected " << row_bytes_
                                        << " (changed since the split was opened?)");
   }
-  if (!vlen_ && s.samples > 0) find_chunks(s, file, data);
+  if (s.samples > 0) find_chunks(s, file, data);
   // Labels: 4 bytes per sample, read whole once (collectively in collective mode).
   s.labels.assign(s.samples, 0);
   if (s.samples > 0) {
@@ -336,7 +353,7 @@ void MpiioReader::find_chunks(Shard& s, hid_t file, hid_t data) {
   if (layout == H5D_CONTIGUOUS) {
     const haddr_t at = H5Dget_offset(data);
     if (at == HADDR_UNDEF) return;
-    s.chunk_rows = s.samples;
+    s.chunk_rows = s.dims[0];
     s.chunk_offset.assign(1, static_cast<int64_t>(at));
   } else if (layout == H5D_CHUNKED) {
     const std::size_t nd = s.dims.size();
@@ -345,7 +362,7 @@ void MpiioReader::find_chunks(Shard& s, hid_t file, hid_t data) {
     for (std::size_t i = 1; i < nd; ++i)
       if (static_cast<int64_t>(chunk[i]) != s.dims[i]) return;  // chunks must hold whole rows
     s.chunk_rows = static_cast<int64_t>(chunk[0]);
-    const int64_t nchunks = (s.samples + s.chunk_rows - 1) / s.chunk_rows;
+    const int64_t nchunks = (s.dims[0] + s.chunk_rows - 1) / s.chunk_rows;
     s.chunk_offset.assign(nchunks, -1);
     Id space(H5Dget_space(data), H5Sclose);
     hsize_t stored = 0;
@@ -371,30 +388,43 @@ void MpiioReader::find_chunks(Shard& s, hid_t file, hid_t data) {
   s.direct = true;
 }
 
-void MpiioReader::read_direct(Shard& s, const std::vector<int64_t>& rows, const std::vector<uint8_t*>& dest) {
-  // One piece per run of rows within one chunk: (file offset, length, first row).
+void MpiioReader::read_direct(Shard& s, const std::vector<Extent>& extents) {
+  // Pieces: each extent cut at chunk borders; neighbours that are one range of the file and of
+  // the output are merged (a run of consecutive samples, sorted, is one piece per chunk or less).
   struct Piece {
     int64_t offset, length, row;
     uint8_t* dest;
   };
+  constexpr int64_t kMaxPiece = int64_t(1) << 30;  // MPI counts are int
   std::vector<Piece> pieces;
-  const int64_t n = static_cast<int64_t>(rows.size());
-  for (int64_t i = 0; i < n;) {
-    const int64_t c = rows[i] / s.chunk_rows, chunk_end = (c + 1) * s.chunk_rows;
-    int64_t j = i + 1;
-    while (j < n && rows[j] == rows[j - 1] + 1 && rows[j] < chunk_end && dest[j] == dest[j - 1] + row_bytes_) ++j;
-    pieces.push_back(
-        {s.chunk_offset[c] + (rows[i] - c * s.chunk_rows) * row_bytes_, (j - i) * row_bytes_, rows[i], dest[i]});
-    i = j;
+  int64_t total = 0;
+  for (const Extent& e : extents) {
+    int64_t first = e.first, count = e.count;
+    uint8_t* dest = e.dest;
+    while (count > 0) {
+      const int64_t c = first / s.chunk_rows, within = first - c * s.chunk_rows;
+      const int64_t n = std::min(count, s.chunk_rows - within);
+      const int64_t offset = s.chunk_offset[c] + within * unit_bytes_, length = n * unit_bytes_;
+      Piece* last = pieces.empty() ? nullptr : &pieces.back();
+      if (last && last->offset + last->length == offset && last->dest + last->length == dest &&
+          last->length + length <= kMaxPiece)
+        last->length += length;
+      else
+        pieces.push_back({offset, length, e.row, dest});
+      first += n;
+      count -= n;
+      dest += length;
+      total += length;
+    }
   }
   // MPI-IO file views need increasing offsets; the memory type follows the same order.
   std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
-  const int64_t total = n * row_bytes_;
+  const int64_t n = static_cast<int64_t>(extents.size());
   auto fail = [&](const char* what, int rc) {
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
     MPI_Error_string(rc, text, &len);
-    ST_THROW(s.path << ": " << what << " of " << n << " rows (from row " << (n ? rows[0] : -1)
+    ST_THROW(s.path << ": " << what << " of " << n << " samples (from row " << (n ? extents[0].row : -1)
                     << " of this file) failed: " << std::string(text, len));
   };
   if (aggregate_) {
@@ -457,64 +487,36 @@ void MpiioReader::read_direct(Shard& s, const std::vector<int64_t>& rows, const 
   }
 }
 
-void MpiioReader::read_rows(Shard& s, const std::vector<int64_t>& rows, const std::vector<uint8_t*>& dest) {
+void MpiioReader::read_extents(Shard& s, const std::vector<Extent>& extents) {
   Lock lock(io::h5_mutex());
   if (s.direct) {
-    read_direct(s, rows, dest);
+    read_direct(s, extents);
     return;
   }
+  // Through HDF5 (compressed or oddly chunked data): one regular hyperslab per run of adjacent
+  // extents, into staging_, then to the destinations. HDF5 1.10 walks an irregular (union)
+  // selection element by element of the last dimension, far too slowly for images.
   const std::size_t nd = s.dims.size();
-  const int64_t n = static_cast<int64_t>(rows.size());
-  auto fail = [&](int64_t row) { ST_THROW(s.path << ": cannot read row " << row << ": " << io::h5_error_text()); };
-  if (!vlen_) {
-    // HDF5 1.10 walks an irregular (union) selection element by element of the last dimension,
-    // far too slowly for images: read each run of rows as one regular hyperslab instead.
-    const int64_t at = static_cast<int64_t>(staging_.size());
-    staging_.resize(at + n * row_bytes_);
-    std::vector<hsize_t> start(nd, 0), count(s.dims.begin(), s.dims.end());
-    for (int64_t i = 0; i < n;) {
-      int64_t j = i + 1;
-      while (j < n && rows[j] == rows[j - 1] + 1) ++j;
-      start[0] = rows[i];
-      count[0] = j - i;
-      Id fspace(H5Dget_space(s.data), H5Sclose);
-      const hsize_t mem_n = (j - i) * row_bytes_;
-      Id mspace(H5Screate_simple(1, &mem_n, nullptr), H5Sclose);
-      if (fspace.id < 0 || mspace.id < 0 ||
-          H5Sselect_hyperslab(fspace.id, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) < 0 ||
-          H5Dread(s.data, H5T_NATIVE_UINT8, mspace.id, fspace.id, H5P_DEFAULT, staging_.data() + at + i * row_bytes_) <
-              0)
-        fail(rows[i]);
-      i = j;
-    }
-    for (int64_t i = 0; i < n; ++i) std::memcpy(dest[i], staging_.data() + at + i * row_bytes_, row_bytes_);
-    staging_.resize(at);
-    return;
-  }
-  if (n == 0) return;
-  // Variable-length rows: one read over the union of runs (a 1-D selection, walked per row).
-  Id fspace(H5Dget_space(s.data), H5Sclose);
-  H5S_seloper_t op = H5S_SELECT_SET;
-  for (int64_t i = 0; i < n;) {
-    int64_t j = i + 1;
-    while (j < n && rows[j] == rows[j - 1] + 1) ++j;
-    const hsize_t start = rows[i], count = j - i;
-    if (H5Sselect_hyperslab(fspace.id, op, &start, nullptr, &count, nullptr) < 0) fail(rows[i]);
-    op = H5S_SELECT_OR;
+  const std::size_t n = extents.size();
+  std::vector<hsize_t> start(nd, 0), count(s.dims.begin(), s.dims.end());
+  for (std::size_t i = 0; i < n;) {
+    std::size_t j = i + 1;
+    while (j < n && extents[j].first == extents[j - 1].first + extents[j - 1].count) ++j;
+    start[0] = extents[i].first;
+    count[0] = extents[j - 1].first + extents[j - 1].count - extents[i].first;
+    const hsize_t mem_n = count[0] * unit_bytes_;
+    staging_.resize(mem_n);
+    Id fspace(H5Dget_space(s.data), H5Sclose);
+    Id mspace(H5Screate_simple(1, &mem_n, nullptr), H5Sclose);
+    if (fspace.id < 0 || mspace.id < 0 ||
+        H5Sselect_hyperslab(fspace.id, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) < 0 ||
+        H5Dread(s.data, H5T_NATIVE_UINT8, mspace.id, fspace.id, H5P_DEFAULT, staging_.data()) < 0)
+      ST_THROW(s.path << ": cannot read row " << extents[i].row << ": " << io::h5_error_text());
+    for (std::size_t k = i; k < j; ++k)
+      std::memcpy(extents[k].dest, staging_.data() + (extents[k].first - extents[i].first) * unit_bytes_,
+                  extents[k].count * unit_bytes_);
     i = j;
   }
-  const hsize_t mem_n = n;
-  Id mspace(H5Screate_simple(1, &mem_n, nullptr), H5Sclose);
-  Id vtype(H5Tvlen_create(H5T_NATIVE_UINT8), H5Tclose);
-  std::vector<hvl_t> buf(n);
-  if (H5Dread(s.data, vtype.id, mspace.id, fspace.id, dxpl_, buf.data()) < 0) fail(rows[0]);
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t at = static_cast<int64_t>(staging_.size());
-    staging_.resize(at + buf[i].len);
-    if (buf[i].len) std::memcpy(staging_.data() + at, buf[i].p, buf[i].len);
-    pieces_.emplace_back(at, static_cast<int64_t>(buf[i].len));
-  }
-  H5Dvlen_reclaim(vtype.id, mspace.id, H5P_DEFAULT, buf.data());
 }
 
 void MpiioReader::read(const std::vector<int64_t>& ids, SampleBytes& out) {
@@ -563,43 +565,45 @@ void MpiioReader::read(const std::vector<int64_t>& ids, SampleBytes& out) {
     agree(error, needs);  // throws on every rank if any rank failed
   }
 
-  // Read each needed shard's distinct rows; collective mode reads every shard that any rank needs.
-  // Raw rows go straight to their place in out.bytes (the first request of a repeated id).
+  // Every sample's size is known (raw: the image size; JPEG: the offsets), so each distinct
+  // sample is read straight into its place in out.bytes (the first request of a repeated id).
   const std::size_t n = ids.size();
   out.ids = ids;
   out.labels.resize(n);
-  if (!vlen_) {
-    out.bytes.resize(n * row_bytes_);
-    out.offsets.resize(n + 1);
-    for (std::size_t j = 0; j <= n; ++j) out.offsets[j] = static_cast<int64_t>(j) * row_bytes_;
-  }
-  staging_.clear();
-  pieces_.clear();
-  std::vector<int64_t> first_of(items.size());  // items[k] -> the item holding its row's bytes
-  std::vector<int64_t> piece_of(items.size());  // vlen: items[k] -> pieces_ index
-  std::vector<int64_t> rows;
-  std::vector<uint8_t*> dest;
+  std::vector<int64_t> size(n, 0);
+  for (const Item& it : items) size[it.pos] = sample_bytes(shards_[it.shard], it.row);
+  out.offsets.resize(n + 1);
+  out.offsets[0] = 0;
+  for (std::size_t j = 0; j < n; ++j) out.offsets[j + 1] = out.offsets[j] + size[j];
+  out.bytes.resize(out.offsets[n]);
+
+  // Read each needed shard's distinct samples; collective mode reads every shard that any rank
+  // needs.
+  std::vector<int64_t> first_of(items.size());  // items[k] -> the item holding its sample's bytes
+  std::vector<Extent> extents;
   std::size_t k = 0;
   std::string read_error;
   for (std::size_t s = 0; s < nshards; ++s) {
     if (!needs[s]) continue;
-    rows.clear();
-    dest.clear();
+    extents.clear();
+    int64_t bytes = 0;
     for (; k < items.size() && items[k].shard == static_cast<int64_t>(s); ++k) {
-      if (rows.empty() || rows.back() != items[k].row) {
-        rows.push_back(items[k].row);
-        dest.push_back(vlen_ ? nullptr : out.bytes.data() + items[k].pos * row_bytes_);
+      const Item& it = items[k];
+      if (extents.empty() || extents.back().row != it.row) {
+        const int64_t first = jpeg_ ? (*shards_[s].jpeg_offsets)[it.row] : it.row;
+        const int64_t count = jpeg_ ? size[it.pos] : 1;
+        extents.push_back({first, count, it.row, out.bytes.data() + out.offsets[it.pos]});
+        bytes += size[it.pos] + 4;  // with its label (read once, up front)
         first_of[k] = static_cast<int64_t>(k);
       } else {
         first_of[k] = first_of[k - 1];
       }
-      piece_of[k] = static_cast<int64_t>(pieces_.size() + rows.size() - 1);
     }
     // After a failure, keep taking part in the collective reads with nothing selected.
-    if (!read_error.empty()) rows.clear(), dest.clear();
+    if (!read_error.empty()) extents.clear(), bytes = 0;
     try {
-      read_rows(shards_[s], rows, dest);
-      bytes_read_ += static_cast<int64_t>(rows.size()) * (vlen_ ? 4 : row_bytes_ + 4);
+      read_extents(shards_[s], extents);
+      bytes_read_ += bytes;
     } catch (const Error& e) {
       if (!collective_) throw;
       read_error = e.what();
@@ -613,28 +617,10 @@ void MpiioReader::read(const std::vector<int64_t>& ids, SampleBytes& out) {
   for (std::size_t i = 0; i < items.size(); ++i) {
     const Item& it = items[i];
     out.labels[it.pos] = shards_[it.shard].labels[it.row];
-  }
-  if (!vlen_) {
     // Repeated ids: copy the bytes read for their first request.
-    for (std::size_t i = 0; i < items.size(); ++i)
-      if (first_of[i] != static_cast<int64_t>(i))
-        std::memcpy(out.bytes.data() + items[i].pos * row_bytes_,
-                    out.bytes.data() + items[first_of[i]].pos * row_bytes_, row_bytes_);
-    return;
-  }
-  int64_t sum = 0;
-  for (const auto& p : pieces_) sum += p.second;
-  bytes_read_ += sum;
-  // Variable-length rows: assemble in request order from staging_.
-  std::vector<int64_t> where(n, -1);
-  for (std::size_t i = 0; i < items.size(); ++i) where[items[i].pos] = static_cast<int64_t>(i);
-  out.offsets.resize(n + 1);
-  out.offsets[0] = 0;
-  for (std::size_t j = 0; j < n; ++j) out.offsets[j + 1] = out.offsets[j] + pieces_[piece_of[where[j]]].second;
-  out.bytes.resize(out.offsets[n]);
-  for (std::size_t j = 0; j < n; ++j) {
-    const auto& p = pieces_[piece_of[where[j]]];
-    if (p.second) std::memcpy(out.bytes.data() + out.offsets[j], staging_.data() + p.first, p.second);
+    if (first_of[i] != static_cast<int64_t>(i))
+      std::memcpy(out.bytes.data() + out.offsets[it.pos], out.bytes.data() + out.offsets[items[first_of[i]].pos],
+                  size[it.pos]);
   }
 }
 

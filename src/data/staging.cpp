@@ -3,7 +3,9 @@
 // Checksum: CRC-32 (zlib) of the shard's dataset contents as read through HDF5, so it does not
 // depend on the file layout: the labels as int32 little-endian, then either every image byte
 // (dataset `images`, row-major) or, for JPEG shards, each sample's length (uint64 little-endian)
-// followed by its bytes (dataset `jpeg`). Stored as the root attribute `checksum`, "crc32:%08x".
+// followed by its bytes (sample i: bytes [jpeg_offsets[i], jpeg_offsets[i + 1]) of `jpeg`). The
+// value is that of format 1's variable-length samples, so `scaletrain-data upgrade` keeps it.
+// Stored as the root attribute `checksum`, "crc32:%08x".
 //
 // Staging: the first rank of every node (local rank 0) copies all shards of the split (global
 // shuffling gives every rank samples of every shard, so a node needs them all) into
@@ -49,7 +51,6 @@ namespace {
 
 constexpr std::size_t kCopyBlock = 8u << 20;         // bytes per read/write when copying
 constexpr int64_t kChecksumBlockBytes = 32ll << 20;  // image bytes per HDF5 read when checksumming
-constexpr int64_t kJpegBlockRows = 1024;             // JPEG samples per HDF5 read
 
 uint32_t crc_update(uint32_t crc, const void* data, std::size_t size) {
   const auto* p = static_cast<const Bytef*>(data);
@@ -66,29 +67,24 @@ void put_le64(uint8_t* out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 
-// Variable-length JPEG bytes, read through the HDF5 C API (the io layer has no vlen reads).
-uint32_t crc_jpeg(const io::H5File& file, const std::string& path, int64_t rows, uint32_t crc) {
-  std::lock_guard<std::recursive_mutex> lock(io::h5_mutex());
-  io::H5Handle dset(H5Dopen2(file.id(), "jpeg", H5P_DEFAULT), io::H5Handle::Kind::dataset);
-  ST_CHECK(dset.valid(), path << ": cannot open dataset 'jpeg'");
-  io::H5Handle space(H5Dget_space(dset.id()), io::H5Handle::Kind::dataspace);
-  io::H5Handle type(H5Tvlen_create(H5T_NATIVE_UINT8), io::H5Handle::Kind::datatype);
-  ST_CHECK(space.valid() && type.valid(), path << ": cannot read dataset 'jpeg'");
-  std::vector<hvl_t> buf(kJpegBlockRows);
+// Format-2 JPEG bytes, read in blocks of whole samples of about kChecksumBlockBytes (the offsets
+// are checked first, so a damaged offset cannot make a length negative).
+uint32_t crc_jpeg(const io::H5File& file, int64_t samples, uint32_t crc) {
+  const std::vector<int64_t> offsets = read_jpeg_offsets(file, samples);
+  const io::H5Dataset jpeg(file, "jpeg");
+  std::vector<uint8_t> buf;
   uint8_t len[8];
-  for (int64_t start = 0; start < rows; start += kJpegBlockRows) {
-    const hsize_t count = static_cast<hsize_t>(std::min(kJpegBlockRows, rows - start));
-    const hsize_t offset = static_cast<hsize_t>(start);
-    ST_CHECK_H5(H5Sselect_hyperslab(space.id(), H5S_SELECT_SET, &offset, nullptr, &count, nullptr));
-    io::H5Handle mem(H5Screate_simple(1, &count, nullptr), io::H5Handle::Kind::dataspace);
-    const herr_t status = H5Dread(dset.id(), type.id(), mem.id(), space.id(), H5P_DEFAULT, buf.data());
-    ST_CHECK(status >= 0, path << ": cannot read JPEG samples " << start << ".." << start + count - 1);
-    for (hsize_t i = 0; i < count; ++i) {
-      put_le64(len, buf[i].len);
+  for (int64_t first = 0; first < samples;) {
+    int64_t last = first + 1;  // block: samples [first, last)
+    while (last < samples && offsets[last + 1] - offsets[first] <= kChecksumBlockBytes) ++last;
+    buf.resize(static_cast<std::size_t>(offsets[last] - offsets[first]));
+    jpeg.read_rows(offsets[first], offsets[last] - offsets[first], DType::u8, buf.data());
+    for (int64_t i = first; i < last; ++i) {
+      put_le64(len, static_cast<uint64_t>(offsets[i + 1] - offsets[i]));
       crc = crc_update(crc, len, sizeof len);
-      crc = crc_update(crc, buf[i].p, buf[i].len);
+      crc = crc_update(crc, buf.data() + (offsets[i] - offsets[first]), offsets[i + 1] - offsets[i]);
     }
-    H5Dvlen_reclaim(type.id(), mem.id(), H5P_DEFAULT, buf.data());
+    first = last;
   }
   return crc;
 }
@@ -231,8 +227,8 @@ NodeCopy copy_shards(const SplitInfo& split, const fs::path& target) {
       const std::string got = copy_checksum(tmp, expected);
       if (got != expected.text()) {
         fs::remove(tmp, ec);
-        ST_THROW("staging: the copy of " << shard.path << " to " << dst << " has " << got << ", expected "
-                                         << expected.text()
+        ST_THROW("staging: the copy of " << shard.path << " to " << dst << " does not match its checksum: it has "
+                                         << got << ", expected " << expected.text()
                                          << " (source damaged or changed, or the staging disk is failing)");
       }
     }
@@ -266,7 +262,7 @@ std::string shard_checksum(const std::string& path) {
       crc = crc_update(crc, buf.data(), static_cast<std::size_t>(count * row_bytes));
     }
   } else if (f.has("jpeg")) {
-    crc = crc_jpeg(f, path, f.dataset_shape("jpeg").at(0), crc);
+    crc = crc_jpeg(f, labels.numel(), crc);
   } else {
     ST_THROW(path << ": neither 'images' nor 'jpeg' to checksum");
   }

@@ -689,6 +689,13 @@ int64_t H5Dataset::data_end() const {
   return end;
 }
 
+bool H5Dataset::file_contiguous() const {
+  ST_CHECK(direct_, path_ << ": dataset '" << name_ << "' cannot be read directly (compressed or irregular layout)");
+  for (std::size_t c = 0; c < chunk_offset_.size(); ++c)
+    if (chunk_offset_[c] != chunk_offset_[0] + static_cast<int64_t>(c) * chunk_rows_ * row_bytes_) return false;
+  return true;
+}
+
 void H5Dataset::read_runs_direct(const Runs& runs, void* out) const {
   std::unique_ptr<PosixFile> own;  // other HDF5 drivers: a descriptor for this read
   if (fd_ < 0) own = std::make_unique<PosixFile>(path_);

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # scaletrain-data convert imagenet end to end on a tiny tree made here with PIL (3 classes x 4
 # images, val as val/*.JPEG + labels file and as val/<wnid>/): jpeg and raw encodings under
-# mpirun -np 2, inspect accepts both, h5py reads the vlen bytes back equal to the source files,
-# one and two ranks give identical shards, raw pixels match the flat colours, --max-side shrinks;
+# mpirun -np 2, inspect accepts both, h5py reads the flat JPEG bytes (format 2: 'jpeg' uint8 +
+# 'jpeg_offsets') back equal to the source files, one and two ranks give identical shards, raw
+# pixels match the flat colours, --max-side shrinks; all --io modes give identical batches; a
+# format-1 (vlen) JPEG dataset written by h5py is refused by inspect and train with the upgrade
+# hint, and 'scaletrain-data upgrade' converts it (same bytes, same checksum); damaged offsets are
+# named; a chunked 'jpeg' written by h5py reads through the fallback path;
 # errors: no train/, an unreadable image, val/*.JPEG without --val-labels, bad options; a stored
 # JPEG that does not decode stops reading on every rank naming file and sample (or is skipped).
 # Env (set by ctest): ST_BIN (build/bin), ST_TMP (scratch).
@@ -78,8 +82,8 @@ timeout 120 "$BIN" convert imagenet --source "$W/flat" --output "$W/jpeg1" --enc
 grep -qF "12 samples in 3 shards" "$W/inspect.txt" || fail "inspect: $(cat "$W/inspect.txt")"
 echo "ok: jpeg convert under mpirun -np 2, inspect"
 
-# h5py reads the vlen bytes: equal to the source files in sorted order, labels = class index;
-# one and two ranks wrote the same contents.
+# h5py reads the flat bytes: sample i is jpeg[offsets[i]:offsets[i+1]], equal to the source
+# files in sorted order, labels = class index; one and two ranks wrote the same contents.
 $PY - "$W" <<'EOF'
 import glob, os, sys
 import h5py, numpy as np
@@ -88,13 +92,18 @@ def load(d, split):
     data, labels = [], []
     for p in sorted(glob.glob(os.path.join(d, split, "*.h5"))):
         with h5py.File(p, "r") as f:
-            assert f.attrs["scaletrain_format"] == 1
+            assert f.attrs["scaletrain_format"] == 2
             assert f.attrs["encoding"] in ("jpeg", b"jpeg"), f.attrs["encoding"]
             assert "checksum" in f.attrs, p
             assert list(f.attrs["mean"]) == [0.485, 0.456, 0.406]
             assert list(f.attrs["std"]) == [0.229, 0.224, 0.225]
-            assert f["jpeg"].dtype == h5py.vlen_dtype(np.uint8), f["jpeg"].dtype
-            data += [bytes(x) for x in f["jpeg"][:]]
+            j, o = f["jpeg"], f["jpeg_offsets"]
+            assert j.dtype == np.uint8 and j.ndim == 1 and j.chunks is None, (j.dtype, j.shape, j.chunks)
+            assert o.dtype == np.int64 and o.shape == (f["labels"].shape[0] + 1,), (o.dtype, o.shape)
+            o = o[:]
+            assert o[0] == 0 and o[-1] == j.shape[0] and (np.diff(o) > 0).all(), o
+            b = j[:].tobytes()
+            data += [b[o[i]:o[i + 1]] for i in range(len(o) - 1)]
             labels += list(f["labels"][:])
     return data, labels
 train, tl = load(os.path.join(root, "jpeg2"), "train")
@@ -106,7 +115,7 @@ vfiles = sorted(glob.glob(os.path.join(root, "flat", "val", "*.JPEG")))
 assert val == [open(p, "rb").read() for p in vfiles] and vl == [1, 2, 0], vl
 for split in ("train", "val"):
     assert load(os.path.join(root, "jpeg1"), split) == load(os.path.join(root, "jpeg2"), split), split
-print("ok: h5py reads the vlen bytes back, equal to the files; 1 and 2 ranks agree")
+print("ok: h5py reads the flat bytes back, equal to the files; 1 and 2 ranks agree")
 EOF
 
 # raw encoding at 16x16 (val/<wnid>/ layout): flat colours come back within JPEG tolerance.
@@ -136,11 +145,12 @@ $PY - "$W" <<'EOF'
 import io, sys, h5py
 from PIL import Image
 root = sys.argv[1]
+sample0 = lambda f: f["jpeg"][f["jpeg_offsets"][0]:f["jpeg_offsets"][1]].tobytes()
 with h5py.File(f"{root}/big_out/train/shard-00000-of-00001.h5", "r") as f:
-    im = Image.open(io.BytesIO(bytes(f["jpeg"][0])))
+    im = Image.open(io.BytesIO(sample0(f)))
     assert im.size == (32, 16), im.size
 with h5py.File(f"{root}/big_out/val/shard-00000-of-00001.h5", "r") as f:
-    assert bytes(f["jpeg"][0]) == open(f"{root}/big/val/n0/b.JPEG", "rb").read()
+    assert sample0(f) == open(f"{root}/big/val/n0/b.JPEG", "rb").read()
 print("ok: --max-side")
 EOF
 
@@ -222,7 +232,8 @@ cp -r "$W/jpeg2/val" "$W/badj/"
 $PY - "$W/badj/val/shard-00000-of-00003.h5" <<'EOF'
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1], "r+") as f:
-    f["jpeg"][0] = np.frombuffer(b"garbage bytes, not a jpeg", np.uint8)
+    a, b = f["jpeg_offsets"][0:2]
+    f["jpeg"][a:b] = np.frombuffer((b"garbage bytes, not a jpeg " * 1000)[:b - a], np.uint8)
     del f.attrs["checksum"]
 EOF
 "$BIN" manifest "$W/badj" >/dev/null  # edited on purpose: the manifest describes the edited shard
@@ -233,4 +244,158 @@ expect_error "JPEG does not decode: Not a JPEG file" "${MPI2[@]}" "$BIN" bench "
 timeout 60 "$BIN" bench "$W/badj" --split val --batch-size 2 --image-size 16,16 --skip-bad-samples >/dev/null ||
   fail "--skip-bad-samples did not read past the bad JPEG"
 echo "ok: a bad stored JPEG"
+
+# expect_exit1 NEEDLE COMMAND...: exit status 1 (an error about the data, not a crash or a hang).
+expect_exit1() {
+  local needle=$1
+  shift
+  local out rc=0
+  out=$(timeout 60 "$@" 2>&1) || rc=$?
+  [ "$rc" -eq 1 ] || fail "exit $rc, expected 1: $* -> $out"
+  grep -qF -- "$needle" <<<"$out" || fail "expected '$needle' in: $out"
+  echo "ok: exit 1 with '$needle'"
+}
+
+# Every --io mode gives the same batches (with augmentation, under mpirun -np 2) on the flat JPEG
+# dataset; mpiio-collective reads JPEG byte ranges collectively.
+for io in posix mmap mpiio mpiio-collective; do
+  "${MPI2[@]}" "$BIN" bench "$W/jpeg2" --io $io --batch-size 3 --image-size 16,16 --augment --dump-batches 2 \
+    --dump "$W/io_$io.h5" >"$W/io_$io.txt" 2>&1 || fail "bench --io $io: $(cat "$W/io_$io.txt")"
+done
+grep -qF "mpiio-collective reader" "$W/io_mpiio-collective.txt" || fail "not collective: $(cat "$W/io_mpiio-collective.txt")"
+$PY - "$W" <<'EOF'
+import sys, h5py, numpy as np
+root = sys.argv[1]
+ref = h5py.File(f"{root}/io_posix.h5", "r")
+assert ref["images"].shape == (6, 16, 16, 3), ref["images"].shape
+for io in ("mmap", "mpiio", "mpiio-collective"):
+    with h5py.File(f"{root}/io_{io}.h5", "r") as f:
+        for k in ("images", "labels", "ids"):
+            assert np.array_equal(f[k][:], ref[k][:]), (io, k)
+print("ok: posix, mmap, mpiio and mpiio-collective give identical JPEG batches")
+EOF
+
+# A format-1 dataset written with h5py (vlen 'jpeg' in the global heap, as the version 1 docs
+# said), plus a format-1 raw split; its checksum computed here with zlib per the definition.
+$PY - "$W" <<'EOF'
+import glob, os, sys, zlib
+import h5py, numpy as np
+root = sys.argv[1]
+def crc(labels, samples):
+    c = zlib.crc32(np.asarray(labels, "<i4").tobytes())
+    for b in samples:
+        c = zlib.crc32(len(b).to_bytes(8, "little"), c)
+        c = zlib.crc32(b, c)
+    return "crc32:%08x" % c
+def write_v1(path, files, labels):
+    with h5py.File(path, "w") as f:
+        f.attrs.update(scaletrain_format=1, task="image_classification", num_classes=3, encoding="jpeg",
+                       mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
+        d = f.create_dataset("jpeg", (len(files),), dtype=h5py.vlen_dtype(np.uint8), chunks=(min(4, len(files)),))
+        for i, p in enumerate(files):
+            d[i] = np.frombuffer(open(p, "rb").read(), np.uint8)
+        f.create_dataset("labels", data=np.asarray(labels, "int32"))
+        f.attrs["checksum"] = crc(labels, [open(p, "rb").read() for p in files])
+train = sorted(glob.glob(os.path.join(root, "flat", "train", "*", "*.JPEG")))
+val = sorted(glob.glob(os.path.join(root, "flat", "val", "*.JPEG")))
+for d in ("train", "val", "extra"):
+    os.makedirs(os.path.join(root, "v1", d))
+write_v1(f"{root}/v1/train/shard-00000-of-00002.h5", train[:5], [i // 4 for i in range(5)])
+write_v1(f"{root}/v1/train/shard-00001-of-00002.h5", train[5:], [i // 4 for i in range(5, 12)])
+write_v1(f"{root}/v1/val/shard-00000-of-00001.h5", val, [1, 2, 0])
+with h5py.File(f"{root}/v1/extra/shard-00000-of-00001.h5", "w") as f:
+    images = np.arange(4 * 5 * 6 * 3, dtype=np.uint8).reshape(4, 5, 6, 3)
+    f.attrs.update(scaletrain_format=1, task="image_classification", num_classes=3, mean=[0.5] * 3, std=[0.25] * 3)
+    f.create_dataset("images", data=images, chunks=(2, 5, 6, 3))
+    f.create_dataset("labels", data=np.array([0, 1, 2, 0], "int32"))
+EOF
+V1SHARD="$W/v1/train/shard-00000-of-00002.h5"
+expect_exit1 "$V1SHARD: a JPEG shard of dataset format 1" "$BIN" inspect "$W/v1"
+expect_exit1 "global heap, which one damaged byte can make the HDF5 library crash or hang" "$BIN" inspect "$W/v1"
+expect_exit1 "scaletrain-data upgrade $W/v1 --output NEW_DIR" "$BIN" inspect "$W/v1"
+expect_exit1 "scaletrain-data upgrade $W/v1 --output NEW_DIR" "$ST_BIN/scaletrain" train --model resnet20 \
+  --data "$W/v1" --output-dir "$W/v1_run" --image-size 16,16
+"$BIN" upgrade --help | grep -qF "upgrade SRC --output DST" || fail "upgrade --help"
+
+# upgrade: format 2, same shard names, bytes, labels, attributes and checksum value.
+"${MPI2[@]}" "$BIN" upgrade "$W/v1" --output "$W/v2" >"$W/upgrade.txt" || fail "upgrade: $(cat "$W/upgrade.txt")"
+grep -qF "split train: 12 samples in 2 shards, encoding jpeg" "$W/upgrade.txt" || fail "upgrade: $(cat "$W/upgrade.txt")"
+"$BIN" inspect "$W/v2" >/dev/null || fail "inspect rejected the upgraded dataset"
+$PY - "$W" <<'EOF'
+import glob, os, sys
+import h5py, numpy as np
+root = sys.argv[1]
+old = sorted(glob.glob(f"{root}/v1/*/*.h5"))
+new = sorted(glob.glob(f"{root}/v2/*/*.h5"))
+assert [os.path.relpath(p, f"{root}/v1") for p in old] == [os.path.relpath(p, f"{root}/v2") for p in new], new
+for a, b in zip(old, new):
+    with h5py.File(a, "r") as f, h5py.File(b, "r") as g:
+        assert g.attrs["scaletrain_format"] == 2, b
+        for k in ("num_classes", "mean", "std", "task"):
+            assert np.array_equal(np.asarray(f.attrs[k]), np.asarray(g.attrs[k])), (b, k, f.attrs[k], g.attrs[k])
+        assert np.array_equal(f["labels"][:], g["labels"][:]), b
+        if "jpeg" in f:
+            assert f.attrs["checksum"] == g.attrs["checksum"], (b, f.attrs["checksum"], g.attrs["checksum"])
+            o = g["jpeg_offsets"][:]
+            flat = g["jpeg"][:].tobytes()
+            assert [flat[o[i]:o[i + 1]] for i in range(len(o) - 1)] == [bytes(x) for x in f["jpeg"][:]], b
+        else:
+            assert "checksum" in g.attrs, b
+            assert np.array_equal(f["images"][:], g["images"][:]) and g["images"].chunks == (2, 5, 6, 3), b
+print("ok: upgrade keeps names, samples, attributes and the checksum value; raw shards copied")
+EOF
+expect_exit1 "already holds shards" "$BIN" upgrade "$W/v1" --output "$W/v2"
+"$BIN" upgrade "$W/v1" --output "$W/v2" --overwrite >/dev/null || fail "upgrade --overwrite"
+
+# Damaged offsets: named with the file (and the sample).
+for kind in order last; do
+  rm -rf "$W/dmg_$kind" && mkdir -p "$W/dmg_$kind" && cp -r "$W/jpeg2/train" "$W/jpeg2/val" "$W/dmg_$kind/"
+  $PY - "$W/dmg_$kind/train/shard-00001-of-00003.h5" $kind <<'EOF'
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    o = f["jpeg_offsets"]
+    if sys.argv[2] == "order":
+        o[2] = o[1]
+    else:
+        o[-1] = o[-1] + 5
+EOF
+done
+expect_exit1 "dmg_order/train/shard-00001-of-00003.h5: 'jpeg_offsets' is not increasing at sample 1" \
+  "$BIN" inspect "$W/dmg_order"
+expect_exit1 "dmg_last/train/shard-00001-of-00003.h5: 'jpeg_offsets' ends at" "$BIN" inspect "$W/dmg_last"
+
+# A 'jpeg' dataset chunked (h5py, shard 0), gzip-compressed (shard 1) or contiguous (shard 2):
+# posix and the MPI-IO modes read it (pread or MPI-IO per chunk, HDF5 for the compressed one)
+# and give the batches of the original; mmap refuses the compressed shard, naming it.
+mkdir -p "$W/chunked"
+cp -r "$W/jpeg2/val" "$W/chunked/"
+$PY - "$W" <<'EOF'
+import glob, os, sys, h5py
+root = sys.argv[1]
+os.makedirs(f"{root}/chunked/train")
+for i, p in enumerate(sorted(glob.glob(f"{root}/jpeg2/train/*.h5"))):
+    with h5py.File(p, "r") as f, h5py.File(f"{root}/chunked/train/" + os.path.basename(p), "w") as g:
+        for k, v in f.attrs.items():
+            g.attrs[k] = v
+        opts = [dict(chunks=(1000,)), dict(chunks=(777,), compression="gzip"), {}][i]
+        g.create_dataset("jpeg", data=f["jpeg"][:], **opts)
+        g.create_dataset("jpeg_offsets", data=f["jpeg_offsets"][:])
+        g.create_dataset("labels", data=f["labels"][:])
+EOF
+for io in posix mpiio mpiio-collective; do
+  "${MPI2[@]}" "$BIN" bench "$W/chunked" --io $io --batch-size 3 --image-size 16,16 --augment --dump-batches 2 \
+    --dump "$W/chunked_$io.h5" >"$W/chunked_$io.txt" 2>&1 || fail "chunked --io $io: $(cat "$W/chunked_$io.txt")"
+done
+$PY - "$W" <<'EOF'
+import sys, h5py, numpy as np
+root = sys.argv[1]
+ref = h5py.File(f"{root}/io_posix.h5", "r")
+for io in ("posix", "mpiio", "mpiio-collective"):
+    with h5py.File(f"{root}/chunked_{io}.h5", "r") as f:
+        for k in ("images", "labels", "ids"):
+            assert np.array_equal(f[k][:], ref[k][:]), (io, k)
+print("ok: chunked and compressed 'jpeg' datasets read like the contiguous one")
+EOF
+expect_error "chunked/train/shard-00001-of-00003.h5: --io mmap needs the 'jpeg' bytes uncompressed" \
+  "$BIN" bench "$W/chunked" --io mmap --batch-size 3 --image-size 16,16
 echo "PASS: imagenet convert"

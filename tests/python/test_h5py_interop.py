@@ -3,7 +3,8 @@
 
 1. A dataset written by h5py to docs/dataset-format.md, in the variants h5py users produce
    (variable- and fixed-length strings, int32/int64 attributes, float32/float64 mean and std,
-   contiguous / gzip-compressed / row-chunked images, big-endian labels), is accepted by
+   contiguous / gzip-compressed / row-chunked images, big-endian labels; raw shards of format
+   versions 1 and 2 side by side), is accepted by
    `scaletrain-data inspect`, and the training data loader (through `scaletrain-data bench
    --dump`) yields exactly (pixel / 255 - mean) / std of the samples its plan names.
 2. Files scaletrain writes are read by h5py with the right values: Fashion-MNIST converted by
@@ -72,7 +73,7 @@ def write_h5py_dataset(root):
                     f.create_dataset("images", data=images, chunks=(1, h, w, c))
                     f.create_dataset("labels", data=labels.astype(">i4"))  # big-endian int32
                 else:
-                    f.attrs.create("scaletrain_format", 1, dtype=np.int64)
+                    f.attrs.create("scaletrain_format", 2, dtype=np.int64)  # raw: 1 and 2 alike
                     f.attrs.create("task", "image_classification",
                                    dtype=h5py.string_dtype("ascii", len("image_classification")))
                     f.attrs["num_classes"] = np.int64(k)
@@ -195,7 +196,7 @@ def test_fashion_mnist_conversion():
         images, labels = [], []
         for name in names:
             with h5py.File(os.path.join(out, split, name), "r") as f:
-                check(f.attrs["scaletrain_format"] == 1 and f.attrs["task"] == "image_classification"
+                check(f.attrs["scaletrain_format"] == 2 and f.attrs["task"] == "image_classification"
                       and f.attrs["num_classes"] == 10, f"{split}/{name}: root attributes")
                 check(f["images"].dtype == np.uint8 and f["labels"].dtype == np.int32,
                       f"{split}/{name}: dtypes uint8/int32")

@@ -171,7 +171,7 @@ BOOST_AUTO_TEST_CASE(write_and_open_split) {
 
   // The written file has the exact layout of the spec.
   io::H5File f(s.shards[0].path, io::H5File::Mode::read);
-  BOOST_TEST(f.get_int_attribute("scaletrain_format") == 1);
+  BOOST_TEST(f.get_int_attribute("scaletrain_format") == 2);
   BOOST_TEST(f.dataset_type("images") == "uint8");
   BOOST_TEST((f.dataset_shape("images") == Shape{11, 5, 4, 3}));
   BOOST_TEST(f.dataset_type("labels") == "int32");
@@ -265,7 +265,8 @@ BOOST_AUTO_TEST_CASE(open_split_rejects_spec_violations) {
         f.write("labels", l);
       },
       {"label -1 of sample 4"});
-  expect([](io::H5File& f) { f.set_attribute("scaletrain_format", int64_t(2)); }, {"version 2"});
+  expect([](io::H5File& f) { f.set_attribute("scaletrain_format", int64_t(3)); }, {"version 3", "versions 1 to 2"});
+  expect([](io::H5File& f) { f.set_attribute("scaletrain_format", int64_t(0)); }, {"version 0"});
   expect([](io::H5File& f) { f.set_attribute("scaletrain_format", "1"); }, {"'scaletrain_format'", "integer"});
   expect([](io::H5File& f) { f.set_attribute("task", "detection"); }, {"task 'detection'"});
   expect([](io::H5File& f) { f.set_attribute("num_classes", int64_t(0)); }, {"num_classes"});

@@ -347,7 +347,7 @@ BOOST_AUTO_TEST_CASE(jpeg_shard_round_trip) {
   Tensor labels = Tensor::empty({5}, DType::i32);
   for (int i = 0; i < 5; ++i) labels.data<int32_t>()[i] = i % 3;
   const std::vector<double> mean = {0.485, 0.456, 0.406}, std = {0.229, 0.224, 0.225};
-  write_jpeg_shard((dir / "train" / shard_file_name(0, 2)).string(), jpegs, labels, 3, mean, std, 2);
+  write_jpeg_shard((dir / "train" / shard_file_name(0, 2)).string(), jpegs, labels, 3, mean, std);
   write_jpeg_shard((dir / "train" / shard_file_name(1, 2)).string(), {}, Tensor::empty({0}, DType::i32), 3, mean, std);
   const SplitInfo s = open_split(dir.string(), "train");
   BOOST_TEST(s.encoding == "jpeg");
@@ -357,9 +357,26 @@ BOOST_AUTO_TEST_CASE(jpeg_shard_round_trip) {
   BOOST_TEST(s.width == 0);
   BOOST_TEST(s.num_classes == 3);
   BOOST_TEST((s.mean == mean));
+  BOOST_REQUIRE(s.shards[0].jpeg_offsets);
+  BOOST_TEST(s.shards[0].jpeg_offsets->size() == 6u);
+  BOOST_TEST(s.shards[1].jpeg_offsets->size() == 1u);
+  // A sample without bytes is refused by the writer.
+  BOOST_CHECK_THROW(write_jpeg_shard((dir / "empty.h5").string(), {{}}, Tensor::zeros({1}, DType::i32), 3, mean, std),
+                    Error);
   {
     io::H5File f(s.shards[0].path, io::H5File::Mode::read);
-    BOOST_TEST(f.dataset_type("jpeg") == "vlen_uint8");
+    // Format 2: the samples' bytes concatenated, and N + 1 offsets.
+    BOOST_TEST(f.get_int_attribute("scaletrain_format") == 2);
+    BOOST_TEST(f.dataset_type("jpeg") == "uint8");
+    const Tensor offsets = f.read("jpeg_offsets", DType::i64);
+    BOOST_REQUIRE(offsets.numel() == 6);
+    const Tensor bytes = f.read("jpeg", DType::u8);
+    for (int i = 0; i < 5; ++i) {
+      const int64_t* o = offsets.data<int64_t>();
+      const std::vector<uint8_t> got(bytes.data<uint8_t>() + o[i], bytes.data<uint8_t>() + o[i + 1]);
+      BOOST_TEST((got == jpegs[i]), "sample " << i);
+    }
+    BOOST_TEST(offsets.data<int64_t>()[5] == bytes.numel());
     BOOST_TEST(f.get_string_attribute("encoding") == "jpeg");
     BOOST_TEST(f.has_attribute("checksum"));
   }

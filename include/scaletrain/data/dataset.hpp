@@ -1,10 +1,13 @@
-// The dataset format, version 1 (docs/dataset-format.md): a directory with one sub-directory per
+// The dataset format, version 2 (docs/dataset-format.md): a directory with one sub-directory per
 // split (train/, val/), each holding HDF5 shards *.h5 read in name order. This header owns the
 // description of a split (open_split validates every shard up front, so that a bad file fails
 // the run at start-up with a message naming it) and the shard writer used by scaletrain-data.
+// Version 2 stores JPEG shards flat (`jpeg` uint8 + `jpeg_offsets`) instead of version 1's
+// variable-length data in HDF5's global heap; raw shards of version 1 are still read.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -13,9 +16,16 @@
 #include "scaletrain/data/manifest.hpp"
 #include "scaletrain/tensor/tensor.hpp"
 
+namespace scaletrain::io {
+class H5File;
+}
+
 namespace scaletrain::data {
 
-constexpr int kFormatVersion = 1;
+constexpr int kFormatVersion = 2;
+// The oldest version still read: raw shards of version 1 (JPEG shards of version 1 are refused
+// with the upgrade command to run).
+constexpr int kOldestRawFormatVersion = 1;
 constexpr const char* kTaskImageClassification = "image_classification";
 // Samples per chunk of `images` when writing: per-sample reads stay cheap and chunks stay small.
 constexpr int64_t kDefaultChunkSamples = 256;
@@ -23,6 +33,10 @@ constexpr int64_t kDefaultChunkSamples = 256;
 struct ShardInfo {
   std::string path;
   int64_t samples = 0;
+  // JPEG shards: sample i is bytes [o[i], o[i + 1]) of dataset `jpeg` (samples + 1 offsets, checked
+  // by open_split), so that readers need no HDF5 metadata per sample. Shared: a SplitInfo is
+  // copied by the trainer, the loader and its reader, and ImageNet has 10 MB of offsets.
+  std::shared_ptr<const std::vector<int64_t>> jpeg_offsets;
 };
 
 struct SplitInfo {
@@ -35,7 +49,8 @@ struct SplitInfo {
   std::vector<double> mean, std;     // length channels, pixel scale 0..1
   std::optional<Manifest> manifest;  // DIR/<split>/manifest.json, when the split has one
   // "raw": dataset `images` uint8 [N, H, W, C] (height/width as stored);
-  // "jpeg": dataset `jpeg` variable-length uint8 [N] (height/width 0: the loader's --image-size).
+  // "jpeg": dataset `jpeg` uint8 [total bytes] + `jpeg_offsets` int64 [N + 1] (height/width 0: the
+  // loader's --image-size).
   std::string encoding = "raw";
 };
 
@@ -51,6 +66,9 @@ int64_t shard_of(const SplitInfo& split, const std::vector<int64_t>& starts, int
 // a label out of [0, num_classes) (with the sample index), or images and labels of different N.
 // When the split has a manifest, every shard's size is checked against it before HDF5 opens the
 // shard (manifest.hpp). Reads the labels (4 bytes per sample) but never the images.
+// Reads the labels (4 bytes per sample) and a JPEG shard's offsets (8 bytes per sample) but never
+// the images. A JPEG shard of format 1 (variable-length bytes in HDF5's global heap) is refused
+// with the command that converts it (scaletrain-data upgrade).
 SplitInfo open_split(const std::string& dataset_dir, const std::string& split);
 
 // Split names (sub-directories of dataset_dir) in name order; throws if dataset_dir is missing,
@@ -65,19 +83,28 @@ std::string shard_file_name(int64_t index, int64_t count);
 std::pair<int64_t, int64_t> shard_range(int64_t total, int64_t index, int64_t count);
 
 // Writes one image-classification shard: images u8 (N, H, W, C), chunked along N with
-// chunk_samples samples per chunk; labels i32 (N); the root attributes of format version 1.
+// chunk_samples samples per chunk; labels i32 (N); the root attributes of format version 2.
 // Written to `path + ".tmp"` and renamed, so that a reader never sees a half-written shard; then
 // stamped with its checksum (stamp_shard_checksum).
 void write_image_shard(const std::string& path, const Tensor& images, const Tensor& labels, int num_classes,
                        const std::vector<double>& mean, const std::vector<double>& std,
                        int64_t chunk_samples = kDefaultChunkSamples);
 
-// Writes one JPEG-encoded shard: dataset `jpeg` variable-length uint8 [N] (one JPEG file's bytes
-// per sample, chunked along N), labels i32 (N), the root attributes of format version 1 plus
-// `encoding` = "jpeg" and `channels` = 3; mean/std of length 3. Same tmp/rename/checksum as above.
+// Writes one JPEG-encoded shard of format 2: dataset `jpeg` uint8 [total bytes] (the samples' JPEG
+// files concatenated in sample order, contiguous: the writer holds the shard in memory and readers
+// read ranges of it), `jpeg_offsets` int64 [N + 1], labels i32 (N), the root attributes plus
+// `encoding` = "jpeg" and `channels` = 3; mean/std of length 3. Every sample needs at least one
+// byte. Same tmp/rename/checksum as above.
 void write_jpeg_shard(const std::string& path, const std::vector<std::vector<uint8_t>>& jpegs, const Tensor& labels,
-                      int num_classes, const std::vector<double>& mean, const std::vector<double>& std,
-                      int64_t chunk_samples = kDefaultChunkSamples);
+                      int num_classes, const std::vector<double>& mean, const std::vector<double>& std);
+
+// A format-2 JPEG shard's `jpeg_offsets`, checked: int64 [samples + 1], offsets[0] = 0, strictly
+// increasing (every sample has a byte), the last equal to the length of `jpeg`. Throws naming the
+// file (and the sample where one is at fault).
+std::vector<int64_t> read_jpeg_offsets(const io::H5File& f, int64_t samples);
+// Readers of a JPEG split: throws unless every shard carries its offsets (as open_split leaves
+// them), naming the shard.
+void require_jpeg_offsets(const SplitInfo& split);
 
 // Exact per-channel pixel statistics, accumulated in integers so that the result does not
 // depend on the order of accumulation (ranks can add their partial sums).

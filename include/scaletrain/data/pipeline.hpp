@@ -61,15 +61,15 @@ std::unique_ptr<SampleReader> make_sample_reader(const SplitInfo& split, const L
                                                  const comm::Communicator* comm);
 // Implemented in src/data/posix_reader.cpp: HDF5 shards opened on first read (on the loader's
 // I/O thread); raw rows read with pread straight into out.bytes (one pread per run of
-// consecutive rows within a chunk), JPEG rows (variable-length) through HDF5 under io::h5_mutex.
+// consecutive rows within a chunk), JPEG samples as one byte range of the flat `jpeg` dataset per
+// run of consecutive samples (pread; through HDF5 under io::h5_mutex where it is compressed).
 // Labels are read once when the shards are opened. Rows of a shard are read in one pass when
 // the ids of that shard come in increasing order (the loader sorts each batch's ids).
 std::unique_ptr<SampleReader> make_posix_reader(const SplitInfo& split, const LoaderOptions& options);
-// Implemented in src/data/mmap_reader.cpp: raw shards mapped read-only (io::MappedFile) and read
-// without a copy: read() returns pointers to the rows in the mappings, and the decode workers
-// copy each sample from the page cache straight into its batch slot, fused with augmentation
-// (one pass over the bytes, spread over --data-threads). JPEG shards (variable-length rows in
-// HDF5's heap) are read as posix does.
+// Implemented in src/data/mmap_reader.cpp: shards mapped read-only (io::MappedFile) and read
+// without a copy: read() returns pointers to the samples in the mappings, and the decode workers
+// copy (raw) or decode (JPEG) each sample from the page cache straight into its batch slot
+// (one pass over the bytes, spread over --data-threads).
 std::unique_ptr<SampleReader> make_mmap_reader(const SplitInfo& split, const LoaderOptions& options);
 // Implemented in src/data/mpiio_reader.cpp.
 std::unique_ptr<SampleReader> make_mpiio_reader(const SplitInfo& split, const LoaderOptions& options,

@@ -131,6 +131,9 @@ class H5Dataset {
   int64_t row_offset(int64_t row) const;
   int64_t row_bytes() const { return row_bytes_; }
   int64_t data_end() const;
+  // Fast path only: the rows lie in row order in one range of the file (a contiguous dataset, or
+  // chunks stored back to back in row order), so that any run of rows is one range of the file.
+  bool file_contiguous() const;
   // Reads rows [start, start + count) into out (count * row_elements() values of dtype).
   void read_rows(int64_t start, int64_t count, DType dtype, void* out) const;
   // Reads the given rows, which must be strictly increasing, packed in that order into out.
