@@ -266,7 +266,7 @@ void check_shard_metadata(const std::string& path, const Tensor& labels, int64_t
 void write_root_attributes(io::H5File& f, int num_classes, const std::vector<double>& mean,
                            const std::vector<double>& std) {
   f.set_attribute("scaletrain_format", int64_t(kFormatVersion));
-  f.set_attribute("task", kTaskImageClassification);
+  f.set_fixed_string_attribute("task", kTaskImageClassification);
   f.set_attribute("num_classes", int64_t(num_classes));
   f.set_attribute("mean", mean);
   f.set_attribute("std", std);
@@ -316,7 +316,7 @@ void write_jpeg_shard(const std::string& path, const std::vector<std::vector<uin
   {
     io::H5File f(path + ".tmp", io::H5File::Mode::create_truncate);
     write_root_attributes(f, num_classes, mean, std);
-    f.set_attribute("encoding", "jpeg");
+    f.set_fixed_string_attribute("encoding", "jpeg");
     f.set_attribute("channels", int64_t(3));
     f.write("jpeg", bytes);  // contiguous: one range per run of samples, one offset to look up
     f.write("jpeg_offsets", offsets);

@@ -274,7 +274,7 @@ std::string shard_checksum(const std::string& path) {
 void stamp_shard_checksum(const std::string& path) {
   const std::string sum = shard_checksum(path);
   io::H5File f(path, io::H5File::Mode::read_write);
-  f.set_attribute("checksum", sum);
+  f.set_fixed_string_attribute("checksum", sum);
   f.flush();
 }
 

@@ -410,6 +410,20 @@ void H5File::set_attribute(const std::string& name, const std::string& value, co
   write_attribute(file_.id(), path_, object, name, type.id(), type.id(), space.id(), &c);
 }
 
+void H5File::set_fixed_string_attribute(const std::string& name, const std::string& value,
+                                        const std::string& object) {
+  Lock lock(h5_mutex());
+  const std::string what = path_ + ": attribute '" + name + "'";
+  H5Handle type(H5_OK(H5Tcopy(H5T_C_S1), what), H5Handle::Kind::datatype);
+  H5_OK(H5Tset_size(type.id(), std::max<std::size_t>(1, value.size())), what);  // HDF5 refuses size 0
+  H5_OK(H5Tset_strpad(type.id(), H5T_STR_NULLPAD), what);
+  H5_OK(H5Tset_cset(type.id(), H5T_CSET_UTF8), what);
+  H5Handle space(H5_OK(H5Screate(H5S_SCALAR), what), H5Handle::Kind::dataspace);
+  std::string padded = value;
+  padded.resize(std::max<std::size_t>(1, value.size()), '\0');
+  write_attribute(file_.id(), path_, object, name, type.id(), type.id(), space.id(), padded.data());
+}
+
 void H5File::set_attribute(const std::string& name, const std::vector<double>& value, const std::string& object) {
   Lock lock(h5_mutex());
   const hsize_t n = value.size();

@@ -331,11 +331,13 @@ assert [os.path.relpath(p, f"{root}/v1") for p in old] == [os.path.relpath(p, f"
 for a, b in zip(old, new):
     with h5py.File(a, "r") as f, h5py.File(b, "r") as g:
         assert g.attrs["scaletrain_format"] == 2, b
-        for k in ("num_classes", "mean", "std", "task"):
+        text = lambda v: v.decode() if isinstance(v, bytes) else v  # fixed-length strings come back as bytes
+        for k in ("num_classes", "mean", "std"):
             assert np.array_equal(np.asarray(f.attrs[k]), np.asarray(g.attrs[k])), (b, k, f.attrs[k], g.attrs[k])
+        assert text(f.attrs["task"]) == text(g.attrs["task"]), b
         assert np.array_equal(f["labels"][:], g["labels"][:]), b
         if "jpeg" in f:
-            assert f.attrs["checksum"] == g.attrs["checksum"], (b, f.attrs["checksum"], g.attrs["checksum"])
+            assert text(f.attrs["checksum"]) == text(g.attrs["checksum"]), (b, f.attrs["checksum"], g.attrs["checksum"])
             o = g["jpeg_offsets"][:]
             flat = g["jpeg"][:].tobytes()
             assert [flat[o[i]:o[i + 1]] for i in range(len(o) - 1)] == [bytes(x) for x in f["jpeg"][:]], b

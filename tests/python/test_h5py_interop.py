@@ -196,7 +196,7 @@ def test_fashion_mnist_conversion():
         images, labels = [], []
         for name in names:
             with h5py.File(os.path.join(out, split, name), "r") as f:
-                check(f.attrs["scaletrain_format"] == 2 and f.attrs["task"] == "image_classification"
+                check(f.attrs["scaletrain_format"] == 2 and f.attrs["task"] in ("image_classification", b"image_classification")
                       and f.attrs["num_classes"] == 10, f"{split}/{name}: root attributes")
                 check(f["images"].dtype == np.uint8 and f["labels"].dtype == np.int32,
                       f"{split}/{name}: dtypes uint8/int32")

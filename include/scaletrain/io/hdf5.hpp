@@ -82,6 +82,10 @@ class H5File {
   bool has_attribute(const std::string& name, const std::string& object = "/") const;
   void set_attribute(const std::string& name, int64_t value, const std::string& object = "/");
   void set_attribute(const std::string& name, const std::string& value, const std::string& object = "/");
+  // A fixed-length UTF-8 string, stored inside the attribute (whose object header the 1.10 format
+  // checksums) rather than in HDF5's global heap, which has no checksum: a damaged byte there
+  // can crash libhdf5 (issue 16). h5py returns it as bytes.
+  void set_fixed_string_attribute(const std::string& name, const std::string& value, const std::string& object = "/");
   void set_attribute(const std::string& name, const char* value, const std::string& object = "/") {
     set_attribute(name, std::string(value), object);
   }
