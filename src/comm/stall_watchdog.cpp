@@ -40,6 +40,8 @@ struct Beat {
   double since_s = 0.0;
   int32_t waiting = 0;
   char activity[36] = "start-up";
+  double busy_s = -1.0;  // age of the oldest read or decode in flight (progress::BusyScope); < 0: none
+  char busy[256] = "";   // what it is, e.g. "reading DIR/train/shard-00003-of-00008.h5: sample 1200 (row 176)"
 };
 
 Beat beat_now() {
@@ -49,13 +51,26 @@ Beat beat_now() {
   b.since_s = s.since_s;
   b.waiting = s.waiting ? 1 : 0;
   std::snprintf(b.activity, sizeof b.activity, "%s", s.activity);
+  const progress::Busy busy = progress::oldest_busy();
+  b.busy_s = busy.since_s;
+  std::snprintf(b.busy, sizeof b.busy, "%s", busy.what.c_str());
   return b;
 }
 
 std::string seconds(double s) { return std::to_string(static_cast<long long>(s + 0.5)) + " s"; }
 
+// A read or decode running this long is named in the message (a hung read is the likely cause).
+constexpr double kBusyNamedAfter = 1.0;
+
 std::string where(const RankProgress& r) {
-  return r.activity + (r.step > 0 ? " of step " + std::to_string(r.step) : std::string());
+  std::string text = r.activity + (r.step > 0 ? " of step " + std::to_string(r.step) : std::string());
+  if (r.busy_s >= kBusyNamedAfter) text += ", its data loader " + r.busy + " for " + seconds(r.busy_s);
+  return text;
+}
+
+void set_busy(RankProgress& p, const Beat& b) {
+  p.busy = b.busy;
+  p.busy_s = b.busy_s;
 }
 
 void list_group(std::ostringstream& os, const std::vector<const RankProgress*>& group, bool arrived) {
@@ -183,6 +198,7 @@ struct StallWatchdog::Impl {
       p.stuck_s = b.since_s + p.silent_s;
       p.silent = p.silent_s > silent_after;
       p.heard = r == 0 || peers[r].heard;
+      set_busy(p, b);
     }
     return table;
   }
@@ -210,6 +226,7 @@ struct StallWatchdog::Impl {
     root.heard = root_heard;
     root.silent_s = root_silent;
     root.stuck_s = root_beat.since_s + root_silent;
+    set_busy(root, root_beat);
     const int signal = stop_signal_received();
     if (signal != 0 && root.silent && root_silent > kSilentWhileStopping) abort_for_silence(root, signal);
     if (std::min(mine.since_s, root_silent) <= options.warn_s) {
@@ -223,6 +240,7 @@ struct StallWatchdog::Impl {
     me.step = mine.step;
     me.waiting = mine.waiting != 0;
     me.stuck_s = mine.since_s;
+    set_busy(me, mine);
     judge({root, me}, "--stall-warn-s", "--stall-abort-s");
   }
 

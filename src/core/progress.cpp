@@ -3,7 +3,10 @@
 // watchdog's thresholds are seconds, so that does not matter.
 #include "scaletrain/core/progress.hpp"
 
+#include <array>
 #include <atomic>
+#include <mutex>
+#include <utility>
 
 #include "scaletrain/core/timer.hpp"
 
@@ -32,6 +35,68 @@ Snapshot now() {
   s.step = g_step.load(std::memory_order_relaxed);
   s.since_s = now_seconds() - g_last.load(std::memory_order_relaxed);
   return s;
+}
+
+namespace {
+
+// Busy scopes: a fixed table of per-thread slots (no allocation or registration on the hot path;
+// threads beyond the table share the last slot, which only blurs which of them is named).
+constexpr int kBusySlots = 256;
+struct BusySlot {
+  std::atomic<bool> claimed{false};
+  std::mutex mutex;
+  std::string what;     // guarded by mutex
+  double since = -1.0;  // guarded by mutex; < 0: idle
+};
+std::array<BusySlot, kBusySlots> g_busy;
+
+int claim_busy_slot() {
+  for (int i = 0; i < kBusySlots - 1; ++i) {
+    bool expected = false;
+    if (g_busy[i].claimed.compare_exchange_strong(expected, true)) return i;
+  }
+  g_busy[kBusySlots - 1].claimed.store(true);  // shared from now on
+  return kBusySlots - 1;
+}
+
+// The calling thread's slot, given back when the thread ends.
+struct ThreadSlot {
+  int index = claim_busy_slot();
+  ~ThreadSlot() {
+    if (index < kBusySlots - 1) g_busy[index].claimed.store(false);
+  }
+};
+
+}  // namespace
+
+BusyScope::BusyScope(std::string what) {
+  thread_local ThreadSlot slot;
+  slot_ = slot.index;
+  BusySlot& s = g_busy[slot_];
+  std::lock_guard<std::mutex> lock(s.mutex);
+  outer_what_ = std::exchange(s.what, std::move(what));
+  outer_since_ = std::exchange(s.since, now_seconds());
+}
+
+BusyScope::~BusyScope() {
+  BusySlot& s = g_busy[slot_];
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.what = std::move(outer_what_);
+  s.since = outer_since_;
+}
+
+Busy oldest_busy() {
+  Busy oldest;
+  const double t = now_seconds();
+  for (BusySlot& s : g_busy) {
+    if (!s.claimed.load(std::memory_order_relaxed)) continue;
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.since >= 0.0 && t - s.since > oldest.since_s) {
+      oldest.what = s.what;
+      oldest.since_s = t - s.since;
+    }
+  }
+  return oldest;
 }
 
 }  // namespace scaletrain::progress

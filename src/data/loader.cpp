@@ -7,6 +7,8 @@
 // sequence number, so thread timing never changes the result.
 #include "scaletrain/data/loader.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -17,6 +19,7 @@
 #include <thread>
 
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/core/progress.hpp"
 #include "scaletrain/core/rng.hpp"
 #include "scaletrain/core/timer.hpp"
 #include "scaletrain/data/pipeline.hpp"
@@ -247,6 +250,7 @@ bool Loader::next(Tensor& images, Tensor& labels) {
 }
 
 void Loader::Impl::io_loop() {
+  pthread_setname_np(pthread_self(), "st-io");
   try {
     uint64_t served = 0;
     for (;;) {
@@ -364,6 +368,9 @@ void Loader::Impl::read_batch(Slot& slot, const int64_t* batch_ids) {
   for (int64_t k = 0; k < n; ++k) sorted[k] = batch_ids[slot.position[k]];
   slot.bad.assign(n, 0);
   try {
+    const progress::BusyScope busy(n == 0 ? std::string("reading")
+                                          : "reading " + where(sorted[0]) +
+                                                (n > 1 ? " and " + std::to_string(n - 1) + " more" : std::string()));
     reader->read(sorted, slot.bytes);
     return;
   } catch (const std::exception&) {
@@ -379,6 +386,7 @@ void Loader::Impl::read_batch(Slot& slot, const int64_t* batch_ids) {
   for (int64_t k = 0; k < n; ++k) {
     bool ok = true;
     try {
+      const progress::BusyScope busy("reading " + where(sorted[k]));
       reader->read({sorted[k]}, one);
     } catch (const std::exception&) {
       ok = false;
@@ -396,6 +404,7 @@ void Loader::Impl::read_batch(Slot& slot, const int64_t* batch_ids) {
 }
 
 void Loader::Impl::worker_loop() {
+  pthread_setname_np(pthread_self(), "st-decode");  // named in top -H, gdb and stall reports
   std::unique_lock<std::mutex> lock(mutex);
   for (;;) {
     cv.wait(lock, [&] { return stop || !decode_queue.empty(); });
@@ -416,6 +425,9 @@ void Loader::Impl::decode_task(std::unique_lock<std::mutex>& lock) {
   std::exception_ptr failure;
   int64_t failure_at = 0;
   if (!stale) {
+    const progress::BusyScope busy(
+        "decoding " + where(slot.bytes.ids[first]) +
+        (last - first > 1 ? " and " + std::to_string(last - first - 1) + " more" : std::string()));
     uint8_t* images = slot.images.data<uint8_t>();
     int32_t* labels = slot.labels.data<int32_t>();
     const bool train = options.augment;

@@ -59,4 +59,19 @@ grep -q "process rank 1 with PID .* on node $host exited on signal 9" "$T/dead.l
   fail "mpirun does not name rank 1 on $host: $(tail -n 8 "$T/dead.log")"
 no_scaletrain_left
 echo "ok: dead rank ended the job in $ended s (exit $rc), named by mpirun"
+echo "== a read that never returns: named with its shard and sample, then the job ends"
+# tests/faults/hang_reads.c makes the I/O thread's reads of shard 1 block forever after 20 reads
+# (a hung file system, or a library looping on a damaged file): the loader names what it reads.
+hang_shard="$T/data/train/shard-00001-of-00002.h5"
+rc=0
+ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 ST_HANG_READS_OF="$hang_shard" ST_HANG_AFTER=20 \
+  LD_PRELOAD="$ST_FAULT_HANG_READS" "${TRAIN[@]}" --output-dir "$T/hung" --stall-warn-s 2 --stall-abort-s 8 \
+  >"$T/hung.log" 2>&1 || rc=$?  # mpirun's local ranks inherit the environment
+[ "$rc" -eq 3 ] || fail "exit code $rc after a hung read, expected 3: $(tail -n 8 "$T/hung.log")"
+grep -q "stall: no progress for .*its data loader reading $hang_shard: sample [0-9]* (row [0-9]*)" "$T/hung.log" ||
+  fail "the warning does not name the shard and sample being read: $(grep -m2 stall "$T/hung.log")"
+grep -q "stalled, aborting the job: .*its data loader reading $hang_shard: sample" "$T/hung.log" ||
+  fail "the abort does not name the shard: $(tail -n 5 "$T/hung.log")"
+no_scaletrain_left
+echo "ok: $(grep -m1 -o "its data loader reading [^;]*" "$T/hung.log")"
 echo "stall tests passed"

@@ -59,11 +59,16 @@ struct RankProgress {
   double silent_s = 0.0;  // seconds since its last heartbeat (0 for rank 0 itself)
   bool silent = false;    // no heartbeat for several periods: stopped, dead or cut off
   bool heard = true;      // false: no heartbeat at all since the watchdog started
+  std::string busy;       // its oldest read or decode in flight (progress::BusyScope), if any
+  double busy_s = -1.0;   // for how long; < 0: none
 };
 
 // The stall message: "no progress for 63 s at step 124; not arrived: rank 1 on node02 (silent for
 // 63 s, last heard in backward of step 124); waiting in a collective: rank 0 on node01 (allreduce
-// of step 124)". Lists at most a few ranks per group, then counts the rest.
+// of step 124)". A rank whose data loader has had a read or decode in flight for a second or more
+// says so: "rank 1 on node02 (data_wait of step 124, its data loader reading DIR/train/shard-
+// 00003-of-00008.h5: sample 1200 (row 176) and 63 more for 62 s)". Lists at most a few ranks per group, then counts the
+// rest.
 std::string describe_stall(const std::vector<RankProgress>& ranks, double limit_s, const std::string& limit_option);
 
 }  // namespace scaletrain::comm

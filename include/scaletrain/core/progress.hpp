@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace scaletrain::progress {
 
@@ -24,5 +25,32 @@ struct Snapshot {
   double since_s = 0.0;  // seconds since the last progress
 };
 Snapshot now();
+
+// Work in flight on other threads (the data loader's I/O thread and decode workers): a scope
+// says what it reads or decodes ("reading DIR/train/shard-00003-of-00008.h5: sample 1200 (row
+// 176) and 63 more") for as long as it runs, so that a read that never returns (a hung file
+// system, a library looping on a damaged file) is named by the stall watchdog, with its shard
+// and sample. One slot per thread, claimed on first use: a scope costs a lock-free slot lookup,
+// one uncontended lock and a string assignment. Scopes nest (a reader's precise scope inside the
+// loader's): the inner one is shown while it runs, then the outer one again.
+class BusyScope {
+ public:
+  explicit BusyScope(std::string what);
+  ~BusyScope();
+  BusyScope(const BusyScope&) = delete;
+  BusyScope& operator=(const BusyScope&) = delete;
+
+ private:
+  int slot_;
+  std::string outer_what_;  // the enclosing scope's, restored on exit
+  double outer_since_;
+};
+
+// The longest-running scope of this process: its text and its age; since_s < 0 when none runs.
+struct Busy {
+  std::string what;
+  double since_s = -1.0;
+};
+Busy oldest_busy();
 
 }  // namespace scaletrain::progress
