@@ -63,9 +63,12 @@ std::string seconds(double s) { return std::to_string(static_cast<long long>(s +
 constexpr double kBusyNamedAfter = 1.0;
 
 std::string where(const RankProgress& r) {
-  std::string text = r.activity + (r.step > 0 ? " of step " + std::to_string(r.step) : std::string());
-  if (r.busy_s >= kBusyNamedAfter) text += ", its data loader " + r.busy + " for " + seconds(r.busy_s);
-  return text;
+  return r.activity + (r.step > 0 ? " of step " + std::to_string(r.step) : std::string());
+}
+
+// ", its data loader reading SHARD: sample N (row R) for 62 s", or "".
+std::string busy_note(const RankProgress& r) {
+  return r.busy_s >= kBusyNamedAfter ? ", its data loader " + r.busy + " for " + seconds(r.busy_s) : std::string();
 }
 
 void set_busy(RankProgress& p, const Beat& b) {
@@ -80,11 +83,11 @@ void list_group(std::ostringstream& os, const std::vector<const RankProgress*>& 
     if (r.silent && !r.heard)
       os << "silent for " << seconds(r.silent_s) << ", never heard since the watchdog started";
     else if (r.silent)
-      os << "silent for " << seconds(r.silent_s) << ", last heard in " << where(r);
+      os << "silent for " << seconds(r.silent_s) << ", last heard in " << where(r) << busy_note(r);
     else if (arrived)
-      os << where(r);
+      os << where(r) << busy_note(r);
     else
-      os << where(r) << " for " << seconds(r.stuck_s);
+      os << where(r) << " for " << seconds(r.stuck_s) << busy_note(r);
     os << ")";
   }
   if (group.size() > kMaxListed) os << "; and " << group.size() - kMaxListed << " more";
