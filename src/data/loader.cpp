@@ -16,9 +16,11 @@
 #include <exception>
 #include <mutex>
 #include <numeric>
+#include <sstream>
 #include <thread>
 
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/core/memory.hpp"
 #include "scaletrain/core/progress.hpp"
 #include "scaletrain/core/rng.hpp"
 #include "scaletrain/core/timer.hpp"
@@ -117,6 +119,22 @@ struct Loader::Impl {
   }
 };
 
+namespace {
+
+// The batch buffers (--prefetch + 1 batches of uint8 pixels and labels) must fit on the node
+// before they are allocated: --prefetch 64 of ImageNet batches of 1024 is 10 GB per rank.
+void check_batch_buffer_memory(const Loader::Impl& m) {
+  const int64_t per_batch = m.options.batch_size * (m.values + static_cast<int64_t>(sizeof(int32_t)));
+  const int64_t slots = m.options.prefetch + 1;
+  std::ostringstream what;
+  what << "the data loader's batch buffers (--prefetch " << m.options.prefetch << " + 1 batches of "
+       << m.options.batch_size << " samples of " << m.height << "x" << m.width << "x" << m.channels << " bytes)";
+  check_memory_request(slots * per_batch, m.options.ranks_on_node, what.str(),
+                       "lower --prefetch or --batch-size (or use --accumulate-steps for the same global batch)");
+}
+
+}  // namespace
+
 Loader::Loader(const SplitInfo& split, int rank, int world_size, const LoaderOptions& options)
     : Loader(split, rank, world_size, options, nullptr, nullptr) {}
 
@@ -147,6 +165,7 @@ Loader::Loader(const SplitInfo& split, int rank, int world_size, const LoaderOpt
   // A few tasks per worker per batch: balanced, yet one lock round trip per several samples.
   m.task = std::max<int64_t>(1, b / (4 * options.data_threads));
 
+  check_batch_buffer_memory(m);
   m.slots.resize(m.options.prefetch + 1);
   for (auto& slot : m.slots) {
     slot.images = Tensor::empty({b, m.height, m.width, m.channels}, DType::u8);

@@ -154,7 +154,8 @@ void check_train_config(const TrainConfig& c) {
   check_mlperf_keys(c);
 }
 
-data::LoaderOptions train_loader_options(const TrainConfig& c, int64_t batch_size, const comm::Communicator& comm) {
+data::LoaderOptions train_loader_options(const TrainConfig& c, int64_t batch_size, const comm::Communicator& comm,
+                                         int ranks_on_node) {
   data::LoaderOptions o;
   o.batch_size = batch_size;
   o.shuffle = c.shuffle;
@@ -173,10 +174,11 @@ data::LoaderOptions train_loader_options(const TrainConfig& c, int64_t batch_siz
   o.image_width = static_cast<int>(hw[1]);
   o.skip_bad_samples = c.skip_bad_samples;
   o.comm = &comm;
+  o.ranks_on_node = ranks_on_node;
   return o;
 }
 
-EvalDataOptions eval_data_options(const TrainConfig& c) {
+EvalDataOptions eval_data_options(const TrainConfig& c, int ranks_on_node) {
   EvalDataOptions o;
   o.io = c.io;
   o.data_threads = c.data_threads;
@@ -185,6 +187,7 @@ EvalDataOptions eval_data_options(const TrainConfig& c) {
   o.image_height = static_cast<int>(hw[0]);
   o.image_width = static_cast<int>(hw[1]);
   o.skip_bad_samples = c.skip_bad_samples;
+  o.ranks_on_node = ranks_on_node;
   return o;
 }
 

@@ -24,6 +24,7 @@ EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model&
   options.image_width = data_options.image_width;
   options.skip_bad_samples = data_options.skip_bad_samples;
   options.comm = &comm;
+  options.ranks_on_node = data_options.ranks_on_node;
   data::Loader loader(split, comm.rank(), comm.size(), options);
   loader.start_epoch(0);
   Tensor images, labels, input, no_grad;

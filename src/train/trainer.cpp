@@ -294,8 +294,8 @@ void Training::stage_data() {
 void Training::build_run_state() {
   const int world = comm_.size();
   const int64_t batch_size = resumed_batch_size(resume_, cfg_, world);
-  loader_ =
-      std::make_unique<data::Loader>(train_split_, comm_.rank(), world, train_loader_options(cfg_, batch_size, comm_));
+  loader_ = std::make_unique<data::Loader>(train_split_, comm_.rank(), world,
+                                           train_loader_options(cfg_, batch_size, comm_, topology_->local_size()));
   const int64_t steps_per_epoch = loader_->steps_per_epoch();
   ST_CHECK(steps_per_epoch > 0, "dataset " << cfg_.data_dir << "/train has " << train_split_.samples
                                            << " samples: too few for " << world << " ranks x --batch-size "
@@ -584,7 +584,8 @@ void Training::evaluate_now(Json& record) {
   const int64_t epoch = state_->position.epoch + 1, samples = state_->position.samples_seen;
   mllog_.eval_start(epoch, samples);
   const AveragedBuffers mean(comm_, state_->params());
-  const EvalResult r = evaluate(comm_, *ctx_, state_->model(), val_split_, micro_batch_, eval_data_options(cfg_));
+  const EvalResult r = evaluate(comm_, *ctx_, state_->model(), val_split_, micro_batch_,
+                                eval_data_options(cfg_, topology_->local_size()));
   mllog_.eval_stop(epoch, samples, r.accuracy());
   RunResults& results = state_->results;
   results.last_accuracy = r.accuracy();

@@ -80,6 +80,13 @@ expect_failure "missing checkpoint" "$T/none.h5" \
   mpirun -np 2 --oversubscribe "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/none.h5" --data "$T/gray"
 # Numeric options are range-checked where they are parsed, before any arithmetic on them; a value
 # from a --config file names the file and line.
+# Memory that options ask for is checked before it is allocated: 65 batches of 2^20 samples of
+# 64x64x3 bytes (plus a 4-byte label each) are 837.8 GB per rank, more than any node has.
+"$BIN/scaletrain-data" synthetic --samples 8 --image-size 64,64,3 --classes 2 --shards 1 --output "$T/big" >/dev/null
+expect_failure "batch buffers beyond the node's memory" \
+  "the data loader's batch buffers (--prefetch 64 + 1 batches of 1048576 samples of 64x64x3 bytes): 837.8 GB per rank (1675.6 GB for the node's 2 ranks)" \
+  mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/big" --batch-size 1048576 \
+  --prefetch 64 --output-dir "$T/o-big"
 printf 'model = resnet20\n# the input pipeline\nprefetch = 2147483647\n' >"$T/overflow.ini"
 expect_failure "INI value out of range, with file and line" \
   "--prefetch 2147483647 is out of range: allowed 1 to 64 batches ($T/overflow.ini line 3)" \

@@ -72,6 +72,9 @@ struct LoaderOptions {
   int image_height = 0, image_width = 0;     // JPEG datasets: the model's input size (--image-size)
   bool skip_bad_samples = false;             // skip (and count) samples that fail to read or decode
   const comm::Communicator* comm = nullptr;  // the world, for the MPI-IO readers
+  // Ranks on this node, each with a loader like this one: the batch buffers of all of them must
+  // fit in the node's available memory (checked before they are allocated).
+  int ranks_on_node = 1;
 };
 
 // The shard readers (LoaderOptions::io, --io): whether `io` names one, and all of them for

@@ -130,6 +130,7 @@ struct EvalDataOptions {
   int image_height = 0, image_width = 0;  // JPEG datasets: the model's input size
   bool skip_bad_samples = false;
   bool verify_data = false;  // compare the split's checksums with its manifest first
+  int ranks_on_node = 1;     // for the memory check of the batch buffers
 };
 
 // The model's default input size for JPEG datasets (--image-size): 224 for resnet50, 32 for resnet20.
@@ -153,8 +154,10 @@ int default_threads(const comm::Communicator& comm);
 void check_train_config(const TrainConfig& config);
 
 // The pieces' options. batch_size: per rank (a resumed run may rescale it, trainer.cpp).
-data::LoaderOptions train_loader_options(const TrainConfig& config, int64_t batch_size, const comm::Communicator& comm);
-EvalDataOptions eval_data_options(const TrainConfig& config);
+// ranks_on_node: for the check that every rank's batch buffers fit in the node's memory.
+data::LoaderOptions train_loader_options(const TrainConfig& config, int64_t batch_size, const comm::Communicator& comm,
+                                         int ranks_on_node);
+EvalDataOptions eval_data_options(const TrainConfig& config, int ranks_on_node);
 optim::LrScheduleOptions schedule_options(const TrainConfig& config, int64_t steps_per_epoch);
 optim::SgdOptions sgd_options(const TrainConfig& config);
 optim::LarsOptions lars_options(const TrainConfig& config);
