@@ -1,5 +1,8 @@
 # Thin wrapper around CMake. The README's two commands: `make run` and `make test`.
 BUILD ?= build
+# The sanitize build (make test-sanitize): its own folder, CPU only, ASan + UBSan.
+BUILD_SANITIZE ?= build-sanitize
+SANITIZE ?= address,undefined
 JOBS ?= 2
 CMAKE_FLAGS ?=
 DATA ?= data/fashion-mnist
@@ -8,7 +11,7 @@ NP ?= 2
 export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 
-.PHONY: all deps configure build test run data clean format
+.PHONY: all deps configure build test test-sanitize run data clean format
 
 all: build
 
@@ -25,6 +28,16 @@ build: configure
 
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j 1 --timeout 900
+
+# Unit, MPI and command-line tests, then short seeded runs of the fuzz targets, built with
+# ASan and UBSan (docs/sanitizers-and-fuzzing.md). RelWithDebInfo: -O2 with -g, usable stacks.
+$(BUILD_SANITIZE)/CMakeCache.txt:
+	cmake -S . -B $(BUILD_SANITIZE) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCALETRAIN_CUDA=OFF \
+	  -DSCALETRAIN_SANITIZE=$(SANITIZE) $(CMAKE_FLAGS)
+
+test-sanitize: deps $(BUILD_SANITIZE)/CMakeCache.txt
+	cmake --build $(BUILD_SANITIZE) -j $(JOBS)
+	cd $(BUILD_SANITIZE) && ctest --output-on-failure -j 1 --timeout 900 -L '^(unit|mpi|cli|fuzz)$$'
 
 # Fashion-MNIST from Debian's dataset-fashion-mnist, as 4 train and 1 val shards.
 $(DATA)/train: | build
@@ -43,4 +56,4 @@ format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp')
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD_SANITIZE)

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "cli/option_ranges.hpp"
+#include "cli/train_options.hpp"
 #include "scaletrain/backend/context.hpp"
 #include "scaletrain/checkpoint/checkpoint.hpp"
 #include "scaletrain/checkpoint/run_directory.hpp"
@@ -352,12 +353,12 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   return j;
 }
 
-int cmd_train(int argc, char** argv) {
-  train::TrainConfig c;
-  std::string config_file;
+}  // namespace
+
+bool parse_train_command(int argc, char** argv, train::TrainConfig& c, std::string& config_file) {
   po::options_description desc = train_options(c, config_file);
   po::variables_map vm;
-  if (!parse("train", argc, argv, desc, vm)) return 0;
+  if (!parse("train", argc, argv, desc, vm)) return false;
   ConfigLines lines;
   if (vm.count("config")) {
     config_file = vm["config"].as<std::string>();
@@ -386,6 +387,15 @@ int cmd_train(int argc, char** argv) {
   std::tie(c.image_height, c.image_width) = image_size_option(vm);
   if (c.submission_division.empty()) c.submission_division = c.model == "resnet50" ? "closed" : "open";
   train::check_train_config(c);
+  return true;
+}
+
+namespace {
+
+int cmd_train(int argc, char** argv) {
+  train::TrainConfig c;
+  std::string config_file;
+  if (!parse_train_command(argc, argv, c, config_file)) return 0;
 
   const comm::Communicator comm = comm::Communicator::world();
   const train::TrainResult result = train::run_training(comm, c, config_json(c, config_file));
