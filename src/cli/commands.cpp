@@ -382,11 +382,15 @@ bool parse_train_command(int argc, char** argv, train::TrainConfig& c, std::stri
   c.augment = !vm["no-augment"].as<bool>();
   c.overlap = !vm["no-overlap"].as<bool>();
   if (vm.count("ranks-per-node")) c.ranks_per_node = vm["ranks-per-node"].as<int>();  // range-checked above
-  if (vm.count("stage-to") && c.stage_to.empty()) throw UsageError("--stage-to needs a directory");
-  c.stage_to = expand_env("stage-to", c.stage_to);
-  std::tie(c.image_height, c.image_width) = image_size_option(vm);
-  if (c.submission_division.empty()) c.submission_division = c.model == "resnet50" ? "closed" : "open";
-  train::check_train_config(c);
+  try {
+    if (vm.count("stage-to") && c.stage_to.empty()) throw UsageError("--stage-to needs a directory");
+    c.stage_to = expand_env("stage-to", c.stage_to);
+    std::tie(c.image_height, c.image_width) = image_size_option(vm);
+    if (c.submission_division.empty()) c.submission_division = c.model == "resnet50" ? "closed" : "open";
+    train::check_train_config(c);
+  } catch (const UsageError& e) {
+    throw UsageError(e.what() + lines.where_mentioned(e.what()));
+  }
   return true;
 }
 

@@ -2,6 +2,7 @@
 #include "cli/option_ranges.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -77,6 +78,24 @@ std::string ConfigLines::where(const std::string& option) const {
   if (std::find(on_command_line_.begin(), on_command_line_.end(), option) != on_command_line_.end()) return "";
   const auto it = lines_.find(option);
   return it == lines_.end() ? "" : " (" + path_ + " line " + std::to_string(it->second) + ")";
+}
+
+std::string ConfigLines::where_mentioned(const std::string& message) const {
+  std::string found;
+  std::vector<std::string> seen;
+  for (std::size_t at = message.find("--"); at != std::string::npos; at = message.find("--", at + 2)) {
+    std::size_t end = at + 2;
+    while (end < message.size() && (std::islower(static_cast<unsigned char>(message[end])) ||
+                                    std::isdigit(static_cast<unsigned char>(message[end])) || message[end] == '-'))
+      ++end;
+    const std::string option = message.substr(at + 2, end - at - 2);
+    if (option.empty() || std::find(seen.begin(), seen.end(), option) != seen.end()) continue;
+    seen.push_back(option);
+    if (where(option).empty()) continue;
+    found +=
+        (found.empty() ? "; from " + path_ + ": --" : ", --") + option + " line " + std::to_string(line_of(option));
+  }
+  return found;
 }
 
 std::vector<std::string> command_line_options(int argc, char** argv) {

@@ -26,6 +26,10 @@ class ConfigLines {
   explicit ConfigLines(const std::string& path);
   // " (FILE line N)" for an option set in the file and not on the command line; "" otherwise.
   std::string where(const std::string& option) const;
+  // "; from FILE: --a line 3, --b line 7" for the options named "--name" in `message` that were
+  // set in the file (not on the command line); "" when none was. For the checks that relate
+  // options after parsing, so that a bad value from a config file names the file and line.
+  std::string where_mentioned(const std::string& message) const;
   // The line of an option in the file (0: not there).
   int line_of(const std::string& option) const;
   // Options given on the command line: those override the file, so where() is "" for them.

@@ -127,7 +127,7 @@ void check_model_name(const std::string& model) {
     if (m == model) return;
     known += (known.empty() ? "" : ", ") + m;
   }
-  throw UsageError("unknown model '" + model + "' (known: " + known + ")");
+  throw UsageError("unknown model '" + model + "' (--model; known: " + known + ")");
 }
 
 void check_io_mode(const std::string& io) {

@@ -87,6 +87,14 @@ expect_failure "batch buffers beyond the node's memory" \
   "the data loader's batch buffers (--prefetch 64 + 1 batches of 1048576 samples of 64x64x3 bytes): 837.8 GB per rank (1675.6 GB for the node's 2 ranks)" \
   mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/big" --batch-size 1048576 \
   --prefetch 64 --output-dir "$T/o-big"
+# Checks that relate options after parsing name the config file and lines too.
+printf 'model = resnet20\nstall-warn-s = 60\nstall-abort-s = 5\n' >"$T/related.ini"
+expect_failure "related options from an INI file, with file and lines" \
+  "--stall-abort-s 5 is shorter than --stall-warn-s 60 (0 = never abort); from $T/related.ini: --stall-abort-s line 3, --stall-warn-s line 2" \
+  "$BIN/scaletrain" train --config "$T/related.ini" --data "$T/gray"
+printf 'model = ResNet-50\n' >"$T/model.ini"
+expect_failure "unknown model from an INI file" "unknown model 'ResNet-50' (--model; known: resnet20, resnet50); from $T/model.ini: --model line 1" \
+  "$BIN/scaletrain" train --config "$T/model.ini" --data "$T/gray"
 printf 'model = resnet20\n# the input pipeline\nprefetch = 2147483647\n' >"$T/overflow.ini"
 expect_failure "INI value out of range, with file and line" \
   "--prefetch 2147483647 is out of range: allowed 1 to 64 batches ($T/overflow.ini line 3)" \
