@@ -107,8 +107,39 @@ std::vector<std::string> command_line_options(int argc, char** argv) {
   return out;
 }
 
+namespace {
+
+// The first control character of a text value (a damaged config file: a NUL would also cut every
+// message that quotes the value), or npos.
+std::size_t control_character_at(const std::string& text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\t') || c == 0x7f) return i;
+  }
+  return std::string::npos;
+}
+
+void check_printable(const po::variables_map& vm, const ConfigLines& lines) {
+  for (const auto& [name, value] : vm) {
+    std::vector<std::string> texts;
+    if (const auto* text = boost::any_cast<std::string>(&value.value())) texts.push_back(*text);
+    if (const auto* list = boost::any_cast<std::vector<std::string>>(&value.value())) texts = *list;
+    for (const std::string& text : texts) {
+      const std::size_t at = control_character_at(text);
+      if (at == std::string::npos) continue;
+      char byte[8];
+      std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(text[at]));
+      throw UsageError("--" + name + ": the value has a control character (byte " + byte + " at position " +
+                       std::to_string(at) + ")" + lines.where(name));
+    }
+  }
+}
+
+}  // namespace
+
 void check_option_ranges(const po::variables_map& vm, const std::vector<OptionRange>& ranges,
                          const ConfigLines& lines) {
+  check_printable(vm, lines);
   for (const OptionRange& r : ranges) {
     if (!vm.count(r.option) || vm[r.option].defaulted()) continue;
     double v = 0.0;

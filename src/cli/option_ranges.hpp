@@ -44,7 +44,8 @@ class ConfigLines {
 // The long options given on a command line ("--epochs 3", "--epochs=3").
 std::vector<std::string> command_line_options(int argc, char** argv);
 
-// Throws UsageError for the first option of `ranges` in `vm` whose value is outside its range.
+// Throws UsageError for a text value with a control character (a damaged config file), then for
+// the first option of `ranges` in `vm` whose value is outside its range.
 void check_option_ranges(const boost::program_options::variables_map& vm, const std::vector<OptionRange>& ranges,
                          const ConfigLines& lines = ConfigLines());
 
