@@ -158,24 +158,11 @@ int upgrade_main(int argc, char** argv) {
   po::positional_options_description positional;
   positional.add("source", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(desc).positional(positional).run(), vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string("upgrade: ") + e.what());
-  }
+  const std::string synopsis = std::string("SRC --output DST [--overwrite]\n\n") + kUpgradeHelp;
+  if (!parse_data_command("upgrade", argc, argv, desc, vm, synopsis.c_str(), &positional)) return 0;
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (vm.count("help")) {
-    if (rank == 0)
-      std::cout << "usage: scaletrain-data upgrade SRC --output DST [--overwrite]\n\n" << kUpgradeHelp << "\n" << desc;
-    return 0;
-  }
-  try {
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string("upgrade: ") + e.what());
-  }
   std::error_code ec;
   if (fs::exists(output, ec) && fs::exists(source, ec) && fs::equivalent(source, output, ec))
     throw UsageError("upgrade: --output must differ from the source directory (" + source + ")");
