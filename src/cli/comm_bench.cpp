@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/option_ranges.hpp"
 #include "scaletrain/cli/commands.hpp"
 #include "scaletrain/cli/guard.hpp"
 #include "scaletrain/comm/allreduce.hpp"
@@ -33,6 +34,7 @@
 #include "scaletrain/comm/topology.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/json.hpp"
+#include "scaletrain/core/memory.hpp"
 
 namespace po = boost::program_options;
 
@@ -537,8 +539,8 @@ int comm_bench_main(int argc, char** argv) {
                                                   "timed iterations per size and algorithm")(
       "warmup", po::value(&o.warmup)->default_value(o.warmup)->value_name("N"), "untimed iterations before them")(
       "ranks-per-node", po::value(&o.ranks_per_node)->default_value(o.ranks_per_node)->value_name("N"),
-      "emulate nodes of N ranks (ranks k*N .. k*N+N-1 form node k); 0 = the environment variable "
-      "SCALETRAIN_RANKS_PER_NODE, or else the ranks that share memory")(
+      "emulate nodes of N ranks (ranks k*N .. k*N+N-1 form node k); without it (shown as 0): the "
+      "environment variable SCALETRAIN_RANKS_PER_NODE, or else the ranks that share memory")(
       "grad-compression", po::value(&o.compression)->default_value(o.compression)->value_name("C"),
       "none | fp16 | bf16: flat and hierarchical send 16-bit values and add in float32 (the mpi "
       "baseline stays float32; bandwidths count float32 bytes)")(
@@ -571,6 +573,7 @@ int comm_bench_main(int argc, char** argv) {
                   << desc << "\n";
       return 0;
     }
+    check_option_ranges(vm, option_ranges());
     po::notify(vm);
   } catch (const po::error& e) {
     throw UsageError(e.what());
@@ -581,19 +584,13 @@ int comm_bench_main(int argc, char** argv) {
   if (min_bytes < 1) throw UsageError("--min-bytes must be at least 1, got " + o.min_bytes);
   if (min_bytes > max_bytes)
     throw UsageError("--min-bytes " + o.min_bytes + " is larger than --max-bytes " + o.max_bytes);
-  if (o.step_factor < 2)
-    throw UsageError("--step-factor must be an integer >= 2, got " + std::to_string(o.step_factor));
-  if (o.iters < 1) throw UsageError("--iters must be at least 1, got " + std::to_string(o.iters));
-  if (o.warmup < 0) throw UsageError("--warmup must not be negative, got " + std::to_string(o.warmup));
-  if (o.ranks_per_node < 0)
-    throw UsageError("--ranks-per-node must be positive (or 0 for automatic), got " + std::to_string(o.ranks_per_node));
+  // --step-factor, --iters, --warmup, --p2p-iters and --ranks-per-node: checked by their ranges.
   if (o.compression != "none" && o.compression != "fp16" && o.compression != "bf16")
     throw UsageError("unknown --grad-compression '" + o.compression + "' (known: none, fp16, bf16)");
   const std::vector<Bench> algos = parse_algorithms(o.algorithms);
   const int64_t p2p_bytes = parse_bytes("p2p-bytes", o.p2p_bytes);
   if (p2p_bytes < 1 || p2p_bytes > (int64_t{1} << 30))
     throw UsageError("--p2p-bytes must be from 1 byte to 1G, got " + o.p2p_bytes);
-  if (o.p2p_iters < 1) throw UsageError("--p2p-iters must be at least 1, got " + std::to_string(o.p2p_iters));
 
   std::vector<int64_t> sizes;
   for (int64_t s = min_bytes;; s *= o.step_factor) {
@@ -616,6 +613,9 @@ int comm_bench_main(int argc, char** argv) {
 
   const comm::Communicator world = comm::Communicator::world();
   const comm::Topology topo = comm::Topology::build(world, o.ranks_per_node);
+  // The benchmark buffer and the algorithms' scratch (about as large again), before allocating.
+  check_memory_request(2 * max_bytes, topo.local_size(), "--max-bytes " + o.max_bytes + " (the buffer and scratch)",
+                       "lower --max-bytes");
   const bool wants_hierarchical = std::find(algos.begin(), algos.end(), Bench::hierarchical) != algos.end();
   if (wants_hierarchical && !topo.uniform() && !o.p2p)
     throw UsageError("hierarchical all-reduce needs the same number of ranks on every node, but the topology is " +

@@ -190,6 +190,11 @@ const std::vector<OptionRange>& option_ranges() {
       {"chunk-samples", 1, 1e7, "samples"},
       {"max-side", 0, 65536, "pixels (0 = keep)"},
       {"dump-batches", 0, 1e6, "batches"},
+      // scaletrain-comm-bench
+      {"step-factor", 2, 1024, ""},
+      {"iters", 1, 1e7, "iterations"},
+      {"warmup", 0, 1e7, "iterations"},
+      {"p2p-iters", 1, 1e7, "iterations"},
   };
   return ranges;
 }

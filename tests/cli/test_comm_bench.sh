@@ -93,14 +93,19 @@ expect_failure "negative size" "--min-bytes '-8' must not be negative" mpirun -n
 expect_failure "bad size" "--max-bytes '12Q' has an unknown unit" "$B" --max-bytes 12Q
 expect_failure "unknown algorithm" "unknown algorithm 'ring'" \
   mpirun -np 2 --oversubscribe "$B" --algorithms flat,ring
-expect_failure "negative --ranks-per-node" "--ranks-per-node must be positive" \
+expect_failure "negative --ranks-per-node" "--ranks-per-node -1 is out of range: allowed 1 to 100000 ranks" \
   mpirun -np 2 --oversubscribe "$B" --ranks-per-node=-1
 expect_failure "unequal nodes" "needs the same number of ranks on every node" \
   mpirun -np 3 --oversubscribe "$B" --ranks-per-node 2 --max-bytes 1K
 expect_failure "bad SCALETRAIN_RANKS_PER_NODE" "SCALETRAIN_RANKS_PER_NODE" \
   env SCALETRAIN_RANKS_PER_NODE=two mpirun -np 2 --oversubscribe -x SCALETRAIN_RANKS_PER_NODE "$B" --max-bytes 1K
 expect_failure "unknown compression" "unknown --grad-compression 'fp8'" "$B" --grad-compression fp8
-expect_failure "step factor 1" "--step-factor must be an integer >= 2" "$B" --step-factor 1
+expect_failure "step factor 1" "--step-factor 1 is out of range: allowed 2 to 1024" "$B" --step-factor 1
+expect_failure "iterations out of range" "--iters 100000000 is out of range: allowed 1 to 10000000 iterations" \
+  "$B" --iters 100000000
+# Memory asked for is checked before it is allocated: 2 x 1 TiB per rank is more than any node has.
+expect_failure "--max-bytes beyond memory" "--max-bytes 1024G (the buffer and scratch): 2199.0 GB per rank (4398.0 GB for the node's 2 ranks)" \
+  mpirun -np 2 --oversubscribe "$B" --max-bytes 1024G
 expect_failure "unwritable json" "cannot write --json $T/no/such/dir/x.json" \
   mpirun -np 2 --oversubscribe "$B" --max-bytes 1K --json "$T/no/such/dir/x.json"
 echo "PASS"
