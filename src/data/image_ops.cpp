@@ -14,43 +14,54 @@
 namespace scaletrain::data {
 namespace {
 
-// A TurboJPEG handle owned by the calling thread, created on first use.
+// A TurboJPEG handle owned by the calling thread, created on first use. After a failed call the
+// handle is replaced: libjpeg-turbo 2.1 can leave it unusable (after "Empty JPEG image (DNL not
+// supported)" every later decode on it fails with "Bogus marker length", valid files included;
+// found by fuzz_jpeg), and one bad sample must not fail every later one on the thread.
 class ThreadHandle {
  public:
-  explicit ThreadHandle(bool compress) : handle_(compress ? tjInitCompress() : tjInitDecompress()) {
-    ST_CHECK(handle_ != nullptr, "libjpeg-turbo: cannot create a handle: " << tjGetErrorStr2(nullptr));
-  }
+  explicit ThreadHandle(bool compress) : compress_(compress) { create(); }
   ~ThreadHandle() { tjDestroy(handle_); }
   ThreadHandle(const ThreadHandle&) = delete;
   ThreadHandle& operator=(const ThreadHandle&) = delete;
   tjhandle get() const { return handle_; }
+  // The library's message for the failed call, after which the handle is replaced by a new one.
+  std::string error_and_renew() {
+    std::string message = tjGetErrorStr2(handle_);
+    tjDestroy(handle_);
+    create();
+    return message;
+  }
 
  private:
-  tjhandle handle_;
+  void create() {
+    handle_ = compress_ ? tjInitCompress() : tjInitDecompress();
+    ST_CHECK(handle_ != nullptr, "libjpeg-turbo: cannot create a handle: " << tjGetErrorStr2(nullptr));
+  }
+  bool compress_;
+  tjhandle handle_ = nullptr;
 };
 
-tjhandle decompressor() {
+ThreadHandle& decompressor() {
   thread_local ThreadHandle h(false);
-  return h.get();
+  return h;
 }
 
-tjhandle compressor() {
+ThreadHandle& compressor() {
   thread_local ThreadHandle h(true);
-  return h.get();
+  return h;
 }
-
-std::string tj_error(tjhandle h) { return tjGetErrorStr2(h); }
 
 struct Header {
   int width = 0, height = 0, subsamp = 0, colorspace = 0;
 };
 
-Header read_header(tjhandle h, const uint8_t* data, std::size_t size) {
+Header read_header(ThreadHandle& h, const uint8_t* data, std::size_t size) {
   ST_CHECK(size > 0, "JPEG data is empty");
   Header hd;
-  if (tjDecompressHeader3(h, data, static_cast<unsigned long>(size), &hd.width, &hd.height, &hd.subsamp,
+  if (tjDecompressHeader3(h.get(), data, static_cast<unsigned long>(size), &hd.width, &hd.height, &hd.subsamp,
                           &hd.colorspace) != 0)
-    ST_THROW("JPEG does not decode: " << tj_error(h));
+    ST_THROW("JPEG does not decode: " << h.error_and_renew());
   ST_CHECK(hd.width > 0 && hd.height > 0, "JPEG has an empty size " << hd.width << "x" << hd.height);
   return hd;
 }
@@ -120,7 +131,7 @@ JpegHeader jpeg_header(const uint8_t* data, std::size_t size) {
 }
 
 double decode_jpeg(const uint8_t* data, std::size_t size, RgbImage& out, int min_height, int min_width) {
-  tjhandle h = decompressor();
+  ThreadHandle& h = decompressor();
   const Header hd = read_header(h, data, size);
   int width = hd.width, height = hd.height;
   if (min_height > 0 || min_width > 0) {
@@ -141,14 +152,14 @@ double decode_jpeg(const uint8_t* data, std::size_t size, RgbImage& out, int min
   const int channels = cmyk ? 4 : 3;
   std::vector<uint8_t>& buf = out.pixels;
   buf.resize(static_cast<std::size_t>(width) * height * channels);
-  const int rc = tjDecompress2(h, data, static_cast<unsigned long>(size), buf.data(), width, 0, height,
+  const int rc = tjDecompress2(h.get(), data, static_cast<unsigned long>(size), buf.data(), width, 0, height,
                                cmyk ? TJPF_CMYK : TJPF_RGB, 0);
   if (rc != 0) {
     // Warnings (e.g. extraneous bytes, common in ImageNet) still give a complete image; a
     // truncated file does not.
-    const std::string msg = tj_error(h);
-    if (tjGetErrorCode(h) != TJERR_WARNING || msg.find("Premature end") != std::string::npos)
-      ST_THROW("JPEG does not decode: " << msg);
+    const std::string msg = tjGetErrorStr2(h.get());
+    if (tjGetErrorCode(h.get()) != TJERR_WARNING || msg.find("Premature end") != std::string::npos)
+      ST_THROW("JPEG does not decode: " << h.error_and_renew());
   }
   if (cmyk) {
     // libjpeg returns Adobe's inverted CMYK: R = C * K / 255 and so on.
@@ -167,13 +178,13 @@ double decode_jpeg(const uint8_t* data, std::size_t size, RgbImage& out, int min
 std::vector<uint8_t> encode_jpeg(const uint8_t* rgb, int height, int width, int quality) {
   ST_CHECK(height > 0 && width > 0 && quality >= 1 && quality <= 100,
            "encode_jpeg: bad size " << height << "x" << width << " or quality " << quality);
-  tjhandle h = compressor();
+  ThreadHandle& h = compressor();
   unsigned char* jpeg = nullptr;
   unsigned long size = 0;
-  const int rc = tjCompress2(h, rgb, width, 0, height, TJPF_RGB, &jpeg, &size, TJSAMP_420, quality, 0);
+  const int rc = tjCompress2(h.get(), rgb, width, 0, height, TJPF_RGB, &jpeg, &size, TJSAMP_420, quality, 0);
   if (rc != 0) {
     tjFree(jpeg);
-    ST_THROW("JPEG encoding failed: " << tj_error(h));
+    ST_THROW("JPEG encoding failed: " << h.error_and_renew());
   }
   std::vector<uint8_t> result(jpeg, jpeg + size);
   tjFree(jpeg);

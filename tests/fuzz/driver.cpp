@@ -287,6 +287,7 @@ struct Options {
   std::string summary;  // append the JSON line here too
   std::string replay;   // regressions file: replay this target's recipes instead of mutating
   std::string reports;  // directory for the full stderr of workers that died (default: corpus/../reports)
+  bool echo = false;    // every mutant's recipe and outcome to the worker's stderr (reports/worker-stderr.txt)
   bool worker = false;
   uint64_t start = 0;
   int report_fd = -1;
@@ -296,7 +297,7 @@ struct Options {
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << scaletrain::fuzz::target_name() << ": " << why << "\nusage: " << scaletrain::fuzz::target_name()
             << " --corpus DIR [--seed N] [--seconds S | --runs N] [--timeout S] [--summary FILE] [--replay FILE]"
-               " [--reports DIR]\n";
+               " [--reports DIR] [--echo]\n";
   std::exit(2);
 }
 
@@ -326,6 +327,8 @@ Options parse_options(int argc, char** argv) {
       o.reports = value();
     else if (a == "--worker")
       o.worker = true;
+    else if (a == "--echo")
+      o.echo = true;
     else if (a == "--start")
       o.start = std::stoull(value());
     else if (a == "--report-fd")
@@ -417,6 +420,9 @@ int worker_main(const Options& o) {
     std::fprintf(report, "E %llu %s %s\n", static_cast<unsigned long long>(i), outcome_name(r.outcome),
                  one_line(r.message).c_str());
     std::fflush(report);
+    if (o.echo)  // --echo: every mutant's recipe and outcome, for looking at what a target does
+      std::fprintf(stderr, "%llu %s: %s %s\n", static_cast<unsigned long long>(i), m.recipe(corpus).c_str(),
+                   outcome_name(r.outcome), one_line(r.message).c_str());
   }
   std::fclose(report);
   return 0;

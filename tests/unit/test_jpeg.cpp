@@ -84,6 +84,28 @@ BOOST_AUTO_TEST_CASE(flat_colour_decodes_to_its_colour) {
   BOOST_TEST(max_abs_diff(img.pixels, px) <= 3);  // colour conversion rounding only
 }
 
+BOOST_AUTO_TEST_CASE(a_bad_jpeg_does_not_spoil_the_next_decode_on_the_thread) {
+  // Found by fuzz_jpeg: after "Empty JPEG image (DNL not supported)" (a frame header of height 0,
+  // which JPEG allows only with a DNL marker) libjpeg-turbo's handle failed every later decode on
+  // the thread with "Bogus marker length", valid files included. Recipe: the height bytes of the
+  // SOF0 marker (FF C0, length, precision, then height) of an encoded image set to 0.
+  const int h = 16, w = 24;
+  std::vector<uint8_t> px(static_cast<std::size_t>(h) * w * 3, 128);
+  const std::vector<uint8_t> good = encode_jpeg(px.data(), h, w, 90);
+  std::vector<uint8_t> bad = good;
+  const uint8_t marker[2] = {0xFF, 0xC0};
+  const auto sof = std::search(bad.begin(), bad.end(), std::begin(marker), std::end(marker));
+  BOOST_REQUIRE(sof != bad.end());
+  sof[5] = sof[6] = 0;
+  RgbImage img;
+  BOOST_CHECK_EXCEPTION(decode_jpeg(bad.data(), bad.size(), img), Error, [](const Error& e) {
+    return std::string(e.what()).find("JPEG does not decode") != std::string::npos;
+  });
+  BOOST_CHECK_NO_THROW(decode_jpeg(good.data(), good.size(), img));
+  BOOST_TEST(img.height == h);
+  BOOST_TEST(img.width == w);
+}
+
 BOOST_AUTO_TEST_CASE(gradient_decodes_within_jpeg_tolerance) {
   const int h = 96, w = 128;
   const std::vector<uint8_t> px = gradient(h, w);
