@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "scaletrain/comm/communicator.hpp"
@@ -60,6 +61,7 @@ Manifest parse_manifest(const std::string& path, const std::string& text) {
                "shard " << e.file << ": xxh3 '" << s.at("xxh3").as_string() << "' is not 16 hex digits");
       m.shards.push_back(e);
     }
+    m.index();
   } catch (const Error& e) {
     ST_THROW("dataset manifest " << path << " is damaged or not a manifest: " << error_text(e)
                                  << "; write it again with `scaletrain-data manifest DIR`");
@@ -108,11 +110,30 @@ void agree_or_throw(const comm::Communicator& comm, std::string problem) {
 
 }  // namespace
 
+void Manifest::index() {
+  index_.clear();
+  for (std::size_t i = 0; i < shards.size(); ++i) index_.emplace(shards[i].file, i);
+}
+
 const ManifestEntry* Manifest::find(const std::string& file) const {
-  for (const ManifestEntry& e : shards)
+  const auto it = index_.find(file);
+  if (it != index_.end() && it->second < shards.size() && shards[it->second].file == file) return &shards[it->second];
+  for (const ManifestEntry& e : shards)  // not indexed (shards changed since index())
     if (e.file == file) return &e;
   return nullptr;
 }
+
+namespace {
+
+// The listed shards whose files are not among `names`, as "DIR/FILE" paths.
+std::vector<std::string> missing_shards(const Manifest& manifest, const std::set<std::string>& names) {
+  std::vector<std::string> missing;
+  for (const ManifestEntry& e : manifest.shards)
+    if (!names.count(e.file)) missing.push_back((fs::path(manifest.path).parent_path() / e.file).string());
+  return missing;
+}
+
+}  // namespace
 
 std::optional<Manifest> read_manifest(const std::string& split_dir) {
   const std::string path = (fs::path(split_dir) / kManifestFile).string();
@@ -129,7 +150,9 @@ void check_manifest_sizes(const Manifest& manifest, const std::vector<std::strin
   const std::string fix =
       "; if the dataset was changed on purpose, write its manifest again with "
       "`scaletrain-data manifest DIR`";
+  std::set<std::string> names;
   for (const std::string& path : shard_paths) {
+    names.insert(file_name(path));
     const ManifestEntry* e = manifest.find(file_name(path));
     ST_CHECK(e != nullptr,
              path << " is not listed in " << manifest.path << " (a shard from another conversion?)" << fix);
@@ -140,12 +163,9 @@ void check_manifest_sizes(const Manifest& manifest, const std::vector<std::strin
                                      << e->bytes << " ("
                                      << (bytes < e->bytes ? "cut short or still being copied" : "grown") << ")" << fix);
   }
-  for (const ManifestEntry& e : manifest.shards) {
-    const bool present = std::any_of(shard_paths.begin(), shard_paths.end(),
-                                     [&](const std::string& p) { return file_name(p) == e.file; });
-    ST_CHECK(present, manifest.path << " lists shard " << e.file << ", which is missing from "
-                                    << fs::path(manifest.path).parent_path().string() << fix);
-  }
+  for (const std::string& path : missing_shards(manifest, names))
+    ST_THROW(manifest.path << " lists shard " << fs::path(path).filename().string() << ", which is missing from "
+                           << fs::path(manifest.path).parent_path().string() << fix);
 }
 
 std::vector<io::FileDigest> digest_files(const std::vector<std::string>& paths, const comm::Communicator& comm) {
@@ -191,16 +211,16 @@ ChecksumReport verify_checksums(const std::string& split_dir, const comm::Commun
   ChecksumReport report;
   report.manifest = manifest->path;
   std::vector<std::string> present;
+  std::set<std::string> names;
   for (const std::string& path : shard_files(split_dir)) {
+    names.insert(file_name(path));
     if (manifest->find(file_name(path)) != nullptr)
       present.push_back(path);
     else
       report.damaged.push_back(path + ": not listed in " + manifest->path);
   }
-  for (const ManifestEntry& e : manifest->shards)
-    if (std::none_of(present.begin(), present.end(), [&](const std::string& p) { return file_name(p) == e.file; }))
-      report.damaged.push_back((fs::path(split_dir) / e.file).string() + ": missing (listed in " + manifest->path +
-                               ")");
+  for (const std::string& path : missing_shards(*manifest, names))
+    report.damaged.push_back(path + ": missing (listed in " + manifest->path + ")");
   const std::vector<io::FileDigest> digests = digest_files(present, comm);
   report.shards = static_cast<int64_t>(present.size());
   for (std::size_t i = 0; i < present.size(); ++i) {

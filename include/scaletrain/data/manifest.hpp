@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,7 +36,13 @@ struct ManifestEntry {
 struct Manifest {
   std::string path;  // DIR/<split>/manifest.json
   std::vector<ManifestEntry> shards;
-  const ManifestEntry* find(const std::string& file) const;  // nullptr when not listed
+  // The entry of a shard's file name; nullptr when not listed. A map lookup once index() ran
+  // (read_manifest does): ImageNet's splits have over a thousand shards.
+  const ManifestEntry* find(const std::string& file) const;
+  void index();
+
+ private:
+  std::map<std::string, std::size_t> index_;  // file -> position in shards
 };
 
 // Reads split_dir/manifest.json; nullopt when there is none. A manifest that cannot be parsed is
