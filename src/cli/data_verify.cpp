@@ -27,6 +27,22 @@ std::string rate_text(int64_t bytes, double seconds, int ranks) {
   return os.str();
 }
 
+Json report_json(const data::ChecksumReport& r) {
+  Json j = Json::object();
+  j.set("manifest", r.manifest);
+  j.set("shards", r.shards);
+  j.set("bytes", r.bytes);
+  j.set("seconds", r.seconds);
+  j.set("damaged", Json::array_of(r.damaged));
+  return j;
+}
+
+void print_report(const std::string& split, const data::ChecksumReport& r, int ranks) {
+  std::cout << "split " << split << ": " << r.shards << " shards, " << rate_text(r.bytes, r.seconds, ranks) << ": "
+            << (r.damaged.empty() ? "all match " + r.manifest : std::to_string(r.damaged.size()) + " damaged") << "\n";
+  for (const std::string& line : r.damaged) std::cout << "  DAMAGED " << line << "\n";
+}
+
 }  // namespace
 
 int verify_main(int argc, char** argv) {
@@ -45,25 +61,10 @@ int verify_main(int argc, char** argv) {
   Json splits = Json::object();
   int64_t damaged = 0;
   for (const std::string& split : data::list_splits(dir)) {
-    const std::string split_dir = dir + "/" + split;
-    const data::ChecksumReport r = data::verify_checksums(split_dir, world);
+    const data::ChecksumReport r = data::verify_checksums(dir + "/" + split, world);
     damaged += static_cast<int64_t>(r.damaged.size());
-    if (world.rank() != 0) continue;
-    if (json) {
-      Json j = Json::object();
-      j.set("manifest", r.manifest);
-      j.set("shards", r.shards);
-      j.set("bytes", r.bytes);
-      j.set("seconds", r.seconds);
-      j.set("damaged", Json::array_of(r.damaged));
-      splits.set(split, j);
-    } else {
-      std::cout << "split " << split << ": " << r.shards << " shards, " << rate_text(r.bytes, r.seconds, world.size())
-                << ": "
-                << (r.damaged.empty() ? "all match " + r.manifest : std::to_string(r.damaged.size()) + " damaged")
-                << "\n";
-      for (const std::string& line : r.damaged) std::cout << "  DAMAGED " << line << "\n";
-    }
+    if (world.rank() == 0 && json) splits.set(split, report_json(r));
+    if (world.rank() == 0 && !json) print_report(split, r, world.size());
   }
   if (world.rank() == 0 && json) {
     Json out = Json::object();

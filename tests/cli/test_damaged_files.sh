@@ -71,6 +71,14 @@ file=$T/flipped/train/shard-00003-of-00004.h5
 poke "$file" $(($(dataset_offset "$file" images) + 100)) ff  # one pixel: HDF5 cannot see it
 expect_failure "verify names the damaged shard (2 ranks)" "DAMAGED $file" \
   "${MPI2[@]}" "$BIN/scaletrain-data" verify "$T/flipped"
+json=$("$BIN/scaletrain-data" verify "$T/flipped" --json 2>/dev/null) && fail "verify --json exited 0 on damage"
+$PY -c "
+import json, sys
+r = json.load(sys.stdin)
+assert r['damaged'] == 1 and r['splits']['train']['shards'] == 4, r
+assert r['splits']['train']['damaged'][0].startswith(sys.argv[1] + ': '), r
+assert r['splits']['val']['damaged'] == [] and r['splits']['train']['bytes'] > 0, r" "$file" <<<"$json" ||
+  fail "verify --json: $json"
 TRAIN=(train --model resnet20 --epochs 1 --batch-size 16 --threads 1 --max-steps 2)
 expect_failure "train --verify-data" "--verify-data: 1 damaged shard in $T/flipped/train" \
   "${MPI2[@]}" "$BIN/scaletrain" "${TRAIN[@]}" --data "$T/flipped" --output-dir "$T/o1" --verify-data
