@@ -71,6 +71,10 @@ std::string busy_note(const RankProgress& r) {
   return r.busy_s >= kBusyNamedAfter ? ", its data loader " + r.busy + " for " + seconds(r.busy_s) : std::string();
 }
 
+// How long a rank has been stuck: its main thread without progress, or a read or decode in flight
+// for longer (the main thread may still be using batches prepared before that read hung).
+double stuck_for(const Beat& b) { return std::max(b.since_s, b.busy_s); }
+
 void set_busy(RankProgress& p, const Beat& b) {
   p.busy = b.busy;
   p.busy_s = b.busy_s;
@@ -198,7 +202,7 @@ struct StallWatchdog::Impl {
       p.step = b.step;
       p.waiting = b.waiting != 0;
       p.silent_s = r == 0 ? 0.0 : now - peers[r].received_at;
-      p.stuck_s = b.since_s + p.silent_s;
+      p.stuck_s = stuck_for(b) + p.silent_s;
       p.silent = p.silent_s > silent_after;
       p.heard = r == 0 || peers[r].heard;
       set_busy(p, b);
@@ -228,11 +232,11 @@ struct StallWatchdog::Impl {
     root.silent = root_silent > std::max(3 * period, 1.0);
     root.heard = root_heard;
     root.silent_s = root_silent;
-    root.stuck_s = root_beat.since_s + root_silent;
+    root.stuck_s = stuck_for(root_beat) + root_silent;
     set_busy(root, root_beat);
     const int signal = stop_signal_received();
     if (signal != 0 && root.silent && root_silent > kSilentWhileStopping) abort_for_silence(root, signal);
-    if (std::min(mine.since_s, root_silent) <= options.warn_s) {
+    if (std::min(stuck_for(mine), root_silent) <= options.warn_s) {
       warned = false;
       return;
     }
@@ -242,7 +246,7 @@ struct StallWatchdog::Impl {
     me.activity = mine.activity;
     me.step = mine.step;
     me.waiting = mine.waiting != 0;
-    me.stuck_s = mine.since_s;
+    me.stuck_s = stuck_for(mine);
     set_busy(me, mine);
     judge({root, me}, "--stall-warn-s", "--stall-abort-s");
   }

@@ -21,20 +21,33 @@ expect_failure() {
 }
 
 
+# our_scaletrain_pids: the running processes of this build's scaletrain ($BIN/scaletrain), not
+# those of another build or job on the same machine.
+our_scaletrain_pids() {
+  local p exe
+  exe=$(readlink -f "$BIN/scaletrain")
+  for p in $(pgrep -x scaletrain || true); do
+    [ "$(readlink -f "/proc/$p/exe" 2>/dev/null)" = "$exe" ] && [ "$(cut -d' ' -f3 "/proc/$p/stat" 2>/dev/null)" != Z ] &&
+      echo "$p"
+  done
+  return 0
+}
+
 # rank_pid R: the pid of MPI rank R's scaletrain process (Open MPI puts the rank in its environment).
 rank_pid() {
   local p
-  for p in $(pgrep -x scaletrain || true); do
+  for p in $(our_scaletrain_pids); do
     tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && echo "$p"
   done
+  return 0
 }
 
-# no_scaletrain_left: every scaletrain process is gone within 10 s (after a job ended).
+# no_scaletrain_left: every scaletrain process of this build is gone within 10 s (after a job ended).
 no_scaletrain_left() {
   local i
   for i in $(seq 100); do
-    pgrep -x scaletrain >/dev/null || return 0
+    [ -n "$(our_scaletrain_pids)" ] || return 0
     sleep 0.1
   done
-  fail "scaletrain processes left 10 s after the job ended: $(pgrep -a -x scaletrain)"
+  fail "scaletrain processes left 10 s after the job ended: $(our_scaletrain_pids)"
 }

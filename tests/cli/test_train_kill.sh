@@ -26,7 +26,7 @@ for k in $(seq "$KILLS"); do
   timeout 300 "${TRAIN[@]}" --output-dir "$T/run" --resume auto --checkpoint-every-steps 2 >"$T/kill$k.log" 2>&1 &
   job=$!
   sleep "$((RANDOM % 1800 / 1000)).$(printf '%03d' $((200 + RANDOM % 800)))"
-  victims=($(pgrep -x scaletrain || true))
+  victims=($(our_scaletrain_pids))
   [ "${#victims[@]}" -gt 0 ] || fail "kill $k: the run ended before the kill: $(tail -n 3 "$T/kill$k.log")"
   kill -9 "${victims[RANDOM % ${#victims[@]}]}" 2>/dev/null || true
   wait $job || true

@@ -10,7 +10,8 @@ host=$(hostname)
 
 "$BIN/scaletrain-data" synthetic --samples 8192 --val-samples 32 --image-size 8,8,3 --classes 4 --shards 2 \
   --output "$T/data" >/dev/null
-TRAIN=(timeout 120 mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/data" --epochs 2
+# 20 epochs: far more than the tests wait for (a fast machine must not finish before the stop).
+TRAIN=(timeout 120 mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/data" --epochs 20
   --batch-size 8 --threads 1 --log-every 20)
 
 wait_for() {  # FILE PATTERN SECONDS: seconds waited, or fail
