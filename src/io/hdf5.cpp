@@ -410,8 +410,7 @@ void H5File::set_attribute(const std::string& name, const std::string& value, co
   write_attribute(file_.id(), path_, object, name, type.id(), type.id(), space.id(), &c);
 }
 
-void H5File::set_fixed_string_attribute(const std::string& name, const std::string& value,
-                                        const std::string& object) {
+void H5File::set_fixed_string_attribute(const std::string& name, const std::string& value, const std::string& object) {
   Lock lock(h5_mutex());
   const std::string what = path_ + ": attribute '" + name + "'";
   H5Handle type(H5_OK(H5Tcopy(H5T_C_S1), what), H5Handle::Kind::datatype);
