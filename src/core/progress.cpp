@@ -45,7 +45,7 @@ constexpr int kBusySlots = 256;
 struct BusySlot {
   std::atomic<bool> claimed{false};
   std::mutex mutex;
-  std::string what;     // guarded by mutex
+  BusyWhat what;        // guarded by mutex
   double since = -1.0;  // guarded by mutex; < 0: idle
 };
 std::array<BusySlot, kBusySlots> g_busy;
@@ -67,21 +67,29 @@ struct ThreadSlot {
   }
 };
 
+// "reading DIR/train/shard-00003-of-00008.h5: sample 1200 (row 176) and 63 more".
+std::string describe(const BusyWhat& w) {
+  if (w.file == nullptr) return std::string(w.verb) + " (no samples: a collective read)";
+  std::string text = std::string(w.verb) + " " + *w.file + ": sample " + std::to_string(w.sample) + " (row " +
+                     std::to_string(w.row) + ")";
+  return w.more > 0 ? text + " and " + std::to_string(w.more) + " more" : text;
+}
+
 }  // namespace
 
-BusyScope::BusyScope(std::string what) {
+BusyScope::BusyScope(const BusyWhat& what) {
   thread_local ThreadSlot slot;
   slot_ = slot.index;
   BusySlot& s = g_busy[slot_];
   std::lock_guard<std::mutex> lock(s.mutex);
-  outer_what_ = std::exchange(s.what, std::move(what));
+  outer_what_ = std::exchange(s.what, what);
   outer_since_ = std::exchange(s.since, now_seconds());
 }
 
 BusyScope::~BusyScope() {
   BusySlot& s = g_busy[slot_];
   std::lock_guard<std::mutex> lock(s.mutex);
-  s.what = std::move(outer_what_);
+  s.what = outer_what_;
   s.since = outer_since_;
 }
 
@@ -92,7 +100,7 @@ Busy oldest_busy() {
     if (!s.claimed.load(std::memory_order_relaxed)) continue;
     std::lock_guard<std::mutex> lock(s.mutex);
     if (s.since >= 0.0 && t - s.since > oldest.since_s) {
-      oldest.what = s.what;
+      oldest.what = describe(s.what);
       oldest.since_s = t - s.since;
     }
   }

@@ -105,6 +105,12 @@ struct Loader::Impl {
   void finish_batch(Slot& slot);   // under the lock
   void end_epoch();                // under the lock: the epoch in progress ends (see reads_owed)
   void settle_collective_reads();  // I/O thread: empty reads up to reads_owed
+  // What a busy scope names for the run of samples from `id` (-1: none) and `more` after it.
+  progress::BusyWhat busy_what(const char* verb, int64_t id, int64_t more) const {
+    if (id < 0) return {verb};
+    const int64_t s = shard_of(split, shard_begin, id);
+    return {verb, &split.shards[s].path, id, id - shard_begin[s], more};
+  }
   std::string where(int64_t id) const {
     const int64_t s = shard_of(split, shard_begin, id);
     return split.shards[s].path + ": sample " + std::to_string(id) + " (row " + std::to_string(id - shard_begin[s]) +
@@ -387,9 +393,7 @@ void Loader::Impl::read_batch(Slot& slot, const int64_t* batch_ids) {
   for (int64_t k = 0; k < n; ++k) sorted[k] = batch_ids[slot.position[k]];
   slot.bad.assign(n, 0);
   try {
-    const progress::BusyScope busy(n == 0 ? std::string("reading")
-                                          : "reading " + where(sorted[0]) +
-                                                (n > 1 ? " and " + std::to_string(n - 1) + " more" : std::string()));
+    const progress::BusyScope busy(busy_what("reading", n == 0 ? -1 : sorted[0], n - 1));
     reader->read(sorted, slot.bytes);
     return;
   } catch (const std::exception&) {
@@ -405,7 +409,7 @@ void Loader::Impl::read_batch(Slot& slot, const int64_t* batch_ids) {
   for (int64_t k = 0; k < n; ++k) {
     bool ok = true;
     try {
-      const progress::BusyScope busy("reading " + where(sorted[k]));
+      const progress::BusyScope busy(busy_what("reading", sorted[k], 0));
       reader->read({sorted[k]}, one);
     } catch (const std::exception&) {
       ok = false;
@@ -444,9 +448,7 @@ void Loader::Impl::decode_task(std::unique_lock<std::mutex>& lock) {
   std::exception_ptr failure;
   int64_t failure_at = 0;
   if (!stale) {
-    const progress::BusyScope busy(
-        "decoding " + where(slot.bytes.ids[first]) +
-        (last - first > 1 ? " and " + std::to_string(last - first - 1) + " more" : std::string()));
+    const progress::BusyScope busy(busy_what("decoding", slot.bytes.ids[first], last - first - 1));
     uint8_t* images = slot.images.data<uint8_t>();
     int32_t* labels = slot.labels.data<int32_t>();
     const bool train = options.augment;

@@ -53,9 +53,7 @@ class PosixReader : public SampleReader {
       for (int64_t k = i; k < j; ++k) out.labels[k] = labels_[s][rows_[k - i]];
       bytes_read_ += (j - i) * 4;  // counted as read with the sample (read once, up front)
       try {
-        const progress::BusyScope busy("reading " + split_.shards[s].path + ": sample " + std::to_string(ids[i]) +
-                                       " (row " + std::to_string(rows_[0]) + ")" +
-                                       (j - i > 1 ? " and " + std::to_string(j - i - 1) + " after it" : ""));
+        const progress::BusyScope busy({"reading", &split_.shards[s].path, ids[i], rows_[0], j - i - 1});
         if (!jpeg_)
           data_[s].read_row_list(rows_, DType::u8, out.bytes.data() + out.offsets[i]);
         else

@@ -30,19 +30,27 @@ Snapshot now();
 // says what it reads or decodes ("reading DIR/train/shard-00003-of-00008.h5: sample 1200 (row
 // 176) and 63 more") for as long as it runs, so that a read that never returns (a hung file
 // system, a library looping on a damaged file) is named by the stall watchdog, with its shard
-// and sample. One slot per thread, claimed on first use: a scope costs a lock-free slot lookup,
-// one uncontended lock and a string assignment. Scopes nest (a reader's precise scope inside the
-// loader's): the inner one is shown while it runs, then the outer one again.
+// and sample. One slot per thread, claimed on first use: a scope costs a thread-local lookup, one
+// uncontended lock and a clock read; the text is formatted only when the watchdog asks (a reader
+// opens one per run of samples). Scopes nest (a reader's precise scope inside the loader's): the
+// inner one is shown while it runs, then the outer one again.
+struct BusyWhat {
+  const char* verb = "";              // "reading", "decoding" (a literal)
+  const std::string* file = nullptr;  // must outlive the scope; nullptr: no file
+  int64_t sample = 0, row = 0;        // the first sample of the run, and its row in the file
+  int64_t more = 0;                   // samples after it in the same scope
+};
+
 class BusyScope {
  public:
-  explicit BusyScope(std::string what);
+  explicit BusyScope(const BusyWhat& what);
   ~BusyScope();
   BusyScope(const BusyScope&) = delete;
   BusyScope& operator=(const BusyScope&) = delete;
 
  private:
   int slot_;
-  std::string outer_what_;  // the enclosing scope's, restored on exit
+  BusyWhat outer_what_;  // the enclosing scope's, restored on exit
   double outer_since_;
 };
 
