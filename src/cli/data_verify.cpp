@@ -3,9 +3,7 @@
 // so a damaged shard is reported, not decoded. Under mpirun shard i is read by rank i mod P.
 #include <algorithm>
 #include <boost/program_options.hpp>
-#include <iomanip>
 #include <iostream>
-#include <sstream>
 
 #include "cli/data_subcommands.hpp"
 #include "scaletrain/comm/communicator.hpp"
@@ -19,14 +17,6 @@ namespace po = boost::program_options;
 namespace scaletrain::cli {
 namespace {
 
-std::string rate_text(int64_t bytes, double seconds, int ranks) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(1) << bytes / 1e6 << " MB in " << std::setprecision(2) << seconds << " s ("
-     << std::setprecision(0) << bytes / 1e6 / std::max(seconds, 1e-9) << " MB/s over " << ranks << " rank"
-     << (ranks == 1 ? "" : "s") << ")";
-  return os.str();
-}
-
 Json report_json(const data::ChecksumReport& r) {
   Json j = Json::object();
   j.set("manifest", r.manifest);
@@ -38,7 +28,7 @@ Json report_json(const data::ChecksumReport& r) {
 }
 
 void print_report(const std::string& split, const data::ChecksumReport& r, int ranks) {
-  std::cout << "split " << split << ": " << r.shards << " shards, " << rate_text(r.bytes, r.seconds, ranks) << ": "
+  std::cout << "split " << split << ": " << r.shards << " shards, " << data::read_rate(r, ranks) << ": "
             << (r.damaged.empty() ? "all match " + r.manifest : std::to_string(r.damaged.size()) + " damaged") << "\n";
   for (const std::string& line : r.damaged) std::cout << "  DAMAGED " << line << "\n";
 }

@@ -244,12 +244,16 @@ ChecksumReport require_intact(const std::string& split_dir, const comm::Communic
                                                 << (r.damaged.size() == 1 ? "" : "s") << " in " << split_dir << ":"
                                                 << lines.str()
                                                 << "\ncopy them again from their source, or convert again");
-  char line[512];
-  std::snprintf(line, sizeof line, "verified %s: %lld shards, %.1f MB in %.2f s (%.0f MB/s over %d ranks) match %s",
-                split_dir.c_str(), static_cast<long long>(r.shards), r.bytes / 1e6, r.seconds,
-                r.bytes / 1e6 / std::max(r.seconds, 1e-9), comm.size(), r.manifest.c_str());
-  ST_LOG(line);
+  ST_LOG("verified " << split_dir << ": " << r.shards << " shards, " << read_rate(r, comm.size()) << " match "
+                     << r.manifest);
   return r;
+}
+
+std::string read_rate(const ChecksumReport& r, int ranks) {
+  char text[160];
+  std::snprintf(text, sizeof text, "%.1f MB in %.2f s (%.0f MB/s over %d rank%s)", r.bytes / 1e6, r.seconds,
+                r.bytes / 1e6 / std::max(r.seconds, 1e-9), ranks, ranks == 1 ? "" : "s");
+  return text;
 }
 
 }  // namespace scaletrain::data
