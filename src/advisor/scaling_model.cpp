@@ -166,6 +166,7 @@ std::vector<Point> predict_series(const Calibration& c, const Machine& m, Scalin
   const double global = batch * gpus.front();
   for (int g : gpus) {
     const double per_rank = s == Scaling::weak ? batch : global / g;
+    if (per_rank < 1.0) break;  // strong scaling ends where a GPU would get less than one sample
     series.push_back(predict_point(c, m, g, per_rank, forced));
   }
   const Point& first = series.front();

@@ -3,7 +3,6 @@
 
 namespace scaletrain::cli {
 
-int advisor_main(int argc, char** argv);
 // scaletrain-advisor predict: tables and JSON for a calibration on a machine (advisor.cpp).
 int cmd_advisor_predict(int argc, char** argv);
 // scaletrain-advisor calibrate: the short one-rank sweep that writes a calibration (advisor_calibrate.cpp).

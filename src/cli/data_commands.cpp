@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "cli/data_subcommands.hpp"
+#include "cli/subcommand.hpp"
 #include "cli/option_ranges.hpp"
 #include "scaletrain/cli/commands.hpp"
 #include "scaletrain/cli/guard.hpp"
@@ -697,26 +698,7 @@ int data_main(int argc, char** argv) {
 bool parse_data_command(const std::string& command, int argc, char** argv, const po::options_description& desc,
                         po::variables_map& vm, const char* synopsis,
                         const po::positional_options_description* positional) {
-  try {
-    po::command_line_parser parser(argc, argv);
-    parser.options(desc);
-    if (positional) parser.positional(*positional);
-    po::store(parser.run(), vm);
-  } catch (const po::error& e) {
-    throw UsageError(command + ": " + e.what());
-  }
-  if (vm.count("help")) {
-    if (World().rank == 0)
-      std::cout << "usage: scaletrain-data " << command << " " << synopsis << "\n\n" << desc << "\n";
-    return false;
-  }
-  check_option_ranges(vm, option_ranges());
-  try {
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(command + ": " + e.what());
-  }
-  return true;
+  return parse_subcommand("scaletrain-data", command, argc, argv, desc, vm, synopsis, positional);
 }
 
 void write_manifests(const std::string& output, const std::vector<std::string>& splits) {

@@ -178,7 +178,9 @@ BOOST_AUTO_TEST_CASE(strong_scaling_shrinks_the_batch_and_weak_keeps_it) {
   BOOST_TEST(largest_efficient(strong, 2.0) == 0);
   // Whole nodes only beyond one node.
   BOOST_CHECK_THROW(predict_point(c, m, 12, 64), scaletrain::UsageError);
-  BOOST_CHECK_THROW(predict_series(c, m, Scaling::strong, {1, 128}, 64), scaletrain::UsageError);
+  BOOST_CHECK_THROW(predict_series(c, m, Scaling::weak, {1, 12}, 64), scaletrain::UsageError);
+  // A global batch of 64 gives 128 GPUs half a sample each: the strong series stops at 64.
+  BOOST_TEST(predict_series(c, m, Scaling::strong, {1, 64, 128}, 64).size() == 2u);
 }
 
 BOOST_AUTO_TEST_CASE(sharing_a_budget) {

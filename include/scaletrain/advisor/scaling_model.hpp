@@ -56,6 +56,7 @@ Point predict_point(const Calibration& c, const Machine& m, int gpus, double per
 enum class Scaling { strong, weak };
 // strong: the global batch of `batch` per rank on the first point, split over more ranks;
 // weak: `batch` per rank at every point. Fills speedup and efficiency against the first point.
+// A strong series ends before the first count that would leave a rank less than one sample.
 std::vector<Point> predict_series(const Calibration& c, const Machine& m, Scaling s, const std::vector<int>& gpus,
                                   double batch, std::optional<Algorithm> forced = std::nullopt);
 
