@@ -41,6 +41,7 @@ struct PredictOptions {
   std::string calibration, machine, gpus, scaling = "both", algorithm = "auto", json;
   std::vector<std::string> comm_bench;
   int max_nodes = 0;     // 0: the machine's max_nodes
+  int gpus_per_node = 0;  // 0: the machine's
   int budget_nodes = 1;  // the budget shared between jobs
   double batch = 0;      // per GPU; 0: the calibration's default
   double efficiency = 0.7;
@@ -198,6 +199,8 @@ int cmd_advisor_predict(int argc, char** argv) {
       "instead of --machine: scaletrain-comm-bench --json files, inside one node and across nodes (one rank per "
       "node), fitted to the alpha-beta model")(
       "max-nodes", po::value(&o.max_nodes)->default_value(o.max_nodes), "the largest node count (0: the machine's)")(
+      "gpus-per-node", po::value(&o.gpus_per_node)->default_value(o.gpus_per_node),
+      "ranks per node (0: the machine's), e.g. 1 for emulated nodes of one rank each")(
       "gpus", po::value(&o.gpus), "GPU counts to predict, e.g. 1,4,8,16 (default: 1, 2, 4 .. a node, then 2, 4, 8 .. nodes)")(
       "batch", po::value(&o.batch)->default_value(o.batch),
       "samples per GPU: the weak series' batch, and the strong series' at its first point (0: the calibration's "
@@ -216,13 +219,15 @@ int cmd_advisor_predict(int argc, char** argv) {
   if (!(o.efficiency > 0.0 && o.efficiency <= 1.0))
     throw UsageError("--efficiency: " + std::to_string(o.efficiency) + " is not in (0, 1]");
   if (o.max_nodes < 0) throw UsageError("--max-nodes must not be negative");
+  if (o.gpus_per_node < 0) throw UsageError("--gpus-per-node must not be negative");
   if (o.budget_nodes < 1) throw UsageError("--budget-nodes must be at least 1");
   if (o.batch < 0) throw UsageError("--batch must not be negative");
   std::optional<advisor::Algorithm> forced;
   if (o.algorithm != "auto") forced = advisor::algorithm_from_name(o.algorithm);
 
   const advisor::Calibration c = advisor::read_calibration(o.calibration);
-  const advisor::Machine m = load_machine(o);
+  advisor::Machine m = load_machine(o);
+  if (o.gpus_per_node > 0) m.gpus_per_node = o.gpus_per_node;
   const int max_nodes = o.max_nodes > 0 ? o.max_nodes : m.max_nodes;
   const std::vector<int> gpus = vm.count("gpus") ? parse_gpu_list(o.gpus) : default_gpu_list(m, max_nodes);
   const double batch = o.batch > 0 ? o.batch : static_cast<double>(c.default_batch);

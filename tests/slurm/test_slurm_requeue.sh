@@ -35,11 +35,32 @@ submit() {  # OUTPUT_DIR NAME [sbatch options...]: submits train.sbatch, prints 
     --model resnet20 --epochs 4 --batch-size 8 --log-every 100 --stall-warn-s 120
 }
 
+# crashed_starting LOG: the job step died of a signal before rank 0 printed its first line (the
+# --resume line): inside Open MPI's start-up under srun --mpi=pmix, before any scaletrain code that
+# this test is about. CI saw it once (a segfault at address 0 with no stack), this machine never in
+# 300 starts of the same job on the fixture; such a job is submitted again, once, with a warning.
+crashed_starting() {
+  grep -Eq "Segmentation fault|Bus error|Aborted" "$1" && ! grep -q -- "--resume auto: " "$1"
+}
+# again_if_crashed_starting VAR OUTPUT_DIR NAME [sbatch options...]: VAR holds a finished job's id.
+again_if_crashed_starting() {
+  local -n id=$1
+  local log="$T/$3-$id.out"
+  crashed_starting "$log" || return 0
+  echo "warning: job $id crashed in MPI start-up, before its first line; submitting it again once:"
+  grep -E "Signal|Failing at|srun: error" "$log" | sed 's/^/  /'
+  rm -rf "$2"
+  id=$(submit "$2" "$3" "${@:4}")
+  wait_job "$id" 600 >/dev/null || fail "the resubmitted job $id did not finish: $(tail -n 20 "$T/$3-$id.out")"
+}
+
 echo "== a job with a short time limit, and an uninterrupted one beside it"
 job=$(submit "$T/run" preempted --time=1 --signal=B:USR1@30)
 ref=$(submit "$T/ref" reference --time=20)
 wait_job "$ref" 600 || fail "the reference job did not finish: $(tail -n 20 "$T/reference-$ref.out")"
 wait_job "$job" 600 || fail "the requeued job did not finish: $(tail -n 20 "$T/preempted-$job.out")"
+again_if_crashed_starting ref "$T/ref" reference --time=20
+again_if_crashed_starting job "$T/run" preempted --time=1 --signal=B:USR1@30
 log=$T/preempted-$job.out
 [ "$(job_field "$job" JobState)" = COMPLETED ] && [ "$(job_field "$job" ExitCode)" = 0:0 ] ||
   fail "job $job: $(job_summary "$job"): $(tail -n 20 "$log")"
