@@ -11,13 +11,15 @@ sharing of the node budget; prints every mismatch with its point and term; exits
 
 usage: check_advice.py --machine M.json --calibration C.json --advice A.json
            [--batch B] [--gpus 1,8,64] [--scaling strong|weak|both] [--efficiency 0.7]
-           [--budget-nodes 1] [--algorithm auto|ring|tree|hierarchical] [--hand-worked]
+           [--budget-nodes 1] [--algorithm auto|ring|tree|hierarchical] [--hand-worked fixture|mlperf-v0.6]
+(a machine file only, not --comm-bench; not --max-nodes or --gpus-per-node)
 
 The options after --advice are the ones the advisor was run with (the defaults are the advisor's:
 the calibration's default_batch, all series, 0.7, 1 node, auto); they say what the JSON must hold.
---hand-worked also asserts the hand-worked literals below (only for the fixture calibration
-tests/advisor/resnet50-v100-mixed-handcheck.json on share/advisor/machines/dgx1-4xedr.json, at
-its default batch of 208).
+--hand-worked fixture|mlperf-v0.6 also asserts the hand-worked literals below: "fixture" for
+tests/advisor/resnet50-v100-mixed-handcheck.json, "mlperf-v0.6" for the shipped
+share/advisor/calibrations/resnet50-v100-mixed-mlperf-v0.6.json, each on
+share/advisor/machines/dgx1-4xedr.json at its default batch of 208 and with the default options.
 
 Tolerances: relative 1e-9 on every time, rate and ratio (the advisor writes 15 significant digits),
 with an absolute floor of 1e-12 s for the terms that are differences and can be 0 (exposed comm,
@@ -118,6 +120,30 @@ input 1230 samples/s per rank; 1,281,167 samples per epoch), batch b = 208:
            k = 2: 2·throughput(8) = 2·9838.39117388581 = 19676.7823477716;
            k = 4: 4·throughput(4) = 4·4920 = 19680 (4 GPUs are input-bound: 832/(208/1230));
            k = 8: 8·2460 = 19680; k = 16: 16·1230 = 19680. The most: 19680, 1.000880688x one job.
+
+Hand-worked points for the shipped share/advisor/calibrations/resnet50-v100-mixed-mlperf-v0.6.json
+on the same DGX-1 file (--hand-worked mlperf-v0.6), b = 208. Its curves: forward 1/600 s +
+0.000228737285185185·b, backward 1/300 s + 0.000457474570370370·b, optimizer 0.000567934044444 s;
+buckets S0 = 26,159,056 B ready at 0.131960465757471, S1 = 24,955,008 B at 1.0; no input rate
+(no data wait):
+  compute: forward = 0.001666667 + 0.047577355 = 0.049244022; backward = 0.003333333 + 0.095154711
+           = 0.098488044; compute = 0.049244022 + 0.098488044 + 0.000567934 = 0.1483 s (the
+           published 148.3 ms per step, by construction). r0 = 0.131960466·0.098488044 = 0.012996528.
+  V1, 1 GPU: step = 0.1483 s, throughput = 208/0.1483 = 1402.56237356709, epoch = 913.447433173 s.
+  V8, 8 GPUs (N = 1): ring(8): c0 = 47.6e-6 + 1.75·26159056/1e11 = 47.6e-6 + 457.78348e-6 =
+           505.38348e-6; c1 = 47.6e-6 + 1.75·24955008/1e11 = 47.6e-6 + 436.71264e-6 = 484.31264e-6.
+           end0 = 0.012996528 + 0.000505383 = 0.013501912 < backward, so end1 = backward + c1 and
+           exposed = c1 = 484.31264e-6 s; comm = 989.69612e-6 s; step = 0.1483 + 0.00048431264 =
+           0.14878431264 s (the doc's validation table: 148.8 ms); throughput = 1664/step =
+           11183.9747784851; speedup = 11183.9747784851/1402.56237356709 = 7.97395894062182;
+           efficiency = 0.996744867577727.
+  V640, 80 nodes: tree = 182e-6 + S/24e9 (as at W640): c0 = 182e-6 + 1089.960667e-6 =
+           1271.960667e-6; c1 = 182e-6 + 1039.792e-6 = 1221.792e-6. end0 = 0.012996528 + 0.001271961
+           = 0.014268489 < backward: exposed = c1 = 1221.792e-6 s (hierarchical's c1 =
+           484.31264e-6 + 1516.8e-6 + 1.975·24955008/48e9 = 3027.907240e-6; ring's latency alone
+           12268.8e-6). step = 0.1483 + 0.001221792 = 0.149521792 s; throughput = 133120/step =
+           890305.006510356; speedup = 634.770348391758; efficiency = 0.1483/0.149521792 =
+           0.991828669362122; epoch = 1281167/890305.006510356 = 1.43902032520481 s.
 """
 
 import argparse
@@ -133,7 +159,7 @@ mismatches = []
 
 
 def bad(where, term, got, want, note=""):
-    mismatches.append(f"{where}: {term}: advisor {got!r}, expected {want!r}{(' (' + note + ')') if note else ''}")
+    mismatches.append(f"{where}: {term}: got {got!r}, expected {want!r}{(' (' + note + ')') if note else ''}")
 
 
 def close(a, b, abs_floor=0.0):
@@ -322,7 +348,7 @@ def main():
     ap.add_argument("--efficiency", type=float, default=0.7)
     ap.add_argument("--budget-nodes", type=int, default=1)
     ap.add_argument("--algorithm", default="auto", choices=("auto",) + ALGORITHMS)
-    ap.add_argument("--hand-worked", action="store_true")
+    ap.add_argument("--hand-worked", choices=("fixture", "mlperf-v0.6"))
     a = ap.parse_args()
 
     m = Machine(json.load(open(a.machine)), a.machine)
@@ -419,7 +445,7 @@ def main():
         check_num("sharing.best", "vs_one_job", best.get("vs_one_job"), most / want[0][2])
 
     if a.hand_worked:
-        hand_worked(c, m, b, adv, computed)
+        hand_worked(a.hand_worked, c, m, b, adv, computed)
 
     npts = sum(len(v) for v in computed.values())
     if mismatches:
@@ -434,7 +460,7 @@ def main():
 
 # --- the hand-worked points of the docstring, as literals -----------------------------------------
 
-HAND = {  # (series, GPUs): {term: value worked by hand above}
+FIXTURE_POINTS = {  # (series, GPUs): {term: value worked by hand above}
     ("weak", 1): dict(algorithm="none", compute_s=0.169, comm_s=0.0, exposed_comm_s=0.0,
                       data_wait_s=208 / 1230 - 0.169, step_s=208 / 1230, samples_per_s=1230.0,
                       epoch_s=1281167 / 1230, speedup=1.0, efficiency=1.0),
@@ -456,10 +482,10 @@ HAND = {  # (series, GPUs): {term: value worked by hand above}
                          samples_per_s=208 / 0.0157468526666667, speedup=208 / 0.0157468526666667 / 1230,
                          efficiency=208 / 0.0157468526666667 / 1230 / 64),
 }
-HAND_SHARING = [(1, 16, 19662.6833056979), (2, 8, 19676.7823477716), (4, 4, 19680.0), (8, 2, 19680.0),
+FIXTURE_SHARING = [(1, 16, 19662.6833056979), (2, 8, 19676.7823477716), (4, 4, 19680.0), (8, 2, 19680.0),
                 (16, 1, 19680.0)]
 # Single bucket costs worked above: (algorithm, N, L, bytes) -> seconds.
-HAND_COSTS = {("ring", 1, 8, 26214400): 506.352e-6, ("ring", 1, 8, 20000000): 397.6e-6,
+FIXTURE_COSTS = {("ring", 1, 8, 26214400): 506.352e-6, ("ring", 1, 8, 20000000): 397.6e-6,
               ("ring", 1, 8, 4899664): 133.34412e-6, ("ring", 2, 8, 4899664): 479.393125e-6,
               ("tree", 2, 8, 4899664): 270.9526666666667e-6, ("hierarchical", 2, 8, 4899664): 254.6204533333333e-6,
               ("tree", 80, 8, 26214400): 1274.266666666667e-6, ("tree", 80, 8, 20000000): 1015.333333333333e-6,
@@ -467,18 +493,51 @@ HAND_COSTS = {("ring", 1, 8, 26214400): 506.352e-6, ("ring", 1, 8, 20000000): 39
               ("tree", 8, 8, 4899664): 309.3526666666667e-6}
 
 
-def hand_worked(c, m, b, adv, computed):
-    # The literals hold for the fixture only: say so if it, the machine or the batch changed.
-    fixture = (c.f0, c.f1, c.g0, c.g1, c.opt, c.bucket_bytes, c.ready, c.input_rate, c.train_samples, b,
-               m.G, m.a_intra, m.b_intra, m.a_inter, m.b_inter, m.b_host)
-    expect = (0.004, 0.00025, 0.006, 0.0005, 0.003, [26214400.0, 20000000.0, 4899664.0], [0.3, 0.75, 1.0], 1230,
-              1281167, 208, 8, 3.4e-6, 100e9, 9.6e-6, 48e9, 0.0)
-    if not all(x == y or (isinstance(x, float) and close(x, y)) for x, y in zip(fixture, expect)):
-        sys.exit(f"check_advice.py --hand-worked: the calibration, machine or batch are not the fixture's: {fixture}")
-    for (alg, N, L, s), want in HAND_COSTS.items():
+V06_POINTS = {
+    ("weak", 1): dict(algorithm="none", compute_s=0.1483, comm_s=0.0, exposed_comm_s=0.0, data_wait_s=0.0,
+                      step_s=0.1483, samples_per_s=1402.56237356709, epoch_s=913.447433173077),
+    ("weak", 8): dict(algorithm="ring", forward_s=0.0492440219851852, backward_s=0.0984880439703704,
+                      compute_s=0.1483, comm_s=989.69612e-6, exposed_comm_s=484.31264e-6, data_wait_s=0.0,
+                      step_s=0.14878431264, samples_per_s=11183.9747784851, speedup=7.97395894062182,
+                      efficiency=7.97395894062182 / 8),
+    ("weak", 640): dict(algorithm="tree", nodes=80, compute_s=0.1483,
+                        comm_s=(1271.960666666667 + 1221.792) * 1e-6, exposed_comm_s=1221.792e-6,
+                        data_wait_s=0.0, step_s=0.149521792, samples_per_s=890305.006510356,
+                        speedup=634.770348391758, efficiency=0.991828669362122, epoch_s=1.43902032520481),
+}
+V06_COSTS = {("ring", 1, 8, 26159056): 505.38348e-6, ("ring", 1, 8, 24955008): 484.31264e-6,
+             ("tree", 80, 8, 26159056): 1271.960666666667e-6, ("tree", 80, 8, 24955008): 1221.792e-6,
+             ("hierarchical", 80, 8, 24955008): 3027.90724e-6}
+
+HAND_SETS = {
+    # name: (the inputs the literals assume, bucket costs, points, largest_efficient, sharing at 2 nodes)
+    "fixture": ((0.004, 0.00025, 0.006, 0.0005, 0.003, [26214400.0, 20000000.0, 4899664.0], [0.3, 0.75, 1.0],
+                 1230, 1281167, 208), FIXTURE_COSTS, FIXTURE_POINTS, {"weak": 640, "strong": 4}, FIXTURE_SHARING),
+    "mlperf-v0.6": ((1 / 600, 0.000228737285185185, 1 / 300, 0.000457474570370370, 0.000567934044444444,
+                     [26159056.0, 24955008.0], [0.131960465757471, 1.0], 0, 1281167, 208),
+                    V06_COSTS, V06_POINTS, None, None),
+}
+
+
+def hand_worked(which, c, m, b, adv, computed):
+    inputs, costs, points, largest, sharing = HAND_SETS[which]
+    # The literals hold for those inputs only: say so if the calibration, machine or batch changed.
+    got = (c.f0, c.f1, c.g0, c.g1, c.opt, c.bucket_bytes, c.ready, c.input_rate, c.train_samples, b,
+           m.G, m.a_intra, m.b_intra, m.a_inter, m.b_inter, m.b_host)
+    expect = inputs + (8, 3.4e-6, 100e9, 9.6e-6, 48e9, 0.0)
+
+    def same(x, y):
+        if isinstance(x, list):
+            return len(x) == len(y) and all(same(u, v) for u, v in zip(x, y))
+        return x == y or close(x, y)
+
+    if not all(same(x, y) for x, y in zip(got, expect)):
+        sys.exit(f"check_advice.py --hand-worked {which}: the calibration, machine or batch are not the ones the "
+                 f"hand-worked literals assume: {got}")
+    for (alg, N, L, s), want in costs.items():
         check_num(f"hand-worked {alg} on {N}x{L}, {s} B", "bucket cost (this script's formula)",
                   allreduce(alg, m, N, L, s), want)
-    for (kind, P), terms in HAND.items():
+    for (kind, P), terms in points.items():
         adv_pt = next((p for p in adv["series"].get(kind, []) if p["gpus"] == P), None)
         mine = next((p for p in computed.get(kind, []) if p["gpus"] == P), None)
         if adv_pt is None or mine is None:
@@ -491,12 +550,12 @@ def hand_worked(c, m, b, adv, computed):
                     check_eq(where, term, pt.get(term), want)
                 else:
                     check_num(where, term, pt.get(term), want, ABS_S)
-    le = adv.get("largest_efficient", {})
-    check_eq("hand-worked largest_efficient.weak", "gpus", le.get("weak", {}).get("gpus"), 640)
-    check_eq("hand-worked largest_efficient.strong", "gpus", le.get("strong", {}).get("gpus"), 4)
+    for kind, gpus in (largest or {}).items():
+        check_eq(f"hand-worked largest_efficient.{kind}", "gpus", adv.get("largest_efficient", {}).get(kind, {}).get("gpus"),
+                 gpus)
     choices = adv.get("sharing", {}).get("choices", [])
-    if adv.get("sharing", {}).get("budget_gpus") == 16:
-        for (k, size, total), x in zip(HAND_SHARING, choices):
+    if sharing and adv.get("sharing", {}).get("budget_gpus") == 16:
+        for (k, size, total), x in zip(sharing, choices):
             check_eq(f"hand-worked sharing {k} jobs", "gpus_per_job", x.get("gpus_per_job"), size)
             check_num(f"hand-worked sharing {k} jobs", "samples_per_s", x.get("samples_per_s"), total)
 

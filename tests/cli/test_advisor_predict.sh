@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# scaletrain-advisor predict (issue 14): its output for the shipped DGX-1 machine file and a
-# ResNet-50 calibration, checked by tests/advisor/check_advice.py against values recomputed from
-# the formulas of docs/scaling-model.md (written from the doc alone, not from src/advisor/), and
-# against points worked by hand for the fixture calibration tests/advisor/resnet50-v100-mixed-
-# handcheck.json; also share/advisor/calibrations/resnet50-v100-mixed-mlperf.json where it exists,
-# a strong series that does not start at 1 GPU, forced algorithms, a host-staged machine, and the
+# scaletrain-advisor predict (issue 14): its output for the shipped DGX-1 machine file and ResNet-50
+# calibrations, checked by tests/advisor/check_advice.py against values recomputed from the
+# formulas of docs/scaling-model.md (written from the doc alone, not from src/advisor/), and
+# against points worked by hand for the fixture calibration
+# tests/advisor/resnet50-v100-mixed-handcheck.json; every calibration shipped in
+# share/advisor/calibrations/, with the figures the doc's validation table quotes for them; a
+# strong series that does not start at 1 GPU, forced algorithms, a host-staged machine; and the
 # user errors (non-zero exit, a message naming the option, file or value).
 source "$(dirname "$0")/lib.sh"
 SRC=${ST_SOURCE:-.}
@@ -14,7 +15,7 @@ A=$BIN/scaletrain-advisor
 CHECK=("$PY" "$SRC/tests/advisor/check_advice.py")
 DGX1=$SRC/share/advisor/machines/dgx1-4xedr.json
 FIXTURE=$SRC/tests/advisor/resnet50-v100-mixed-handcheck.json
-SHIPPED=$SRC/share/advisor/calibrations/resnet50-v100-mixed-mlperf.json
+SHIPPED=$SRC/share/advisor/calibrations
 
 echo "== help"
 out=$("$A" --help)
@@ -25,42 +26,32 @@ for opt in --calibration --machine --comm-bench --gpus --batch --scaling --effic
   grep -qF -- "$opt" <<<"$out" || fail "predict --help does not mention $opt"
 done
 
-# predict_and_check NAME CHECK_OPTIONS -- PREDICT_OPTIONS: runs predict with --json, then
-# check_advice.py on its JSON with the same machine, calibration and options.
-predict_and_check() {
-  local name=$1 machine=$2 calibration=$3
-  shift 3
-  local check_opts=()
-  while [ "$1" != "--" ]; do check_opts+=("$1"); shift; done
-  shift
-  "$A" predict --calibration "$calibration" --machine "$machine" --json "$T/$name.json" "$@" >"$T/$name.txt" ||
-    fail "$name: predict exited $?: $(cat "$T/$name.txt")"
-  grep -qF "largest count at >=" "$T/$name.txt" || fail "$name: no largest-count line in the table: $(cat "$T/$name.txt")"
-  "${CHECK[@]}" --machine "$machine" --calibration "$calibration" --advice "$T/$name.json" "${check_opts[@]}" ||
-    fail "$name: the advisor's JSON disagrees with docs/scaling-model.md (above)"
+# predict NAME MACHINE CALIBRATION OPTION...: starts predict --json in the background (each run
+# takes ~0.4 s to start, mostly waiting); check_all then runs check_advice.py on each JSON with the
+# same machine, calibration and options (check_advice.py takes the advisor's own options).
+runs=()
+declare -A hand_worked=([fixture]="--hand-worked fixture" [shipped-resnet50-v100-mixed-mlperf-v0.6]="--hand-worked mlperf-v0.6")
+predict() {
+  local name=$1
+  runs+=("$name")
+  printf '%s\n' "${@:2}" >"$T/$name.args"
+  (rc=0; "$A" predict --calibration "$3" --machine "$2" --json "$T/$name.json" "${@:4}" >"$T/$name.txt" 2>&1 || rc=$?
+   echo "$rc" >"$T/$name.rc") &
+}
+check_all() {
+  local name args
+  wait
+  for name in "${runs[@]}"; do
+    mapfile -t args <"$T/$name.args"
+    [ "$(cat "$T/$name.rc")" = 0 ] || fail "$name: predict exited $(cat "$T/$name.rc"): $(cat "$T/$name.txt")"
+    grep -qF "largest count at >=" "$T/$name.txt" || fail "$name: no largest-count line in the table: $(cat "$T/$name.txt")"
+    "${CHECK[@]}" --machine "${args[0]}" --calibration "${args[1]}" --advice "$T/$name.json" "${args[@]:2}" \
+      ${hand_worked[$name]:-} || fail "$name: the advisor's JSON disagrees with docs/scaling-model.md (above)"
+  done
+  runs=()
 }
 
-echo "== DGX-1, fixture calibration: both series, a 2-node budget, and the hand-worked points"
-predict_and_check fixture "$DGX1" "$FIXTURE" --budget-nodes 2 --hand-worked -- --budget-nodes 2
-grep -qF "sharing 16 GPUs (2 nodes)" "$T/fixture.txt" || fail "no sharing table for 2 nodes: $(cat "$T/fixture.txt")"
-
-if [ -f "$SHIPPED" ]; then
-  echo "== DGX-1, the shipped ResNet-50 calibration: both series and a 2-node budget"
-  predict_and_check shipped "$DGX1" "$SHIPPED" --budget-nodes 2 -- --budget-nodes 2 --scaling both
-else
-  echo "(no $SHIPPED: only the fixture calibration)"
-fi
-
-echo "== a strong series from 2 GPUs that ends below one sample per GPU, and another threshold"
-predict_and_check strong2 "$DGX1" "$FIXTURE" --scaling strong --gpus 2,8,24,80 --batch 32 --efficiency 0.45 -- \
-  --scaling strong --gpus 2,8,24,80 --batch 32 --efficiency 0.45
-grep -qF "ends at 24 GPUs" "$T/strong2.txt" || fail "strong series from 2 GPUs at 32 does not end at 24: $(cat "$T/strong2.txt")"
-
-echo "== forced algorithms"
-predict_and_check ring "$DGX1" "$FIXTURE" --algorithm ring --scaling weak --gpus 1,2,8,16,64,640 -- \
-  --algorithm ring --scaling weak --gpus 1,2,8,16,64,640
-# A machine whose hierarchical all-reduce stages through the host (host_copy_GBps > 0), 3 ranks on
-# a node (not a power of two), and a 4-node budget.
+# A machine whose hierarchical all-reduce stages through the host (host_copy_GBps > 0).
 "$PY" - "$DGX1" "$T/host-staged.json" <<'EOF'
 import json, sys
 m = json.load(open(sys.argv[1]))
@@ -68,9 +59,56 @@ m["host_copy_GBps"] = 12
 m["name"] = "DGX-1 with host-staged MPI across nodes (test)"
 json.dump(m, open(sys.argv[2], "w"))
 EOF
-predict_and_check hier "$T/host-staged.json" "$FIXTURE" --algorithm hierarchical --scaling both --gpus 1,3,8,16,32,640 \
-  --budget-nodes 4 --batch 64 -- --algorithm hierarchical --scaling both --gpus 1,3,8,16,32,640 --budget-nodes 4 --batch 64
-predict_and_check hostauto "$T/host-staged.json" "$FIXTURE" --gpus 1,8,16,128 --batch 96 -- --gpus 1,8,16,128 --batch 96
+
+echo "== the DGX-1 file and the fixture calibration: both series, a 2-node budget, the hand-worked points"
+predict fixture "$DGX1" "$FIXTURE" --budget-nodes 2
+# A strong series from 2 GPUs (global batch 64) that ends at 24 GPUs (80 would get 0.8 samples),
+# at another threshold.
+predict strong2 "$DGX1" "$FIXTURE" --scaling strong --gpus 2,8,24,80 --batch 32 --efficiency 0.45
+# Forced algorithms; 3 ranks on a node (not a power of two); a 4-node budget; host staging.
+predict ring "$DGX1" "$FIXTURE" --algorithm ring --scaling weak --gpus 1,2,8,16,64,640
+predict hier "$T/host-staged.json" "$FIXTURE" --algorithm hierarchical --gpus 1,3,8,16,32,640 --budget-nodes 4 --batch 64
+predict hostauto "$T/host-staged.json" "$FIXTURE" --gpus 1,8,16,128 --batch 96
+check_all
+grep -qF "sharing 16 GPUs (2 nodes)" "$T/fixture.txt" || fail "no sharing table for 2 nodes: $(cat "$T/fixture.txt")"
+grep -qF "ends at 24 GPUs" "$T/strong2.txt" || fail "strong series from 2 GPUs at 32 does not end at 24: $(cat "$T/strong2.txt")"
+
+echo "== the DGX-1 file and the shipped calibrations"
+shipped=("$SHIPPED"/*.json)
+[ -e "${shipped[0]}" ] || fail "no calibration in $SHIPPED"
+grep -lq '"model": "resnet50"' "${shipped[@]}" || fail "no ResNet-50 calibration in $SHIPPED"
+for cal in "${shipped[@]}"; do
+  predict "shipped-$(basename "$cal" .json)" "$DGX1" "$cal" --budget-nodes 2
+done
+# The points of the doc's validation table ("Validation against published DGX-1 results").
+v06=$SHIPPED/resnet50-v100-mixed-mlperf-v0.6.json v05=$SHIPPED/resnet50-v100-mixed-mlperf-v0.5.json
+ncf=$SHIPPED/ncf-v100-mixed-dle.json
+if [ -f "$v06" ]; then predict doc-v06-n130 "$DGX1" "$v06" --scaling weak --batch 52 --gpus 8,1040; fi
+if [ -f "$v05" ]; then predict doc-v05-n80 "$DGX1" "$v05" --scaling weak --batch 26 --gpus 8,640; fi
+if [ -f "$ncf" ]; then predict doc-ncf "$DGX1" "$ncf" --scaling strong --batch 1048576 --gpus 1,8; fi
+check_all
+# The doc's table as it rounds: a predicted step (ms) at a weak point, or a throughput and a speedup.
+"$PY" - "$T" <<'EOF'
+import json, os, sys
+t = sys.argv[1]
+claims = [  # (run, series, GPUs, term, scale, the doc's figure, its decimals)
+    ("shipped-resnet50-v100-mixed-mlperf-v0.6", "weak", 8, "step_s", 1e3, 148.8, 1),
+    ("doc-v06-n130", "weak", 1040, "step_s", 1e3, 42.49, 2),
+    ("shipped-resnet50-v100-mixed-mlperf-v0.5", "weak", 8, "step_s", 1e3, 164.7, 1),
+    ("doc-v05-n80", "weak", 640, "step_s", 1e3, 26.62, 2),
+    ("doc-ncf", "strong", 8, "samples_per_s", 1e-6, 125.1, 1),
+    ("doc-ncf", "strong", 8, "speedup", 1, 5.727, 3),
+]
+for run, kind, gpus, term, scale, figure, decimals in claims:
+    path = os.path.join(t, run + ".json")
+    if not os.path.exists(path):
+        continue
+    point = next(p for p in json.load(open(path))["series"][kind] if p["gpus"] == gpus)
+    got = round(point[term] * scale, decimals)
+    assert got == figure, (f"docs/scaling-model.md's validation table says {figure} for {run} {kind} {gpus} GPUs "
+                           f"{term}; the advisor gives {point[term] * scale}")
+    print(f"ok: the doc's {figure} ({run}, {gpus} GPUs, {term})")
+EOF
 
 echo "== user errors"
 # Each case runs once, all of them at the same time (the advisor takes ~0.4 s to start, most of it
