@@ -4,7 +4,7 @@
 #   jobscripts/study.sh submit STUDY_FILE [--dry-run] [options]   submit every run and the report job
 #   jobscripts/study.sh status STUDY                               each run's state
 #   jobscripts/study.sh resubmit STUDY --failed | RUN_ID...        rerun failed or missing runs alone
-#   jobscripts/study.sh report STUDY                               build STUDY_DIR/report/ now
+#   jobscripts/study.sh report STUDY [--prediction FILE]...        build STUDY_DIR/report/ now
 #
 # STUDY is the study directory (or its study file). `jobscripts/study.sh --help` explains the
 # study file and every option; docs/scaling-studies.md walks through a study on a DGX-1 cluster.

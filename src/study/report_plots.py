@@ -4,8 +4,11 @@ One panel per mode (strong, weak), one line per model, so that several models co
 (as in the MLPerf v0.5 DGX-1 study's speedup figure). Node counts go on a log2 axis (studies double
 them); throughput and time per epoch on a log axis where they span a decade or more (several
 models, many nodes: ideal scaling is then a straight line), else on a linear axis from 0. Error
-bars span min to max over the repeats. SVGs are written without a date and with a fixed id salt so
-that re-running the report on the same runs gives the same files.
+bars span min to max over the repeats. A prediction (scaletrain-advisor, report_prediction.py) is
+a dashed line of its model's colour with x markers, labelled "predicted"; the throughput plot's
+per-model ideal is therefore dotted, so the two cannot be mistaken for each other. SVGs are
+written without a date and with a fixed id salt so that re-running the report on the same runs
+gives the same files.
 """
 
 import os
@@ -80,7 +83,15 @@ def ideal_from_base(pts, key, inverse=False):
     return [base[key] / factor(r) if inverse else base[key] * factor(r) for r in pts]
 
 
-def plot_throughput(rows, ax, mode):
+def plot_predicted(ax, predicted, model, mode, key, colour, scale=1.0):
+    """The model's predicted curve of `key`, if there is one; the SVG group id names it for scripts."""
+    pts = [p for p in predicted.get((model, mode), []) if p[key] is not None]
+    if pts:
+        ax.plot([p["nodes"] for p in pts], [p[key] * scale for p in pts], "--", marker="x", color=colour,
+                label=f"{model} predicted", gid=f"predicted-{model}-{mode}")
+
+
+def plot_throughput(rows, ax, mode, predicted):
     for i, model in enumerate(models_of(rows)):
         nodes, values, pts = series(rows, model, mode, "throughput_samples_per_s")
         if not pts:
@@ -89,13 +100,14 @@ def plot_throughput(rows, ax, mode):
         ax.errorbar(nodes, values, yerr=error_bars(pts, "throughput_samples_per_s", "throughput_min_samples_per_s",
                                                    "throughput_max_samples_per_s"),
                     marker="o", color=colour, capsize=3, label=model)
-        ax.plot(nodes, ideal_from_base(pts, "throughput_samples_per_s"), "--", color=colour, alpha=0.6,
+        ax.plot(nodes, ideal_from_base(pts, "throughput_samples_per_s"), ":", color=colour, alpha=0.6,
                 label=f"{model} ideal")
+        plot_predicted(ax, predicted, model, mode, "throughput_samples_per_s", colour)
     value_axis(ax)
     ax.set_ylabel("throughput, samples/s")
 
 
-def plot_time_per_epoch(rows, ax, mode):
+def plot_time_per_epoch(rows, ax, mode, predicted):
     for i, model in enumerate(models_of(rows)):
         nodes, values, pts = series(rows, model, mode, "time_per_epoch_s")
         if not pts:
@@ -103,16 +115,18 @@ def plot_time_per_epoch(rows, ax, mode):
         ax.errorbar(nodes, values, yerr=error_bars(pts, "time_per_epoch_s", "time_per_epoch_min_s",
                                                    "time_per_epoch_max_s"),
                     marker="o", color=f"C{i}", capsize=3, label=model)
+        plot_predicted(ax, predicted, model, mode, "time_per_epoch_s", f"C{i}")
     value_axis(ax)
     ax.set_ylabel("time per epoch, s")
 
 
-def plot_speedup(rows, ax, mode):
+def plot_speedup(rows, ax, mode, predicted):
     longest = []
     for i, model in enumerate(models_of(rows)):
         nodes, values, pts = series(rows, model, mode, "speedup")
         if pts:
             ax.plot(nodes, values, marker="o", color=f"C{i}", label=model)
+            plot_predicted(ax, predicted, model, mode, "speedup", f"C{i}")
             longest = max(longest, pts, key=len)
     if longest:  # one ideal line: the growth in ranks, the same for every model of a study
         ax.plot([r["nodes"] for r in longest], [r["ranks"] / longest[0]["ranks"] for r in longest], "--",
@@ -120,11 +134,12 @@ def plot_speedup(rows, ax, mode):
     ax.set_ylabel("speedup")
 
 
-def plot_efficiency(rows, ax, mode):
+def plot_efficiency(rows, ax, mode, predicted):
     for i, model in enumerate(models_of(rows)):
         nodes, values, _ = series(rows, model, mode, "efficiency")
         if nodes:
             ax.plot(nodes, [v * 100 for v in values], marker="o", color=f"C{i}", label=model)
+            plot_predicted(ax, predicted, model, mode, "efficiency", f"C{i}", scale=100)
     ax.axhline(100, color="black", linestyle="--", alpha=0.5, label="ideal")
     ax.set_ylim(bottom=0)
     ax.set_ylabel("parallel efficiency, %")
@@ -143,23 +158,27 @@ def plot_split(rows, ax, mode, model):
     ax.grid(True, axis="y", alpha=0.3)
 
 
-def save(fig, out_dir, name, title):
+def save(fig, out_dir, name, title, predicted=()):
     fig.tight_layout()
     png, svg = os.path.join(out_dir, name + ".png"), os.path.join(out_dir, name + ".svg")
     fig.savefig(png, dpi=120)
     fig.savefig(svg, metadata={"Date": None})
     plt.close(fig)
-    return {"title": title, "png": os.path.join("plots", name + ".png"), "svg": os.path.join("plots", name + ".svg")}
+    return {"title": title, "png": os.path.join("plots", name + ".png"), "svg": os.path.join("plots", name + ".svg"),
+            "predicted": list(predicted)}
 
 
-def line_figure(rows, out_dir, name, title, draw):
+def line_figure(rows, out_dir, name, title, draw, predicted):
     fig, axes = panels(rows, title)
+    drawn = []
     for mode, ax in axes.items():
-        draw(rows, ax, mode)
+        draw(rows, ax, mode, predicted)
         nodes_axis(ax, rows)
         ax.set_title(MODE_TITLES.get(mode, mode))
         ax.legend(fontsize="small")
-    return save(fig, out_dir, name, title)
+        drawn += [f"{label.split()[0]} {mode}" for label in ax.get_legend_handles_labels()[1]
+                  if label.endswith(" predicted")]
+    return save(fig, out_dir, name, title, drawn)
 
 
 def split_figure(rows, out_dir, model):
@@ -172,19 +191,25 @@ def split_figure(rows, out_dir, model):
     return save(fig, out_dir, f"step_split-{model}", f"{model} step time split")
 
 
-def make_plots(rows, out_dir):
-    """Writes every plot into out_dir; returns [{"title", "png", "svg"}] (paths relative to the report)."""
+def make_plots(rows, out_dir, predicted=None):
+    """Writes every plot into out_dir; returns [{"title", "png", "svg", "predicted"}] (paths relative to
+    the report; predicted: the "model mode" curves of predictions drawn on it).
+
+    predicted: {(model, mode): [{"nodes", "throughput_samples_per_s", "time_per_epoch_s", "speedup",
+    "efficiency"}]} from report_prediction.predicted_curves, or None."""
+    predicted = predicted or {}
     os.makedirs(out_dir, exist_ok=True)
     plotted = [r for r in rows if r["runs_used"] > 0]
     if not plotted:
         return []
     made = [line_figure(plotted, out_dir, "throughput", "Throughput against nodes (median over repeats; "
-                        "dashed: ideal)", plot_throughput),
+                        "dotted: ideal)", plot_throughput, predicted),
             line_figure(plotted, out_dir, "speedup", "Speedup against the smallest node count (strong: "
-                        "T(base)/T(N) per epoch; weak: throughput ratio)", plot_speedup),
-            line_figure(plotted, out_dir, "efficiency", "Parallel efficiency against nodes", plot_efficiency),
+                        "T(base)/T(N) per epoch; weak: throughput ratio)", plot_speedup, predicted),
+            line_figure(plotted, out_dir, "efficiency", "Parallel efficiency against nodes", plot_efficiency,
+                        predicted),
             line_figure(plotted, out_dir, "time_per_epoch", "Time per epoch against nodes (median over repeats)",
-                        plot_time_per_epoch)]
+                        plot_time_per_epoch, predicted)]
     for model in models_of(plotted):
         if any(r["step_s"] is not None for r in plotted if r["model"] == model):
             made.append(split_figure(plotted, out_dir, model))

@@ -21,6 +21,9 @@ CSV_COLUMNS = [
     "time_to_target_s", "time_to_target_method", "time_to_target_runs_converged", "time_to_target_runs_not_converged",
     "step_s", "compute_s", "exposed_comm_s", "data_wait_s", "other_s",
     "time_per_epoch_source", "step_split_source",
+    # Against a prediction (--prediction): empty where the row's model has none, or not comparable.
+    "predicted_step_s", "predicted_throughput_samples_per_s", "step_error_pct", "throughput_error_pct",
+    "prediction_file", "prediction_note",
 ]
 NOT_RECORDED = "not recorded"
 
@@ -231,6 +234,46 @@ def traces_section(traces):
             + table(["run", "ranks", "events", "file"], lines))
 
 
+def signed_pct(x):
+    return "n/a" if x is None else f"{x:+.1f}%"
+
+
+def prediction_flag(row, target):
+    errors = [abs(e) for e in (row["step_error_pct"], row["throughput_error_pct"]) if e is not None]
+    return f"**above {target * 100:.0f}%**" if any(e > target * 100 for e in errors) else ("ok" if errors else "")
+
+
+def prediction_section(report):
+    predictions, target = report.get("predictions") or [], report.get("prediction_error_target")
+    if not predictions:
+        return ("## Prediction against measurement\n\nNo prediction given (`--prediction FILE`, written by "
+                "`scaletrain-advisor predict --json`).\n")
+    out = ["## Prediction against measurement\n",
+           "Each measured point beside the point of `scaletrain-advisor predict` at the same GPU count, mode and "
+           "samples per rank per step; error = (predicted − measured) / measured, on the mean step time and the "
+           f"median throughput. Flagged above {target * 100:.0f}%, the scaling model's target. The column *file* "
+           "numbers the prediction used:\n",
+           "\n".join(f"{i}. {p['model']}: `{p['file']}` (calibration {p['calibration']['file']}, "
+                     f"{p['calibration']['device']}, {p['calibration']['precision']}; machine {p['machine']})"
+                     for i, p in enumerate(predictions, 1)) + "\n"]
+    number_of = {p["file"]: i for i, p in reversed(list(enumerate(predictions, 1)))}
+    models = {p["model"] for p in predictions}
+    rows = [r for r in report["rows"] if r["model"] in models]
+    header = ["model", "mode", "nodes", "GPUs", "batch/rank (x accumulate)", "step ms", "predicted step ms", "error",
+              "samples/s", "predicted samples/s", "error", "flag", "file", "note"]
+    lines = [[r["model"], r["mode"], r["nodes"], r["ranks"], batch_cell(r), ms(r["step_s"]),
+              num(r["predicted_step_s"] * 1000 if r["predicted_step_s"] is not None else None, 3),
+              signed_pct(r["step_error_pct"]), num(r["throughput_samples_per_s"], 4),
+              num(r["predicted_throughput_samples_per_s"], 4), signed_pct(r["throughput_error_pct"]),
+              prediction_flag(r, target), number_of.get(r["prediction_file"], ""), r["prediction_note"] or ""]
+             for r in rows]
+    compared = [r for r in rows if r["step_error_pct"] is not None or r["throughput_error_pct"] is not None]
+    flagged = [r for r in compared if prediction_flag(r, target) != "ok"]
+    out.append(table(header, lines))
+    out.append(f"\n{len(compared)} of {len(rows)} points compared, {len(flagged)} above {target * 100:.0f}%.\n")
+    return "\n".join(out)
+
+
 def plots_section(plots):
     if isinstance(plots, str):
         return f"## Plots\n\n{plots}\n"
@@ -257,6 +300,7 @@ def header_section(report):
 
 def markdown_text(report, records):
     parts = [header_section(report), series_sections(report["rows"]), comparison_section(report["comparison"]),
+             prediction_section(report),
              time_to_target_section(report["rows"]), split_section(report["rows"]), problems_section(records),
              stragglers_section(report["stragglers"]), traces_section(report["traces"]),
              plots_section(report["plots"]), notes_section(records, report["warnings"])]

@@ -1,13 +1,15 @@
 #!/usr/bin/python3
 """scaletrain-report: the tables, plots, straggler list and merged traces of a scaling study.
 
-  scaletrain-report STUDY_DIR [--straggler-margin 0.10] [--output DIR]
+  scaletrain-report STUDY_DIR [--straggler-margin 0.10] [--prediction FILE]... [--output DIR]
   scaletrain-report trace RUN_DIR [--output FILE]
 
 The first form reads STUDY_DIR/study.json (written by `scaletrain-study submit`) and every run's
 report.json and mllog.txt, and writes into STUDY_DIR/report/ (or --output): scaling.md,
 scaling.csv, scaling.json, plots/*.png and plots/*.svg, and trace-<run>.json for runs that
-recorded traces. The second merges one run's per-rank traces into RUN_DIR/trace.json.
+recorded traces. Each --prediction (`scaletrain-advisor predict --json`; its calibration names
+the model) is set beside the measurement: predicted columns and errors in the tables, dashed
+curves on the plots. The second merges one run's per-rank traces into RUN_DIR/trace.json.
 Exit status: 0 done (missing or failed runs are listed in the report, not an error), 1 a file
 it needs is missing or unreadable, 2 a command-line error.
 """
@@ -19,6 +21,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 
+from report_prediction import (ERROR_TARGET, compare_rows, load_predictions, predicted_curves,  # noqa: E402
+                               prediction_summary, study_train_samples)
 from report_runs import ReportError, load_study, read_runs  # noqa: E402
 from report_scoring import build_rows, comparison  # noqa: E402
 from report_stragglers import find_stragglers  # noqa: E402
@@ -52,7 +56,7 @@ def margin_value(text):
     return value
 
 
-USAGE = f"""{PROG} STUDY_DIR [--straggler-margin F] [--output DIR]
+USAGE = f"""{PROG} STUDY_DIR [--straggler-margin F] [--prediction FILE]... [--output DIR]
        {PROG} trace RUN_DIR [--output FILE]"""
 DESCRIPTION = """\
 Reads STUDY_DIR/study.json (written by `scaletrain-study submit`) and every run's report.json and
@@ -64,6 +68,9 @@ mllog.txt, and writes into STUDY_DIR/report/:
                             the stragglers and the models side by side
   plots/*.png, plots/*.svg  throughput, speedup, efficiency, time per epoch, step-time split
   trace-<run>.json          merged per-rank timelines of runs trained with --trace
+With --prediction FILE (`scaletrain-advisor predict --json`, repeatable), the tables get the
+predicted step time and throughput and their error against each measured point, and the plots
+a dashed "predicted" line beside each measured curve.
 Missing and failed runs are listed in the report, not an error. `trace RUN_DIR` merges one run's
 RUN_DIR/trace/rank-*.json into RUN_DIR/trace.json.
 Exit status: 0 report written, 1 a file it needs is missing or unreadable, 2 bad command line."""
@@ -76,6 +83,10 @@ def study_parser():
     p.add_argument("--straggler-margin", type=margin_value, default=0.10, metavar="F",
                    help="flag ranks whose p50 step time is more than this fraction above the run's median "
                         "(default 0.10)")
+    p.add_argument("--prediction", action="append", default=[], metavar="FILE",
+                   help="a prediction of `scaletrain-advisor predict --json` to set beside the measurement "
+                        "(its calibration names the model); repeat it for more models, or for a model's strong "
+                        "and weak series when their batches differ")
     p.add_argument("--output", metavar="DIR", help="where to write the report (default STUDY_DIR/report)")
     return p
 
@@ -117,7 +128,7 @@ def merge_study_traces(records, out_dir, warnings):
     return traces
 
 
-def plots_or_reason(rows, out_dir, warnings):
+def plots_or_reason(rows, out_dir, warnings, predicted):
     try:
         from report_plots import make_plots
     except ImportError as e:
@@ -125,7 +136,7 @@ def plots_or_reason(rows, out_dir, warnings):
                   "(`make deps`) and run the report again")
         warnings.append(reason)
         return reason
-    return make_plots(rows, os.path.join(out_dir, "plots"))
+    return make_plots(rows, os.path.join(out_dir, "plots"), predicted)
 
 
 def counts(records):
@@ -140,9 +151,15 @@ def run_summary(rec):
     return {k: v for k, v in rec.items() if k not in ("per_rank_step_time",)}
 
 
-def build_report(study_dir, study, records, margin, out_dir):
+def study_models(records):
+    return list(dict.fromkeys(r["model"] for r in records))
+
+
+def build_report(study_dir, study, records, margin, out_dir, predictions):
     rows = build_rows(records)
+    compare_rows(rows, predictions)
     warnings = []
+    curves = predicted_curves(rows, predictions, study_train_samples(study), warnings)
     report = {
         "format": REPORT_FORMAT, "study": study.get("name") or os.path.basename(os.path.abspath(study_dir)),
         "study_dir": os.path.abspath(study_dir), "generated": generated_time(), "generated_unix": time.time(),
@@ -154,19 +171,23 @@ def build_report(study_dir, study, records, margin, out_dir):
                           for r in records if r["state"] == "ok" and r["converged"] is False],
         "stragglers": find_stragglers(records, margin),
         "traces": merge_study_traces(records, out_dir, warnings),
+        "predictions": [prediction_summary(p, curves) for p in predictions],
+        "prediction_error_target": ERROR_TARGET,
         "runs": [run_summary(r) for r in records], "warnings": warnings,
     }
-    report["plots"] = plots_or_reason(rows, out_dir, warnings)
+    report["plots"] = plots_or_reason(rows, out_dir, warnings, {k: c["points"] for k, c in curves.items()})
     return report
 
 
 def run_study(argv):
     args = study_parser().parse_args(argv)
     study = load_study(args.study_dir)
+    records = read_runs(args.study_dir, study)
+    # Read before anything is written: a prediction for the wrong model is an error, not a warning.
+    predictions = load_predictions(args.prediction, study_models(records))
     out_dir = args.output or os.path.join(args.study_dir, "report")
     os.makedirs(out_dir, exist_ok=True)
-    records = read_runs(args.study_dir, study)
-    report = build_report(args.study_dir, study, records, args.straggler_margin, out_dir)
+    report = build_report(args.study_dir, study, records, args.straggler_margin, out_dir, predictions)
     write_atomically(os.path.join(out_dir, "scaling.csv"), csv_text(report["rows"]))
     write_atomically(os.path.join(out_dir, "scaling.json"), json_text(report))
     write_atomically(os.path.join(out_dir, "scaling.md"), markdown_text(report, records))
@@ -181,6 +202,13 @@ def print_summary(report, out_dir):
         print(f"  {bad['state']}: {bad['id']}: {'; '.join(bad['reasons'])}")
     for w in report["warnings"]:
         print(f"{PROG}: warning: {w}", file=sys.stderr)
+    if report["predictions"]:
+        limit = report["prediction_error_target"] * 100
+        errors = [[abs(e) for e in (r["step_error_pct"], r["throughput_error_pct"]) if e is not None]
+                  for r in report["rows"]]
+        compared = [e for e in errors if e]
+        print(f"  prediction: {len(compared)} point(s) compared, {sum(max(e) > limit for e in compared)} with an "
+              f"error above {limit:.0f}%")
     flagged = report["stragglers"]["hosts"]
     if flagged:
         print(f"  straggler hosts: {', '.join(str(h['host']) for h in flagged)}")

@@ -279,9 +279,10 @@ commands:
       train.sbatch passes --resume auto, so a run that checkpointed continues and one that did
       not starts afresh. Then a new report job depending on them and on the study's jobs still
       queued. The new job ids are appended to each run's submissions in study.json.
-  report STUDY
+  report STUDY [--prediction FILE]...
       Runs scaletrain-report STUDY_DIR now (src/study/scaletrain_report.py), which writes
-      STUDY_DIR/report/: scaling.md, scaling.csv, scaling.json and plots/.
+      STUDY_DIR/report/: scaling.md, scaling.csv, scaling.json and plots/. Each --prediction
+      (scaletrain-advisor predict --json, repeatable) is set beside the measurement.
 
   STUDY is the study directory, its study.json, or the study file (whose output key names it).
 
@@ -1367,7 +1368,8 @@ def command_report(args):
     study_dir = resolve_study_dir(args.study)
     if not REPORT_TOOL.is_file():
         raise Failure(f"the report tool {REPORT_TOOL} is missing from this repository")
-    return subprocess.call([sys.executable, str(REPORT_TOOL), str(study_dir)])
+    predictions = [arg for path in args.prediction for arg in ("--prediction", path)]
+    return subprocess.call([sys.executable, str(REPORT_TOOL), str(study_dir)] + predictions)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1424,6 +1426,9 @@ def build_parser():
     report = commands.add_parser("report", help="build the report now", description="Run scaletrain-report "
                                  "STUDY_DIR: writes STUDY_DIR/report/.")
     report.add_argument("study", metavar="STUDY", help="study directory, its study.json, or the study file")
+    report.add_argument("--prediction", action="append", default=[], metavar="FILE",
+                        help="a prediction of `scaletrain-advisor predict --json` to set beside the measurement "
+                             "(repeatable; passed to scaletrain-report)")
     return parser
 
 
