@@ -184,7 +184,8 @@ int largest_efficient(const std::vector<Point>& series, double threshold) {
   return best;
 }
 
-std::vector<Sharing> share_budget(const Calibration& c, const Machine& m, int budget_gpus, double batch) {
+std::vector<Sharing> share_budget(const Calibration& c, const Machine& m, int budget_gpus, double batch,
+                                  std::optional<Algorithm> forced) {
   std::vector<Sharing> choices;
   for (int jobs = 1; jobs <= budget_gpus; jobs *= 2) {
     if (budget_gpus % jobs != 0) break;
@@ -194,7 +195,7 @@ std::vector<Sharing> share_budget(const Calibration& c, const Machine& m, int bu
     Sharing s;
     s.jobs = jobs;
     s.gpus_per_job = per_job;
-    s.samples_per_s = jobs * predict_point(c, m, per_job, batch).samples_per_s;
+    s.samples_per_s = jobs * predict_point(c, m, per_job, batch, forced).samples_per_s;
     choices.push_back(s);
   }
   ST_CHECK(!choices.empty(), "no way to place " << budget_gpus << " GPUs on nodes of " << m.gpus_per_node);

@@ -3,6 +3,7 @@
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -64,7 +65,8 @@ std::vector<int> parse_gpu_list(const std::string& text) {
     list.push_back(v);
   }
   if (list.empty()) throw UsageError("--gpus: no GPU counts given");
-  if (!std::is_sorted(list.begin(), list.end())) throw UsageError("--gpus: list the GPU counts in increasing order");
+  if (std::adjacent_find(list.begin(), list.end(), std::greater_equal<int>()) != list.end())
+    throw UsageError("--gpus: list the GPU counts in increasing order, each once");
   return list;
 }
 
@@ -205,7 +207,7 @@ int cmd_advisor_predict(int argc, char** argv) {
       "batch", po::value(&o.batch)->default_value(o.batch),
       "samples per GPU: the weak series' batch, and the strong series' at its first point (0: the calibration's "
       "default)")("scaling", po::value(&o.scaling)->default_value(o.scaling), "strong | weak | both")(
-      "efficiency", po::value(&o.efficiency)->default_value(o.efficiency),
+      "efficiency", po::value(&o.efficiency)->default_value(o.efficiency, "0.7"),
       "the parallel efficiency threshold: the advice names the largest count that meets it")(
       "budget-nodes", po::value(&o.budget_nodes)->default_value(o.budget_nodes),
       "a node budget to share: one wide job against k narrower jobs")(
@@ -217,19 +219,29 @@ int cmd_advisor_predict(int argc, char** argv) {
   if (o.scaling != "both" && o.scaling != "strong" && o.scaling != "weak")
     throw UsageError("--scaling: '" + o.scaling + "' is not strong, weak or both");
   if (!(o.efficiency > 0.0 && o.efficiency <= 1.0))
-    throw UsageError("--efficiency: " + std::to_string(o.efficiency) + " is not in (0, 1]");
+    throw UsageError("--efficiency: " + fmt("%g", o.efficiency) + " is not in (0, 1]");
   if (o.max_nodes < 0) throw UsageError("--max-nodes must not be negative");
   if (o.gpus_per_node < 0) throw UsageError("--gpus-per-node must not be negative");
   if (o.budget_nodes < 1) throw UsageError("--budget-nodes must be at least 1");
   if (o.batch < 0) throw UsageError("--batch must not be negative");
   std::optional<advisor::Algorithm> forced;
-  if (o.algorithm != "auto") forced = advisor::algorithm_from_name(o.algorithm);
+  if (o.algorithm != "auto") {
+    try {
+      forced = advisor::algorithm_from_name(o.algorithm);
+    } catch (const UsageError& e) {
+      throw UsageError(std::string("--algorithm: ") + e.what() + " or auto");
+    }
+  }
 
   const advisor::Calibration c = advisor::read_calibration(o.calibration);
   advisor::Machine m = load_machine(o);
   if (o.gpus_per_node > 0) m.gpus_per_node = o.gpus_per_node;
   const int max_nodes = o.max_nodes > 0 ? o.max_nodes : m.max_nodes;
   const std::vector<int> gpus = vm.count("gpus") ? parse_gpu_list(o.gpus) : default_gpu_list(m, max_nodes);
+  for (int g : gpus)
+    if (g > m.gpus_per_node && g % m.gpus_per_node != 0)
+      throw UsageError("--gpus: " + std::to_string(g) + " GPUs do not fill whole nodes of " +
+                       std::to_string(m.gpus_per_node) + " GPUs (" + m.name + ")");
   const double batch = o.batch > 0 ? o.batch : static_cast<double>(c.default_batch);
 
   std::cout << kProgram << ": " << c.model << " (" << c.device << ", " << c.precision << ") on " << m.name << "\n"
@@ -267,7 +279,7 @@ int cmd_advisor_predict(int argc, char** argv) {
   out.set("series", series);
   out.set("largest_efficient", largest);
   const int budget = o.budget_nodes * m.gpus_per_node;
-  const auto choices = advisor::share_budget(c, m, budget, batch);
+  const auto choices = advisor::share_budget(c, m, budget, batch, forced);
   std::cout << "\n";
   print_sharing(choices, budget, m);
   out.set("sharing", sharing_json(choices, budget));

@@ -64,14 +64,17 @@ std::vector<Point> predict_series(const Calibration& c, const Machine& m, Scalin
 int largest_efficient(const std::vector<Point>& series, double threshold);
 
 // A budget of GPUs as one wide job or as k narrower independent jobs of budget/k GPUs each, at
-// `batch` per rank: the total throughput of each choice.
+// `batch` per rank: the total throughput of each choice. Splits: k = 1, 2, 4 .. jobs whose
+// budget/k GPUs are a divisor of a node's GPUs or whole nodes. `forced`: the algorithm every job
+// uses (otherwise the cheapest for each).
 struct Sharing {
   int jobs = 1;
   int gpus_per_job = 1;
   double samples_per_s = 0.0;  // all jobs together
   double vs_one_job = 1.0;
 };
-std::vector<Sharing> share_budget(const Calibration& c, const Machine& m, int budget_gpus, double batch);
+std::vector<Sharing> share_budget(const Calibration& c, const Machine& m, int budget_gpus, double batch,
+                                  std::optional<Algorithm> forced = std::nullopt);
 
 Json to_json(const Point& p);
 Json to_json(const Sharing& s);
