@@ -171,26 +171,6 @@ void check_sweep_options(const SweepOptions& o) {
            "calibration: image size " << o.image_height << "x" << o.image_width);
 }
 
-// Points (batch, seconds of one phase) for fit_linear.
-std::vector<std::pair<double, double>> phase_points(const std::vector<BatchPoint>& points, double BatchPoint::*phase) {
-  std::vector<std::pair<double, double>> xy;
-  for (const BatchPoint& p : points) xy.emplace_back(static_cast<double>(p.batch), p.*phase);
-  return xy;
-}
-
-// A phase that does not take longer at a larger batch was not timed well (a busy machine, or steps
-// too short for the clock): say so with the numbers instead of writing a calibration that
-// predicts faster steps from more samples.
-void check_growth(const std::vector<BatchPoint>& points, const LinearCurve& curve, const char* phase,
-                  double BatchPoint::*seconds) {
-  if (curve.per_sample_s > 0 && curve.at(1.0) > 0) return;
-  std::ostringstream times;
-  for (const BatchPoint& p : points) times << (&p == &points.front() ? "" : ", ") << p.*seconds << " s at " << p.batch;
-  ST_THROW("calibration: the " << phase << " times do not grow with the batch (" << times.str()
-                               << "): the machine was busy, or the steps are too short to time; try more --steps "
-                                  "or larger --batches");
-}
-
 }  // namespace
 
 ModelDefaults model_defaults(const std::string& model) {
@@ -224,6 +204,29 @@ std::vector<double> bucket_ready_fractions(const std::vector<comm::GradientBucke
     fractions.push_back(last / backward_s);
   }
   return fractions;
+}
+
+LinearCurve fit_batch_curve(const std::vector<std::pair<double, double>>& points) {
+  const LinearCurve line = fit_linear(points);
+  if (line.fixed_s >= 0) return line;
+  double bt = 0.0, bb = 0.0;
+  for (const auto& [b, t] : points) {
+    bt += b * t;
+    bb += b * b;
+  }
+  return {0.0, bt / bb};
+}
+
+void check_times_grow(const std::vector<std::pair<double, double>>& points, const std::string& phase) {
+  bool grow = true;
+  for (std::size_t i = 1; i < points.size(); ++i) grow = grow && points[i].second > points[i - 1].second;
+  if (grow) return;
+  std::ostringstream times;
+  for (std::size_t i = 0; i < points.size(); ++i)
+    times << (i == 0 ? "" : ", ") << points[i].second << " s at " << points[i].first;
+  ST_THROW("calibration: the " << phase << " times do not grow with the batch (" << times.str()
+                               << "): the machine was busy, or the steps are too short to time; try more --steps or "
+                                  "batch sizes further apart");
 }
 
 std::vector<BucketTiming> bucket_timings(const std::vector<comm::GradientBucket>& buckets,
@@ -263,6 +266,14 @@ BatchMeasurement measure_batch(Context& ctx, const SweepOptions& o, int64_t batc
 
 namespace {
 
+// One phase's curve fitted to the points' medians (ascending batches), once they are known to grow.
+LinearCurve fitted_curve(const std::vector<BatchPoint>& points, double BatchPoint::*seconds, const char* phase) {
+  std::vector<std::pair<double, double>> xy;
+  for (const BatchPoint& p : points) xy.emplace_back(static_cast<double>(p.batch), p.*seconds);
+  check_times_grow(xy, phase);
+  return fit_batch_curve(xy);
+}
+
 // measure_batch, its errors naming the model, batch and image size (an op's own message does not
 // say which step of the sweep it was in: a batch of 1 at a small image size leaves batch norm one
 // value per channel, for instance).
@@ -292,10 +303,8 @@ Calibration run_sweep(Context& ctx, const SweepOptions& o, const std::function<v
     c.points.push_back(largest.point);
     if (on_point) on_point(largest.point);
   }
-  c.forward = fit_linear(phase_points(c.points, &BatchPoint::forward_s));
-  c.backward = fit_linear(phase_points(c.points, &BatchPoint::backward_s));
-  check_growth(c.points, c.forward, "forward", &BatchPoint::forward_s);
-  check_growth(c.points, c.backward, "backward", &BatchPoint::backward_s);
+  c.forward = fitted_curve(c.points, &BatchPoint::forward_s, "forward");
+  c.backward = fitted_curve(c.points, &BatchPoint::backward_s, "backward");
   std::vector<double> optimizer;
   for (const BatchPoint& p : c.points) optimizer.push_back(p.optimizer_s);
   c.optimizer_s = median(optimizer);

@@ -110,6 +110,35 @@ BOOST_AUTO_TEST_CASE(bucket_timings_are_clamped_and_non_decreasing) {
   BOOST_CHECK_THROW(advisor::bucket_timings(buckets, {0.5}), Error);
 }
 
+BOOST_AUTO_TEST_CASE(batch_curves_have_no_negative_fixed_part) {
+  // On a line with a positive intercept: that line (1 ms + 0.5 ms per sample).
+  const advisor::LinearCurve line = advisor::fit_batch_curve({{2, 0.002}, {8, 0.005}});
+  BOOST_TEST(std::abs(line.fixed_s - 0.001) < 1e-15);
+  BOOST_TEST(std::abs(line.per_sample_s - 0.0005) < 1e-15);
+  // Time per sample rising with the batch (a real CPU sweep's forward times): the free line would
+  // cross zero at batch 1.27, so the line through the origin, slope sum(b t) / sum(b^2).
+  const std::vector<std::pair<double, double>> rising{{2, 0.00247}, {8, 0.0102}, {32, 0.0537}};
+  BOOST_TEST_REQUIRE(advisor::fit_linear(rising).fixed_s < 0.0);
+  const advisor::LinearCurve origin = advisor::fit_batch_curve(rising);
+  BOOST_TEST(origin.fixed_s == 0.0);
+  const double slope = (2 * 0.00247 + 8 * 0.0102 + 32 * 0.0537) / (2 * 2 + 8 * 8 + 32 * 32);
+  BOOST_TEST(std::abs(origin.per_sample_s - slope) < 1e-15);
+}
+
+BOOST_AUTO_TEST_CASE(times_that_do_not_grow_are_refused) {
+  // A busy machine (a real sweep's forward medians): batch 16 timed faster than batch 8.
+  const std::string busy = message_of([] {
+    advisor::check_times_grow({{8, 0.0138}, {16, 0.0114}, {32, 0.170}}, "forward");
+  });
+  BOOST_TEST(busy.find("the forward times do not grow with the batch (0.0138 s at 8, 0.0114 s at 16, 0.17 s at 32)") !=
+                 std::string::npos,
+             busy);
+  const std::string equal = message_of([] { advisor::check_times_grow({{8, 0.02}, {32, 0.02}}, "backward"); });
+  BOOST_TEST(equal.find("the backward times") != std::string::npos, equal);
+  BOOST_CHECK_NO_THROW(advisor::check_times_grow({{2, 0.00247}, {8, 0.0102}, {32, 0.0537}}, "forward"));
+  BOOST_CHECK_NO_THROW(advisor::check_times_grow({{4, 0.01}}, "forward"));
+}
+
 BOOST_AUTO_TEST_CASE(gradient_bytes_and_buckets_match_the_model) {
   const Calibration& c = sweep().calibration;
   BOOST_TEST(c.gradient_bytes == 4 * kResnet20Rgb10Parameters);
@@ -153,6 +182,8 @@ BOOST_AUTO_TEST_CASE(step_times_grow_with_the_batch) {
   for (const BatchPoint& p : c.points) BOOST_TEST(p.optimizer_s > 0.0, "batch " << p.batch);
   BOOST_TEST(c.forward.per_sample_s > 0.0);
   BOOST_TEST(c.backward.per_sample_s > 0.0);
+  BOOST_TEST(c.forward.fixed_s >= 0.0);
+  BOOST_TEST(c.backward.fixed_s >= 0.0);
   // The fitted curves pass near the points they were fitted to (a third of the largest time).
   const BatchPoint& big = c.points.back();
   BOOST_TEST(std::abs(c.forward.at(32) - big.forward_s) < big.forward_s / 3);

@@ -80,6 +80,18 @@ Calibration run_sweep(Context& ctx, const SweepOptions& options,
 std::vector<double> bucket_ready_fractions(const std::vector<comm::GradientBucket>& buckets,
                                            const std::vector<double>& ready_s, double backward_s);
 
+// A phase's curve from its (batch, median seconds) points: fit_linear's least-squares line, or,
+// when that line has a negative fixed part, the least-squares line with fixed_s = 0 (through the
+// origin: per_sample_s = sum(b t) / sum(b^2)). A CPU's time per sample grows with the batch as
+// the activations outgrow its caches, and a line through such points crosses zero above batch 1;
+// a fixed cost below zero is not a time, and the scaling model asks for batches down to 1.
+LinearCurve fit_batch_curve(const std::vector<std::pair<double, double>>& points);
+
+// Throws, naming the phase and listing the points, unless the times grow with the batch (points
+// in ascending batch order): a larger batch does more work, so a phase that is not slower at it
+// was not timed well (a busy machine, or steps too short for the clock).
+void check_times_grow(const std::vector<std::pair<double, double>>& points, const std::string& phase);
+
 // The calibration's bucket list: bytes = count x 4 (fp32), and the fractions clamped to (0, 1]
 // (a bucket ready at the very start still costs its all-reduce after some backward work: the
 // floor is 1e-6) and made non-decreasing in bucket order (a bucket's all-reduce starts after the
