@@ -246,9 +246,9 @@ void log_summary(const advisor::Calibration& cal, const std::string& output) {
       cal.forward.fixed_s, cal.forward.per_sample_s, cal.backward.fixed_s, cal.backward.per_sample_s, cal.optimizer_s);
   ST_LOG(line);
   std::snprintf(line, sizeof line,
-                "gradients: %lld bytes in %zu buckets of up to %g MiB, the first ready at %.2f of backward",
-                static_cast<long long>(cal.gradient_bytes), cal.buckets.size(), cal.bucket_mb,
-                cal.buckets.front().ready_fraction);
+                "gradients: %lld bytes in %zu bucket%s of up to %g MiB, the first ready at %.2f of backward",
+                static_cast<long long>(cal.gradient_bytes), cal.buckets.size(), cal.buckets.size() == 1 ? "" : "s",
+                cal.bucket_mb, cal.buckets.front().ready_fraction);
   ST_LOG(line);
   if (cal.input_samples_per_s > 0) {
     std::snprintf(line, sizeof line, "input pipeline: %.1f samples/s (one rank)", cal.input_samples_per_s);

@@ -57,7 +57,8 @@ pts = c["points"]
 assert [p["batch"] for p in pts] == [int(b) for b in batches.split(",")], pts
 for a, b in zip(pts, pts[1:]):
     assert b["forward_s"] + b["backward_s"] > a["forward_s"] + a["backward_s"], f"no growth from {a} to {b}"
-assert c["forward"]["per_sample_s"] > 0 and c["backward"]["per_sample_s"] > 0, c
+for phase in "forward", "backward":
+    assert c[phase]["per_sample_s"] > 0 and c[phase]["fixed_s"] >= 0, (phase, c[phase])
 opt = sorted(p["optimizer_s"] for p in pts)
 median = opt[len(opt) // 2] if len(opt) % 2 else (opt[len(opt) // 2 - 1] + opt[len(opt) // 2]) / 2
 assert abs(c["optimizer_s"] - median) <= 1e-12 * median, (c["optimizer_s"], median)
@@ -77,7 +78,7 @@ cat "$T/r20.txt"
 check_calibration "$T/r20.json" 2,8 0.1 50000 none
 grep -qF "CIFAR-10" "$T/r20.json" || fail "source does not say where train_samples comes from"
 buckets=$($PY -c "import json, sys; print(len(json.load(open(sys.argv[1]))['buckets']))" "$T/r20.json")
-grep -qF "in $buckets buckets" "$T/r20.txt" || fail "the summary does not give the $buckets buckets: $(cat "$T/r20.txt")"
+grep -qF "in $buckets buckets of up to 0.1 MiB" "$T/r20.txt" || fail "the summary does not give the $buckets buckets: $(cat "$T/r20.txt")"
 mpirun -np 1 "$A" calibrate "${quick[@]}" --batches 4,16 --output "$T/mpi.json" >/dev/null
 check_calibration "$T/mpi.json" 4,16 25 50000 none
 
