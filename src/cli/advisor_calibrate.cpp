@@ -232,6 +232,33 @@ std::string command_line(int argc, char** argv) {
   return out;
 }
 
+std::string count_of(int64_t n, const char* noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
+
+void log_start(const CalibrateCommand& c, const advisor::SweepOptions& sweep, int threads) {
+  std::string batches;
+  for (int64_t b : sweep.batches) batches += (batches.empty() ? "" : ",") + std::to_string(b);
+  ST_LOG("calibrating " << c.model << " at " << sweep.image_height << "x" << sweep.image_width << "x"
+                        << sweep.in_channels << ", batches " << batches << ": " << sweep.warmup_steps << " warm-up and "
+                        << sweep.steps << " timed steps each, " << count_of(threads, "thread"));
+  ST_LOG("   batch    forward s   backward s  optimizer s    samples/s");
+}
+
+// The dataset's part of the calibration: with --data, the input pipeline's rate at the sweep's
+// largest batch and the train split's sample count; without, the model's standard dataset.
+// Returns where train_samples came from, for the source.
+std::string add_dataset(advisor::Calibration& cal, const CalibrateCommand& c, const advisor::SweepOptions& sweep,
+                        const data::SplitInfo* split, const comm::Communicator& comm) {
+  if (!split) {
+    const advisor::ModelDefaults defaults = advisor::model_defaults(c.model);
+    cal.train_samples = defaults.train_samples;
+    return defaults.dataset;
+  }
+  const data::LoaderOptions loader = input_loader_options(c, sweep, cal.points.back().batch, comm);
+  cal.input_samples_per_s = advisor::measure_input_rate(*split, loader, c.input_batches);
+  cal.train_samples = split->samples;
+  return "--data " + c.data_dir + " train split";
+}
+
 std::string table_row(const advisor::BatchPoint& p) {
   char line[128];
   std::snprintf(line, sizeof line, "%8lld %12.5f %12.5f %12.5f %12.1f", static_cast<long long>(p.batch), p.forward_s,
@@ -264,7 +291,6 @@ void log_summary(const advisor::Calibration& cal, const std::string& output) {
 int cmd_advisor_calibrate(int argc, char** argv) {
   CalibrateCommand c;
   if (!parse_calibrate_command(argc, argv, c)) return 0;
-
   const comm::Communicator comm = comm::Communicator::world();
   if (comm.size() != 1)
     throw UsageError("calibrate measures one rank; this job has " + std::to_string(comm.size()) +
@@ -275,27 +301,12 @@ int cmd_advisor_calibrate(int argc, char** argv) {
   const int threads = c.threads > 0 ? c.threads : train::default_threads(comm);
   Context ctx(Device::cpu, threads);
 
-  std::string batches;
-  for (int64_t b : sweep.batches) batches += (batches.empty() ? "" : ",") + std::to_string(b);
-  ST_LOG("calibrating " << c.model << " at " << sweep.image_height << "x" << sweep.image_width << "x"
-                        << sweep.in_channels << ", batches " << batches << ": " << sweep.warmup_steps << " warm-up and "
-                        << sweep.steps << " timed steps each, " << threads << (threads == 1 ? " thread" : " threads"));
-  ST_LOG("   batch    forward s   backward s  optimizer s    samples/s");
+  log_start(c, sweep, threads);
   advisor::Calibration cal = advisor::run_sweep(ctx, sweep, [](const advisor::BatchPoint& p) { ST_LOG(table_row(p)); });
-
-  const advisor::ModelDefaults defaults = advisor::model_defaults(c.model);
-  std::string samples_from = defaults.dataset;
-  cal.train_samples = defaults.train_samples;
-  if (split) {
-    const int64_t largest = cal.points.back().batch;
-    cal.input_samples_per_s =
-        advisor::measure_input_rate(*split, input_loader_options(c, sweep, largest, comm), c.input_batches);
-    cal.train_samples = split->samples;
-    samples_from = "--data " + c.data_dir + " train split";
-  }
+  const std::string samples_from = add_dataset(cal, c, sweep, split ? &*split : nullptr, comm);
   cal.device = c.device_name.empty() ? advisor::cpu_device_name(threads) : c.device_name;
-  cal.source = "scaletrain-advisor calibrate on " + comm.host() + ", " + utc_now() + ", " + std::to_string(threads) +
-               " threads, " + command_line(argc, argv) + "; train_samples from " + samples_from;
+  cal.source = "scaletrain-advisor calibrate on " + comm.host() + ", " + utc_now() + ", " +
+               count_of(threads, "thread") + ", " + command_line(argc, argv) + "; train_samples from " + samples_from;
   advisor::write_calibration(cal, c.output);
   log_summary(cal, c.output);
   return 0;
