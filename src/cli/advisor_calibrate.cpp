@@ -1,9 +1,315 @@
-// scaletrain-advisor calibrate (placeholder until the sweep lands).
+// scaletrain-advisor calibrate: the short one-rank sweep that measures a model and writes its
+// calibration file (advisor/calibrate.hpp; docs/scaling-model.md, "Measuring a calibration").
+// Every option is checked before the sweep starts, --output's directory included, so that a typo
+// costs seconds, not a sweep.
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <tuple>
+
 #include "cli/advisor_commands.hpp"
+#include "cli/option_ranges.hpp"
+#include "scaletrain/advisor/calibrate.hpp"
+#include "scaletrain/backend/context.hpp"
+#include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/core/log.hpp"
+#include "scaletrain/data/dataset.hpp"
+#include "scaletrain/data/loader.hpp"
+#include "scaletrain/train/config.hpp"
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
 
 namespace scaletrain::cli {
+namespace {
 
-int cmd_advisor_calibrate(int argc, char** argv) { throw UsageError("calibrate: not built yet"); }
+constexpr unsigned kHelpWidth = 110;
+constexpr const char* kCommand = "calibrate";
+
+struct CalibrateCommand {
+  std::string model, data_dir, output, device_name;
+  std::vector<int64_t> batches;           // empty: the model's default
+  int image_height = 0, image_width = 0;  // 0: the model's default
+  int steps = 5;
+  int warmup_steps = 1;
+  int threads = 0;
+  double bucket_mb = 25.0;
+  std::string io = "posix";
+  int data_threads = 1;
+  int prefetch = 2;
+  int input_batches = 20;
+};
+
+po::options_description calibrate_options(CalibrateCommand& c) {
+  const train::TrainConfig trainer;  // the defaults calibrate shares with `scaletrain train`
+  c.bucket_mb = trainer.bucket_mb;
+  c.io = trainer.io;
+  c.data_threads = trainer.data_threads;
+  c.prefetch = trainer.data_prefetch;
+  po::options_description desc("scaletrain-advisor calibrate", kHelpWidth);
+  desc.add_options()("help,h", "print this help")("model", po::value(&c.model)->required(), "resnet20 | resnet50")(
+      "batches", po::value<std::string>(),
+      "per-rank batch sizes to time, comma-separated (default 8,16,32 for resnet20, 2,4,8 for resnet50: cheap on "
+      "a CPU; two or more sizes give the curves a fixed and a per-sample part)")(
+      "steps", po::value(&c.steps)->default_value(c.steps), "timed steps per batch size (each phase: their median)")(
+      "warmup-steps", po::value(&c.warmup_steps)->default_value(c.warmup_steps),
+      "untimed steps before them (oneDNN primitive creation, first-touch allocation)")(
+      "threads", po::value(&c.threads)->default_value(c.threads), "CPU threads (0 = the node's cores)")(
+      "image-size", po::value<std::string>(),
+      "H,W: the model's input size (default 224,224 for resnet50, 32,32 for resnet20; a raw --data's own size)")(
+      "bucket-mb", po::value(&c.bucket_mb)->default_value(c.bucket_mb, "25"),
+      "gradient bucket size in MiB, as the trainer's --bucket-mb: the bucket layout and ready times are for it")(
+      "data", po::value(&c.data_dir),
+      "dataset directory (docs/dataset-format.md): time its train split's input pipeline, one rank, with the "
+      "trainer's loader, and take its sample count and image shape; without it input_samples_per_s is 0 (not "
+      "measured) and train_samples is the model's standard dataset (ImageNet 1,281,167; CIFAR-10 50,000)")(
+      "io", po::value(&c.io)->default_value(c.io),
+      "with --data: shard reader, posix | mmap | mpiio | mpiio-collective")(
+      "data-threads", po::value(&c.data_threads)->default_value(c.data_threads), "with --data: decode/augment threads")(
+      "prefetch", po::value(&c.prefetch)->default_value(c.prefetch), "with --data: batches prepared ahead")(
+      "input-batches", po::value(&c.input_batches)->default_value(c.input_batches),
+      "with --data: batches of the largest batch size to time (after the first prefetch + 1)")(
+      "output", po::value(&c.output)->required(), "the calibration file to write (JSON; docs/scaling-model.md)")(
+      "device-name", po::value(&c.device_name),
+      "the device as the file names it (default: \"cpu (N threads, <model name of /proc/cpuinfo>)\")");
+  return desc;
+}
+
+// The ranges of calibrate's own options; the shared ones (--threads, --bucket-mb, --data-threads,
+// --prefetch) keep the range they have everywhere (option_ranges.cpp).
+std::vector<OptionRange> calibrate_option_ranges() {
+  std::vector<OptionRange> ranges = option_ranges();
+  ranges.push_back({"steps", 1, 1e6, "steps"});
+  ranges.push_back({"warmup-steps", 0, 1e6, "steps"});
+  ranges.push_back({"input-batches", 1, 1e7, "batches"});
+  return ranges;
+}
+
+// "8,16,32" -> {8, 16, 32}; every item a positive integer, none twice.
+std::vector<int64_t> parse_batches(const std::string& text) {
+  const std::string what = "--batches '" + text + "'";
+  if (text.empty()) throw UsageError(what + " is empty: give per-rank batch sizes, e.g. 8,16,32");
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    long long v = 0;
+    std::size_t used = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size())
+      throw UsageError(what + ": '" + item + "' is not a batch size (comma-separated positive integers)");
+    if (v <= 0 || v > (1 << 20))
+      throw UsageError(what + ": batch size " + item + " is out of range (1 to 1048576 samples)");
+    for (int64_t seen : out)
+      if (seen == v) throw UsageError(what + ": batch size " + item + " is listed twice");
+    out.push_back(v);
+  }
+  if (text.back() == ',') throw UsageError(what + ": ends with a comma (comma-separated positive integers)");
+  return out;
+}
+
+// "224,224" -> (224, 224).
+std::pair<int, int> parse_image_size(const std::string& text) {
+  int h = 0, w = 0;
+  char comma = 0, rest = 0;
+  if (std::sscanf(text.c_str(), "%d%c%d%c", &h, &comma, &w, &rest) != 3 || comma != ',' || h <= 0 || w <= 0 ||
+      h > 8192 || w > 8192)
+    throw UsageError("--image-size '" + text + "' must be H,W: two integers from 1 to 8192");
+  return {h, w};
+}
+
+// --output's directory must exist and be writable now, not after the sweep.
+void check_output_path(const std::string& output) {
+  if (output.empty()) throw UsageError("--output needs a file name");
+  const fs::path path(output);
+  if (fs::is_directory(path)) throw UsageError("--output " + output + " is a directory; name the file to write");
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  if (!fs::exists(dir)) throw UsageError("--output " + output + ": directory " + dir.string() + " does not exist");
+  if (!fs::is_directory(dir)) throw UsageError("--output " + output + ": " + dir.string() + " is not a directory");
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw UsageError("--output " + output + ": directory " + dir.string() + " is not writable");
+}
+
+// Parses argv (argv[0] is "calibrate") and checks every option; --help prints and returns false.
+bool parse_calibrate_command(int argc, char** argv, CalibrateCommand& c) {
+  po::options_description desc = calibrate_options(c);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+  } catch (const po::error& e) {
+    throw UsageError(std::string(kCommand) + ": " + e.what());
+  }
+  if (vm.count("help")) {
+    if (log_rank() == 0)
+      std::cout << "usage: scaletrain-advisor calibrate --model M --output FILE [options]\n\n" << desc;
+    return false;
+  }
+  check_option_ranges(vm, calibrate_option_ranges());
+  try {
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(std::string(kCommand) + ": " + e.what());
+  }
+  train::check_model_name(c.model);
+  if (vm.count("batches")) c.batches = parse_batches(vm["batches"].as<std::string>());
+  if (vm.count("image-size"))
+    std::tie(c.image_height, c.image_width) = parse_image_size(vm["image-size"].as<std::string>());
+  check_output_path(c.output);
+  if (vm.count("data")) {
+    if (c.data_dir.empty()) throw UsageError("--data needs a dataset directory");
+    train::check_io_mode(c.io);
+    train::check_data_threads(c.data_threads);
+  }
+  return true;
+}
+
+// The sweep's model shape: the model's defaults, or the classes, channels and (raw) image size of
+// --data's train split.
+advisor::SweepOptions sweep_options(const CalibrateCommand& c, const data::SplitInfo* split) {
+  const advisor::ModelDefaults defaults = advisor::model_defaults(c.model);
+  advisor::SweepOptions o;
+  o.model = c.model;
+  o.batches = c.batches.empty() ? defaults.batches : c.batches;
+  o.steps = c.steps;
+  o.warmup_steps = c.warmup_steps;
+  o.bucket_mb = c.bucket_mb;
+  o.num_classes = split ? split->num_classes : defaults.num_classes;
+  o.in_channels = split ? split->channels : defaults.in_channels;
+  const bool image_size_given = c.image_height > 0;
+  o.image_height = image_size_given ? c.image_height : defaults.image_size;
+  o.image_width = image_size_given ? c.image_width : defaults.image_size;
+  if (split && split->encoding == "raw") {
+    if (image_size_given && (o.image_height != split->height || o.image_width != split->width))
+      throw UsageError("--image-size " + std::to_string(c.image_height) + "," + std::to_string(c.image_width) +
+                       " differs from the " + std::to_string(split->height) + "x" + std::to_string(split->width) +
+                       " raw images of --data " + c.data_dir + " (the trainer feeds raw images at their stored size)");
+    o.image_height = split->height;
+    o.image_width = split->width;
+  }
+  return o;
+}
+
+// The trainer's loader options (train::train_loader_options) for calibrate's input options.
+data::LoaderOptions input_loader_options(const CalibrateCommand& c, const advisor::SweepOptions& sweep, int64_t batch,
+                                         const comm::Communicator& comm) {
+  train::TrainConfig config;
+  config.model = c.model;
+  config.io = c.io;
+  config.data_threads = c.data_threads;
+  config.data_prefetch = c.prefetch;
+  config.image_height = sweep.image_height;
+  config.image_width = sweep.image_width;
+  return train::train_loader_options(config, batch, comm, /*ranks_on_node=*/1);
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
+  return buf;
+}
+
+// The command as typed (argv[0] is "calibrate"), words with spaces quoted.
+std::string command_line(int argc, char** argv) {
+  std::string out = "scaletrain-advisor";
+  for (int i = 0; i < argc; ++i) {
+    const std::string word = argv[i];
+    out += word.find_first_of(" \t'\"") == std::string::npos ? " " + word : " '" + word + "'";
+  }
+  return out;
+}
+
+std::string count_of(int64_t n, const char* noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
+
+void log_start(const CalibrateCommand& c, const advisor::SweepOptions& sweep, int threads) {
+  std::string batches;
+  for (int64_t b : sweep.batches) batches += (batches.empty() ? "" : ",") + std::to_string(b);
+  ST_LOG("calibrating " << c.model << " at " << sweep.image_height << "x" << sweep.image_width << "x"
+                        << sweep.in_channels << ", batches " << batches << ": " << sweep.warmup_steps << " warm-up and "
+                        << sweep.steps << " timed steps each, " << count_of(threads, "thread"));
+  ST_LOG("   batch    forward s   backward s  optimizer s    samples/s");
+}
+
+// The dataset's part of the calibration: with --data, the input pipeline's rate at the sweep's
+// largest batch and the train split's sample count; without, the model's standard dataset.
+// Returns where train_samples came from, for the source.
+std::string add_dataset(advisor::Calibration& cal, const CalibrateCommand& c, const advisor::SweepOptions& sweep,
+                        const data::SplitInfo* split, const comm::Communicator& comm) {
+  if (!split) {
+    const advisor::ModelDefaults defaults = advisor::model_defaults(c.model);
+    cal.train_samples = defaults.train_samples;
+    return defaults.dataset;
+  }
+  const data::LoaderOptions loader = input_loader_options(c, sweep, cal.points.back().batch, comm);
+  cal.input_samples_per_s = advisor::measure_input_rate(*split, loader, c.input_batches);
+  cal.train_samples = split->samples;
+  return "--data " + c.data_dir + " train split";
+}
+
+std::string table_row(const advisor::BatchPoint& p) {
+  char line[128];
+  std::snprintf(line, sizeof line, "%8lld %12.5f %12.5f %12.5f %12.1f", static_cast<long long>(p.batch), p.forward_s,
+                p.backward_s, p.optimizer_s, p.batch / (p.forward_s + p.backward_s + p.optimizer_s));
+  return line;
+}
+
+void log_summary(const advisor::Calibration& cal, const std::string& output) {
+  char line[256];
+  std::snprintf(
+      line, sizeof line, "fitted: forward %.3g s + %.3g s/sample, backward %.3g s + %.3g s/sample, optimizer %.3g s",
+      cal.forward.fixed_s, cal.forward.per_sample_s, cal.backward.fixed_s, cal.backward.per_sample_s, cal.optimizer_s);
+  ST_LOG(line);
+  std::snprintf(line, sizeof line,
+                "gradients: %lld bytes in %zu bucket%s of up to %g MiB, the first ready at %.2f of backward",
+                static_cast<long long>(cal.gradient_bytes), cal.buckets.size(), cal.buckets.size() == 1 ? "" : "s",
+                cal.bucket_mb, cal.buckets.front().ready_fraction);
+  ST_LOG(line);
+  if (cal.input_samples_per_s > 0) {
+    std::snprintf(line, sizeof line, "input pipeline: %.1f samples/s (one rank)", cal.input_samples_per_s);
+    ST_LOG(line);
+  } else {
+    ST_LOG("input pipeline: not measured (no --data)");
+  }
+  ST_LOG("wrote " << output);
+}
+
+}  // namespace
+
+int cmd_advisor_calibrate(int argc, char** argv) {
+  CalibrateCommand c;
+  if (!parse_calibrate_command(argc, argv, c)) return 0;
+  const comm::Communicator comm = comm::Communicator::world();
+  if (comm.size() != 1)
+    throw UsageError("calibrate measures one rank; this job has " + std::to_string(comm.size()) +
+                     " (run it without mpirun/srun, or with one task)");
+  std::optional<data::SplitInfo> split;
+  if (!c.data_dir.empty()) split = data::open_split(c.data_dir, "train");
+  const advisor::SweepOptions sweep = sweep_options(c, split ? &*split : nullptr);
+  const int threads = c.threads > 0 ? c.threads : train::default_threads(comm);
+  Context ctx(Device::cpu, threads);
+
+  log_start(c, sweep, threads);
+  advisor::Calibration cal = advisor::run_sweep(ctx, sweep, [](const advisor::BatchPoint& p) { ST_LOG(table_row(p)); });
+  const std::string samples_from = add_dataset(cal, c, sweep, split ? &*split : nullptr, comm);
+  cal.device = c.device_name.empty() ? advisor::cpu_device_name(threads) : c.device_name;
+  cal.source = "scaletrain-advisor calibrate on " + comm.host() + ", " + utc_now() + ", " +
+               count_of(threads, "thread") + ", " + command_line(argc, argv) + "; train_samples from " + samples_from;
+  advisor::write_calibration(cal, c.output);
+  log_summary(cal, c.output);
+  return 0;
+}
 
 }  // namespace scaletrain::cli

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# scaletrain-advisor calibrate (docs/scaling-model.md): a short ResNet-20 sweep writes a calibration
+# whose gradient size and bucket layout match PyTorch's parameters bucketed by DDP's rule, whose
+# times grow with the batch and whose ready fractions are ordered; with --data it times the input
+# pipeline and takes the split's sample count; bad options fail before the sweep, naming the option
+# and the value.
+source "$(dirname "$0")/lib.sh"
+T=$TMP_ROOT/advisor_calibrate
+rm -rf "$T" && mkdir -p "$T"
+A=$BIN/scaletrain-advisor
+# Batches 4x apart at 32x32: enough work per step that the times grow clearly on a busy machine.
+quick=(--model resnet20 --steps 3 --warmup-steps 1 --threads 1)
+
+echo "== help"
+out=$("$A" calibrate --help)
+for opt in --model --batches 8,16,32 2,4,8 --steps --warmup-steps --threads --image-size --bucket-mb --data --io \
+  --data-threads --prefetch --input-batches --output --device-name; do
+  grep -qF -- "$opt" <<<"$out" || fail "calibrate --help does not mention $opt"
+done
+
+# check_calibration FILE BATCHES BUCKET_MB TRAIN_SAMPLES INPUT(measured|none): every claim of the file
+# recomputed. The expected layout: PyTorch's ResNet-20 parameters (tests/python/torch_reference.py,
+# torchvision's order), walked from the last to the first into buckets of up to BUCKET_MB MiB, as
+# PyTorch DDP fills them (docs/architecture.md, "Gradient buckets").
+check_calibration() {
+  $PY - "$ST_SOURCE/tests/python" "$@" <<'EOF'
+import json, sys
+ref, path, batches, bucket_mb, train_samples, input_kind = sys.argv[1:7]
+c = json.load(open(path))
+assert c["format"] == "scaletrain-calibration" and c["model"] == "resnet20", c
+assert c["precision"] == "fp32" and c["device"].startswith("cpu (1 thread, "), c["device"]
+assert "scaletrain-advisor calibrate on " in c["source"] and "--model resnet20" in c["source"], c["source"]
+try:
+    sys.path.insert(0, ref)
+    import torch_reference
+    sizes = [p.numel() * 4 for p in torch_reference.make_model("resnet20", 3, 10).parameters()]
+except ImportError as e:  # no torch: the total from the count test_models checks against PyTorch
+    print(f"note: {e}: bucket layout not compared with PyTorch's parameters")
+    sizes = None
+total = sum(sizes) if sizes else 4 * (272186 + 16 * 2 * 3 * 3)
+assert c["gradient_bytes"] == total, (c["gradient_bytes"], total)
+assert sum(b["bytes"] for b in c["buckets"]) == total
+if sizes:
+    capacity, expected, filled = float(bucket_mb) * 2**20, [], 0
+    for s in reversed(sizes):
+        if not expected or filled + s > capacity:
+            expected.append(0)
+            filled = 0
+        expected[-1] += s
+        filled += s
+    got = [b["bytes"] for b in c["buckets"]]
+    assert got == expected, f"bucket bytes {got} != {expected}"
+f = [b["ready_fraction"] for b in c["buckets"]]
+assert all(0 < x <= 1 for x in f) and f == sorted(f), f"ready fractions {f}"
+assert f[-1] > 0.9, f"the last bucket is ready at {f[-1]} of backward"
+pts = c["points"]
+assert [p["batch"] for p in pts] == [int(b) for b in batches.split(",")], pts
+for a, b in zip(pts, pts[1:]):
+    assert b["forward_s"] + b["backward_s"] > a["forward_s"] + a["backward_s"], f"no growth from {a} to {b}"
+for phase in "forward", "backward":
+    assert c[phase]["per_sample_s"] > 0 and c[phase]["fixed_s"] >= 0, (phase, c[phase])
+opt = sorted(p["optimizer_s"] for p in pts)
+median = opt[len(opt) // 2] if len(opt) % 2 else (opt[len(opt) // 2 - 1] + opt[len(opt) // 2]) / 2
+assert abs(c["optimizer_s"] - median) <= 1e-12 * median, (c["optimizer_s"], median)
+assert c["bucket_mb"] == float(bucket_mb) and c["default_batch"] == 32, c
+assert c["train_samples"] == int(train_samples), c["train_samples"]
+if input_kind == "measured":
+    assert c["input_samples_per_s"] > 0, c["input_samples_per_s"]
+else:
+    assert c["input_samples_per_s"] == 0, c["input_samples_per_s"]
+print(f"ok: {path}: {len(pts)} points, {len(c['buckets'])} buckets, {c['gradient_bytes']} bytes")
+EOF
+}
+
+echo "== sweep without data (one process, and as the one rank of mpirun)"
+"$A" calibrate "${quick[@]}" --batches 8,2 --bucket-mb 0.1 --output "$T/r20.json" >"$T/r20.txt"
+cat "$T/r20.txt"
+check_calibration "$T/r20.json" 2,8 0.1 50000 none
+grep -qF "CIFAR-10" "$T/r20.json" || fail "source does not say where train_samples comes from"
+buckets=$($PY -c "import json, sys; print(len(json.load(open(sys.argv[1]))['buckets']))" "$T/r20.json")
+grep -qF "in $buckets buckets of up to 0.1 MiB" "$T/r20.txt" || fail "the summary does not give the $buckets buckets: $(cat "$T/r20.txt")"
+mpirun -np 1 "$A" calibrate "${quick[@]}" --batches 4,16 --output "$T/mpi.json" >/dev/null
+check_calibration "$T/mpi.json" 4,16 25 50000 none
+
+echo "== sweep with data"
+"$BIN/scaletrain-data" synthetic --task image_classification --samples 96 --val-samples 16 --image-size 32,32,3 \
+  --classes 10 --shards 2 --output "$T/rgb" >/dev/null
+"$A" calibrate "${quick[@]}" --batches 2,8 --data "$T/rgb" --input-batches 5 --device-name "cpu (1 thread, test)" \
+  --output "$T/data.json" >"$T/data.txt"
+grep -qF '"device": "cpu (1 thread, test)"' "$T/data.json" || fail "--device-name not in the file"
+check_calibration "$T/data.json" 2,8 25 96 measured
+grep -qF -- "--data $T/rgb train split" "$T/data.json" || fail "source does not name --data"
+grep -qF "samples/s (one rank)" "$T/data.txt" || fail "no input rate printed: $(cat "$T/data.txt")"
+
+echo "== usage errors, before any sweep"
+expect_failure "unknown model" "unknown model 'resnet51'" "$A" calibrate --model resnet51 --output "$T/x.json"
+expect_failure "missing --model" "--model" "$A" calibrate --output "$T/x.json"
+expect_failure "missing --output" "--output" "$A" calibrate --model resnet20
+expect_failure "empty --batches" "--batches '' is empty" "$A" calibrate --model resnet20 --batches "" --output "$T/x.json"
+expect_failure "zero batch" "--batches '8,0': batch size 0" "$A" calibrate --model resnet20 --batches 8,0 --output "$T/x.json"
+expect_failure "negative batch" "--batches '-4': batch size -4" "$A" calibrate --model resnet20 --batches=-4 --output "$T/x.json"
+expect_failure "empty item" "--batches '8,,16': '' is not a batch size" \
+  "$A" calibrate --model resnet20 --batches 8,,16 --output "$T/x.json"
+expect_failure "not a number" "--batches 'eight': 'eight'" "$A" calibrate --model resnet20 --batches eight --output "$T/x.json"
+expect_failure "trailing comma" "--batches '8,': ends with a comma" "$A" calibrate --model resnet20 --batches 8, --output "$T/x.json"
+expect_failure "batch twice" "batch size 8 is listed twice" "$A" calibrate --model resnet20 --batches 8,16,8 --output "$T/x.json"
+expect_failure "zero steps" "--steps 0 is out of range" "$A" calibrate --model resnet20 --steps 0 --output "$T/x.json"
+expect_failure "bad image size" "--image-size '16'" "$A" calibrate --model resnet20 --image-size 16 --output "$T/x.json"
+expect_failure "output in a missing directory" "--output $T/nowhere/x.json: directory $T/nowhere does not exist" \
+  "$A" calibrate --model resnet20 --output "$T/nowhere/x.json"
+touch "$T/file"
+expect_failure "output under a file" "--output $T/file/x.json: $T/file is not a directory" "$A" calibrate --model resnet20 --output "$T/file/x.json"
+expect_failure "output is a directory" "--output $T is a directory" "$A" calibrate --model resnet20 --output "$T"
+expect_failure "raw data at another size" "--image-size 16,16 differs from the 32x32 raw images of --data $T/rgb" \
+  "$A" calibrate "${quick[@]}" --image-size 16,16 --data "$T/rgb" --output "$T/x.json"
+expect_failure "unknown --io" "unknown --io 'nfs'" \
+  "$A" calibrate --model resnet20 --data "$T/rgb" --io nfs --output "$T/x.json"
+expect_failure "two ranks" "calibrate measures one rank; this job has 2" \
+  mpirun -np 2 --oversubscribe "$A" calibrate "${quick[@]}" --output "$T/x.json"
+[ ! -e "$T/x.json" ] || fail "a failed calibrate left $T/x.json"
+echo "PASS"

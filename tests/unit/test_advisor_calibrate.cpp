@@ -1,0 +1,267 @@
+// scaletrain-advisor calibrate's sweep (advisor/calibrate.hpp): the bucket arithmetic on hand-made
+// ready times with exact answers; a real ResNet-20 sweep whose gradient size is checked against
+// the torchvision-verified parameter count, whose bucket layout is plan_buckets', whose ready
+// fractions are ordered and end near the end of backward, whose step times grow with the batch,
+// and whose file reads back; and the input pipeline's rate on a small dataset.
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "scaletrain/advisor/calibrate.hpp"
+#include "scaletrain/backend/context.hpp"
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/data/dataset.hpp"
+#include "scaletrain/data/loader.hpp"
+#include "scaletrain/io/hdf5.hpp"
+#include "scaletrain/models/model.hpp"
+
+namespace fs = std::filesystem;
+using namespace scaletrain;
+using advisor::BatchPoint;
+using advisor::BucketTiming;
+using advisor::Calibration;
+using comm::GradientBucket;
+
+namespace {
+
+// ResNet-20 at 10 classes: 272,186 parameters with one input channel (test_models, and PyTorch in
+// tests/python/test_model_layout.py), plus conv1's 16 x 3 x 3 weights for each of two more
+// channels.
+constexpr int64_t kResnet20Rgb10Parameters = 272186 + 16 * 2 * 3 * 3;
+
+bool close(double a, double b) { return std::abs(a - b) <= 1e-12 * std::max(std::abs(a), std::abs(b)); }
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// One sweep shared by the test cases that read it (about 2 s). One thread: an OpenMP team on a
+// machine whose cores are busy with other work stalls at its barriers for far longer than a
+// step, and five timed steps, so that the median is a step the machine did not interrupt.
+struct Resnet20Sweep {
+  advisor::SweepOptions options;
+  Calibration calibration;
+  Resnet20Sweep() {
+    options.model = "resnet20";
+    options.num_classes = 10;
+    options.in_channels = 3;
+    options.image_height = options.image_width = 32;
+    options.batches = {32, 2, 8};  // measured in ascending order whatever order they are given in
+    options.steps = 5;
+    options.warmup_steps = 1;
+    options.bucket_mb = 0.1;  // ResNet-20's 1.1 MB of gradients in a dozen buckets
+    Context ctx(Device::cpu, 1);
+    calibration = advisor::run_sweep(ctx, options);
+  }
+};
+
+const Resnet20Sweep& sweep() {
+  static const Resnet20Sweep s;
+  return s;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(advisor_calibrate)
+
+BOOST_AUTO_TEST_CASE(median_of_odd_and_even_counts) {
+  BOOST_TEST(advisor::median({3.0, 1.0, 2.0}) == 2.0);
+  BOOST_TEST(advisor::median({4.0, 1.0, 3.0, 2.0}) == 2.5);
+  BOOST_TEST(advisor::median({7.0}) == 7.0);
+  BOOST_CHECK_THROW(advisor::median({}), Error);
+}
+
+BOOST_AUTO_TEST_CASE(a_bucket_is_ready_with_its_last_gradient) {
+  // Backward order: bucket 0 holds parameters 2..3, bucket 1 parameters 0..1.
+  const std::vector<GradientBucket> buckets{{2, 3, 30, 7}, {0, 1, 0, 30}};
+  const std::vector<double> ready_s{0.75, 0.5, 0.125, 0.25};  // exact in binary
+  const std::vector<double> f = advisor::bucket_ready_fractions(buckets, ready_s, 1.0);
+  BOOST_TEST(f == (std::vector<double>{0.25, 0.75}), boost::test_tools::per_element());
+  const std::vector<double> half = advisor::bucket_ready_fractions(buckets, ready_s, 2.0);
+  BOOST_TEST(half == (std::vector<double>{0.125, 0.375}), boost::test_tools::per_element());
+  // A parameter backward never announced has no ready time.
+  const std::string missing = message_of([&] {
+    advisor::bucket_ready_fractions(buckets, {0.75, -1.0, 0.125, 0.25}, 1.0);
+  });
+  BOOST_TEST(missing.find("parameter 1") != std::string::npos, missing);
+}
+
+BOOST_AUTO_TEST_CASE(bucket_timings_are_clamped_and_non_decreasing) {
+  const std::vector<GradientBucket> buckets{{3, 3, 60, 40}, {2, 2, 30, 30}, {1, 1, 10, 20}, {0, 0, 0, 10}};
+  const std::vector<BucketTiming> t = advisor::bucket_timings(buckets, {0.0, 0.5, 0.25, 1.25});
+  BOOST_TEST_REQUIRE(t.size() == 4u);
+  const std::vector<int64_t> bytes{t[0].bytes, t[1].bytes, t[2].bytes, t[3].bytes};
+  BOOST_TEST(bytes == (std::vector<int64_t>{160, 120, 80, 40}), boost::test_tools::per_element());
+  BOOST_TEST(t[0].ready_fraction == 1e-6);  // 0 raised to the floor: a fraction is above 0
+  BOOST_TEST(t[1].ready_fraction == 0.5);
+  BOOST_TEST(t[2].ready_fraction == 0.5);  // not before the bucket ahead of it
+  BOOST_TEST(t[3].ready_fraction == 1.0);  // at most the end of backward
+  BOOST_CHECK_THROW(advisor::bucket_timings(buckets, {0.5}), Error);
+}
+
+BOOST_AUTO_TEST_CASE(batch_curves_have_no_negative_fixed_part) {
+  // On a line with a positive intercept: that line (1 ms + 0.5 ms per sample).
+  const advisor::LinearCurve line = advisor::fit_batch_curve({{2, 0.002}, {8, 0.005}});
+  BOOST_TEST(std::abs(line.fixed_s - 0.001) < 1e-15);
+  BOOST_TEST(std::abs(line.per_sample_s - 0.0005) < 1e-15);
+  // Time per sample rising with the batch (a real CPU sweep's forward times): the free line would
+  // cross zero at batch 1.27, so the line through the origin, slope sum(b t) / sum(b^2).
+  const std::vector<std::pair<double, double>> rising{{2, 0.00247}, {8, 0.0102}, {32, 0.0537}};
+  BOOST_TEST_REQUIRE(advisor::fit_linear(rising).fixed_s < 0.0);
+  const advisor::LinearCurve origin = advisor::fit_batch_curve(rising);
+  BOOST_TEST(origin.fixed_s == 0.0);
+  const double slope = (2 * 0.00247 + 8 * 0.0102 + 32 * 0.0537) / (2 * 2 + 8 * 8 + 32 * 32);
+  BOOST_TEST(std::abs(origin.per_sample_s - slope) < 1e-15);
+}
+
+BOOST_AUTO_TEST_CASE(times_that_do_not_grow_are_refused) {
+  // A busy machine (a real sweep's forward medians): batch 16 timed faster than batch 8.
+  const std::string busy = message_of([] {
+    advisor::check_times_grow({{8, 0.0138}, {16, 0.0114}, {32, 0.170}}, "forward");
+  });
+  BOOST_TEST(busy.find("the forward times do not grow with the batch (0.0138 s at 8, 0.0114 s at 16, 0.17 s at 32)") !=
+                 std::string::npos,
+             busy);
+  const std::string equal = message_of([] { advisor::check_times_grow({{8, 0.02}, {32, 0.02}}, "backward"); });
+  BOOST_TEST(equal.find("the backward times") != std::string::npos, equal);
+  BOOST_CHECK_NO_THROW(advisor::check_times_grow({{2, 0.00247}, {8, 0.0102}, {32, 0.0537}}, "forward"));
+  BOOST_CHECK_NO_THROW(advisor::check_times_grow({{4, 0.01}}, "forward"));
+}
+
+BOOST_AUTO_TEST_CASE(gradient_bytes_and_buckets_match_the_model) {
+  const Calibration& c = sweep().calibration;
+  BOOST_TEST(c.gradient_bytes == 4 * kResnet20Rgb10Parameters);
+  const auto model = models::make_model("resnet20", 10, 3);
+  const std::vector<GradientBucket> plan = comm::plan_buckets(model->params(), 0.1);
+  BOOST_TEST_REQUIRE(plan.size() >= 5u, "the test needs several buckets");
+  BOOST_TEST_REQUIRE(c.buckets.size() == plan.size());
+  int64_t sum = 0;
+  for (std::size_t k = 0; k < plan.size(); ++k) {
+    BOOST_TEST(c.buckets[k].bytes == 4 * plan[k].count, "bucket " << k);
+    sum += c.buckets[k].bytes;
+  }
+  BOOST_TEST(sum == c.gradient_bytes);
+  BOOST_TEST(c.bucket_mb == 0.1);
+}
+
+BOOST_AUTO_TEST_CASE(ready_fractions_follow_backward) {
+  const std::vector<BucketTiming>& b = sweep().calibration.buckets;
+  BOOST_TEST_REQUIRE(!b.empty());
+  for (std::size_t k = 0; k < b.size(); ++k) {
+    BOOST_TEST(b[k].ready_fraction > 0.0, "bucket " << k);
+    BOOST_TEST(b[k].ready_fraction <= 1.0, "bucket " << k);
+    if (k > 0) BOOST_TEST(b[k].ready_fraction >= b[k - 1].ready_fraction, "bucket " << k);
+  }
+  // The first bucket (fc and the last block's second batch norm) is ready at the start of
+  // backward; the last (conv1) as backward returns, since the input needs no gradient.
+  BOOST_TEST(b.front().ready_fraction < 0.5);
+  BOOST_TEST(b.back().ready_fraction > 0.9);
+}
+
+BOOST_AUTO_TEST_CASE(step_times_grow_with_the_batch) {
+  const Calibration& c = sweep().calibration;
+  BOOST_TEST_REQUIRE(c.points.size() == 3u);
+  BOOST_TEST(c.points[0].batch == 2);
+  BOOST_TEST(c.points[1].batch == 8);
+  BOOST_TEST(c.points[2].batch == 32);
+  for (std::size_t i = 1; i < c.points.size(); ++i) {  // 4x the samples each time
+    BOOST_TEST(c.points[i].forward_s > c.points[i - 1].forward_s, "batch " << c.points[i].batch);
+    BOOST_TEST(c.points[i].backward_s > c.points[i - 1].backward_s, "batch " << c.points[i].batch);
+  }
+  for (const BatchPoint& p : c.points) BOOST_TEST(p.optimizer_s > 0.0, "batch " << p.batch);
+  BOOST_TEST(c.forward.per_sample_s > 0.0);
+  BOOST_TEST(c.backward.per_sample_s > 0.0);
+  BOOST_TEST(c.forward.fixed_s >= 0.0);
+  BOOST_TEST(c.backward.fixed_s >= 0.0);
+  // The fitted curves pass near the points they were fitted to (a third of the largest time).
+  const BatchPoint& big = c.points.back();
+  BOOST_TEST(std::abs(c.forward.at(32) - big.forward_s) < big.forward_s / 3);
+  BOOST_TEST(std::abs(c.backward.at(32) - big.backward_s) < big.backward_s / 3);
+  std::vector<double> optimizer{c.points[0].optimizer_s, c.points[1].optimizer_s, c.points[2].optimizer_s};
+  std::sort(optimizer.begin(), optimizer.end());
+  BOOST_TEST(c.optimizer_s == optimizer[1]);  // the median of the three points
+  BOOST_TEST(c.model == "resnet20");
+  BOOST_TEST(c.precision == "fp32");
+  BOOST_TEST(c.default_batch == 32);  // scaletrain train's --batch-size default
+}
+
+BOOST_AUTO_TEST_CASE(the_calibration_file_reads_back) {
+  Calibration c = sweep().calibration;
+  c.device = advisor::cpu_device_name(2);
+  c.source = "test_advisor_calibrate";
+  c.train_samples = 50000;
+  const fs::path path = fs::temp_directory_path() / ("scaletrain_calibration_" + std::to_string(::getpid()) + ".json");
+  advisor::write_calibration(c, path.string());
+  const Calibration r = advisor::read_calibration(path.string());
+  fs::remove(path);
+  BOOST_TEST(r.model == c.model);
+  BOOST_TEST(r.device == c.device);
+  BOOST_TEST(r.device.rfind("cpu (2 threads, ", 0) == 0, r.device);
+  BOOST_TEST(r.source == c.source);
+  BOOST_TEST_REQUIRE(r.points.size() == c.points.size());
+  for (std::size_t i = 0; i < c.points.size(); ++i) {
+    BOOST_TEST(r.points[i].batch == c.points[i].batch);
+    BOOST_TEST(close(r.points[i].forward_s, c.points[i].forward_s));
+    BOOST_TEST(close(r.points[i].backward_s, c.points[i].backward_s));
+    BOOST_TEST(close(r.points[i].optimizer_s, c.points[i].optimizer_s));
+  }
+  BOOST_TEST(close(r.forward.per_sample_s, c.forward.per_sample_s));
+  BOOST_TEST(close(r.backward.fixed_s, c.backward.fixed_s));
+  BOOST_TEST(r.gradient_bytes == c.gradient_bytes);
+  BOOST_TEST_REQUIRE(r.buckets.size() == c.buckets.size());
+  for (std::size_t k = 0; k < c.buckets.size(); ++k) {
+    BOOST_TEST(r.buckets[k].bytes == c.buckets[k].bytes);
+    BOOST_TEST(close(r.buckets[k].ready_fraction, c.buckets[k].ready_fraction));
+  }
+  BOOST_TEST(r.train_samples == 50000);
+  BOOST_TEST(r.input_samples_per_s == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(sweep_options_are_checked) {
+  advisor::SweepOptions o;
+  o.batches = {8, 0};
+  Context ctx(Device::cpu, 1);
+  BOOST_TEST(message_of([&] { advisor::run_sweep(ctx, o); }).find("batch size 0") != std::string::npos);
+  o.batches = {8, 16, 8};
+  BOOST_TEST(message_of([&] { advisor::run_sweep(ctx, o); }).find("listed twice") != std::string::npos);
+  o.batches = {};
+  BOOST_TEST(message_of([&] { advisor::run_sweep(ctx, o); }).find("no batch sizes") != std::string::npos);
+  const std::string unknown = message_of([] { advisor::model_defaults("resnet51"); });
+  BOOST_TEST(unknown.find("--model") != std::string::npos, unknown);
+  BOOST_TEST(unknown.find("resnet51") != std::string::npos, unknown);
+}
+
+BOOST_AUTO_TEST_CASE(input_rate_of_a_small_dataset) {
+  io::h5_silence_errors();
+  const fs::path dir = fs::temp_directory_path() / ("scaletrain_calibrate_input_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "train");
+  const int64_t n = 96;
+  Tensor images = Tensor::zeros({n, 8, 8, 3}, DType::u8);
+  Tensor labels = Tensor::zeros({n}, DType::i32);
+  data::write_image_shard((dir / "train" / data::shard_file_name(0, 1)).string(), images, labels, 10, {0.5, 0.5, 0.5},
+                          {0.25, 0.25, 0.25}, 16);
+  const data::SplitInfo split = data::open_split(dir.string(), "train");
+  data::LoaderOptions o;
+  o.batch_size = 8;  // 12 batches: 3 to fill the pipeline, then up to 9 timed
+  o.prefetch = 2;
+  BOOST_TEST(advisor::measure_input_rate(split, o, 5) > 0.0);
+  o.batch_size = 32;  // 3 batches: none left to time after the first prefetch + 1
+  const std::string too_few = message_of([&] { advisor::measure_input_rate(split, o, 5); });
+  BOOST_TEST(too_few.find(split.dir) != std::string::npos, too_few);
+  BOOST_TEST(too_few.find("too few") != std::string::npos, too_few);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
