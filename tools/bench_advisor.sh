@@ -4,10 +4,11 @@
 # one rank), predict, then train the same configurations and compare the step time and its parts
 # (report.json step_split; medians of ROUNDS runs of STEPS steps) with the prediction.
 #
-#   tools/bench_advisor.sh [ROUNDS] [STEPS] [OUTDIR]
+#   [MAX_RANKS=8] tools/bench_advisor.sh [ROUNDS] [STEPS] [OUTDIR]
 #
-# Writes OUTDIR/calibration.json, intra.json, inter.json, advice-*.json and prints a markdown table.
-# One thread per rank and at most 2 ranks: the model predicts ranks that do not share cores.
+# Writes OUTDIR/calibration-R.json, intra.json, inter.json, runs/NAME-R/{report,advice}.json and
+# prints a markdown table.
+# One thread per rank and no more ranks than cores: the model predicts ranks that do not share cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -22,62 +23,52 @@ if [ ! -d "$data" ]; then
     --output "$data" >/dev/null
 fi
 
-echo "# calibrate" >&2
-$bin/scaletrain-advisor calibrate --model resnet20 --batches 16,32,64 --threads 1 --data "$data" \
-  --output "$out/calibration.json" >&2
 echo "# comm-bench" >&2
 mpirun -np 2 --oversubscribe $bin/scaletrain-comm-bench --ranks-per-node 2 --algorithms flat --min-bytes 4K \
   --max-bytes 4M --step-factor 4 --json "$out/intra.json" >/dev/null
 mpirun -np 2 --oversubscribe $bin/scaletrain-comm-bench --ranks-per-node 1 --algorithms flat --min-bytes 4K \
   --max-bytes 4M --step-factor 4 --json "$out/inter.json" >/dev/null
 
-# name ranks ranks_per_node batch_per_rank
-configs=(
-  "1rank-b32 1 1 32"
-  "1rank-b64 1 1 64"
-  "1node-2ranks-b32 2 2 32"
-  "2nodes-1rank-b32 2 1 32"
-  "2nodes-1rank-b16 2 1 16"
-)
+# name ranks ranks_per_node batch_per_rank: 1 rank, then 2, 4, 8 ranks in one node and on as many
+# emulated nodes, as far as this machine has a core per rank (MAX_RANKS overrides).
+max_ranks=${MAX_RANKS:-$(nproc)}
+configs=("1rank-b32 1 1 32" "1rank-b64 1 1 64")
+for p in 2 4 8; do
+  [ "$p" -le "$max_ranks" ] || break
+  configs+=("1node-${p}ranks-b32 $p $p 32" "${p}nodes-1rank-b32 $p 1 32" "${p}nodes-1rank-b16 $p 1 16")
+done
+# Each round calibrates, then runs every configuration and predicts it from that round's calibration:
+# this machine's speed drifts between minutes, so prediction and measurement are taken side by side.
 for r in $(seq "$rounds"); do
+  echo "# round $r: calibrate" >&2
+  $bin/scaletrain-advisor calibrate --model resnet20 --batches 16,32,64 --threads 1 --steps 10 --data "$data" \
+    --output "$out/calibration-$r.json" >/dev/null
   for c in "${configs[@]}"; do
     read -r name np per_node batch <<<"$c"
     echo "# round $r: $name" >&2
     mpirun -np "$np" --oversubscribe $bin/scaletrain train --model resnet20 --data "$data" \
       --output-dir "$out/runs/$name-$r" --batch-size "$batch" --max-steps "$steps" --threads 1 \
       --ranks-per-node "$per_node" --log-every 0 --eval-every 1000 >/dev/null
+    $bin/scaletrain-advisor predict --calibration "$out/calibration-$r.json" --comm-bench "$out/intra.json" \
+      "$out/inter.json" --gpus-per-node "$per_node" --gpus "$np" --batch "$batch" --scaling weak \
+      --json "$out/runs/$name-$r/advice.json" >/dev/null
   done
 done
-for per_node in 1 2; do
-  $bin/scaletrain-advisor predict --calibration "$out/calibration.json" --comm-bench "$out/intra.json" \
-    "$out/inter.json" --gpus-per-node "$per_node" --gpus 1,2 --batch 32 --scaling weak \
-    --json "$out/advice-weak-$per_node.json" >/dev/null
-done
-$bin/scaletrain-advisor predict --calibration "$out/calibration.json" --comm-bench "$out/intra.json" \
-  "$out/inter.json" --gpus-per-node 1 --gpus 1,2 --batch 64 --scaling weak --json "$out/advice-b64.json" >/dev/null
-$bin/scaletrain-advisor predict --calibration "$out/calibration.json" --comm-bench "$out/intra.json" \
-  "$out/inter.json" --gpus-per-node 1 --gpus 1,2 --batch 16 --scaling weak --json "$out/advice-b16.json" >/dev/null
 
 /usr/bin/python3 - "$out" "$rounds" "${configs[@]}" <<'PY'
 import json, statistics, sys
 out, rounds, configs = sys.argv[1], int(sys.argv[2]), [c.split() for c in sys.argv[3:]]
-def advice(name):
-    return json.load(open(f"{out}/{name}.json"))["series"]["weak"]
-predicted = {
-    ("1rank-b32"): advice("advice-weak-1")[0],
-    ("1rank-b64"): advice("advice-b64")[0],
-    ("1node-2ranks-b32"): advice("advice-weak-2")[1],
-    ("2nodes-1rank-b32"): advice("advice-weak-1")[1],
-    ("2nodes-1rank-b16"): advice("advice-b16")[1],
-}
-print("| run | ranks (per node) | batch/rank | measured step (ms) | predicted (ms) | error | compute meas/pred (ms) | exposed comm meas/pred (ms) | data wait meas/pred (ms) |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| run | ranks (per node) | batch/rank | measured step (ms) | predicted (ms) | error (median of rounds) | errors of the rounds | compute meas/pred (ms) | exposed comm meas/pred (ms) | data wait meas/pred (ms) |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for name, np_, per_node, batch in configs:
-    reps = [json.load(open(f"{out}/runs/{name}-{r}/report.json"))["step_split"] for r in range(1, rounds + 1)]
-    med = lambda k: statistics.median(s[k] for s in reps)
-    p = predicted[name]
-    err = (p["step_s"] - med("step_s")) / med("step_s") * 100
-    print(f"| {name} | {np_} ({per_node}) | {batch} | {med('step_s')*1e3:.1f} | {p['step_s']*1e3:.1f} | {err:+.1f}% "
-          f"| {med('compute_s')*1e3:.1f} / {p['compute_s']*1e3:.1f} | {med('exposed_comm_s')*1e3:.2f} / {p['exposed_comm_s']*1e3:.2f} "
-          f"| {med('data_wait_s')*1e3:.2f} / {p['data_wait_s']*1e3:.2f} |")
+    runs = [f"{out}/runs/{name}-{r}" for r in range(1, rounds + 1)]
+    meas = [json.load(open(f"{d}/report.json"))["step_split"] for d in runs]
+    pred = [json.load(open(f"{d}/advice.json"))["series"]["weak"][0] for d in runs]
+    errs = [(p["step_s"] - m["step_s"]) / m["step_s"] * 100 for p, m in zip(pred, meas)]
+    med = lambda xs, k: statistics.median(x[k] for x in xs) * 1e3
+    print(f"| {name} | {np_} ({per_node}) | {batch} | {med(meas, 'step_s'):.1f} | {med(pred, 'step_s'):.1f} "
+          f"| {statistics.median(errs):+.1f}% | {', '.join(f'{e:+.0f}%' for e in errs)} "
+          f"| {med(meas, 'compute_s'):.1f} / {med(pred, 'compute_s'):.1f} "
+          f"| {med(meas, 'exposed_comm_s'):.2f} / {med(pred, 'exposed_comm_s'):.2f} "
+          f"| {med(meas, 'data_wait_s'):.2f} / {med(pred, 'data_wait_s'):.2f} |")
 PY
