@@ -77,8 +77,7 @@ void check_calibration(const Calibration& c, const std::string& where) {
     sum += b.bytes;
   }
   if (sum != c.gradient_bytes)
-    fail("the buckets hold " + std::to_string(sum) + " bytes, gradient_bytes says " +
-         std::to_string(c.gradient_bytes));
+    fail("the buckets hold " + std::to_string(sum) + " bytes, gradient_bytes says " + std::to_string(c.gradient_bytes));
   if (c.input_samples_per_s < 0) fail("input_samples_per_s must not be negative (0: not measured)");
   if (c.default_batch <= 0) fail("default_batch must be positive");
   if (c.train_samples <= 0) fail("train_samples must be positive");

@@ -29,8 +29,7 @@ Json read_json_file(const std::string& path, const char* what) {
 
 Link link_from_json(const Json& j, const char* level) {
   Link l{j.at("latency_us").as_double() * 1e-6, j.at("bandwidth_GBps").as_double() * 1e9};
-  ST_CHECK(l.alpha_s >= 0 && l.bandwidth_Bps > 0,
-           level << ": latency_us must be >= 0 and bandwidth_GBps > 0");
+  ST_CHECK(l.alpha_s >= 0 && l.bandwidth_Bps > 0, level << ": latency_us must be >= 0 and bandwidth_GBps > 0");
   return l;
 }
 
@@ -124,9 +123,10 @@ Machine machine_from_comm_bench(const std::vector<std::string>& paths, const std
   }
   ST_CHECK(intra.size() >= 2, "no 'flat' runs inside one node with 2 or more ranks (at two sizes at least) in "
                                   << list << ": run scaletrain-comm-bench --json on one node");
-  ST_CHECK(inter.size() >= 2, "no 'flat' runs with one rank per node across 2 or more nodes (at two sizes at "
-                              "least) in "
-                                  << list << ": run scaletrain-comm-bench --json with --ranks-per-node 1");
+  ST_CHECK(inter.size() >= 2,
+           "no 'flat' runs with one rank per node across 2 or more nodes (at two sizes at "
+           "least) in "
+               << list << ": run scaletrain-comm-bench --json with --ranks-per-node 1");
   Machine m;
   m.name = name;
   m.gpus_per_node = gpus_per_node;

@@ -79,8 +79,8 @@ double allreduce_seconds(Algorithm a, const Machine& m, int nodes, int ranks_per
 }
 
 Overlap overlap_buckets(double backward_s, const std::vector<double>& ready_s, const std::vector<double>& comm_s) {
-  ST_CHECK(ready_s.size() == comm_s.size(), "internal error: " << ready_s.size() << " ready times for "
-                                                               << comm_s.size() << " buckets");
+  ST_CHECK(ready_s.size() == comm_s.size(),
+           "internal error: " << ready_s.size() << " ready times for " << comm_s.size() << " buckets");
   Overlap o;
   double end = 0.0;
   for (std::size_t k = 0; k < ready_s.size(); ++k) {

@@ -41,33 +41,19 @@ std::string default_machine() { return std::string(SCALETRAIN_SHARE_DIR) + "/adv
 struct PredictOptions {
   std::string calibration, machine, gpus, scaling = "both", algorithm = "auto", json;
   std::vector<std::string> comm_bench;
-  int max_nodes = 0;     // 0: the machine's max_nodes
+  int max_nodes = 0;      // 0: the machine's max_nodes
   int gpus_per_node = 0;  // 0: the machine's
-  int budget_nodes = 1;  // the budget shared between jobs
-  double batch = 0;      // per GPU; 0: the calibration's default
+  int budget_nodes = 1;   // the budget shared between jobs
+  double batch = 0;       // per GPU; 0: the calibration's default
   double efficiency = 0.7;
 };
 
-// "1,2,4,8,16": GPU counts, each positive.
+// "1,2,4,8,16": GPU counts, increasing.
 std::vector<int> parse_gpu_list(const std::string& text) {
-  std::vector<int> list;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    std::size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != item.size() || v < 1) throw UsageError("--gpus: '" + item + "' is not a positive GPU count");
-    list.push_back(v);
-  }
-  if (list.empty()) throw UsageError("--gpus: no GPU counts given");
-  if (std::adjacent_find(list.begin(), list.end(), std::greater_equal<int>()) != list.end())
-    throw UsageError("--gpus: list the GPU counts in increasing order, each once");
-  return list;
+  const std::vector<int64_t> counts = parse_count_list("--gpus", text, "GPU count", int64_t{1} << 20);
+  if (!std::is_sorted(counts.begin(), counts.end()))
+    throw UsageError("--gpus '" + text + "': list the GPU counts in increasing order");
+  return std::vector<int>(counts.begin(), counts.end());
 }
 
 // 1, 2, 4 ... up to a node's GPUs, then 2, 4, 8 ... nodes and the largest count.
@@ -132,7 +118,8 @@ Json largest_json(const std::vector<advisor::Point>& series, double threshold, c
 std::string largest_text(const std::vector<advisor::Point>& series, double threshold, const advisor::Machine& m) {
   const int g = advisor::largest_efficient(series, threshold);
   if (g == 0) return "none";
-  return std::to_string(g) + " GPUs" + (g > m.gpus_per_node ? " (" + std::to_string(g / m.gpus_per_node) + " nodes)" : "");
+  return std::to_string(g) + " GPUs" +
+         (g > m.gpus_per_node ? " (" + std::to_string(g / m.gpus_per_node) + " nodes)" : "");
 }
 
 Json sharing_json(const std::vector<advisor::Sharing>& choices, int budget_gpus) {
@@ -199,11 +186,12 @@ int cmd_advisor_predict(int argc, char** argv) {
       "machine", po::value(&o.machine), ("machine file (default: " + default_machine() + ")").c_str())(
       "comm-bench", po::value(&o.comm_bench)->multitoken(),
       "instead of --machine: scaletrain-comm-bench --json files, inside one node and across nodes (one rank per "
-      "node), fitted to the alpha-beta model")(
-      "max-nodes", po::value(&o.max_nodes)->default_value(o.max_nodes), "the largest node count (0: the machine's)")(
+      "node), fitted to the alpha-beta model")("max-nodes", po::value(&o.max_nodes)->default_value(o.max_nodes),
+                                               "the largest node count (0: the machine's)")(
       "gpus-per-node", po::value(&o.gpus_per_node)->default_value(o.gpus_per_node),
       "ranks per node (0: the machine's), e.g. 1 for emulated nodes of one rank each")(
-      "gpus", po::value(&o.gpus), "GPU counts to predict, e.g. 1,4,8,16 (default: 1, 2, 4 .. a node, then 2, 4, 8 .. nodes)")(
+      "gpus", po::value(&o.gpus),
+      "GPU counts to predict, e.g. 1,4,8,16 (default: 1, 2, 4 .. a node, then 2, 4, 8 .. nodes)")(
       "batch", po::value(&o.batch)->default_value(o.batch),
       "samples per GPU: the weak series' batch, and the strong series' at its first point (0: the calibration's "
       "default)")("scaling", po::value(&o.scaling)->default_value(o.scaling), "strong | weak | both")(
@@ -220,9 +208,6 @@ int cmd_advisor_predict(int argc, char** argv) {
     throw UsageError("--scaling: '" + o.scaling + "' is not strong, weak or both");
   if (!(o.efficiency > 0.0 && o.efficiency <= 1.0))
     throw UsageError("--efficiency: " + fmt("%g", o.efficiency) + " is not in (0, 1]");
-  if (o.max_nodes < 0) throw UsageError("--max-nodes must not be negative");
-  if (o.gpus_per_node < 0) throw UsageError("--gpus-per-node must not be negative");
-  if (o.budget_nodes < 1) throw UsageError("--budget-nodes must be at least 1");
   if (o.batch < 0) throw UsageError("--batch must not be negative");
   std::optional<advisor::Algorithm> forced;
   if (o.algorithm != "auto") {
@@ -233,11 +218,13 @@ int cmd_advisor_predict(int argc, char** argv) {
     }
   }
 
+  const std::vector<int> listed_gpus = vm.count("gpus") ? parse_gpu_list(o.gpus) : std::vector<int>();
+
   const advisor::Calibration c = advisor::read_calibration(o.calibration);
   advisor::Machine m = load_machine(o);
   if (o.gpus_per_node > 0) m.gpus_per_node = o.gpus_per_node;
   const int max_nodes = o.max_nodes > 0 ? o.max_nodes : m.max_nodes;
-  const std::vector<int> gpus = vm.count("gpus") ? parse_gpu_list(o.gpus) : default_gpu_list(m, max_nodes);
+  const std::vector<int> gpus = listed_gpus.empty() ? default_gpu_list(m, max_nodes) : listed_gpus;
   for (int g : gpus)
     if (g > m.gpus_per_node && g % m.gpus_per_node != 0)
       throw UsageError("--gpus: " + std::to_string(g) + " GPUs do not fill whole nodes of " +
@@ -263,16 +250,16 @@ int cmd_advisor_predict(int argc, char** argv) {
   for (const char* kind : {"weak", "strong"}) {
     if (o.scaling != "both" && o.scaling != kind) continue;
     const bool weak = std::string(kind) == "weak";
-    const auto points = advisor::predict_series(c, m, weak ? advisor::Scaling::weak : advisor::Scaling::strong, gpus,
-                                                batch, forced);
+    const auto points =
+        advisor::predict_series(c, m, weak ? advisor::Scaling::weak : advisor::Scaling::strong, gpus, batch, forced);
     std::cout << "\n";
     print_series(weak ? ("weak scaling: " + fmt("%g", batch) + " samples per GPU").c_str()
                       : ("strong scaling: a global batch of " + fmt("%g", batch * gpus.front()) + " samples").c_str(),
                  points);
     if (points.size() < gpus.size())
       std::cout << "  (ends at " << points.back().gpus << " GPUs: beyond, a GPU would get less than one sample)\n";
-    std::cout << "  largest count at >= " << fmt("%g", o.efficiency * 100) << "% efficiency: "
-              << largest_text(points, o.efficiency, m) << "\n";
+    std::cout << "  largest count at >= " << fmt("%g", o.efficiency * 100)
+              << "% efficiency: " << largest_text(points, o.efficiency, m) << "\n";
     series.set(kind, series_json(points));
     largest.set(kind, largest_json(points, o.efficiency, m));
   }

@@ -15,6 +15,7 @@
 
 #include "cli/advisor_commands.hpp"
 #include "cli/option_ranges.hpp"
+#include "cli/subcommand.hpp"
 #include "scaletrain/advisor/calibrate.hpp"
 #include "scaletrain/backend/context.hpp"
 #include "scaletrain/comm/communicator.hpp"
@@ -84,39 +85,9 @@ po::options_description calibrate_options(CalibrateCommand& c) {
 
 // The ranges of calibrate's own options; the shared ones (--threads, --bucket-mb, --data-threads,
 // --prefetch) keep the range they have everywhere (option_ranges.cpp).
-std::vector<OptionRange> calibrate_option_ranges() {
-  std::vector<OptionRange> ranges = option_ranges();
-  ranges.push_back({"steps", 1, 1e6, "steps"});
-  ranges.push_back({"warmup-steps", 0, 1e6, "steps"});
-  ranges.push_back({"input-batches", 1, 1e7, "batches"});
-  return ranges;
-}
-
 // "8,16,32" -> {8, 16, 32}; every item a positive integer, none twice.
 std::vector<int64_t> parse_batches(const std::string& text) {
-  const std::string what = "--batches '" + text + "'";
-  if (text.empty()) throw UsageError(what + " is empty: give per-rank batch sizes, e.g. 8,16,32");
-  std::vector<int64_t> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    long long v = 0;
-    std::size_t used = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size())
-      throw UsageError(what + ": '" + item + "' is not a batch size (comma-separated positive integers)");
-    if (v <= 0 || v > (1 << 20))
-      throw UsageError(what + ": batch size " + item + " is out of range (1 to 1048576 samples)");
-    for (int64_t seen : out)
-      if (seen == v) throw UsageError(what + ": batch size " + item + " is listed twice");
-    out.push_back(v);
-  }
-  if (text.back() == ',') throw UsageError(what + ": ends with a comma (comma-separated positive integers)");
-  return out;
+  return parse_count_list("--batches", text, "batch size", int64_t{1} << 20);
 }
 
 // "224,224" -> (224, 224).
@@ -145,22 +116,8 @@ void check_output_path(const std::string& output) {
 bool parse_calibrate_command(int argc, char** argv, CalibrateCommand& c) {
   po::options_description desc = calibrate_options(c);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string(kCommand) + ": " + e.what());
-  }
-  if (vm.count("help")) {
-    if (log_rank() == 0)
-      std::cout << "usage: scaletrain-advisor calibrate --model M --output FILE [options]\n\n" << desc;
+  if (!parse_subcommand("scaletrain-advisor", kCommand, argc, argv, desc, vm, "--model M --output FILE [options]"))
     return false;
-  }
-  check_option_ranges(vm, calibrate_option_ranges());
-  try {
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string(kCommand) + ": " + e.what());
-  }
   train::check_model_name(c.model);
   if (vm.count("batches")) c.batches = parse_batches(vm["batches"].as<std::string>());
   if (vm.count("image-size"))

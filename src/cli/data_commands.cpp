@@ -19,8 +19,8 @@
 #include <sstream>
 
 #include "cli/data_subcommands.hpp"
-#include "cli/subcommand.hpp"
 #include "cli/option_ranges.hpp"
+#include "cli/subcommand.hpp"
 #include "scaletrain/cli/commands.hpp"
 #include "scaletrain/cli/guard.hpp"
 #include "scaletrain/comm/communicator.hpp"

@@ -195,6 +195,13 @@ const std::vector<OptionRange>& option_ranges() {
       {"iters", 1, 1e7, "iterations"},
       {"warmup", 0, 1e7, "iterations"},
       {"p2p-iters", 1, 1e7, "iterations"},
+      // scaletrain-advisor
+      {"steps", 1, 1e6, "steps"},
+      {"warmup-steps", 0, 1e6, "steps"},
+      {"input-batches", 1, 1e7, "batches"},
+      {"max-nodes", 0, 1e6, "nodes"},
+      {"gpus-per-node", 0, 1024, "GPUs"},
+      {"budget-nodes", 1, 1e6, "nodes"},
   };
   return ranges;
 }
