@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 
 #include "scaletrain/core/error.hpp"
 
@@ -184,21 +185,27 @@ int largest_efficient(const std::vector<Point>& series, double threshold) {
   return best;
 }
 
-std::vector<Sharing> share_budget(const Calibration& c, const Machine& m, int budget_gpus, double batch,
+std::vector<Sharing> share_budget(const Calibration& c, const Machine& m, int budget_gpus, double job_batch,
                                   std::optional<Algorithm> forced) {
   std::vector<Sharing> choices;
   for (int jobs = 1; jobs <= budget_gpus; jobs *= 2) {
     if (budget_gpus % jobs != 0) break;
     const int per_job = budget_gpus / jobs;
     const bool placeable = per_job <= m.gpus_per_node ? m.gpus_per_node % per_job == 0 : per_job % m.gpus_per_node == 0;
-    if (!placeable) continue;
+    if (!placeable || job_batch / per_job < 1.0) continue;
     Sharing s;
     s.jobs = jobs;
     s.gpus_per_job = per_job;
-    s.samples_per_s = jobs * predict_point(c, m, per_job, batch, forced).samples_per_s;
+    s.per_gpu_batch = job_batch / per_job;
+    s.samples_per_s = jobs * predict_point(c, m, per_job, s.per_gpu_batch, forced).samples_per_s;
     choices.push_back(s);
   }
-  ST_CHECK(!choices.empty(), "no way to place " << budget_gpus << " GPUs on nodes of " << m.gpus_per_node);
+  if (choices.empty()) {
+    std::ostringstream os;
+    os << "no way to share " << budget_gpus << " GPUs on nodes of " << m.gpus_per_node
+       << " between jobs with a global batch of " << job_batch << " (at least one sample per GPU)";
+    throw UsageError(os.str());
+  }
   for (Sharing& s : choices) s.vs_one_job = s.samples_per_s / choices.front().samples_per_s;
   return choices;
 }
@@ -230,6 +237,7 @@ Json to_json(const Sharing& s) {
   Json j = Json::object();
   j.set("jobs", s.jobs);
   j.set("gpus_per_job", s.gpus_per_job);
+  j.set("per_gpu_batch", s.per_gpu_batch);
   j.set("samples_per_s", s.samples_per_s);
   j.set("vs_one_job", s.vs_one_job);
   return j;

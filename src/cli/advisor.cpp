@@ -45,6 +45,7 @@ struct PredictOptions {
   int gpus_per_node = 0;  // 0: the machine's
   int budget_nodes = 1;   // the budget shared between jobs
   double batch = 0;       // per GPU; 0: the calibration's default
+  double job_batch = 0;   // the global batch of each job sharing the budget; 0: batch x a node's GPUs
   double efficiency = 0.7;
 };
 
@@ -136,14 +137,16 @@ Json sharing_json(const std::vector<advisor::Sharing>& choices, int budget_gpus)
   return j;
 }
 
-void print_sharing(const std::vector<advisor::Sharing>& choices, int budget_gpus, const advisor::Machine& m) {
+void print_sharing(const std::vector<advisor::Sharing>& choices, int budget_gpus, double job_batch,
+                   const advisor::Machine& m) {
   std::cout << "sharing " << budget_gpus << " GPUs (" << budget_gpus / m.gpus_per_node
-            << (budget_gpus / m.gpus_per_node == 1 ? " node" : " nodes") << ") between independent jobs:\n";
+            << (budget_gpus / m.gpus_per_node == 1 ? " node" : " nodes")
+            << ") between independent jobs, each with a global batch of " << fmt("%g", job_batch) << ":\n";
   const advisor::Sharing* best = &choices.front();
   for (const advisor::Sharing& s : choices) {
-    std::printf("  %3d job%s of %4d GPU%s %12.0f samples/s in all  (%.2fx one wide job)\n", s.jobs,
-                s.jobs == 1 ? " " : "s", s.gpus_per_job, s.gpus_per_job == 1 ? ": " : "s:", s.samples_per_s,
-                s.vs_one_job);
+    std::printf("  %3d job%s of %4d GPU%s (%9.1f per GPU) %12.0f samples/s in all  (%.2fx one wide job)\n", s.jobs,
+                s.jobs == 1 ? " " : "s", s.gpus_per_job, s.gpus_per_job == 1 ? " " : "s", s.per_gpu_batch,
+                s.samples_per_s, s.vs_one_job);
     if (s.samples_per_s > best->samples_per_s) best = &s;
   }
   if (best->jobs == 1)
@@ -151,8 +154,8 @@ void print_sharing(const std::vector<advisor::Sharing>& choices, int budget_gpus
   else if (best->vs_one_job < 1.05)
     std::cout << "  advice: one wide job does about as much work (within 5%): choose by the time to a result\n";
   else
-    std::printf("  advice: run %d jobs of %d GPUs side by side: %.0f%% more work done than one wide job\n", best->jobs,
-                best->gpus_per_job, (best->vs_one_job - 1.0) * 100.0);
+    std::printf("  advice: run %d jobs of %d GPU%s side by side: %.0f%% more work done than one wide job\n", best->jobs,
+                best->gpus_per_job, best->gpus_per_job == 1 ? "" : "s", (best->vs_one_job - 1.0) * 100.0);
 }
 
 void write_json(const Json& j, const std::string& path) {
@@ -199,6 +202,8 @@ int cmd_advisor_predict(int argc, char** argv) {
       "the parallel efficiency threshold: the advice names the largest count that meets it")(
       "budget-nodes", po::value(&o.budget_nodes)->default_value(o.budget_nodes),
       "a node budget to share: one wide job against k narrower jobs")(
+      "job-batch", po::value(&o.job_batch)->default_value(o.job_batch),
+      "the global batch every job sharing the budget trains with (0: --batch x a node's GPUs)")(
       "algorithm", po::value(&o.algorithm)->default_value(o.algorithm),
       "all-reduce algorithm: auto (the cheapest at each size) | ring | tree | hierarchical")(
       "json", po::value(&o.json), "also write the prediction as JSON to this file");
@@ -209,6 +214,7 @@ int cmd_advisor_predict(int argc, char** argv) {
   if (!(o.efficiency > 0.0 && o.efficiency <= 1.0))
     throw UsageError("--efficiency: " + fmt("%g", o.efficiency) + " is not in (0, 1]");
   if (o.batch < 0) throw UsageError("--batch must not be negative");
+  if (o.job_batch < 0) throw UsageError("--job-batch must not be negative");
   std::optional<advisor::Algorithm> forced;
   if (o.algorithm != "auto") {
     try {
@@ -266,10 +272,13 @@ int cmd_advisor_predict(int argc, char** argv) {
   out.set("series", series);
   out.set("largest_efficient", largest);
   const int budget = o.budget_nodes * m.gpus_per_node;
-  const auto choices = advisor::share_budget(c, m, budget, batch, forced);
+  const double job_batch = o.job_batch > 0 ? o.job_batch : batch * m.gpus_per_node;
+  const auto choices = advisor::share_budget(c, m, budget, job_batch, forced);
   std::cout << "\n";
-  print_sharing(choices, budget, m);
-  out.set("sharing", sharing_json(choices, budget));
+  print_sharing(choices, budget, job_batch, m);
+  Json sharing = sharing_json(choices, budget);
+  sharing.set("job_batch", job_batch);
+  out.set("sharing", sharing);
   if (!o.json.empty()) {
     write_json(out, o.json);
     std::cout << "wrote " << o.json << "\n";

@@ -69,8 +69,11 @@ predict strong2 "$DGX1" "$FIXTURE" --scaling strong --gpus 2,8,24,80 --batch 32 
 predict ring "$DGX1" "$FIXTURE" --algorithm ring --scaling weak --gpus 1,2,8,16,64,640
 predict hier "$T/host-staged.json" "$FIXTURE" --algorithm hierarchical --gpus 1,3,8,16,32,640 --budget-nodes 4 --batch 64
 predict hostauto "$T/host-staged.json" "$FIXTURE" --gpus 1,8,16,128 --batch 96
+# Jobs sharing 2 nodes at a global batch of 24: 16-GPU jobs would get 1.5 samples, 1 GPU 24.
+predict jobbatch "$DGX1" "$FIXTURE" --scaling weak --gpus 1,8 --budget-nodes 2 --job-batch 24
 check_all
 grep -qF "sharing 16 GPUs (2 nodes)" "$T/fixture.txt" || fail "no sharing table for 2 nodes: $(cat "$T/fixture.txt")"
+grep -qF "each with a global batch of 24:" "$T/jobbatch.txt" || fail "no --job-batch in the sharing: $(cat "$T/jobbatch.txt")"
 grep -qF "ends at 24 GPUs" "$T/strong2.txt" || fail "strong series from 2 GPUs at 32 does not end at 24: $(cat "$T/strong2.txt")"
 
 echo "== the DGX-1 file and the shipped calibrations"
@@ -143,6 +146,7 @@ refuse "--algorithm bogus" bogus -- "${P[@]}" --calibration "$FIXTURE" --algorit
 refuse "--comm-bench with --machine" --comm-bench --machine -- "${P[@]}" --calibration "$FIXTURE" --machine "$DGX1" \
   --comm-bench "$T/empty-bench.json"
 refuse "--budget-nodes 0" --budget-nodes -- "${P[@]}" --calibration "$FIXTURE" --budget-nodes 0
+refuse "--job-batch 0.5 on 8-GPU nodes" "global batch of 0.5" -- "${P[@]}" --calibration "$FIXTURE" --job-batch 0.5
 refuse "unknown command" bogus -- "$A" bogus
 wait
 for id in "${!cases[@]}"; do

@@ -186,15 +186,21 @@ BOOST_AUTO_TEST_CASE(strong_scaling_shrinks_the_batch_and_weak_keeps_it) {
 BOOST_AUTO_TEST_CASE(sharing_a_budget) {
   const Calibration c = test_calibration();
   const Machine m = two_level_machine();
-  // 16 GPUs: 1 x 16, 2 x 8, 4 x 4, 8 x 2, 16 x 1; each choice = jobs x one job's throughput.
+  // 16 GPUs, every job at a global batch of 64: 1 x 16 (4 per GPU), 2 x 8 (8), 4 x 4 (16),
+  // 8 x 2 (32), 16 x 1 (64); each choice = jobs x one job's throughput.
   const auto choices = share_budget(c, m, 16, 64);
   BOOST_TEST(choices.size() == 5u);
   BOOST_TEST(choices[4].jobs == 16);
+  BOOST_TEST(choices[4].per_gpu_batch == 64.0);
   BOOST_TEST(choices[4].samples_per_s == 16 * 64 / 26.2e-3, tt::tolerance(1e-12));
-  BOOST_TEST(choices[1].samples_per_s == 2 * predict_point(c, m, 8, 64).samples_per_s, tt::tolerance(1e-12));
-  // Without communication, 16 single-GPU jobs beat one 16-GPU job.
+  BOOST_TEST(choices[1].per_gpu_batch == 8.0);
+  BOOST_TEST(choices[1].samples_per_s == 2 * predict_point(c, m, 8, 8).samples_per_s, tt::tolerance(1e-12));
+  // Fixed costs per step and communication: 16 single-GPU jobs do more than one 16-GPU job.
   BOOST_TEST(choices[4].vs_one_job > 1.0);
   BOOST_TEST(choices[0].vs_one_job == 1.0);
+  // A job batch of 8 would give a 16-GPU job half a sample per GPU: that split is left out.
+  BOOST_TEST(share_budget(c, m, 16, 8).front().gpus_per_job == 8);
+  BOOST_CHECK_THROW(share_budget(c, m, 16, 0.5), scaletrain::UsageError);
 }
 
 BOOST_AUTO_TEST_CASE(fits_recover_the_parameters_the_measurements_came_from) {

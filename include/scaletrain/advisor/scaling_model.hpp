@@ -63,17 +63,19 @@ std::vector<Point> predict_series(const Calibration& c, const Machine& m, Scalin
 // The largest GPU count of a series whose efficiency is at least `threshold`; 0 if none.
 int largest_efficient(const std::vector<Point>& series, double threshold);
 
-// A budget of GPUs as one wide job or as k narrower independent jobs of budget/k GPUs each, at
-// `batch` per rank: the total throughput of each choice. Splits: k = 1, 2, 4 .. jobs whose
-// budget/k GPUs are a divisor of a node's GPUs or whole nodes. `forced`: the algorithm every job
-// uses (otherwise the cheapest for each).
+// A budget of GPUs as one wide job or as k narrower independent jobs of budget/k GPUs each, every
+// job training with the same global batch `job_batch` (its hyperparameters do not change with the
+// GPUs it gets, so a narrow job has more samples per GPU): the total throughput of each choice.
+// Splits: k = 1, 2, 4 .. jobs whose budget/k GPUs are a divisor of a node's GPUs or whole nodes,
+// with at least one sample per GPU. `forced`: the algorithm every job uses (else the cheapest).
 struct Sharing {
   int jobs = 1;
   int gpus_per_job = 1;
+  double per_gpu_batch = 0.0;
   double samples_per_s = 0.0;  // all jobs together
   double vs_one_job = 1.0;
 };
-std::vector<Sharing> share_budget(const Calibration& c, const Machine& m, int budget_gpus, double batch,
+std::vector<Sharing> share_budget(const Calibration& c, const Machine& m, int budget_gpus, double job_batch,
                                   std::optional<Algorithm> forced = std::nullopt);
 
 Json to_json(const Point& p);
