@@ -42,6 +42,7 @@ endfunction()
 
 find_package(MPI REQUIRED COMPONENTS C CXX)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
+find_package(Threads REQUIRED)  # st_core (progress, memory) uses threads and mutexes
 find_package(ZLIB REQUIRED)  # gzip-compressed idx files (Fashion-MNIST)
 
 # Parallel HDF5 (Debian: libhdf5-openmpi-dev). Prefer the MPI build.

@@ -1,8 +1,7 @@
-// Error formatting: rank and host in front of every message, library messages appended.
+// Error formatting: rank and host in front of every message, library messages appended. The
+// MPI and HDF5 messages are fetched where those libraries are linked (comm/mpi_error.cpp,
+// io/h5_error.cpp), so that the bottom layer links neither.
 #include "scaletrain/core/error.hpp"
-
-#include <hdf5.h>
-#include <mpi.h>
 
 #include <mutex>
 
@@ -10,19 +9,12 @@ namespace scaletrain {
 namespace {
 std::string g_identity;  // "rank R on HOST", empty before MPI is up
 
+std::string prefix() { return g_identity.empty() ? std::string() : "[" + g_identity + "] "; }
+
 std::string basename_of(const char* path) {
   std::string p(path);
   auto pos = p.rfind('/');
   return pos == std::string::npos ? p : p.substr(pos + 1);
-}
-
-std::string prefix() { return g_identity.empty() ? std::string() : "[" + g_identity + "] "; }
-
-// Collects the innermost message of the HDF5 error stack.
-herr_t h5_walk(unsigned n, const H5E_error2_t* err, void* client) {
-  auto* out = static_cast<std::string*>(client);
-  if (n == 0 && err->desc) *out = err->desc;
-  return 0;
 }
 }  // namespace
 
@@ -67,20 +59,10 @@ void throw_error(const char* file, int line, const std::string& message) {
   throw Error(prefix() + message);
 }
 
-void throw_mpi_error(const char* file, int line, const char* expr, int code) {
-  char buf[MPI_MAX_ERROR_STRING] = {0};
-  int len = 0;
-  MPI_Error_string(code, buf, &len);
-  throw Error(prefix() + "MPI call failed at " + basename_of(file) + ":" + std::to_string(line) + ": " + expr + ": " +
-              std::string(buf, len));
-}
-
-void throw_h5_error(const char* file, int line, const char* expr) {
-  std::string msg = "unknown HDF5 error";
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, h5_walk, &msg);
-  H5Eclear2(H5E_DEFAULT);
-  throw Error(prefix() + "HDF5 call failed at " + basename_of(file) + ":" + std::to_string(line) + ": " + expr + ": " +
-              msg);
+void throw_library_error(const char* library, const char* file, int line, const char* expr,
+                         const std::string& message) {
+  throw Error(prefix() + library + " call failed at " + basename_of(file) + ":" + std::to_string(line) + ": " + expr +
+              ": " + message);
 }
 }  // namespace detail
 }  // namespace scaletrain

@@ -45,6 +45,11 @@ void say_last_words(const std::string& why);
 
 namespace detail {
 [[noreturn]] void throw_error(const char* file, int line, const std::string& message);
+// "[rank R on HOST] LIBRARY call failed at FILE:LINE: EXPR: MESSAGE".
+[[noreturn]] void throw_library_error(const char* library, const char* file, int line, const char* expr,
+                                      const std::string& message);
+// Defined in st_comm (comm/mpi_error.cpp) and st_io (io/h5_error.cpp), which link MPI and HDF5:
+// a library that uses ST_CHECK_MPI links st_comm, one that uses ST_CHECK_H5 st_io.
 [[noreturn]] void throw_mpi_error(const char* file, int line, const char* expr, int code);
 [[noreturn]] void throw_h5_error(const char* file, int line, const char* expr);
 }  // namespace detail
