@@ -47,8 +47,12 @@ void write_and_report(const data::RecommendationData& d, const std::string& outp
   ST_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
   write_manifests(output, {"train", "val"});
   if (ranks.rank != 0) return;
-  for (const char* split : {"train", "val"})
-    print_recommendation_split(data::open_recommendation_split(output, split), false);
+  // What was written, read back with every check, train and val against each other.
+  const data::RecommendationSplit train = data::open_recommendation_split(output, "train");
+  const data::RecommendationSplit val = data::open_recommendation_split(output, "val");
+  data::check_train_and_eval_agree(train, val);
+  print_recommendation_split(train, false);
+  print_recommendation_split(val, false);
   if (d.users_without_training > 0)
     std::cout << "note: " << d.users_without_training
               << " users have a single interaction: it is their held-out item and they have no training positive\n";

@@ -8,6 +8,7 @@
 
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/data/dataset.hpp"
+#include "scaletrain/data/negative_sampler.hpp"
 #include "scaletrain/io/hdf5.hpp"
 
 namespace scaletrain::data {
@@ -185,6 +186,26 @@ RecommendationSplit open_recommendation_split(const std::string& dataset_dir, co
            s.dir << ": the shards hold no " << (s.is_evaluation() ? "users" : "positives") << " (an empty split)");
   if (s.is_evaluation()) check_one_row_per_user(s);
   return s;
+}
+
+void check_train_and_eval_agree(const RecommendationSplit& train, const RecommendationSplit& val) {
+  ST_CHECK(!train.is_evaluation() && val.is_evaluation(),
+           train.dir << " and " << val.dir << ": expected training positives and evaluation rows (with 'negatives')");
+  ST_CHECK(train.num_users == val.num_users && train.num_items == val.num_items,
+           train.dir << " has num_users/num_items = " << train.num_users << "/" << train.num_items << " but " << val.dir
+                     << " has " << val.num_users << "/" << val.num_items);
+  const UserPositives positives(train.num_users, train.num_items, train.user.data(), train.item.data(), train.rows());
+  const int64_t k = val.negatives_per_user;
+  for (int64_t r = 0; r < val.rows(); ++r) {
+    const int32_t user = val.user[r];
+    ST_CHECK(!positives.contains(user, val.item[r]), val.dir << ": the held-out item " << val.item[r] << " of user "
+                                                             << user << " is also one of its training positives in "
+                                                             << train.dir);
+    for (int64_t j = 0; j < k; ++j)
+      ST_CHECK(!positives.contains(user, val.negatives[r * k + j]),
+               val.dir << ": negative " << val.negatives[r * k + j] << " of user " << user << " (row " << r
+                       << ") is one of its training positives in " << train.dir);
+  }
 }
 
 void write_recommendation_train_shard(const std::string& path, int64_t num_users, int64_t num_items,

@@ -258,6 +258,15 @@ BOOST_AUTO_TEST_CASE(split_round_trip) {
   BOOST_CHECK((val.user == std::vector<int32_t>{0, 1, 2}));
   BOOST_CHECK(val.item == d.heldout_item && val.negatives == d.negatives);
   BOOST_CHECK_EQUAL(split_task(dir.string(), "val"), kTaskRecommendation);
+  check_train_and_eval_agree(train, val);
+  // A negative that is a training positive of its user: item 2 for user 0 (trains on 1 and 2).
+  RecommendationSplit leaky = val;
+  leaky.negatives[1] = 2;
+  check_throws([&] { check_train_and_eval_agree(train, leaky); }, {"negative 2 of user 0 (row 0)", "train"});
+  RecommendationSplit wider = val;
+  wider.num_items = 7;
+  check_throws([&] { check_train_and_eval_agree(train, wider); }, {"3/6", "3/7"});
+  check_throws([&] { check_train_and_eval_agree(val, train); }, {"expected training positives"});
 }
 
 BOOST_AUTO_TEST_CASE(reader_refuses_bad_splits_naming_file_and_index) {

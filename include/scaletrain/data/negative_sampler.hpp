@@ -36,7 +36,8 @@ class UserPositives {
 };
 
 // Training negatives. Throws at construction, naming the user, when a user with positives has
-// interacted with every item (nothing is left to draw).
+// interacted with every item (nothing is left to draw). Keeps a reference: `positives` must
+// outlive the sampler. Const and stateless after construction, so threads may share one.
 class NegativeSampler {
  public:
   NegativeSampler(const UserPositives& positives, int negatives_per_positive, uint64_t seed);

@@ -47,6 +47,13 @@ struct RecommendationSplit {
 // held-out item is named), and no negative may equal its row's held-out item.
 RecommendationSplit open_recommendation_split(const std::string& dataset_dir, const std::string& split);
 
+// A training and an evaluation split of one dataset agree: train is positives and val evaluation
+// rows, with the same num_users and num_items, and no held-out item or negative of val is a
+// training positive of its user (the leave-one-out contract). Throws naming both directories and
+// the first row at fault. Costs a sort of the training positives and a binary search per negative
+// (ml-20m: a few seconds), so readers call it once, not per epoch.
+void check_train_and_eval_agree(const RecommendationSplit& train, const RecommendationSplit& val);
+
 // The task attribute of the first shard of DATA/<split> (to choose a reader), "" when it has none
 // (the reader then says what is missing). Checks the manifest's sizes first; throws like
 // open_split for a missing split, one without shards, or a shard that HDF5 cannot open.
