@@ -4,7 +4,8 @@
 # expectations computed independently in Python (dense ids in order of original id, held-out =
 # latest interaction with ties to the later line, negatives distinct and never a positive); one
 # process and two ranks giving the same data; `synthetic --task recommendation` with its planted
-# group structure measured in numpy (a group-aware popularity ranking far above chance); inspect;
+# group structure measured in numpy (a group-aware popularity ranking far above chance); inspect,
+# also of a dataset written with h5py as docs/dataset-format.md shows;
 # and the error cases (no ratings file, a malformed line named by file:line, an empty file, more
 # evaluation negatives than non-positive items).
 # Env (set by ctest): ST_BIN (build/bin), ST_SOURCE (repository), ST_TMP (scratch).
@@ -138,6 +139,32 @@ import json, sys; j = json.load(sys.stdin)['splits']
 assert j['train']['task'] == 'recommendation' and j['train']['positives'] == 55, j['train']
 assert j['val']['negatives_per_user'] == 10 and j['val']['rows'] == 5 and len(j['val']['shards']) == 3, j['val']"
 echo "ok: inspect"
+
+echo "== a dataset written with h5py (docs/dataset-format.md's example) is read"
+$PY - "$W/h5py" <<'EOF'
+import os, sys, h5py, numpy as np
+d = sys.argv[1]
+for split in ("train", "val"):
+    os.makedirs(f"{d}/{split}")
+with h5py.File(f"{d}/train/shard-00000-of-00001.h5", "w") as f:
+    f.attrs.update(scaletrain_format=2, task="recommendation", num_users=3, num_items=6)  # vlen str, int64
+    f.create_dataset("user", data=np.asarray([0, 1, 1, 2], "int32"))
+    f.create_dataset("item", data=np.asarray([0, 1, 2, 3], "int32"))
+with h5py.File(f"{d}/val/shard-00000-of-00001.h5", "w") as f:
+    f.attrs.update(scaletrain_format=2, task=np.bytes_("recommendation"), num_users=3, num_items=6)
+    f.create_dataset("user", data=np.arange(3, dtype="int32"))
+    f.create_dataset("item", data=np.asarray([5, 4, 0], "int32"))
+    f.create_dataset("negatives", data=np.asarray([[1, 2], [0, 3], [4, 5]], "int32"))
+with h5py.File(f"{d}/bad.h5", "w") as f:  # numpy's default int64 ids: refused with the fix
+    f.attrs.update(scaletrain_format=2, task="recommendation", num_users=3, num_items=6)
+    f.create_dataset("user", data=np.asarray([0, 1]))
+    f.create_dataset("item", data=np.asarray([0, 1], "int32"))
+EOF
+expect_in "$("$DATA" inspect "$W/h5py")" "split train: task recommendation, 3 users, 6 items, 4 positives in 1 shard" \
+  "split val: task recommendation, 3 users, 6 items, 3 held-out positives (one per user), 2 negatives per user"
+mkdir -p "$W/h5py-bad/train" && mv "$W/h5py/bad.h5" "$W/h5py-bad/train/shard-00000-of-00001.h5"
+expect_failure "int64 ids" "dataset 'user' has dtype int64, expected int32 [N] (convert with .astype('int32'))" \
+  "$DATA" inspect "$W/h5py-bad"
 
 echo "== errors"
 mkdir -p "$W/empty-dir"
