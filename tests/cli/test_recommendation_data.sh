@@ -27,6 +27,8 @@ expect_in() {
 echo "== help"
 expect_in "$("$DATA" convert movielens --help)" "--source" "--eval-negatives" "--seed" "--shards"
 expect_in "$("$DATA" synthetic --task recommendation --help)" "--users" "--items" "--groups" "--positives-per-user"
+expect_in "$("$DATA" synthetic --task=recommendation --help)" "--users" "--eval-negatives"
+expect_in "$("$DATA" --help)" "convert movielens" "--task recommendation"
 
 echo "== convert movielens, ml-20m layout (ratings.csv)"
 # Users 5, 12, 40, 77 -> 0..3; items 2, 7, 9, 11, 13, 55, 100, 300 -> 0..7 (sorted by original id).
