@@ -30,6 +30,7 @@
 #include "scaletrain/data/dataset.hpp"
 #include "scaletrain/data/loader.hpp"
 #include "scaletrain/data/pipeline.hpp"
+#include "scaletrain/data/recommendation.hpp"
 #include "scaletrain/data/sources.hpp"
 #include "scaletrain/io/hdf5.hpp"
 #include "scaletrain/ops/normalize.hpp"
@@ -45,7 +46,9 @@ const char* kUsage =
     "\n"
     "commands:\n"
     "  convert fashion-mnist  convert Fashion-MNIST's idx files into the scaletrain dataset format\n"
-    "  synthetic              write a random (learnable) image-classification dataset for tests and benchmarks\n"
+    "  convert movielens      convert MovieLens ratings (ml-20m, ml-1m) into the recommendation task\n"
+    "  synthetic              write a random (learnable) image-classification or recommendation dataset for tests\n"
+    "                         and benchmarks (--task recommendation)\n"
     "  inspect DIR            validate a dataset and print its splits, shards, sample counts and shapes\n"
     "  verify DIR             compare every shard's bytes with the dataset's manifest (checksums; ranks share the "
     "work)\n"
@@ -128,14 +131,15 @@ void verify_and_report(const World& world, const std::string& output, const std:
 int convert_main(int argc, char** argv) {
   // `convert imagenet ...` has its own options (src/cli/data_imagenet.cpp).
   if (argc >= 2 && std::string(argv[1]) == "imagenet") return convert_imagenet_main(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "movielens") return convert_movielens_main(argc - 1, argv + 1);
   std::string dataset, source, output;
   int64_t shards = 1, chunk = data::kDefaultChunkSamples;
   bool overwrite = false;
   po::options_description desc("options");
   desc.add_options()("help,h", "print this help")(
       "dataset", po::value(&dataset)->required(),
-      "the dataset to convert: fashion-mnist or imagenet (also the first positional argument; "
-      "'convert imagenet --help' for its options)")(
+      "the dataset to convert: fashion-mnist, imagenet or movielens (also the first positional argument; "
+      "'convert imagenet --help' and 'convert movielens --help' for their options)")(
       "source", po::value(&source)->default_value("/usr/share/datasets/fashion-mnist"),
       "directory with train-{images-idx3,labels-idx1}-ubyte[.gz] and t10k-* (Debian's dataset-fashion-mnist)")(
       "output", po::value(&output)->required(),
@@ -150,7 +154,7 @@ int convert_main(int argc, char** argv) {
   po::variables_map vm;
   if (!parse_data_command("convert", argc, argv, desc, vm, "fashion-mnist --output DIR [options]", &pos)) return 0;
   if (dataset != "fashion-mnist")
-    throw UsageError("convert: unknown dataset '" + dataset + "' (known: fashion-mnist, imagenet)");
+    throw UsageError("convert: unknown dataset '" + dataset + "' (known: fashion-mnist, imagenet, movielens)");
   if (shards < 1) throw UsageError("convert: --shards must be at least 1, got " + std::to_string(shards));
   if (chunk < 1) throw UsageError("convert: --chunk-samples must be at least 1, got " + std::to_string(chunk));
 
@@ -192,16 +196,27 @@ int convert_main(int argc, char** argv) {
 // ---------------------------------------------------------------------------------------------
 // synthetic
 
+// --task recommendation: different data, different options (src/cli/data_recommendation.cpp).
+bool asks_for_recommendation(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--task=" + std::string(data::kTaskRecommendation)) return true;
+    if (a == "--task" && i + 1 < argc && argv[i + 1] == std::string(data::kTaskRecommendation)) return true;
+  }
+  return false;
+}
+
 int synthetic_main(int argc, char** argv) {
+  if (asks_for_recommendation(argc, argv)) return synthetic_recommendation_main(argc, argv);
   std::string task, image_size, output;
   int64_t samples = 0, val_samples = -1, shards = 1, chunk = data::kDefaultChunkSamples;
   int classes = 0;
   uint64_t seed = 0;
   bool overwrite = false;
   po::options_description desc("options");
-  desc.add_options()("help,h", "print this help")("task",
-                                                  po::value(&task)->default_value(data::kTaskImageClassification),
-                                                  "image_classification (the only task of format version 2)")(
+  desc.add_options()("help,h", "print this help")(
+      "task", po::value(&task)->default_value(data::kTaskImageClassification),
+      "image_classification, or recommendation ('synthetic --task recommendation --help' for its options)")(
       "samples", po::value(&samples)->required(), "training samples (OUTPUT/train)")(
       "val-samples", po::value(&val_samples), "validation samples (OUTPUT/val); default max(1, samples / 10)")(
       "image-size", po::value(&image_size)->required(), "H,W,C, e.g. 28,28,1 or 224,224,3")(
@@ -217,7 +232,7 @@ int synthetic_main(int argc, char** argv) {
                           "--samples N --image-size H,W,C --classes K --output DIR [options]"))
     return 0;
   if (task != data::kTaskImageClassification)
-    throw UsageError("synthetic: unknown --task '" + task + "' (known: image_classification)");
+    throw UsageError("synthetic: unknown --task '" + task + "' (known: image_classification, recommendation)");
   std::vector<int> hwc;
   {
     std::stringstream ss(image_size);
@@ -323,6 +338,14 @@ int inspect_main(int argc, char** argv) {
   Json split_objects = Json::object();
   if (!json) std::cout << "dataset " << dir << " (scaletrain format " << data::kFormatVersion << ")\n";
   for (const auto& split : splits) {
+    if (data::split_task(dir, split) == data::kTaskRecommendation) {
+      const data::RecommendationSplit rec = data::open_recommendation_split(dir, split);
+      if (json)
+        split_objects.set(split, recommendation_split_json(rec));
+      else
+        print_recommendation_split(rec, true);
+      continue;
+    }
     const data::SplitInfo info = data::open_split(dir, split);
     if (json)
       split_objects.set(split, split_json(info));

@@ -6,6 +6,13 @@
 #include <string>
 #include <vector>
 
+namespace scaletrain {
+class Json;
+namespace data {
+struct RecommendationSplit;
+}
+}  // namespace scaletrain
+
 namespace scaletrain::cli {
 
 // Parses a subcommand's argv (argv[0] is the command word) with the option ranges of
@@ -33,5 +40,12 @@ int convert_imagenet_main(int argc, char** argv);
 // `scaletrain-data upgrade SRC --output DST [--overwrite]` (src/cli/data_upgrade.cpp): rewrites a
 // dataset in the current format version.
 int upgrade_main(int argc, char** argv);
+
+// The recommendation task (src/cli/data_recommendation.cpp): `convert movielens ...`,
+// `synthetic --task recommendation ...`, and inspect's text and JSON for such a split.
+int convert_movielens_main(int argc, char** argv);
+int synthetic_recommendation_main(int argc, char** argv);
+void print_recommendation_split(const data::RecommendationSplit& split, bool shards);
+Json recommendation_split_json(const data::RecommendationSplit& split);
 
 }  // namespace scaletrain::cli
