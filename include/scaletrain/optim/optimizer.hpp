@@ -26,12 +26,17 @@ class Optimizer {
 
   // One update of every parameter from params().flat_grads() with learning rate lr.
   virtual void step(double lr) = 0;
-  // "sgd" or "lars": the value of --optimizer and of MLPerf's opt_name.
+  // "sgd", "lars" or "adam": the value of --optimizer and of MLPerf's opt_name.
   virtual const char* name() const = 0;
   // Name and hyper-parameters, for report.json.
   virtual Json describe() const = 0;
 
   int64_t steps() const { return steps_; }
+  // For a resumed run: the number of steps already taken (Adam's bias correction depends on it).
+  void restore_steps(int64_t steps) {
+    ST_CHECK(steps >= 0, "optimizer: cannot restore a negative step count " << steps);
+    steps_ = steps;
+  }
   nn::ParameterSet& params() { return params_; }
 
   // Flat, same layout/offsets as params().flat_values().

@@ -1,0 +1,27 @@
+// Binary cross-entropy on logits: argument checks and per-device dispatch. Kernels in
+// src/ops/<device>/.
+#include "scaletrain/ops/sigmoid_bce.hpp"
+
+#include "ops/cpu/sigmoid_bce_cpu.hpp"
+#include "ops/op_checks.hpp"
+#include "scaletrain/core/error.hpp"
+
+namespace scaletrain::ops {
+
+double sigmoid_bce_with_logits(Context& ctx, const Tensor& logits, const Tensor& targets, Tensor& dlogits) {
+  const char* op = "sigmoid_bce_with_logits";
+  check_tensor(ctx, logits, op, "logits");
+  ST_CHECK(logits.ndim() == 1 || (logits.ndim() == 2 && logits.dim(1) == 1),
+           op << ": logits must be (N) or (N, 1), got " << shape_string(logits.shape()));
+  ST_CHECK(logits.dim(0) > 0, op << ": empty batch (the mean over no samples is undefined)");
+  check_tensor(ctx, targets, logits.shape(), op, "targets");
+  if (dlogits.defined()) check_tensor(ctx, dlogits, logits.shape(), op, "dlogits");
+  switch (ctx.device()) {
+    case Device::cpu:
+      return cpu::sigmoid_bce_with_logits(ctx, logits, targets, dlogits);
+    default:
+      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+  }
+}
+
+}  // namespace scaletrain::ops
