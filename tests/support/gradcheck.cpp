@@ -1,6 +1,7 @@
 #include "support/gradcheck.hpp"
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "scaletrain/core/error.hpp"
@@ -66,6 +67,18 @@ double closeness(const std::vector<double>& a, const std::vector<double>& b, dou
     *where = os.str();
   }
   return worst;
+}
+
+std::vector<double> random_floats(std::size_t n, uint64_t seed, double lo, double hi) {
+  auto v = random_vector(n, seed, lo, hi);
+  for (auto& x : v) x = static_cast<float>(x);
+  return v;
+}
+
+Tensor nan_tensor(const Shape& shape) {
+  Tensor t = Tensor::empty(shape);
+  t.fill(std::numeric_limits<float>::quiet_NaN());
+  return t;
 }
 
 }  // namespace scaletrain::test

@@ -17,6 +17,13 @@ std::vector<double> numeric_gradient(const std::function<double()>& f, std::vect
 // Random values in [lo, hi) from a fixed seed.
 std::vector<double> random_vector(std::size_t n, uint64_t seed, double lo = -1.0, double hi = 1.0);
 
+// Random values in [lo, hi) already rounded to float, so that a float32 tensor holds them exactly
+// and the kernel and the float64 reference see the same inputs.
+std::vector<double> random_floats(std::size_t n, uint64_t seed, double lo = -1.0, double hi = 1.0);
+
+// A float32 tensor full of NaN: an output the op must overwrite, not accumulate into.
+Tensor nan_tensor(const Shape& shape);
+
 // f32 tensor from doubles (rounded), and back.
 Tensor to_tensor(const std::vector<double>& v, const Shape& shape);
 std::vector<double> to_vector(const Tensor& t);

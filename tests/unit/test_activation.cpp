@@ -12,6 +12,7 @@
 #include "support/reference_activation.hpp"
 
 namespace st = scaletrain;
+using scaletrain::test::nan_tensor;
 
 namespace {
 
@@ -20,12 +21,6 @@ std::vector<double> random_floats(std::size_t n, uint64_t seed) {
   auto v = st::test::random_vector(n, seed);
   for (std::size_t i = 0; i < n; ++i) v[i] = i % 5 == 3 ? 0.0 : static_cast<float>(v[i]);
   return v;
-}
-
-st::Tensor nan_tensor(const st::Shape& shape) {
-  st::Tensor t = st::Tensor::empty(shape);
-  t.fill(std::numeric_limits<float>::quiet_NaN());  // outputs must be overwritten, not accumulated
-  return t;
 }
 
 const std::vector<st::Shape>& shapes() {

@@ -13,23 +13,12 @@
 #include "support/reference_batch_norm.hpp"
 
 namespace st = scaletrain;
+using scaletrain::test::random_floats;
+using scaletrain::test::nan_tensor;
 
 namespace {
 
 constexpr double kEps = 1e-5, kMomentum = 0.1;
-
-// Random values in [lo, hi) rounded to float, so that kernel and reference see identical inputs.
-std::vector<double> random_floats(std::size_t n, uint64_t seed, double lo = -1.0, double hi = 1.0) {
-  auto v = st::test::random_vector(n, seed, lo, hi);
-  for (auto& x : v) x = static_cast<float>(x);
-  return v;
-}
-
-st::Tensor nan_tensor(const st::Shape& shape) {
-  st::Tensor t = st::Tensor::empty(shape);
-  t.fill(std::numeric_limits<float>::quiet_NaN());  // outputs must be overwritten, not accumulated
-  return t;
-}
 
 // Inputs of one batch-norm test case; x is offset + scale * U(-1, 1).
 struct Case {

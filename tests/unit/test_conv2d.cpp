@@ -12,6 +12,8 @@
 #include "support/reference_conv2d.hpp"
 
 namespace st = scaletrain;
+using scaletrain::test::random_floats;
+using scaletrain::test::nan_tensor;
 using st::test::RefConv2dDims;
 
 namespace {
@@ -21,19 +23,6 @@ std::string describe(const RefConv2dDims& d) {
          std::to_string(d.c) + "), w (" + std::to_string(d.o) + ", " + std::to_string(d.c) + ", " +
          std::to_string(d.kh) + ", " + std::to_string(d.kw) + "), stride " + std::to_string(d.stride) + ", padding " +
          std::to_string(d.padding);
-}
-
-// Random values rounded to float, so that kernel and reference see identical inputs.
-std::vector<double> random_floats(std::size_t n, uint64_t seed) {
-  auto v = st::test::random_vector(n, seed);
-  for (auto& x : v) x = static_cast<float>(x);
-  return v;
-}
-
-st::Tensor nan_tensor(const st::Shape& shape) {
-  st::Tensor t = st::Tensor::empty(shape);
-  t.fill(std::numeric_limits<float>::quiet_NaN());  // outputs must be overwritten, not accumulated
-  return t;
 }
 
 // Runs the three kernels on random data of shape `d` and compares them with the reference.

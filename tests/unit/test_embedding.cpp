@@ -14,6 +14,8 @@
 #include "support/reference_embedding.hpp"
 
 namespace st = scaletrain;
+using scaletrain::test::random_floats;
+using scaletrain::test::nan_tensor;
 
 namespace {
 
@@ -29,19 +31,6 @@ std::vector<int32_t> random_indices(int64_t n, int64_t rows, uint64_t seed) {
   std::vector<int32_t> v(n);
   for (auto& i : v) i = static_cast<int32_t>(std::min<double>(rows - 1, std::floor(rng.uniform(0.0, rows))));
   return v;
-}
-
-// Random values already rounded to float, so that the fp32 tensor holds them exactly.
-std::vector<double> random_floats(std::size_t n, uint64_t seed) {
-  auto v = st::test::random_vector(n, seed);
-  for (auto& x : v) x = static_cast<float>(x);
-  return v;
-}
-
-st::Tensor nan_tensor(const st::Shape& shape) {
-  st::Tensor t = st::Tensor::empty(shape);
-  t.fill(std::numeric_limits<float>::quiet_NaN());  // outputs must be overwritten, not accumulated
-  return t;
 }
 
 auto mentions(const char* text) {

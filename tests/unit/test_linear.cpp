@@ -11,24 +11,14 @@
 #include "support/reference_linear.hpp"
 
 namespace st = scaletrain;
+using scaletrain::test::random_floats;
+using scaletrain::test::nan_tensor;
 
 namespace {
 
 struct Sizes {
   int64_t n, in, out;
 };
-
-std::vector<double> random_floats(std::size_t n, uint64_t seed) {
-  auto v = st::test::random_vector(n, seed);
-  for (auto& x : v) x = static_cast<float>(x);  // kernel and reference see the same inputs
-  return v;
-}
-
-st::Tensor nan_tensor(const st::Shape& shape) {
-  st::Tensor t = st::Tensor::empty(shape);
-  t.fill(std::numeric_limits<float>::quiet_NaN());  // outputs must be overwritten, not accumulated
-  return t;
-}
 
 }  // namespace
 

@@ -13,18 +13,13 @@
 #include "support/reference_loss.hpp"
 
 namespace st = scaletrain;
+using scaletrain::test::nan_tensor;
 
 namespace {
 
 st::Tensor labels_tensor(const std::vector<int32_t>& v) {
   st::Tensor t = st::Tensor::empty({static_cast<int64_t>(v.size())}, st::DType::i32);
   std::copy(v.begin(), v.end(), t.data<int32_t>());
-  return t;
-}
-
-st::Tensor nan_tensor(const st::Shape& shape) {
-  st::Tensor t = st::Tensor::empty(shape);
-  t.fill(std::numeric_limits<float>::quiet_NaN());  // dlogits must be overwritten
   return t;
 }
 

@@ -12,21 +12,11 @@
 #include "support/reference_pool.hpp"
 
 namespace st = scaletrain;
+using scaletrain::test::random_floats;
+using scaletrain::test::nan_tensor;
 using st::test::PoolGeometry;
 
 namespace {
-
-std::vector<double> random_floats(std::size_t n, uint64_t seed) {
-  auto v = st::test::random_vector(n, seed);
-  for (auto& x : v) x = static_cast<float>(x);
-  return v;
-}
-
-st::Tensor nan_tensor(const st::Shape& shape) {
-  st::Tensor t = st::Tensor::empty(shape);
-  t.fill(std::numeric_limits<float>::quiet_NaN());  // outputs must be overwritten, not accumulated
-  return t;
-}
 
 st::ops::MaxPool2dParams params(const PoolGeometry& g) {
   return {static_cast<int>(g.kernel), static_cast<int>(g.stride), static_cast<int>(g.padding)};

@@ -12,14 +12,9 @@
 #include "support/reference_sigmoid_bce.hpp"
 
 namespace st = scaletrain;
+using scaletrain::test::nan_tensor;
 
 namespace {
-
-st::Tensor nan_tensor(const st::Shape& shape) {
-  st::Tensor t = st::Tensor::empty(shape);
-  t.fill(std::numeric_limits<float>::quiet_NaN());  // dlogits must be overwritten
-  return t;
-}
 
 // Targets 0 or 1 (NCF's labels), every third one positive.
 std::vector<double> binary_targets(std::size_t n) {
