@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# tools/gpu-bundle.sh and tools/gpu-check.sh on this machine (docs/gpu.md): the bundle packs,
+# stays under its size limit and lists the gpu tests; gpu-check.sh unpacks it, runs the smoke
+# tests from the bundle, and, without a GPU, says "no GPU visible" and reports the gpu tests as
+# skipped. (That the bundle needs nothing from /usr/lib was checked by hand with the Debian copies
+# hidden in a mount namespace; docs/gpu.md gives the command.)
+# Env (set by ctest): ST_BIN (build/bin), ST_SOURCE (repository), ST_TMP (scratch).
+set -euo pipefail
+
+BUILD=$(cd "${ST_BIN:?}/.." && pwd)
+W=${ST_TMP:?}/gpu_tools
+rm -rf "$W"
+mkdir -p "$W"
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+cd "${ST_SOURCE:?}"
+
+# gzip at level 1: the fastest pack; the xz archive for the device machine takes a minute.
+GPU_BUNDLE_LEVEL=1 tools/gpu-bundle.sh "$BUILD" "$W/bundle.tar.gz" | tee "$W/pack.log"
+grep -qE '^gpu-bundle: .* bytes \([0-9]+ MiB' "$W/pack.log" || fail "no size line"
+tar -tzf "$W/bundle.tar.gz" >"$W/list"
+for f in bin/scaletrain bin/scaletrain_unit_tests bin/scaletrain_mpi_tests ompi/bin/mpirun ompi/bin/orted \
+  tests.sh benches.sh MANIFEST; do
+  grep -qx "scaletrain-gpu-bundle/$f" "$W/list" || fail "bundle lacks $f"
+done
+grep -q '/openmpi3/mca_' "$W/list" || fail "bundle lacks the Open MPI plugins"
+grep -qE 'lib/libcuda\.|lib/libcudart|lib/libcudnn|lib/libnccl|lib/libcublas' "$W/list" && fail "bundle packs a CUDA library"
+tar -xzf "$W/bundle.tar.gz" -C "$W" scaletrain-gpu-bundle/tests.sh
+grep -q $'^gpu.device_info\t77\t' "$W/scaletrain-gpu-bundle/tests.sh" || fail "tests.sh lacks gpu.device_info"
+
+rc=0
+env -u LD_LIBRARY_PATH tools/gpu-check.sh "$W/out" "$W/bundle.tar.gz" >"$W/check.log" 2>&1 || rc=$?
+cat "$W/check.log"
+[ "$rc" -eq 0 ] || fail "gpu-check.sh exited $rc"
+for f in env.txt summary.txt logs.txt; do [ -s "$W/out/$f" ] || fail "no $f"; done
+s=$(cat "$W/out/summary.txt")
+grep -q '^PASS smoke:unit_core' <<<"$s" || fail "unit smoke test did not pass: $s"
+grep -q '^PASS smoke:mpi_np2_topology' <<<"$s" || fail "mpirun -np 2 smoke test did not pass: $s"
+if command -v nvidia-smi >/dev/null && nvidia-smi >/dev/null 2>&1; then
+  grep -q '^gpu=yes .*fail=0' <<<"$s" || fail "summary: $s"
+else
+  grep -q 'no GPU visible' "$W/check.log" || fail "gpu-check.sh did not say 'no GPU visible'"
+  grep -q '^SKIP test:gpu.device_info' <<<"$s" || fail "gpu.device_info not reported as skipped: $s"
+  grep -q '^gpu=no pass=2 fail=0 skip=1' <<<"$s" || fail "summary: $s"
+fi
+grep -A1 'ldd: libraries not found' "$W/out/env.txt" | grep -q '(end)' || fail "unresolved libraries: $(cat "$W/out/env.txt")"
+echo "ok: gpu-bundle.sh and gpu-check.sh"

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# gpu-check.sh OUT_DIR [ARCHIVE]: on a lent GPU machine, in the repository root, runs the GPU
+# checks from a bundle made by tools/gpu-bundle.sh (issue 10, section 6; docs/gpu.md).
+#
+# Unpacks ARCHIVE (default build/gpu-bundle.tar.xz) into a temporary folder; puts the bundle's
+# libraries first on LD_LIBRARY_PATH, then the machine's CUDA (/usr/local/cuda/lib64, the
+# nvidia-* libraries inside PyTorch's site-packages); relocates Open MPI into the bundle
+# (OPAL_PREFIX; PMIx runs without its optional plugins); prints the GPU, driver, runtime and
+# versions; runs two smoke tests (a CPU unit suite, mpirun -np 2), every test of tests.sh (the
+# ctest -L gpu list) and, with a GPU, every benchmark of benches.sh. Writes env.txt, one log per
+# test and benchmark, and summary.txt ("PASS|FAIL|SKIP kind:name seconds rc" a line, then the
+# totals) into OUT_DIR; at most 8 files come back from the device tool, so the logs are also
+# joined into logs.txt. Exit status 0 when nothing failed.
+# Without a GPU it says "no GPU visible" and still runs the gpu tests, which then skip.
+set -uo pipefail
+
+out_dir=${1:?usage: gpu-check.sh OUT_DIR [ARCHIVE]}
+archive=${2:-build/gpu-bundle.tar.xz}
+[ -f "$archive" ] || { echo "gpu-check: no archive $archive (make it with tools/gpu-bundle.sh)" >&2; exit 2; }
+mkdir -p "$out_dir"
+out_dir=$(cd "$out_dir" && pwd)
+REPO=$(pwd)
+export REPO
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+case "$archive" in
+  *.tar.xz) xz -dc "$archive" | tar -C "$tmp" -xf - ;;
+  *.tar.gz) tar -C "$tmp" -xzf "$archive" ;;
+  *) echo "gpu-check: unknown archive type $archive" >&2; exit 2 ;;
+esac
+BUNDLE=$tmp/scaletrain-gpu-bundle
+export BUNDLE
+
+# The machine's CUDA: toolkit, then PyTorch's nvidia-* wheels (cuDNN, cuBLAS, NCCL, runtime).
+cuda_dirs=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+  [ -d "$d" ] && cuda_dirs="$cuda_dirs:$d"
+done
+nv_dirs=$(python3 -c '
+import glob, os, site, sys
+roots = []
+try:
+    import nvidia
+    roots += list(nvidia.__path__)
+except Exception:
+    pass
+for sp in site.getsitepackages() + [site.getusersitepackages()]:
+    roots.append(os.path.join(sp, "nvidia"))
+seen = []
+for r in roots:
+    for d in sorted(glob.glob(os.path.join(r, "*", "lib"))):
+        if d not in seen:
+            seen.append(d)
+print(":".join(seen))
+' 2>/dev/null || true)
+[ -n "$nv_dirs" ] && cuda_dirs="$cuda_dirs:$nv_dirs"
+
+# libstdc++ from the bundle only where the machine's is older than what our programs need.
+need=$(sed -n 's/^glibcxx_needed: //p' "$BUNDLE/MANIFEST")
+sys_stdcxx=$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/{print $NF}' | head -1)
+compat=""
+if [ -n "$need" ] && { [ -z "$sys_stdcxx" ] || ! grep -aq "$need" "$sys_stdcxx"; }; then
+  compat=":$BUNDLE/lib/compat"
+fi
+ompi_rel=$(sed -n 's/^ompi_rel_pkglib: //p' "$BUNDLE/MANIFEST")
+ompi_libdir=$BUNDLE/ompi/$(dirname "$ompi_rel")
+export LD_LIBRARY_PATH="$BUNDLE/lib$compat:$ompi_libdir$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export OPAL_PREFIX=$BUNDLE/ompi
+export HWLOC_PLUGINS_PATH=$BUNDLE/lib/hwloc
+export OMPI_MCA_mca_base_param_files=$BUNDLE/ompi/etc/openmpi-mca-params.conf
+# The device machine runs commands as root; a CI machine may not.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export PATH="$BUNDLE/bin:$BUNDLE/ompi/bin:$PATH"
+export OUT_DIR=$out_dir
+
+# Environment and versions.
+{
+  echo "date: $(date -u +%FT%TZ)  host: $(hostname)  repo: $REPO"
+  echo "--- bundle MANIFEST (head)"; sed -n '1,/^lib /p' "$BUNDLE/MANIFEST" | head -8
+  echo "--- LD_LIBRARY_PATH"; echo "$LD_LIBRARY_PATH" | tr ':' '\n'
+  echo "--- libstdc++: machine $sys_stdcxx; bundle needs ${need:-?}; compat ${compat:+used}${compat:-not used}"
+  echo "--- glibc: machine $(ldd --version 2>/dev/null | head -1 | awk '{print $NF}'), bundle built on $(sed -n 's/^glibc: //p' "$BUNDLE/MANIFEST")"
+  echo "--- nvidia-smi"
+  if command -v nvidia-smi >/dev/null && nvidia-smi >"$tmp/smi" 2>&1; then
+    cat "$tmp/smi"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv 2>&1
+    gpu=yes
+  else
+    echo "no GPU visible (nvidia-smi absent or failed)"
+    gpu=no
+  fi
+  echo "--- CUDA"
+  [ -x /usr/local/cuda/bin/nvcc ] && /usr/local/cuda/bin/nvcc --version | tail -2
+  for l in libcudart.so libcudnn.so libnccl.so libcublas.so; do
+    hit=$(for d in $(echo "$cuda_dirs" | tr ':' ' '); do ls "$d/$l"* 2>/dev/null; done | head -1)
+    echo "$l: ${hit:-not found}"
+  done
+  echo "--- python / torch"
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version(), "available", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")' 2>&1 | tail -1
+  echo "--- mpirun"; mpirun --version 2>&1 | head -1
+  echo "--- ldd: libraries not found"
+  for f in "$BUNDLE"/bin/*; do ldd "$f" 2>/dev/null | grep 'not found' | sed "s|^|$(basename "$f"): |"; done
+  echo "(end)"
+} >"$out_dir/env.txt" 2>&1
+cat "$out_dir/env.txt"
+grep -q '^no GPU visible' "$out_dir/env.txt" && echo "gpu-check: no GPU visible: the gpu tests should skip"
+
+summary=$out_dir/summary.txt
+: >"$summary"
+: >"$out_dir/logs.txt"
+pass=0; fail=0; skip=0
+run_one() {  # kind name skip_code timeout env command
+  local kind=$1 name=$2 skip_code=$3 limit=$4 envs=$5 cmd=$6 log rc start secs verdict
+  log=$out_dir/$kind-$(echo "$name" | tr -c 'A-Za-z0-9._\n-' '_').log
+  start=$(date +%s)
+  ( eval "export $envs"; eval "timeout ${limit:-600} $cmd" ) >"$log" 2>&1 </dev/null
+  rc=$?
+  secs=$(( $(date +%s) - start ))
+  if [ $rc -eq 0 ]; then verdict=PASS; pass=$((pass + 1))
+  elif [ -n "$skip_code" ] && [ "$rc" = "$skip_code" ]; then verdict=SKIP; skip=$((skip + 1))
+  else verdict=FAIL; fail=$((fail + 1)); fi
+  echo "$verdict $kind:$name ${secs}s rc=$rc" | tee -a "$summary"
+  { echo "===== $verdict $kind:$name rc=$rc ${secs}s: $cmd"; cat "$log"; } >>"$out_dir/logs.txt"
+}
+# Smoke tests: the bundle works on this machine at all (CPU unit suite, two MPI ranks).
+run_one smoke unit_core "" 300 _gpu_check=1 '"$BUNDLE/bin/scaletrain_unit_tests" --run_test=core'
+run_one smoke mpi_np2_topology "" 300 _gpu_check=1 \
+  'mpirun --oversubscribe -np 2 "$BUNDLE/bin/scaletrain_mpi_tests" --run_test=topology'
+while IFS=$'\t' read -r name skip_code limit envs cmd; do
+  case "$name" in ''|'#'*) continue ;; esac
+  [ "$skip_code" = - ] && skip_code=""
+  [ "$envs" = - ] && envs=_gpu_check=1
+  run_one test "$name" "$skip_code" "$limit" "$envs" "$cmd"
+done <"$BUNDLE/tests.sh"
+if [ "${GPU_CHECK_BENCH:-1}" = 1 ] && [ "$gpu" = yes ]; then
+  while IFS=$'\t' read -r name cmd; do
+    case "$name" in ''|'#'*) continue ;; esac
+    run_one bench "$name" "" 600 "_gpu_check=1" "$cmd"
+  done <"$BUNDLE/benches.sh"
+else
+  echo "benchmarks not run (no GPU, or GPU_CHECK_BENCH=0)" | tee -a "$summary"
+fi
+echo "gpu=$gpu pass=$pass fail=$fail skip=$skip" | tee -a "$summary"
+[ $fail -eq 0 ]
