@@ -94,9 +94,7 @@ done
 # in HWLOC_PLUGINS_PATH, which gpu-check.sh sets.
 hwloc_plugins=$(dirname "$(readlink -f "$(ldconfig -p | awk '/libhwloc\.so\.15 /{print $NF}' | head -1 || true)")")/hwloc
 mkdir -p "$b/lib/hwloc"
-for f in "$hwloc_plugins"/hwloc_pci.so; do
-  [ -f "$f" ] && cp "$f" "$b/lib/hwloc/"
-done
+[ -f "$hwloc_plugins/hwloc_pci.so" ] && cp "$hwloc_plugins/hwloc_pci.so" "$b/lib/hwloc/"
 
 # 3. Shared libraries: ldd of every ELF file packed, to a fixed point.
 copy_lib() {
@@ -161,12 +159,16 @@ fi
 cat >"$b/benches.sh" <<'B'
 # NAME<TAB>COMMAND (run in the repository root; $BUNDLE/bin holds our programs, $OUT_DIR the logs)
 B
-[ -f "$src_dir/tools/bench_ops.py" ] && printf 'bench_ops\tpython3 tools/bench_ops.py\n' >>"$b/benches.sh"
+# tools/bench_ops.py is PyTorch's CPU conv2d baseline (no GPU benchmark exists yet): it gives the
+# GPU machine's CPU figure beside ours.
+[ -f "$src_dir/tools/bench_ops.py" ] &&
+  printf 'bench_ops_cpu_torch\tenv OMP_NUM_THREADS=1 python3 tools/bench_ops.py --threads 1\n' >>"$b/benches.sh"
 
 # 5. Manifest header and archive.
 {
   echo "built: $(date -u +%FT%TZ) on $(hostname) from $build_dir"
   echo "commit: $(git -C "$src_dir" rev-parse HEAD 2>/dev/null || echo unknown)"
+  echo "scaletrain_cuda: $(sed -n 's/^SCALETRAIN_CUDA:BOOL=//p' "$build_dir/CMakeCache.txt" 2>/dev/null)"
   echo "glibc: $(ldd --version | head -1 | awk '{print $NF}')"
   stdcxx=$(ls "$b"/lib/compat/libstdc++.so* 2>/dev/null | head -1)
   if [ -n "$stdcxx" ]; then
@@ -186,7 +188,9 @@ esac
 mv "$out.tmp" "$out"
 bytes=$(stat -c %s "$out")
 mib=$(( (bytes + 1048575) / 1048576 ))
-echo "gpu-bundle: $out: $bytes bytes ($mib MiB; unpacked $(du -sh "$b" | cut -f1)), $(ls "$b/bin" | wc -l) programs, $(ls "$b/lib" "$b/lib/compat" | grep -c '\.so') libraries, $(grep -vc '^#' "$b/tests.sh" || true) gpu tests"
+grep -q '^scaletrain_cuda: ON' "$manifest" ||
+  echo "gpu-bundle: note: $build_dir is not configured with SCALETRAIN_CUDA=ON: its gpu tests will skip on a GPU too" >&2
+echo "gpu-bundle: $out: $bytes bytes ($mib MiB; unpacked $(du -sh "$b" | cut -f1)), $(ls "$b/bin" | wc -l) programs, $(find "$b/lib" -name '*.so*' | wc -l) libraries, $(grep -vc '^#' "$b/tests.sh" || true) gpu tests"
 if [ "$bytes" -gt $((limit_mib * 1048576)) ]; then
   echo "gpu-bundle: FAIL: archive is over $limit_mib MiB (the device tool carries 64 MiB in all)" >&2
   exit 1

@@ -8,9 +8,10 @@
 # (OPAL_PREFIX; PMIx runs without its optional plugins); prints the GPU, driver, runtime and
 # versions; runs two smoke tests (a CPU unit suite, mpirun -np 2), every test of tests.sh (the
 # ctest -L gpu list) and, with a GPU, every benchmark of benches.sh. Writes env.txt, one log per
-# test and benchmark, and summary.txt ("PASS|FAIL|SKIP kind:name seconds rc" a line, then the
-# totals) into OUT_DIR; at most 8 files come back from the device tool, so the logs are also
-# joined into logs.txt. Exit status 0 when nothing failed.
+# test and benchmark (joined in logs.txt, and one file each in logs.tar.gz), and summary.txt
+# ("PASS|FAIL|SKIP kind:name seconds rc" a line, then the totals) into OUT_DIR: the device tool
+# returns at most 8 files, so OUT_DIR holds four (more only where a benchmark writes its own
+# figures there, as $OUT_DIR). Exit status 0 when nothing failed.
 # Without a GPU it says "no GPU visible" and still runs the gpu tests, which then skip.
 set -uo pipefail
 
@@ -109,10 +110,11 @@ grep -q '^no GPU visible' "$out_dir/env.txt" && echo "gpu-check: no GPU visible:
 summary=$out_dir/summary.txt
 : >"$summary"
 : >"$out_dir/logs.txt"
+mkdir -p "$tmp/logs"
 pass=0; fail=0; skip=0
 run_one() {  # kind name skip_code timeout env command
   local kind=$1 name=$2 skip_code=$3 limit=$4 envs=$5 cmd=$6 log rc start secs verdict
-  log=$out_dir/$kind-$(echo "$name" | tr -c 'A-Za-z0-9._\n-' '_').log
+  log=$tmp/logs/$kind-$(echo "$name" | tr -c 'A-Za-z0-9._\n-' '_').log
   start=$(date +%s)
   ( eval "export $envs"; eval "timeout ${limit:-600} $cmd" ) >"$log" 2>&1 </dev/null
   rc=$?
@@ -141,5 +143,11 @@ if [ "${GPU_CHECK_BENCH:-1}" = 1 ] && [ "$gpu" = yes ]; then
 else
   echo "benchmarks not run (no GPU, or GPU_CHECK_BENCH=0)" | tee -a "$summary"
 fi
+if [ "$gpu" = yes ] && [ $skip -gt 0 ]; then
+  echo "WARNING: $skip test(s) skipped on a machine with a GPU; bundle $(grep '^scaletrain_cuda:' "$BUNDLE/MANIFEST")" |
+    tee -a "$summary"
+fi
 echo "gpu=$gpu pass=$pass fail=$fail skip=$skip" | tee -a "$summary"
+# One archive of the per-test logs, not a file each: the device tool returns at most 8 files.
+tar -C "$tmp" -czf "$out_dir/logs.tar.gz" logs
 [ $fail -eq 0 ]

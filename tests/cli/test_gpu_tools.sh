@@ -34,7 +34,7 @@ rc=0
 env -u LD_LIBRARY_PATH tools/gpu-check.sh "$W/out" "$W/bundle.tar.gz" >"$W/check.log" 2>&1 || rc=$?
 cat "$W/check.log"
 [ "$rc" -eq 0 ] || fail "gpu-check.sh exited $rc"
-for f in env.txt summary.txt logs.txt; do [ -s "$W/out/$f" ] || fail "no $f"; done
+for f in env.txt summary.txt logs.txt logs.tar.gz; do [ -s "$W/out/$f" ] || fail "no $f"; done
 s=$(cat "$W/out/summary.txt")
 grep -q '^PASS smoke:unit_core' <<<"$s" || fail "unit smoke test did not pass: $s"
 grep -q '^PASS smoke:mpi_np2_topology' <<<"$s" || fail "mpirun -np 2 smoke test did not pass: $s"
@@ -45,5 +45,6 @@ else
   grep -q '^SKIP test:gpu.device_info' <<<"$s" || fail "gpu.device_info not reported as skipped: $s"
   grep -q '^gpu=no pass=2 fail=0 skip=1' <<<"$s" || fail "summary: $s"
 fi
+grep -qx logs/test-gpu.device_info.log <(tar -tzf "$W/out/logs.tar.gz") || fail "logs.tar.gz lacks the gpu test log"
 grep -A1 'ldd: libraries not found' "$W/out/env.txt" | grep -q '(end)' || fail "unresolved libraries: $(cat "$W/out/env.txt")"
 echo "ok: gpu-bundle.sh and gpu-check.sh"
