@@ -16,6 +16,7 @@ packages=(
   python3 python3-numpy python3-h5py python3-torch python3-torchvision python3-matplotlib
   dataset-fashion-mnist
   slurmctld slurmd slurm-client munge
+  xz-utils  # tools/gpu-bundle.sh's archive for the GPU machine (docs/gpu.md)
 )
 
 missing=()
