@@ -13,8 +13,8 @@
 #include "support/reference_batch_norm.hpp"
 
 namespace st = scaletrain;
-using scaletrain::test::random_floats;
 using scaletrain::test::nan_tensor;
+using scaletrain::test::random_floats;
 
 namespace {
 

@@ -11,8 +11,8 @@
 #include "support/reference_concat.hpp"
 
 namespace st = scaletrain;
-using scaletrain::test::random_floats;
 using scaletrain::test::nan_tensor;
+using scaletrain::test::random_floats;
 
 namespace {
 

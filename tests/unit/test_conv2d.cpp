@@ -12,8 +12,8 @@
 #include "support/reference_conv2d.hpp"
 
 namespace st = scaletrain;
-using scaletrain::test::random_floats;
 using scaletrain::test::nan_tensor;
+using scaletrain::test::random_floats;
 using st::test::RefConv2dDims;
 
 namespace {

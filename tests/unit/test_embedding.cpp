@@ -14,8 +14,8 @@
 #include "support/reference_embedding.hpp"
 
 namespace st = scaletrain;
-using scaletrain::test::random_floats;
 using scaletrain::test::nan_tensor;
+using scaletrain::test::random_floats;
 
 namespace {
 

@@ -12,8 +12,8 @@
 #include "support/reference_pool.hpp"
 
 namespace st = scaletrain;
-using scaletrain::test::random_floats;
 using scaletrain::test::nan_tensor;
+using scaletrain::test::random_floats;
 using st::test::PoolGeometry;
 
 namespace {
