@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
-from torch_reference import ST_BIN, ST_TMP, run  # noqa: E402
+from torch_reference import ST_BIN, ST_TMP, compare, run  # noqa: E402
 import h5py  # noqa: E402
 
 torch.manual_seed(0)
@@ -40,19 +40,6 @@ failures = []
 def f32(*shape, lo=-1.0, hi=1.0):
     return rng.uniform(lo, hi, shape).astype(np.float32)
 
-
-def compare(what, got, want, atol, rtol):
-    got, want = torch.as_tensor(np.asarray(got)), torch.as_tensor(np.asarray(want))
-    if got.shape != want.shape:
-        failures.append(f"{what}: shape {tuple(got.shape)}, torch has {tuple(want.shape)}")
-        return
-    err = (got.double() - want.double()).abs()
-    tol = atol + rtol * want.double().abs()
-    bad = (err > tol).sum().item()
-    worst = (err / tol).max().item() if tol.min() > 0 else (0.0 if bad == 0 else float("inf"))
-    print(f"{what}: max |diff| {err.max().item():.3g}, worst/tolerance {worst:.3f}")
-    if bad:
-        failures.append(f"{what}: {bad} of {err.numel()} elements off")
 
 
 inputs = {
@@ -90,16 +77,16 @@ for config, (beta1, beta2, eps) in ADAM_CONFIGS.items():
     with h5py.File(out_path, "r") as f:
         ours = {name: np.array(f[name]) for name in f}
     if config == "mlperf-reference":  # the ops do not depend on the optimizer: check them once
-        compare("embedding forward", ours["out"], emb.detach(), 0.0, 0.0)
-        compare("embedding backward (repeated indices)", ours["dtable"], table.grad, 1e-6, 1e-5)
-        compare("multiply forward", ours["y"], prod.detach(), 0.0, 0.0)
-        compare("multiply backward a", ours["da"], a.grad, 0.0, 0.0)
-        compare("multiply backward b", ours["db"], b.grad, 0.0, 0.0)
-        compare("concat forward", ours["cat"], cat.detach(), 0.0, 0.0)
-        compare("concat backward left", ours["dleft"], left.grad, 0.0, 0.0)
-        compare("concat backward right", ours["dright"], right.grad, 0.0, 0.0)
-        compare("bce-with-logits loss", ours["loss"], loss.detach().reshape(1), 0.0, 1e-6)
-        compare("bce-with-logits gradient", ours["dlogits"], logits.grad, 1e-8, 1e-5)
+        compare(failures, "embedding forward", ours["out"], emb.detach(), 0.0, 0.0)
+        compare(failures, "embedding backward (repeated indices)", ours["dtable"], table.grad, 1e-6, 1e-5)
+        compare(failures, "multiply forward", ours["y"], prod.detach(), 0.0, 0.0)
+        compare(failures, "multiply backward a", ours["da"], a.grad, 0.0, 0.0)
+        compare(failures, "multiply backward b", ours["db"], b.grad, 0.0, 0.0)
+        compare(failures, "concat forward", ours["cat"], cat.detach(), 0.0, 0.0)
+        compare(failures, "concat backward left", ours["dleft"], left.grad, 0.0, 0.0)
+        compare(failures, "concat backward right", ours["dright"], right.grad, 0.0, 0.0)
+        compare(failures, "bce-with-logits loss", ours["loss"], loss.detach().reshape(1), 0.0, 1e-6)
+        compare(failures, "bce-with-logits gradient", ours["dlogits"], logits.grad, 1e-8, 1e-5)
 
     w = t["adam_w"].clone().requires_grad_()
     opt = torch.optim.Adam([w], lr=LR, betas=(beta1, beta2), eps=eps)
@@ -109,10 +96,10 @@ for config, (beta1, beta2, eps) in ADAM_CONFIGS.items():
         opt.step()
         history.append(w.detach().clone())
     state = opt.state[w]
-    compare(f"adam {config}: weights after each step", ours["adam_w"], torch.stack(history), 1e-6, 1e-6)
-    compare(f"adam {config}: first moment", ours["adam_m"], state["exp_avg"], 1e-9, 1e-5)
-    compare(f"adam {config}: second moment", ours["adam_v"], state["exp_avg_sq"], 1e-9, 1e-5)
-    compare(f"adam {config}: untouched weights", ours["adam_w"][:, :7], torch.stack(history)[:, :7], 0.0, 0.0)
+    compare(failures, f"adam {config}: weights after each step", ours["adam_w"], torch.stack(history), 1e-6, 1e-6)
+    compare(failures, f"adam {config}: first moment", ours["adam_m"], state["exp_avg"], 1e-9, 1e-5)
+    compare(failures, f"adam {config}: second moment", ours["adam_v"], state["exp_avg_sq"], 1e-9, 1e-5)
+    compare(failures, f"adam {config}: untouched weights", ours["adam_w"][:, :7], torch.stack(history)[:, :7], 0.0, 0.0)
 
 if failures:
     print("FAILED:\n  " + "\n  ".join(failures))

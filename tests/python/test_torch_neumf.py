@@ -25,7 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
-from torch_reference import ST_BIN, ST_TMP, run  # noqa: E402
+from torch_reference import ST_BIN, ST_TMP, compare, run  # noqa: E402
 import h5py  # noqa: E402
 
 torch.manual_seed(0)
@@ -70,19 +70,6 @@ class NeuMF(nn.Module):
         return self.final(torch.cat((xmf, xmlp), dim=1))
 
 
-def compare(what, got, want, atol, rtol):
-    got, want = torch.as_tensor(np.asarray(got)), torch.as_tensor(np.asarray(want))
-    if got.shape != want.shape:
-        failures.append(f"{what}: shape {tuple(got.shape)}, torch has {tuple(want.shape)}")
-        return
-    err = (got.double() - want.double()).abs()
-    tol = atol + rtol * want.double().abs()
-    bad = (err > tol).sum().item()
-    worst = (err / tol).max().item() if tol.min() > 0 else (0.0 if bad == 0 else float("inf"))
-    print(f"{what}: max |diff| {err.max().item():.3g}, worst/tolerance {worst:.3f}")
-    if bad:
-        failures.append(f"{what}: {bad} of {err.numel()} elements off")
-
 
 users = rng.integers(0, USERS - 10, N).astype(np.int32)
 items = rng.integers(0, ITEMS - 10, N).astype(np.int32)
@@ -114,8 +101,8 @@ for weights in ("reference-init", "wide-embeddings"):
     model.zero_grad()
     loss.backward()
     with h5py.File(out_path, "r") as f:
-        compare(f"{weights}: logits", f["logits"][()], logits.detach(), 1e-6, 1e-5)
-        compare(f"{weights}: loss", f["loss"][()], loss.detach().reshape(1), 0.0, 1e-6)
+        compare(failures, f"{weights}: logits", f["logits"][()], logits.detach(), 1e-6, 1e-5)
+        compare(failures, f"{weights}: loss", f["loss"][()], loss.detach().reshape(1), 0.0, 1e-6)
         grads = f["grad"]
         if sorted(grads) != sorted(want_names):
             failures.append(f"{weights}: gradients written for {sorted(grads)}")
@@ -123,7 +110,7 @@ for weights in ("reference-init", "wide-embeddings"):
             if name not in grads:
                 continue
             want = param.grad
-            compare(f"{weights}: grad {name}", grads[name][()], want, 1e-5 * want.abs().max().item(), 1e-4)
+            compare(failures, f"{weights}: grad {name}", grads[name][()], want, 1e-5 * want.abs().max().item(), 1e-4)
 
 if failures:
     print("FAILED:\n  " + "\n  ".join(failures))

@@ -126,3 +126,19 @@ def run(cmd, np_ranks=None, check=True):
     if check and r.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
     return r
+
+
+def compare(failures, what, got, want, atol, rtol):
+    """Prints the worst |got - want| against atol + rtol * |want|; appends to failures when any
+    element is off (or the shapes differ)."""
+    got, want = torch.as_tensor(np.asarray(got)), torch.as_tensor(np.asarray(want))
+    if got.shape != want.shape:
+        failures.append(f"{what}: shape {tuple(got.shape)}, torch has {tuple(want.shape)}")
+        return
+    err = (got.double() - want.double()).abs()
+    tol = atol + rtol * want.double().abs()
+    bad = (err > tol).sum().item()
+    worst = (err / tol).max().item() if tol.min() > 0 else (0.0 if bad == 0 else float("inf"))
+    print(f"{what}: max |diff| {err.max().item():.3g}, worst/tolerance {worst:.3f}")
+    if bad:
+        failures.append(f"{what}: {bad} of {err.numel()} elements off")

@@ -81,4 +81,13 @@ Tensor nan_tensor(const Shape& shape) {
   return t;
 }
 
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace scaletrain::test

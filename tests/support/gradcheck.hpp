@@ -24,6 +24,9 @@ std::vector<double> random_floats(std::size_t n, uint64_t seed, double lo = -1.0
 // A float32 tensor full of NaN: an output the op must overwrite, not accumulate into.
 Tensor nan_tensor(const Shape& shape);
 
+// The message of the scaletrain::Error that f throws, or "" when it throws none.
+std::string error_of(const std::function<void()>& f);
+
 // f32 tensor from doubles (rounded), and back.
 Tensor to_tensor(const std::vector<double>& v, const Shape& shape);
 std::vector<double> to_vector(const Tensor& t);

@@ -18,6 +18,9 @@
 #include "scaletrain/nn/parameters.hpp"
 #include "scaletrain/optim/lars.hpp"
 #include "scaletrain/optim/sgd.hpp"
+#include "support/gradcheck.hpp"
+
+using scaletrain::test::error_of;
 
 using scaletrain::Rng;
 using scaletrain::Tensor;
@@ -172,15 +175,6 @@ void check_against_reference(ParameterSet& p, const LarsOptions& options, const 
                name << ": trust ratio " << opt.trust_ratio(t) << ", float64 " << ref.trust[t]);
   }
   BOOST_TEST_MESSAGE(p.num_parameters() << " tensors, " << lrs.size() << " steps: largest relative error " << worst);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const scaletrain::Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -17,6 +17,8 @@
 #include "scaletrain/models/resnet.hpp"
 #include "support/gradcheck.hpp"
 
+using scaletrain::test::error_of;
+
 using namespace scaletrain;
 using scaletrain::test::random_vector;
 using scaletrain::test::to_tensor;
@@ -42,15 +44,6 @@ int index_of(nn::ParameterSet& ps, const std::string& name) {
     if (ps.parameter_info(i).name == name) return i;
   BOOST_FAIL("no parameter " << name);
   return -1;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -17,6 +17,8 @@
 #include "scaletrain/models/neumf.hpp"
 #include "support/gradcheck.hpp"
 
+using scaletrain::test::error_of;
+
 using namespace scaletrain;
 using scaletrain::models::NeuMF;
 using scaletrain::test::random_vector;
@@ -36,15 +38,6 @@ double weighted_sum(const Tensor& y, const std::vector<double>& r) {
   double s = 0.0;
   for (std::size_t i = 0; i < r.size(); ++i) s += p[i] * r[i];
   return s;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
