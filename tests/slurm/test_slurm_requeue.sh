@@ -42,16 +42,23 @@ submit() {  # OUTPUT_DIR NAME [sbatch options...]: submits train.sbatch, prints 
 crashed_starting() {
   grep -Eq "Segmentation fault|Bus error|Aborted" "$1" && ! grep -q -- "--resume auto: " "$1"
 }
-# again_if_crashed_starting VAR OUTPUT_DIR NAME [sbatch options...]: VAR holds a finished job's id.
-again_if_crashed_starting() {
-  local -n id=$1
-  local log="$T/$3-$id.out"
-  crashed_starting "$log" || return 0
-  echo "warning: job $id crashed in MPI start-up, before its first line; submitting it again once:"
+# resubmit_if_crashed_starting VAR OUTPUT_DIR NAME [sbatch options...]: VAR holds a job's id; if that
+# job crashed starting, it is submitted again, with a warning, and VAR holds the new id; 1 otherwise.
+resubmit_if_crashed_starting() {
+  local -n crashed_id=$1
+  local log="$T/$3-$crashed_id.out"
+  crashed_starting "$log" || return 1
+  echo "warning: job $crashed_id crashed in MPI start-up, before its first line; submitting it again once:"
   grep -E "Signal|Failing at|srun: error" "$log" | sed 's/^/  /'
   rm -rf "$2"
-  id=$(submit "$2" "$3" "${@:4}")
-  wait_job "$id" 600 >/dev/null || fail "the resubmitted job $id did not finish: $(tail -n 20 "$T/$3-$id.out")"
+  crashed_id=$(submit "$2" "$3" "${@:4}")
+}
+# again_if_crashed_starting VAR OUTPUT_DIR NAME [sbatch options...]: VAR holds a finished job's id.
+again_if_crashed_starting() {
+  local -n finished_id=$1
+  resubmit_if_crashed_starting "$@" || return 0
+  wait_job "$finished_id" 600 >/dev/null ||
+    fail "the resubmitted job $finished_id did not finish: $(tail -n 20 "$T/$3-$finished_id.out")"
 }
 
 echo "== a job with a short time limit, and an uninterrupted one beside it"
@@ -86,15 +93,43 @@ echo "ok: $(job_summary "$job"): checkpointed, requeued and resumed to the unint
 
 echo "== a rank killed under srun ends the step"
 # Rank 0, the watchdog's hub: the other rank must still see it gone and end the job.
+# rank0_of JOBID: the pid of the job's rank 0 on this machine (both emulated nodes are here), or
+# nothing.
+rank0_of() {
+  local p
+  for p in $(pgrep -x scaletrain || true); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_JOB_ID=$1" || continue
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_PROCID=0" && echo "$p"
+  done
+  return 0
+}
+# running_rank0 VAR OUTPUT_DIR NAME [sbatch options...]: VAR holds a submitted job's id; waits until
+# its rank 0 has trained 100 steps and sets `victim` to that rank's pid. A job that crashed in MPI
+# start-up is submitted again once (as above); any other end before that fails with the job's log.
+running_rank0() {
+  local -n running_id=$1
+  local resubmitted=0 log
+  while :; do
+    log="$T/$3-$running_id.out"
+    wait_job_state "$running_id" RUNNING 120 || fail "job $running_id did not start: $(job_summary "$running_id")"
+    for _ in $(seq 1200); do
+      if grep -q "step 100/" "$log" 2>/dev/null; then
+        victim=$(rank0_of "$running_id")
+        [ -z "$victim" ] || return 0
+      fi
+      [[ "$(job_field "$running_id" JobState)" =~ ^(RUNNING|COMPLETING)$ ]] || break
+      sleep 0.1
+    done
+    wait_job "$running_id" 30 >/dev/null || true
+    if [ "$resubmitted" = 0 ] && resubmit_if_crashed_starting "$@"; then
+      resubmitted=1
+      continue
+    fi
+    fail "no rank 0 of job $running_id found at step 100: $(job_summary "$running_id"): $(tail -n 20 "$log")"
+  done
+}
 dead=$(submit "$T/dead" dead --time=10)
-wait_job_state "$dead" RUNNING 120 || fail "job $dead did not start"
-for i in $(seq 600); do grep -q "step 100/" "$T/dead-$dead.out" 2>/dev/null && break; sleep 0.1; done
-victim=
-for p in $(pgrep -x scaletrain || true); do
-  tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_JOB_ID=$dead" || continue
-  tr '\0' '\n' <"/proc/$p/environ" | grep -qx "SLURM_PROCID=0" && victim=$p
-done
-[ -n "$victim" ] || fail "no rank 0 of job $dead found"
+running_rank0 dead "$T/dead" dead --time=10
 kill -9 "$victim"
 killed=$SECONDS
 wait_job "$dead" 60 >/dev/null || fail "job $dead still running 60 s after its rank 0 was killed"
@@ -106,8 +141,7 @@ grep -q "rank 0 on node01 has been silent for [0-9]* s while the job stops for S
 echo "ok: job $dead ended $((SECONDS - killed)) s after rank 0 was killed: $(grep -m1 "task 0: Killed" "$T/dead-$dead.out")"
 echo "== scancel of a running job: it checkpoints and stays cancelled (no requeue)"
 cancelled=$(submit "$T/cancelled" cancelled --time=10)
-wait_job_state "$cancelled" RUNNING 120 || fail "job $cancelled did not start"
-for i in $(seq 600); do grep -q "step 100/" "$T/cancelled-$cancelled.out" 2>/dev/null && break; sleep 0.1; done
+running_rank0 cancelled "$T/cancelled" cancelled --time=10
 scancel "$cancelled"
 wait_job "$cancelled" 60 >/dev/null || fail "job $cancelled still running 60 s after scancel"
 sleep 3  # a wrongly requeued job would be pending again by now
