@@ -27,6 +27,8 @@
 #include "scaletrain/data/dataset.hpp"
 #include "scaletrain/io/hdf5.hpp"
 #include "scaletrain/models/model.hpp"
+#include "scaletrain/models/neumf.hpp"
+#include "scaletrain/models/registry.hpp"
 #include "scaletrain/train/checkpointing.hpp"
 #include "scaletrain/train/trainer.hpp"
 
@@ -43,7 +45,7 @@ const char* kUsage =
     "  train    data-parallel training under mpirun/srun; writes checkpoints/ and report.json, resumes runs\n"
     "  eval     top-1 accuracy of a checkpoint on a dataset split (sharded over ranks)\n"
     "  predict  logits for inputs stored in an HDF5 file\n"
-    "  info     a model's parameter count and tensors (torchvision state_dict names)\n"
+    "  info     the models and their tasks; a model's parameter count and tensors (state_dict names)\n"
     "\n"
     "Run 'scaletrain <command> --help' for a command's options.\n";
 
@@ -155,7 +157,9 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "config", po::value(&config_file),
       "INI file with any of these options (key = value, long names without "
       "--); the command line overrides it. Examples in inputs/")("model", po::value(&c.model)->default_value(c.model),
-                                                                 "resnet50 | resnet20")(
+                                                                 "resnet50 | resnet20 (image classification) | "
+                                                                 "ncf (recommendation; brings its own defaults: "
+                                                                 "scaletrain info)")(
       "data", po::value(&c.data_dir), "dataset directory with train/ and val/ shards (docs/dataset-format.md)")(
       "output-dir", po::value(&c.output_dir)->default_value(c.output_dir),
       "the run directory: checkpoints/ and report.json (created by rank 0)")(
@@ -182,7 +186,8 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "base-lr", po::value(&c.base_lr)->default_value(c.base_lr, shortest(c.base_lr)),
       "learning rate for the global batch (no implicit scaling with the number of ranks)")(
       "lr-schedule", po::value(&c.lr_schedule)->default_value(c.lr_schedule),
-      "cosine (to 0) | poly (power 2, to --end-lr) | step (x0.1 at 30%, 60%, 80% of the epochs)")(
+      "cosine (to 0) | poly (power 2, to --end-lr) | step (x0.1 at 30%, 60%, 80% of the epochs) | constant "
+      "(--base-lr throughout, after any warmup: NCF's)")(
       "warmup-epochs", po::value(&c.warmup_epochs)->default_value(c.warmup_epochs, shortest(c.warmup_epochs)),
       "linear warmup to --base-lr over this many epochs (may be fractional)")(
       "end-lr", po::value(&c.end_lr)->default_value(c.end_lr, shortest(c.end_lr)),
@@ -355,6 +360,27 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
 
 }  // namespace
 
+namespace {
+
+// The model's own defaults (models/registry.hpp) for the options that neither the command line nor
+// the config file set: they replace the command's defaults in vm, before notify writes the config.
+void apply_model_defaults(const po::options_description& desc, po::variables_map& vm) {
+  const std::string model = vm["model"].as<std::string>();
+  for (const models::ModelEntry& entry : models::model_registry()) {
+    if (entry.name != model) continue;
+    for (const auto& [option, value] : entry.defaults) {
+      ST_CHECK(desc.find_nothrow(option, false) != nullptr,
+               "internal: model " << model << " has a default for an unknown option --" << option);
+      if (vm.count(option) && !vm[option].defaulted()) continue;
+      vm.erase(option);
+      const std::vector<std::string> args = {"--" + option + "=" + value};
+      po::store(po::command_line_parser(args).options(desc).run(), vm);
+    }
+  }
+}
+
+}  // namespace
+
 bool parse_train_command(int argc, char** argv, train::TrainConfig& c, std::string& config_file) {
   po::options_description desc = train_options(c, config_file);
   po::variables_map vm;
@@ -376,6 +402,7 @@ bool parse_train_command(int argc, char** argv, train::TrainConfig& c, std::stri
       throw UsageError("--config " + config_file + ": " + e.what());
     }
   }
+  apply_model_defaults(desc, vm);
   check_option_ranges(vm, option_ranges(), lines);
   notify("train", vm);
   c.shuffle = !vm["no-shuffle"].as<bool>();
@@ -533,19 +560,92 @@ int cmd_predict(int argc, char** argv) {
 // ---------------------------------------------------------------------------------------------
 // info
 
+// Without --model: every model of the registry with its task and the defaults it brings.
+void print_model_list(bool json) {
+  Json list = Json::array();
+  for (const models::ModelEntry& e : models::model_registry()) {
+    Json defaults = Json::object();
+    for (const auto& [option, value] : e.defaults) defaults.set("--" + option, value);
+    Json m = Json::object();
+    m.set("model", e.name);
+    m.set("task", e.task);
+    m.set("description", e.description);
+    m.set("defaults", defaults);
+    list.push_back(m);
+  }
+  if (json) {
+    std::cout << list.dump(2) << "\n";
+    return;
+  }
+  std::cout << "models (--model), each with its task; 'scaletrain info --model NAME' lists its tensors\n";
+  for (const models::ModelEntry& e : models::model_registry()) {
+    std::cout << "  " << e.name << std::string(e.name.size() < 10 ? 10 - e.name.size() : 1, ' ') << e.task << ": "
+              << e.description << "\n";
+    if (e.defaults.empty()) continue;
+    std::cout << "            defaults:";
+    for (const auto& [option, value] : e.defaults) std::cout << " --" << option << " " << value;
+    std::cout << "\n";
+  }
+}
+
+// NeuMF's tensors for a dataset of num_users x num_items (MovieLens-20M's by default).
+Json describe_neumf(models::NeuMF& m) {
+  Json tensors = Json::array();
+  for (int i = 0; i < m.params().num_parameters(); ++i) {
+    const nn::TensorInfo& t = m.params().parameter_info(i);
+    Json e = Json::object();
+    e.set("name", t.name);
+    e.set("shape", Json::array_of(t.shape));
+    e.set("kind", "parameter");
+    tensors.push_back(e);
+  }
+  Json d = Json::object();
+  d.set("model", m.name());
+  d.set("task", models::kTaskRecommendation);
+  d.set("parameters", m.params().parameter_count());
+  d.set("num_users", m.num_users());
+  d.set("num_items", m.num_items());
+  d.set("tensors", tensors);
+  return d;
+}
+
 int cmd_info(int argc, char** argv) {
   std::string model, input_shape;
   int num_classes = 1000;
+  int64_t num_users = 138493, num_items = 26744;  // MovieLens-20M
   bool json = false;
   po::options_description desc("scaletrain info", kHelpWidth);
-  desc.add_options()("help,h", "print this help")("model", po::value(&model)->required(), "resnet50 | resnet20")(
+  desc.add_options()("help,h", "print this help")(
+      "model", po::value(&model), "resnet50 | resnet20 | ncf; without it, the list of models and their tasks")(
       "num-classes", po::value(&num_classes)->default_value(num_classes), "classes (outputs of fc)")(
       "input-shape", po::value(&input_shape), "C,H,W (default 3,224,224 for resnet50, 3,32,32 for resnet20)")(
+      "num-users", po::value(&num_users)->default_value(num_users), "ncf: users (embedding rows; ml-20m's)")(
+      "num-items", po::value(&num_items)->default_value(num_items), "ncf: items (embedding rows; ml-20m's)")(
       "json", po::bool_switch(&json), "print a JSON object instead of a table");
   po::variables_map vm;
   if (!parse("info", argc, argv, desc, vm)) return 0;
   notify("info", vm);
+  if (model.empty()) {
+    if (log_rank() == 0) print_model_list(json);
+    return 0;
+  }
   train::check_model_name(model);
+  if (models::model_entry(model).task == models::kTaskRecommendation) {
+    if (num_users <= 0 || num_items <= 0) throw UsageError("--num-users and --num-items must be positive");
+    if (log_rank() != 0) return 0;
+    models::NeuMF m(num_users, num_items);
+    const Json d = describe_neumf(m);
+    if (json) {
+      std::cout << d.dump(2) << "\n";
+      return 0;
+    }
+    std::cout << model << ": " << m.params().parameter_count() << " parameters, " << num_users << " users x "
+              << num_items << " items\n";
+    for (int i = 0; i < m.params().num_parameters(); ++i)
+      std::cout << "  " << m.params().parameter_info(i).name << " " << shape_string(m.params().parameter_info(i).shape)
+                << "\n";
+    return 0;
+  }
   if (num_classes <= 0) throw UsageError("--num-classes must be positive");
   Shape chw = model == "resnet50" ? Shape{3, 224, 224} : Shape{3, 32, 32};
   if (!input_shape.empty()) chw = parse_shape("input-shape", input_shape, 3);

@@ -8,7 +8,7 @@
 
 namespace scaletrain::optim {
 
-const char* lr_schedule_kinds() { return "cosine, poly, step"; }
+const char* lr_schedule_kinds() { return "cosine, poly, step, constant"; }
 
 LrSchedule::LrSchedule(const LrScheduleOptions& options) : options_(options) {
   if (options.kind == "cosine") {
@@ -17,6 +17,8 @@ LrSchedule::LrSchedule(const LrScheduleOptions& options) : options_(options) {
     kind_ = Kind::poly;
   } else if (options.kind == "step") {
     kind_ = Kind::step;
+  } else if (options.kind == "constant") {
+    kind_ = Kind::constant;
   } else {
     ST_THROW("unknown learning-rate schedule '" << options.kind << "' (--lr-schedule): known schedules are "
                                                 << lr_schedule_kinds());
@@ -61,6 +63,8 @@ double LrSchedule::at(int64_t step) const {
   const double p = std::min(1.0, static_cast<double>(step - warmup_steps_) / static_cast<double>(decay_steps));
   constexpr double kPi = 3.14159265358979323846;
   switch (kind_) {
+    case Kind::constant:
+      return base;
     case Kind::cosine:
       return p == 0.0 ? base : base * 0.5 * (1.0 + std::cos(kPi * p));
     case Kind::poly: {

@@ -220,11 +220,10 @@ void check_checkpoint_fits(const checkpoint::CheckpointData& data, int channels,
   }
 }
 
-void load_initial_weights(const comm::Communicator& comm, const TrainConfig& c, const data::SplitInfo& train,
-                          RunState& state) {
+void load_initial_weights(const comm::Communicator& comm, const TrainConfig& c, const Task& task, RunState& state) {
   on_rank0_agreed(comm, [&] {
     const checkpoint::CheckpointData data = checkpoint::read_newest_checkpoint(c.init_from);
-    check_checkpoint_fits(data, train.channels, train.num_classes, c.data_dir);
+    task.check_fits(data);
     checkpoint::restore_model(data, c.model, state.params(), nullptr);
     ST_LOG("initial weights from " << data.path << " (a new run: step 0, zero momentum)");
   });

@@ -45,7 +45,7 @@ void check_schedule(const TrainConfig& c) {
   require(c.epochs > 0, "--epochs must be positive, got " + std::to_string(c.epochs));
   require(c.max_steps >= 0, "--max-steps must be >= 0, got " + std::to_string(c.max_steps));
   require(c.base_lr > 0 && std::isfinite(c.base_lr), "--base-lr must be positive, got " + shortest(c.base_lr));
-  require(one_of(c.lr_schedule, {"cosine", "poly", "step"}),
+  require(one_of(c.lr_schedule, {"cosine", "poly", "step", "constant"}),
           "--lr-schedule '" + c.lr_schedule + "' is not one of " + optim::lr_schedule_kinds());
   require(c.warmup_epochs >= 0 && std::isfinite(c.warmup_epochs),
           "--warmup-epochs must be >= 0, got " + shortest(c.warmup_epochs));
@@ -145,8 +145,24 @@ int default_threads(const comm::Communicator& comm) {
   return std::max(1, cores / std::max(1, on_my_node));
 }
 
+namespace {
+
+// Options of image classification that a recommendation model has no use for: refused rather
+// than silently ignored (a config file written for ResNet passes the other image options, which
+// the recommendation task does not read, unchanged).
+void check_task_options(const TrainConfig& c) {
+  if (models::model_entry(c.model).task != models::kTaskRecommendation) return;
+  require(c.label_smoothing == 0.0, "--label-smoothing is for image classification; --model " + c.model +
+                                        " trains with sigmoid cross-entropy (set it to 0)");
+  require(c.shuffle_mode == "global", "--shuffle " + c.shuffle_mode + " is for image shards; --model " + c.model +
+                                          " shuffles its samples globally (in memory)");
+}
+
+}  // namespace
+
 void check_train_config(const TrainConfig& c) {
   check_model_name(c.model);
+  check_task_options(c);
   check_schedule(c);
   check_input(c);
   check_communication(c);

@@ -14,25 +14,14 @@ double number_or(const Json& j, double fallback) { return j.is_null() ? fallback
 
 }  // namespace
 
-Json run_identity(const TrainConfig& c, const data::SplitInfo& train, const data::SplitInfo& val,
-                  int64_t global_batch) {
+Json run_identity(const TrainConfig& c, const Task& task, int64_t global_batch) {
   Json j = Json::object();
   j.set("--model", c.model);
-  j.set("dataset train samples", train.samples);
-  j.set("dataset val samples", val.samples);
-  j.set("dataset image shape (H, W, C)",
-        Json::array_of(std::vector<int64_t>{train.height, train.width, train.channels}));
-  j.set("dataset classes", train.num_classes);
-  j.set("dataset encoding", train.encoding);
+  task.add_identity(j);
   j.set("global batch (ranks x --batch-size)", global_batch);
   j.set("--epochs", c.epochs);
   j.set("--seed", static_cast<int64_t>(c.seed));
   j.set("--shuffle", c.shuffle ? c.shuffle_mode : std::string("off (--no-shuffle)"));
-  j.set("--shuffle-buffer", c.shuffle_buffer);
-  j.set("--pad-last", c.pad_last);
-  j.set("augmentation", c.augment ? "on" : "off (--no-augment)");
-  j.set("--crop-padding", c.crop_padding);
-  j.set("--image-size", Json::array_of(input_image_size(c)));
   j.set("--lr-schedule", c.lr_schedule);
   j.set("--base-lr", c.base_lr);
   j.set("--warmup-epochs", c.warmup_epochs);
@@ -40,7 +29,6 @@ Json run_identity(const TrainConfig& c, const data::SplitInfo& train, const data
   j.set("--momentum", c.momentum);
   j.set("--weight-decay", c.weight_decay);
   j.set("--nesterov", c.nesterov);
-  j.set("--label-smoothing", c.label_smoothing);
   j.set("--optimizer", c.optimizer);
   if (c.optimizer == "lars") {
     j.set("--lars-trust-coefficient", c.lars_trust_coefficient);
@@ -63,15 +51,14 @@ std::vector<std::string> identity_differences(const Json& checkpoint, const Json
   return out;
 }
 
-RunState::RunState(const TrainConfig& c, const data::SplitInfo& train, const data::SplitInfo& val,
-                   int64_t steps_per_epoch_, int world_size_, int64_t batch_size_)
+RunState::RunState(const TrainConfig& c, const Task& task, int64_t steps_per_epoch_, int world_size_,
+                   int64_t batch_size_)
     : world_size(world_size_),
       batch_size(batch_size_),
       steps_per_epoch(steps_per_epoch_),
-      identity(run_identity(c, train, val, world_size_ * batch_size_)),
-      model_(models::make_model(c.model, train.num_classes, train.channels)),
+      identity(run_identity(c, task, world_size_ * batch_size_)),
+      model_(task.make_network(c.seed)),
       schedule_(schedule_options(c, steps_per_epoch_)) {
-  model_->initialize(c.seed);
   optimizer_ = make_optimizer(c, model_->params());
 }
 

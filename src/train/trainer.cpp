@@ -38,18 +38,14 @@
 #include "scaletrain/core/stop_signals.hpp"
 #include "scaletrain/core/timer.hpp"
 #include "scaletrain/core/trace.hpp"
-#include "scaletrain/data/loader.hpp"
-#include "scaletrain/data/manifest.hpp"
-#include "scaletrain/data/staging.hpp"
-#include "scaletrain/ops/loss.hpp"
 #include "scaletrain/report/phase_timer.hpp"
 #include "scaletrain/report/summary.hpp"
 #include "scaletrain/report/train_report.hpp"
 #include "scaletrain/train/checkpointing.hpp"
 #include "scaletrain/train/gradient_accumulation.hpp"
 #include "scaletrain/train/run_state.hpp"
+#include "scaletrain/train/task.hpp"
 #include "train/mlperf_log.hpp"
-#include "train/model_input.hpp"
 
 namespace scaletrain::train {
 namespace fs = std::filesystem;
@@ -96,14 +92,6 @@ class AveragedBuffers {
   Tensor own_;
 };
 
-void check_splits_match(const data::SplitInfo& train, const data::SplitInfo& val, const std::string& dir) {
-  ST_CHECK(val.height == train.height && val.width == train.width && val.channels == train.channels &&
-               val.num_classes == train.num_classes,
-           "dataset " << dir << ": val images/classes (" << val.height << "x" << val.width << "x" << val.channels
-                      << ", " << val.num_classes << " classes) differ from train (" << train.height << "x"
-                      << train.width << "x" << train.channels << ", " << train.num_classes << " classes)");
-}
-
 // The per-rank samples of one optimizer step (all its micro-batches): --batch-size x
 // --accumulate-steps, or for a resumed run the checkpoint's global batch over this run's ranks
 // (which --accumulate-steps must then divide into micro-batches).
@@ -133,25 +121,6 @@ int64_t resumed_batch_size(const std::optional<ResumePoint>& resume, const Train
   return per_rank;
 }
 
-// Rows [first, first + count) of a batch tensor (samples first), without a copy.
-Tensor rows_of(const Tensor& batch, int64_t first, int64_t count) {
-  if (first == 0 && count == batch.dim(0)) return batch;
-  Shape shape = batch.shape();
-  const int64_t row = batch.numel() / shape[0];
-  shape[0] = count;
-  return Tensor::view_of(batch, first * row, shape);
-}
-
-Json dataset_json(const TrainConfig& c, const data::SplitInfo& train, const data::SplitInfo& val) {
-  Json d = Json::object();
-  d.set("dir", c.data_dir);
-  d.set("train_samples", train.samples);
-  d.set("val_samples", val.samples);
-  d.set("image_shape", Json::array_of(std::vector<int64_t>{train.height, train.width, train.channels}));
-  d.set("num_classes", train.num_classes);
-  return d;
-}
-
 // One job segment of a run.
 class Training {
  public:
@@ -161,7 +130,6 @@ class Training {
 
  private:
   // Set-up.
-  void open_data();
   void stage_data();
   void build_run_state();
   void build_communication();
@@ -175,7 +143,6 @@ class Training {
   void start_epoch();
   void train_step();
   double forward_and_backward(int micro_batch);
-  double forward_and_loss(const Tensor& images, const Tensor& labels);
   void log_progress(double loss, double lr);
   void end_epoch();
   int64_t block_span() const { return cfg_.eval_every > 0 ? cfg_.eval_every : cfg_.epochs; }
@@ -197,12 +164,12 @@ class Training {
   StopSignals signals_;  // first: a signal during set-up is not lost
   double start_unix_ms_ = unix_time_ms();
   std::vector<std::string> hosts_;
-  data::SplitInfo train_split_, val_split_;
+  std::unique_ptr<Task> task_;
   std::optional<comm::Topology> topology_;
   Json staging_;
   std::unique_ptr<Context> ctx_;
   std::optional<ResumePoint> resume_;
-  std::unique_ptr<data::Loader> loader_;
+  std::unique_ptr<BatchSource> batches_;
   std::unique_ptr<RunState> state_;
   std::unique_ptr<comm::GradientReducer> reducer_;
   std::unique_ptr<GradientAccumulator> accumulator_;
@@ -217,7 +184,7 @@ class Training {
   // Progress of the segment.
   report::PhaseTimers timers_;
   report::PhaseTimers first_step_timers_;  // timers_ after the segment's first step
-  Tensor images_, labels_, input_, dlogits_;
+  Batch batch_;
   Stopwatch loop_clock_, log_clock_, minutes_clock_;
   double clock_base_ = 0.0, train_base_ = 0.0;
   double segment_train_s_ = 0.0;      // this rank, training steps
@@ -245,7 +212,7 @@ Training::Training(const comm::Communicator& comm, const TrainConfig& config, co
     mllog_ = MlperfLog::open_new((fs::path(cfg_.output_dir) / "mllog.txt").string());
     mllog_.init_start();
   }
-  open_data();
+  task_ = open_task(cfg_, comm_);
   topology_.emplace(comm::Topology::build(comm_, cfg_.ranks_per_node));
   stage_data();
   threads_ = cfg_.threads > 0 ? cfg_.threads : default_threads(comm_);
@@ -259,48 +226,22 @@ Training::Training(const comm::Communicator& comm, const TrainConfig& config, co
   watchdog_ = std::make_unique<comm::StallWatchdog>(comm_, stall_options(cfg_));
 }
 
-void Training::open_data() {
-  // --verify-data: whole shards first, before HDF5 reads any of them.
-  if (cfg_.verify_data)
-    for (const char* split : {"train", "val"})
-      data::require_intact((std::filesystem::path(cfg_.data_dir) / split).string(), comm_);
-  train_split_ = data::open_split(cfg_.data_dir, "train");
-  val_split_ = data::open_split(cfg_.data_dir, "val");
-  check_splits_match(train_split_, val_split_, cfg_.data_dir);
-}
-
 // --stage-to: one rank per node copies the shards to node-local storage (the topology's nodes).
 void Training::stage_data() {
-  if (cfg_.stage_to.empty()) return;
-  const data::StagingResult train = data::stage_split(train_split_, cfg_.stage_to, *topology_);
-  const data::StagingResult val = data::stage_split(val_split_, cfg_.stage_to, *topology_);
-  train_split_ = train.split;
-  val_split_ = val.split;
-  staging_ = Json::object();
-  staging_.set("dir", cfg_.stage_to);
-  for (const auto* r : {&train, &val}) {
-    Json s = r->to_json();
-    s.set("seconds", report::stats_over_ranks(comm_, r->seconds));
-    s.set("bytes", report::stats_over_ranks(comm_, static_cast<double>(r->bytes)));
-    s.set("per_rank_bytes", Json::array_of(comm_.allgather(static_cast<double>(r->bytes))));
-    staging_.set(r == &train ? "train" : "val", s);
-  }
-  staging_.set("seconds", report::stats_over_ranks(comm_, train.seconds + val.seconds));
-  staging_.set("bytes", report::stats_over_ranks(comm_, static_cast<double>(train.bytes + val.bytes)));
+  if (!cfg_.stage_to.empty()) staging_ = task_->stage(comm_, *topology_);
 }
 
-// The loader first (it decides the steps per epoch), then the state: new, from --init-from's
+// The batches first (they decide the steps per epoch), then the state: new, from --init-from's
 // weights, or restored from the resume point.
 void Training::build_run_state() {
   const int world = comm_.size();
   const int64_t batch_size = resumed_batch_size(resume_, cfg_, world);
-  loader_ = std::make_unique<data::Loader>(train_split_, comm_.rank(), world,
-                                           train_loader_options(cfg_, batch_size, comm_, topology_->local_size()));
-  const int64_t steps_per_epoch = loader_->steps_per_epoch();
-  ST_CHECK(steps_per_epoch > 0, "dataset " << cfg_.data_dir << "/train has " << train_split_.samples
+  batches_ = task_->training_batches(comm_, batch_size, topology_->local_size());
+  const int64_t steps_per_epoch = batches_->steps_per_epoch();
+  ST_CHECK(steps_per_epoch > 0, "dataset " << cfg_.data_dir << "/train has " << task_->train_samples()
                                            << " samples: too few for " << world << " ranks x --batch-size "
                                            << batch_size);
-  state_ = std::make_unique<RunState>(cfg_, train_split_, val_split_, steps_per_epoch, world, batch_size);
+  state_ = std::make_unique<RunState>(cfg_, *task_, steps_per_epoch, world, batch_size);
   global_batch_ = batch_size * world;
   micro_batch_ = batch_size / cfg_.accumulate_steps;
   // --max-steps cuts the run short; the learning-rate schedule stays the one for all epochs.
@@ -310,7 +251,7 @@ void Training::build_run_state() {
     restore_run(comm_, *resume_, *state_);
     resume_->data.reset();  // rank 0's copy of the whole checkpoint
   } else if (!cfg_.init_from.empty()) {
-    load_initial_weights(comm_, cfg_, train_split_, *state_);
+    load_initial_weights(comm_, cfg_, *task_, *state_);
   } else {  // every rank starts from rank 0's weights and statistics
     comm_.broadcast(state_->params().flat_values(), 0);
     if (state_->params().flat_buffers().numel() > 0) comm_.broadcast(state_->params().flat_buffers(), 0);
@@ -338,24 +279,14 @@ void Training::log_start() const {
                        << " parameters), " << world << (world == 1 ? " rank" : " ranks") << " on " << hosts
                        << (hosts == 1 ? " host, " : " hosts, ") << threads_ << (threads_ == 1 ? " thread" : " threads")
                        << " per rank, all-reduce " << reducer_->name());
-  ST_LOG("data " << cfg_.data_dir << ": " << train_split_.samples << " train / " << val_split_.samples
-                 << " val samples of "
-                 << (train_split_.encoding == "jpeg"
-                         ? std::string("JPEG images")
-                         : std::to_string(train_split_.height) + "x" + std::to_string(train_split_.width) + "x" +
-                               std::to_string(train_split_.channels))
-                 << ", " << train_split_.num_classes << " classes; global batch " << global_batch_ << " ("
+  ST_LOG("data " << cfg_.data_dir << ": " << task_->describe_data() << "; global batch " << global_batch_ << " ("
                  << state_->batch_size << " per rank"
                  << (cfg_.accumulate_steps > 1 ? ", " + std::to_string(cfg_.accumulate_steps) + " micro-batches of " +
                                                      std::to_string(micro_batch_)
                                                : std::string())
                  << "), " << state_->steps_per_epoch << " steps per epoch, " << total_steps_ << " steps");
   ST_LOG("topology: " << topology_->describe());
-  ST_LOG("input: " << train_split_.encoding << " shards read with " << cfg_.io << ", " << cfg_.data_threads
-                   << " data thread" << (cfg_.data_threads == 1 ? "" : "s") << ", prefetch " << cfg_.data_prefetch
-                   << ", shuffle " << (cfg_.shuffle ? cfg_.shuffle_mode : std::string("off"))
-                   << (cfg_.pad_last ? ", pad last batch" : "")
-                   << (cfg_.stage_to.empty() ? "" : ", staged to " + cfg_.stage_to));
+  ST_LOG("input: " << task_->describe_input());
   ST_LOG("all-reduce: " << reducer_->describe());
   if (resume_) {
     const RunPosition& p = state_->position;
@@ -397,8 +328,8 @@ MlperfRunFacts Training::mlperf_facts() const {
   f.micro_batch = micro_batch_;
   f.total_steps = total_steps_;
   f.warmup_steps = state_->schedule().warmup_steps();
-  f.train_samples = train_split_.samples;
-  f.eval_samples = val_split_.samples;
+  f.train_samples = task_->train_samples();
+  f.eval_samples = task_->eval_samples();
   f.nodes = topology_->num_nodes();
   f.ranks = comm_.size();
   f.optimizer = cfg_.optimizer;
@@ -438,14 +369,14 @@ void Training::start_epoch() {
       mllog_.block_start(pos.epoch + 1, std::min<int64_t>(block_span(), cfg_.epochs - pos.epoch));
     mllog_.epoch_start(pos.epoch + 1);
   }
-  loader_->start_epoch(static_cast<int>(state_->position.epoch), state_->position.step_in_epoch);
+  batches_->start_epoch(static_cast<int>(state_->position.epoch), state_->position.step_in_epoch);
   log_clock_.reset();
   log_steps_ = 0;
   log_loss_ = 0.0;
 }
 
-// One optimizer step. The data path, top to bottom: batch -> for each micro-batch: normalised
-// input -> forward and loss -> backward (gradients summed; in the last micro-batch announced to
+// One optimizer step. The data path, top to bottom: batch -> for each micro-batch: the task's
+// forward and loss -> backward (gradients summed; in the last micro-batch announced to
 // the reducer as they complete) -> mean over ranks -> optimizer with the schedule's learning rate.
 void Training::train_step() {
   RunPosition& pos = state_->position;
@@ -453,8 +384,8 @@ void Training::train_step() {
   Stopwatch clock;
   {
     ScopedPhase t(timers_, Phase::data_wait);
-    ST_CHECK(loader_->next(images_, labels_), "internal: the loader ran out of batches at step "
-                                                  << pos.step_in_epoch << " of " << state_->steps_per_epoch);
+    ST_CHECK(batches_->next(batch_), "internal: the training batches ran out at step " << pos.step_in_epoch << " of "
+                                                                                       << state_->steps_per_epoch);
   }
   double loss = 0.0;
   for (int k = 0; k < accumulator_->micro_batches(); ++k) loss += forward_and_backward(k);
@@ -478,7 +409,7 @@ void Training::train_step() {
   segment_train_s_ += step_s;
   step_seconds_.push_back(step_s);
   if (step_seconds_.size() == 1) first_step_timers_ = timers_;  // the warm-up, left out of step_split
-  segment_samples_ += labels_.numel();
+  segment_samples_ += batch_.size();
   ++pos.step_in_epoch;
   ++pos.global_step;
   pos.samples_seen += global_batch_;
@@ -490,27 +421,19 @@ void Training::train_step() {
 // Micro-batch k of the step's batch (the whole batch without --accumulate-steps): forward and
 // loss, then backward. Returns the micro-batch's mean loss.
 double Training::forward_and_backward(int k) {
-  const Tensor images = rows_of(images_, k * micro_batch_, micro_batch_);
-  const Tensor labels = rows_of(labels_, k * micro_batch_, micro_batch_);
+  const Batch micro_batch = batch_.rows(k * micro_batch_, micro_batch_);
   double loss = 0.0;
   {
     ScopedPhase t(timers_, Phase::forward);
-    loss = forward_and_loss(images, labels);
+    loss = task_->forward_and_loss(*ctx_, state_->model(), micro_batch);
   }
   {
     ScopedPhase t(timers_, Phase::backward);
     accumulator_->start_micro_batch(k);
     if (accumulator_->last_micro_batch()) reducer_->begin_step();
-    state_->model().backward(*ctx_, dlogits_);
+    task_->backward(*ctx_, state_->model());
   }
   return loss;
-}
-
-double Training::forward_and_loss(const Tensor& images, const Tensor& labels) {
-  const Tensor& input = model_input(*ctx_, images, train_split_, input_);
-  Tensor logits = state_->model().forward(*ctx_, input, /*training=*/true);
-  if (!dlogits_.defined() || dlogits_.shape() != logits.shape()) dlogits_ = Tensor::empty(logits.shape());
-  return ops::softmax_cross_entropy(*ctx_, logits, labels, static_cast<float>(cfg_.label_smoothing), dlogits_);
 }
 
 void Training::log_progress(double loss, double lr) {
@@ -552,12 +475,15 @@ void Training::end_epoch() {
   record.set("elapsed_s", clock_now());
   record.set("timestamp_unix_ms", unix_time_ms());
   {
-    char acc[32] = "-";
+    const bool top1 = std::string(task_->quality_metric()) == "top1";
+    char quality[32] = "-";
     if (!record.at("val_accuracy").is_null())
-      std::snprintf(acc, sizeof acc, "%.2f%%", 100 * state_->results.last_accuracy);
+      std::snprintf(quality, sizeof quality, top1 ? "%.2f%%" : "%.4f",
+                    (top1 ? 100 : 1) * state_->results.last_accuracy);
     char line[256];
-    std::snprintf(line, sizeof line, "epoch %lld done  train loss %.4f  val top-1 %s  elapsed %s",
-                  static_cast<long long>(pos.epoch + 1), train_loss, acc, format_duration(clock_now()).c_str());
+    std::snprintf(line, sizeof line, "epoch %lld done  train loss %.4f  val %s %s  elapsed %s",
+                  static_cast<long long>(pos.epoch + 1), train_loss, top1 ? "top-1" : task_->quality_metric(), quality,
+                  format_duration(clock_now()).c_str());
     ST_LOG(line);
   }
   if (run_finished() && cfg_.target_accuracy > 0 && state_->results.time_to_target_s >= 0)
@@ -584,15 +510,15 @@ void Training::evaluate_now(Json& record) {
   const int64_t epoch = state_->position.epoch + 1, samples = state_->position.samples_seen;
   mllog_.eval_start(epoch, samples);
   const AveragedBuffers mean(comm_, state_->params());
-  const EvalResult r = evaluate(comm_, *ctx_, state_->model(), val_split_, micro_batch_,
-                                eval_data_options(cfg_, topology_->local_size()));
-  mllog_.eval_stop(epoch, samples, r.accuracy());
+  const Evaluation r = task_->evaluate(comm_, *ctx_, state_->model(), micro_batch_, topology_->local_size());
+  mllog_.eval_stop(epoch, samples, r.quality);
   RunResults& results = state_->results;
-  results.last_accuracy = r.accuracy();
-  results.best_accuracy = std::max(results.best_accuracy, r.accuracy());
-  record.set("val_accuracy", r.accuracy());
-  record.set("val_loss", r.loss);
-  if (cfg_.target_accuracy > 0 && r.accuracy() >= cfg_.target_accuracy && results.time_to_target_s < 0)
+  results.last_accuracy = r.quality;
+  results.best_accuracy = std::max(results.best_accuracy, r.quality);
+  record.set("val_accuracy", r.quality);
+  record.set("val_loss", std::isfinite(r.loss) ? Json(r.loss) : Json());
+  record.set("val_metrics", r.metrics);
+  if (cfg_.target_accuracy > 0 && r.quality >= cfg_.target_accuracy && results.time_to_target_s < 0)
     results.time_to_target_s = clock_now();
 }
 
@@ -702,7 +628,7 @@ TrainResult Training::finish(RunEnd end) {
   summary.hosts = hosts_;
   summary.threads_per_rank = threads_;
   summary.config = resolved_config_;
-  summary.dataset = dataset_json(cfg_, train_split_, val_split_);
+  summary.dataset = task_->dataset_json();
   summary.topology = topology_->to_json();
   summary.preflight = preflight_;
   summary.staging = staging_;
@@ -730,14 +656,10 @@ TrainResult Training::finish(RunEnd end) {
   summary.timers = &timers_;
   summary.segment_train_s = segment_train_s_;
   summary.segment_samples = segment_samples_;
-  summary.input = Json::object();
-  summary.input.set("io", cfg_.io);
-  summary.input.set("encoding", train_split_.encoding);
-  summary.input.set("data_threads", cfg_.data_threads);
-  summary.input.set("prefetch", cfg_.data_prefetch);
-  summary.bytes_read = loader_->bytes_read();
+  summary.input = task_->input_json();
+  summary.bytes_read = batches_->bytes_read();
   summary.skip_bad_samples = cfg_.skip_bad_samples;
-  summary.skipped_samples = loader_->skipped_samples();
+  summary.skipped_samples = batches_->skipped_samples();
   summary.checkpoints_written = checkpoints_written_;
   summary.checkpoint_s = checkpoint_s_;
   summary.checkpoint_bytes = checkpoint_bytes_;

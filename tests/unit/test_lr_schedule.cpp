@@ -32,11 +32,19 @@ bool message_has(const scaletrain::Error& e, const std::string& a, const std::st
 BOOST_AUTO_TEST_SUITE(lr_schedule)
 
 BOOST_AUTO_TEST_CASE(first_step_is_base_lr_without_warmup) {
-  for (const char* kind : {"cosine", "poly", "step"}) {
+  for (const char* kind : {"cosine", "poly", "step", "constant"}) {
     LrSchedule s(make(kind, 0.0, 10, 100));
     BOOST_TEST(s.warmup_steps() == 0);
     BOOST_TEST(s.at(0) == 0.4, "schedule " << kind);  // exactly
   }
+}
+
+// The NCF reference's Adam keeps its learning rate: base_lr at every step after the warmup, even
+// past the schedule's end (a run cut by --max-steps and continued).
+BOOST_AUTO_TEST_CASE(constant_after_warmup) {
+  LrSchedule s(make("constant", 1.0, 10, 100));
+  BOOST_TEST(s.at(0) == 0.4 * (1.0 / 10.0));  // the warmup ramp: base_lr * (s + 1) / W
+  for (int64_t step : {10, 11, 50, 99, 100, 1000}) BOOST_TEST(s.at(step) == 0.4, "step " << step);
 }
 
 BOOST_AUTO_TEST_CASE(linear_warmup) {

@@ -9,24 +9,27 @@
 #include <vector>
 
 #include "scaletrain/core/json.hpp"
+#include "scaletrain/models/network.hpp"
+#include "scaletrain/models/registry.hpp"
 #include "scaletrain/nn/module.hpp"
 #include "scaletrain/nn/parameters.hpp"
 
 namespace scaletrain::models {
 
-class Model {
+// An image classifier: images (N, H, W, C) in, logits (N, num_classes) out.
+class Model : public Network {
  public:
   // Builders construct the Model first (its ParameterSet receives the layers' registrations),
   // then hand over the network with set_network().
   Model(std::string name, int num_classes, int in_channels);
-  virtual ~Model();
+  ~Model() override;
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
-  const std::string& name() const { return name_; }
+  const std::string& name() const override { return name_; }
   int num_classes() const { return num_classes_; }
   int in_channels() const { return in_channels_; }
-  nn::ParameterSet& params() { return params_; }
+  nn::ParameterSet& params() override { return params_; }
   nn::Module& network() { return *network_; }
 
   // Takes the network and finalizes the ParameterSet (parameters are zero until initialize()
@@ -43,7 +46,7 @@ class Model {
   // torchvision's initialisation, seeded: conv kaiming_normal_(mode='fan_out', nonlinearity='relu');
   // batch norm weight 1, bias 0, running_mean 0, running_var 1; Linear: PyTorch's default
   // (weight and bias uniform(-1/sqrt(in), 1/sqrt(in))).
-  void initialize(uint64_t seed);
+  void initialize(uint64_t seed) override;
 
  private:
   std::string name_;
@@ -53,10 +56,10 @@ class Model {
   int64_t last_batch_ = -1;
 };
 
-// Throws scaletrain::Error "unknown model 'x' (known: resnet20, resnet50)" for an unknown name.
+// The image classifiers of the registry (registry.hpp). Throws scaletrain::Error for an unknown
+// name (listing the known ones) and for a model of another task.
 // in_channels: from the dataset (1 for Fashion-MNIST, 3 for RGB).
 std::unique_ptr<Model> make_model(const std::string& name, int num_classes, int in_channels);
-std::vector<std::string> model_names();
 
 // The state_dict entries (parameters and batch-norm buffers) in torchvision's state_dict order:
 // module by module, each module's parameters then its buffers.

@@ -13,10 +13,10 @@
 // final.bias.
 //
 // NeuMF takes two index tensors rather than one activation, so it is not an nn::Module (whose
-// forward takes one tensor) nor a models::Model (an image classifier); it owns its ParameterSet
-// and keeps Model's contract: forward keeps what backward needs, backward overwrites every
-// parameter gradient and announces each with mark_grad_ready in reverse registration order, so
-// the bucketed all-reduce works unchanged.
+// forward takes one tensor) nor a models::Model (an image classifier) but a Network of the
+// recommendation task; it owns its ParameterSet and keeps Model's contract: forward keeps what backward needs, backward
+// overwrites every parameter gradient and announces each with mark_grad_ready in reverse registration order, so the
+// bucketed all-reduce works unchanged.
 #pragma once
 
 #include <cstdint>
@@ -24,12 +24,13 @@
 #include <vector>
 
 #include "scaletrain/backend/context.hpp"
+#include "scaletrain/models/network.hpp"
 #include "scaletrain/nn/layers.hpp"
 #include "scaletrain/nn/parameters.hpp"
 
 namespace scaletrain::models {
 
-class NeuMF {
+class NeuMF : public Network {
  public:
   // num_users, num_items: embedding rows (ids in [0, num_users), [0, num_items)). layers: the
   // MLP's sizes, at least two, layers[0] even (the reference raises otherwise). Parameters are
@@ -38,7 +39,8 @@ class NeuMF {
   NeuMF(const NeuMF&) = delete;
   NeuMF& operator=(const NeuMF&) = delete;
 
-  nn::ParameterSet& params() { return params_; }
+  const std::string& name() const override { return name_; }  // "ncf", as --model
+  nn::ParameterSet& params() override { return params_; }
   int64_t num_users() const { return num_users_; }
   int64_t num_items() const { return num_items_; }
   int mf_dim() const { return mf_dim_; }
@@ -59,9 +61,10 @@ class NeuMF {
   // The reference's initialisation, seeded: embeddings normal(0, 0.01); MLP weights Glorot
   // uniform, limit sqrt(6 / (fan_in + fan_out)); final weight LeCun uniform, limit
   // sqrt(3 / fan_in); biases keep nn.Linear's default, uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)).
-  void initialize(uint64_t seed);
+  void initialize(uint64_t seed) override;
 
  private:
+  std::string name_ = "ncf";
   int64_t num_users_, num_items_;
   int mf_dim_;
   std::vector<int> layers_;

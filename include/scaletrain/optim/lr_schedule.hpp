@@ -1,4 +1,4 @@
-// Learning-rate schedules: linear warmup, then cosine, polynomial or step decay, as functions of
+// Learning-rate schedules: linear warmup, then cosine, polynomial or step decay or none, as functions of
 // the optimizer step. base_lr is the learning rate for the run's global batch: nothing here
 // scales it with the batch size or the number of ranks (Goyal et al. 2017 leave that to the user).
 //
@@ -11,6 +11,7 @@
 //   step:   base_lr * step_gamma^k, k = number of step_epochs e with s >= round(e * steps_per_epoch)
 //           (default step_epochs: 30%, 60% and 80% of the run's epochs T / steps_per_epoch, which is
 //           the classic 30/60/80 of 90 epochs of He et al. 2016 scaled to any run length)
+//   constant: base_lr                                 (the MLPerf NCF reference's Adam)
 // With warmup_epochs 0, at(0) == base_lr exactly. A warmup longer than the run is allowed (a short
 // --max-steps smoke test of a long config): the run then ends inside the warmup.
 #pragma once
@@ -22,7 +23,7 @@
 namespace scaletrain::optim {
 
 struct LrScheduleOptions {
-  std::string kind = "cosine";  // cosine | poly | step
+  std::string kind = "cosine";  // cosine | poly | step | constant
   double base_lr = 0.1;         // the LR for the run's global batch; no implicit scaling
   double warmup_epochs = 0.0;   // linear warmup from base_lr/warmup_steps up to base_lr
   int64_t steps_per_epoch = 1;
@@ -46,14 +47,14 @@ class LrSchedule {
   const std::vector<int64_t>& step_boundaries() const { return boundaries_; }
 
  private:
-  enum class Kind { cosine, poly, step };
+  enum class Kind { cosine, poly, step, constant };
   LrScheduleOptions options_;
   Kind kind_ = Kind::cosine;
   int64_t warmup_steps_ = 0;
   std::vector<int64_t> boundaries_;
 };
 
-// "cosine, poly, step": for help texts and error messages.
+// "cosine, poly, step, constant": for help texts and error messages.
 const char* lr_schedule_kinds();
 
 }  // namespace scaletrain::optim

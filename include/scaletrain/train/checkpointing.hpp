@@ -64,8 +64,7 @@ void check_checkpoint_fits(const checkpoint::CheckpointData& data, int channels,
                            const std::string& data_dir);
 
 // --init-from: rank 0 reads the checkpoint's weights and buffers into state's model (checked
-// against the dataset's channels and classes); every rank gets them. Collective.
-void load_initial_weights(const comm::Communicator& comm, const TrainConfig& config, const data::SplitInfo& train,
-                          RunState& state);
+// against the task's dataset: Task::check_fits); every rank gets them. Collective.
+void load_initial_weights(const comm::Communicator& comm, const TrainConfig& config, const Task& task, RunState& state);
 
 }  // namespace scaletrain::train

@@ -12,11 +12,11 @@
 
 #include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/core/json.hpp"
-#include "scaletrain/data/dataset.hpp"
-#include "scaletrain/models/model.hpp"
+#include "scaletrain/models/network.hpp"
 #include "scaletrain/optim/lr_schedule.hpp"
 #include "scaletrain/optim/sgd.hpp"
 #include "scaletrain/train/config.hpp"
+#include "scaletrain/train/task.hpp"
 
 namespace scaletrain::train {
 
@@ -44,14 +44,13 @@ struct RunResults {
 
 class RunState {
  public:
-  // A new run: the model initialised with config.seed, zero momentum, position 0; the data plan
-  // for world_size ranks of batch_size samples each.
-  RunState(const TrainConfig& config, const data::SplitInfo& train, const data::SplitInfo& val, int64_t steps_per_epoch,
-           int world_size, int64_t batch_size);
+  // A new run of `task`: its model initialised with config.seed, zero momentum, position 0; the
+  // data plan for world_size ranks of batch_size samples each.
+  RunState(const TrainConfig& config, const Task& task, int64_t steps_per_epoch, int world_size, int64_t batch_size);
   RunState(const RunState&) = delete;
   RunState& operator=(const RunState&) = delete;
 
-  models::Model& model() { return *model_; }
+  models::Network& model() { return *model_; }
   nn::ParameterSet& params() { return model_->params(); }
   optim::Optimizer& optimizer() { return *optimizer_; }
   const optim::LrSchedule& schedule() const { return schedule_; }
@@ -86,15 +85,14 @@ class RunState {
   void restore(const Json& state);
 
  private:
-  std::unique_ptr<models::Model> model_;
+  std::unique_ptr<models::Network> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   optim::LrSchedule schedule_;
 };
 
-// The identity of the run `config` describes on `train`/`val` with a global batch of
-// global_batch samples.
-Json run_identity(const TrainConfig& config, const data::SplitInfo& train, const data::SplitInfo& val,
-                  int64_t global_batch);
+// The identity of the run `config` describes on the task's dataset with a global batch of
+// global_batch samples: the options every task shares, and the task's own (Task::add_identity).
+Json run_identity(const TrainConfig& config, const Task& task, int64_t global_batch);
 
 // Differences between a checkpoint's identity and this run's, one line each ("--base-lr is 0.2
 // here, 0.1 in the checkpoint"); empty when they agree.

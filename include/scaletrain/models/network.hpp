@@ -1,0 +1,24 @@
+// Network: what every trainable model is to the training loop, the checkpoints and the optimizers:
+// a name and a ParameterSet, initialised from a seed. How inputs reach it and what its outputs
+// mean is its task's business (train/task.hpp): an image classifier (Model) takes a batch of
+// images, NeuMF takes (user, item) pairs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "scaletrain/nn/parameters.hpp"
+
+namespace scaletrain::models {
+
+class Network {
+ public:
+  virtual ~Network() = default;
+  // The --model name ("resnet50", "ncf"); checkpoints record it.
+  virtual const std::string& name() const = 0;
+  virtual nn::ParameterSet& params() = 0;
+  // The model's own seeded initialisation (torchvision's, the MLPerf reference's).
+  virtual void initialize(uint64_t seed) = 0;
+};
+
+}  // namespace scaletrain::models

@@ -1,0 +1,120 @@
+// Tasks: what a model learns and how it is judged. A task owns its dataset kind (format, readers,
+// decoders), how a batch becomes the model's inputs, the loss, the evaluation metric and its
+// quality target. The training loop (trainer.cpp), evaluation, the report and the checkpoints know
+// tasks only through this interface; --model picks the model and with it the task
+// (models/registry.hpp).
+//
+//   image_classification  images and labels in HDF5 shards (docs/dataset-format.md), a ResNet,
+//                         softmax cross-entropy with label smoothing, top-1 accuracy;
+//   recommendation        (user, item) positives with 4 sampled negatives each per epoch, NeuMF,
+//                         sigmoid cross-entropy, HR@10 (and NDCG@10) against 999 negatives.
+//
+// The quality metric is what MLPerf logs as eval_accuracy and what --target-accuracy compares
+// with; report.json names it (quality_metric).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "scaletrain/backend/context.hpp"
+#include "scaletrain/comm/communicator.hpp"
+#include "scaletrain/core/json.hpp"
+#include "scaletrain/models/network.hpp"
+#include "scaletrain/tensor/tensor.hpp"
+#include "scaletrain/train/config.hpp"
+
+namespace scaletrain::comm {
+class Topology;
+}
+namespace scaletrain::checkpoint {
+struct CheckpointData;
+}
+
+namespace scaletrain::train {
+
+// A batch of named tensors, samples first: every tensor's first dimension is the batch size.
+// Image classification: "images" (B, H, W, C) u8 and "labels" (B) i32; recommendation: "users",
+// "items" (B) i32 and "labels" (B) f32.
+class Batch {
+ public:
+  // The tensor called name, added (undefined) when missing, for a source to fill. The reference
+  // stays valid while the batch lives (adding others does not move it).
+  Tensor& slot(const std::string& name);
+  // Throws naming the batch's tensors when there is none called name.
+  const Tensor& at(const std::string& name) const;
+  int64_t size() const;  // samples (0 for an empty batch)
+  // Rows [first, first + count) of every tensor, as views (a micro-batch).
+  Batch rows(int64_t first, int64_t count) const;
+
+ private:
+  std::deque<std::pair<std::string, Tensor>> tensors_;  // a deque: slot() references stay valid
+};
+
+// One rank's training batches, epoch by epoch. Every rank gets the same number of full batches,
+// so every rank runs the same steps.
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  virtual int64_t steps_per_epoch() const = 0;
+  // Epochs from 0; first_step > 0 starts a resumed epoch at that batch (the batches after it are
+  // those of an epoch started at 0).
+  virtual void start_epoch(int epoch, int64_t first_step) = 0;
+  // The next batch (views valid until the next call); false at the end of the epoch.
+  virtual bool next(Batch& batch) = 0;
+  virtual int64_t bytes_read() const { return 0; }       // from the dataset's files, so far
+  virtual int64_t skipped_samples() const { return 0; }  // --skip-bad-samples
+};
+
+// One evaluation: the quality metric, the mean loss when the task has one (NaN otherwise) and
+// every metric by name ({"top1": ...} or {"hr@10": ..., "ndcg@10": ...}).
+struct Evaluation {
+  double quality = 0.0;
+  double loss = 0.0;
+  Json metrics = Json::object();
+};
+
+class Task {
+ public:
+  virtual ~Task() = default;
+  virtual const char* name() const = 0;            // models::kTask*
+  virtual const char* quality_metric() const = 0;  // "top1", "hr@10"
+
+  // The dataset. stage(): --stage-to, one rank per node copies the files (a task whose data is
+  // read whole into memory needs none and returns null).
+  virtual int64_t train_samples() const = 0;
+  virtual int64_t eval_samples() const = 0;
+  virtual Json stage(const comm::Communicator& comm, const comm::Topology& topology) = 0;
+  virtual std::string describe_data() const = 0;   // the start-up log's lines: the data,
+  virtual std::string describe_input() const = 0;  // and how it is read
+  virtual Json dataset_json() const = 0;           // report.json "dataset"
+  virtual Json input_json() const = 0;             // report.json "input" (how the data is read)
+  // The run identity's entries for the data and the task's options (run_state.hpp).
+  virtual void add_identity(Json& identity) const = 0;
+  // This rank's training batches of batch_size samples (all micro-batches of a step).
+  virtual std::unique_ptr<BatchSource> training_batches(const comm::Communicator& comm, int64_t batch_size,
+                                                        int ranks_on_node) const = 0;
+
+  // The model, initialised with seed; and the check that a checkpoint's weights (--init-from)
+  // fit this dataset, naming both.
+  virtual std::unique_ptr<models::Network> make_network(uint64_t seed) const = 0;
+  virtual void check_fits(const checkpoint::CheckpointData& data) const = 0;
+
+  // One micro-batch: forward and the mean loss over its samples (the gradient of the loss is
+  // kept for backward), then backward, which writes every parameter gradient.
+  virtual double forward_and_loss(Context& ctx, models::Network& network, const Batch& batch) = 0;
+  virtual void backward(Context& ctx, models::Network& network) = 0;
+
+  // The evaluation split, every sample (user) exactly once over the ranks, reduced. Collective.
+  virtual Evaluation evaluate(const comm::Communicator& comm, Context& ctx, models::Network& network,
+                              int64_t batch_size, int ranks_on_node) const = 0;
+};
+
+// Opens config.data_dir for the task of config.model (checking that the dataset is of that task,
+// with a message naming the directory and both tasks).
+std::unique_ptr<Task> open_task(const TrainConfig& config, const comm::Communicator& comm);
+
+}  // namespace scaletrain::train

@@ -1,0 +1,193 @@
+// The image classification task (task.hpp): images and labels in HDF5 shards read by the data
+// loader, a ResNet, softmax cross-entropy with label smoothing, top-1 accuracy.
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "scaletrain/checkpoint/checkpoint.hpp"
+#include "scaletrain/comm/topology.hpp"
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/data/dataset.hpp"
+#include "scaletrain/data/loader.hpp"
+#include "scaletrain/data/staging.hpp"
+#include "scaletrain/models/model.hpp"
+#include "scaletrain/ops/loss.hpp"
+#include "scaletrain/report/summary.hpp"
+#include "scaletrain/train/checkpointing.hpp"
+#include "scaletrain/train/trainer.hpp"
+#include "train/model_input.hpp"
+#include "train/tasks.hpp"
+
+namespace scaletrain::train {
+namespace {
+
+void check_splits_match(const data::SplitInfo& train, const data::SplitInfo& val, const std::string& dir) {
+  ST_CHECK(val.height == train.height && val.width == train.width && val.channels == train.channels &&
+               val.num_classes == train.num_classes,
+           "dataset " << dir << ": val images/classes (" << val.height << "x" << val.width << "x" << val.channels
+                      << ", " << val.num_classes << " classes) differ from train (" << train.height << "x"
+                      << train.width << "x" << train.channels << ", " << train.num_classes << " classes)");
+}
+
+models::Model& classifier(models::Network& network) { return static_cast<models::Model&>(network); }
+
+// The data loader as the training loop's batch source: "images" and "labels".
+class LoaderBatches : public BatchSource {
+ public:
+  LoaderBatches(const data::SplitInfo& split, int rank, int world, const data::LoaderOptions& options)
+      : loader_(split, rank, world, options) {}
+  int64_t steps_per_epoch() const override { return loader_.steps_per_epoch(); }
+  void start_epoch(int epoch, int64_t first_step) override { loader_.start_epoch(epoch, first_step); }
+  bool next(Batch& batch) override { return loader_.next(batch.slot("images"), batch.slot("labels")); }
+  int64_t bytes_read() const override { return loader_.bytes_read(); }
+  int64_t skipped_samples() const override { return loader_.skipped_samples(); }
+
+ private:
+  data::Loader loader_;
+};
+
+class ImageClassification : public Task {
+ public:
+  explicit ImageClassification(const TrainConfig& c) : cfg_(c) {
+    train_ = data::open_split(c.data_dir, "train");
+    val_ = data::open_split(c.data_dir, "val");
+    check_splits_match(train_, val_, c.data_dir);
+  }
+
+  const char* name() const override { return models::kTaskImageClassification; }
+  const char* quality_metric() const override { return "top1"; }
+  int64_t train_samples() const override { return train_.samples; }
+  int64_t eval_samples() const override { return val_.samples; }
+
+  // --stage-to: one rank per node copies the shards to node-local storage (the topology's nodes).
+  Json stage(const comm::Communicator& comm, const comm::Topology& topology) override {
+    const data::StagingResult train = data::stage_split(train_, cfg_.stage_to, topology);
+    const data::StagingResult val = data::stage_split(val_, cfg_.stage_to, topology);
+    train_ = train.split;
+    val_ = val.split;
+    Json staging = Json::object();
+    staging.set("dir", cfg_.stage_to);
+    for (const auto* r : {&train, &val}) {
+      Json s = r->to_json();
+      s.set("seconds", report::stats_over_ranks(comm, r->seconds));
+      s.set("bytes", report::stats_over_ranks(comm, static_cast<double>(r->bytes)));
+      s.set("per_rank_bytes", Json::array_of(comm.allgather(static_cast<double>(r->bytes))));
+      staging.set(r == &train ? "train" : "val", s);
+    }
+    staging.set("seconds", report::stats_over_ranks(comm, train.seconds + val.seconds));
+    staging.set("bytes", report::stats_over_ranks(comm, static_cast<double>(train.bytes + val.bytes)));
+    return staging;
+  }
+
+  std::string describe_data() const override {
+    return std::to_string(train_.samples) + " train / " + std::to_string(val_.samples) + " val samples of " +
+           (train_.encoding == "jpeg" ? std::string("JPEG images")
+                                      : std::to_string(train_.height) + "x" + std::to_string(train_.width) + "x" +
+                                            std::to_string(train_.channels)) +
+           ", " + std::to_string(train_.num_classes) + " classes";
+  }
+
+  std::string describe_input() const override {
+    std::ostringstream out;
+    out << train_.encoding << " shards read with " << cfg_.io << ", " << cfg_.data_threads << " data thread"
+        << (cfg_.data_threads == 1 ? "" : "s") << ", prefetch " << cfg_.data_prefetch << ", shuffle "
+        << (cfg_.shuffle ? cfg_.shuffle_mode : std::string("off")) << (cfg_.pad_last ? ", pad last batch" : "")
+        << (cfg_.stage_to.empty() ? "" : ", staged to " + cfg_.stage_to);
+    return out.str();
+  }
+
+  Json dataset_json() const override {
+    Json d = Json::object();
+    d.set("dir", cfg_.data_dir);
+    d.set("task", name());
+    d.set("train_samples", train_.samples);
+    d.set("val_samples", val_.samples);
+    d.set("image_shape", Json::array_of(image_shape()));
+    d.set("num_classes", train_.num_classes);
+    return d;
+  }
+
+  Json input_json() const override {
+    Json in = Json::object();
+    in.set("io", cfg_.io);
+    in.set("encoding", train_.encoding);
+    in.set("data_threads", cfg_.data_threads);
+    in.set("prefetch", cfg_.data_prefetch);
+    return in;
+  }
+
+  void add_identity(Json& j) const override {
+    j.set("dataset train samples", train_.samples);
+    j.set("dataset val samples", val_.samples);
+    j.set("dataset image shape (H, W, C)",
+          Json::array_of(std::vector<int64_t>{train_.height, train_.width, train_.channels}));
+    j.set("dataset classes", train_.num_classes);
+    j.set("dataset encoding", train_.encoding);
+    j.set("--shuffle-buffer", cfg_.shuffle_buffer);
+    j.set("--pad-last", cfg_.pad_last);
+    j.set("augmentation", cfg_.augment ? "on" : "off (--no-augment)");
+    j.set("--crop-padding", cfg_.crop_padding);
+    j.set("--image-size", Json::array_of(input_image_size(cfg_)));
+    j.set("--label-smoothing", cfg_.label_smoothing);
+  }
+
+  std::unique_ptr<BatchSource> training_batches(const comm::Communicator& comm, int64_t batch_size,
+                                                int ranks_on_node) const override {
+    return std::make_unique<LoaderBatches>(train_, comm.rank(), comm.size(),
+                                           train_loader_options(cfg_, batch_size, comm, ranks_on_node));
+  }
+
+  std::unique_ptr<models::Network> make_network(uint64_t seed) const override {
+    auto model = models::make_model(cfg_.model, train_.num_classes, train_.channels);
+    model->initialize(seed);
+    return model;
+  }
+
+  void check_fits(const checkpoint::CheckpointData& data) const override {
+    check_checkpoint_fits(data, train_.channels, train_.num_classes, cfg_.data_dir);
+  }
+
+  // The loader's uint8 pixels, normalised with the split's mean and std, through the model, then
+  // cross-entropy with --label-smoothing.
+  double forward_and_loss(Context& ctx, models::Network& network, const Batch& batch) override {
+    const Tensor& input = model_input(ctx, batch.at("images"), train_, input_);
+    Tensor logits = classifier(network).forward(ctx, input, /*training=*/true);
+    if (!dlogits_.defined() || dlogits_.shape() != logits.shape()) dlogits_ = Tensor::empty(logits.shape());
+    return ops::softmax_cross_entropy(ctx, logits, batch.at("labels"), static_cast<float>(cfg_.label_smoothing),
+                                      dlogits_);
+  }
+
+  void backward(Context& ctx, models::Network& network) override { classifier(network).backward(ctx, dlogits_); }
+
+  Evaluation evaluate(const comm::Communicator& comm, Context& ctx, models::Network& network, int64_t batch_size,
+                      int ranks_on_node) const override {
+    const EvalResult r =
+        train::evaluate(comm, ctx, classifier(network), val_, batch_size, eval_data_options(cfg_, ranks_on_node));
+    Evaluation e;
+    e.quality = r.accuracy();
+    e.loss = r.loss;
+    e.metrics.set("top1", r.accuracy());
+    return e;
+  }
+
+ private:
+  // [H, W, C] as the report gives it: the model's input size for JPEG datasets (whose shards
+  // hold images of every size).
+  std::vector<int64_t> image_shape() const {
+    if (train_.encoding != "jpeg") return {train_.height, train_.width, train_.channels};
+    const std::vector<int64_t> hw = input_image_size(cfg_);
+    return {hw[0], hw[1], train_.channels};
+  }
+
+  const TrainConfig& cfg_;
+  data::SplitInfo train_, val_;
+  Tensor input_, dlogits_;
+};
+
+}  // namespace
+
+std::unique_ptr<Task> open_image_classification_task(const TrainConfig& config, const comm::Communicator&) {
+  return std::make_unique<ImageClassification>(config);
+}
+
+}  // namespace scaletrain::train
