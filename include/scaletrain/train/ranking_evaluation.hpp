@@ -1,0 +1,56 @@
+// NCF's evaluation (He et al. 2017; MLPerf v0.5 NCF reference): leave-one-out ranking. Every user
+// has one held-out positive and K negatives (K = 999 for ml-20m); the model scores the 1 + K items,
+// and the held-out item's rank among them gives HR@k (is it in the top k?) and NDCG@k
+// (1 / log2(rank + 2) when it is, rank 0-based). Both are averaged over all users.
+//
+// Ties, as the reference: ncf.py's eval_one (mlcommons/training, recommendation/pytorch/ncf.py)
+// puts the held-out item after the user's negatives and takes heapq.nlargest(K, ...) of the
+// sigmoid outputs, which keeps equal scores in input order, so a negative that scores the same
+// as the held-out item ranks above it (the later reference's val_epoch reproduces this order
+// with a stable torch.topk). Hence rank = number of negatives whose score is >= the held-out
+// item's. Scores are the model's probabilities, sigmoid(logit) in f32, as the reference ranks
+// model(..., sigmoid=True): a tie of two saturated probabilities counts against the held-out item
+// there, so it does here.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "scaletrain/backend/context.hpp"
+#include "scaletrain/comm/communicator.hpp"
+#include "scaletrain/data/recommendation.hpp"
+#include "scaletrain/models/neumf.hpp"
+
+namespace scaletrain::train {
+
+// NCF's default cut-off: HR@10 (MLPerf's NCF target is HR@10 = 0.635 on ml-20m).
+constexpr int kDefaultRankingCutoff = 10;
+
+// One user's outcome.
+struct UserRanking {
+  int64_t rank = 0;   // negatives ranked above the held-out item (score >= its score)
+  bool hit = false;   // rank < k
+  double ndcg = 0.0;  // 1 / log2(rank + 2) when hit, else 0
+};
+
+// heldout_score: the held-out item's score; negative_scores: its count negatives' scores; k >= 1.
+UserRanking rank_heldout_item(float heldout_score, const float* negative_scores, int64_t count, int k);
+
+struct RankingResult {
+  int64_t users = 0, hits = 0;
+  double ndcg_sum = 0.0;
+  double hit_rate() const { return users ? static_cast<double>(hits) / users : 0.0; }
+  double ndcg() const { return users ? ndcg_sum / users : 0.0; }
+};
+
+// Collective. val: an evaluation split (throws otherwise). Users (rows of val) are sharded over
+// ranks in contiguous slices of floor(U / P) or floor(U / P) + 1 rows (rank r: rows
+// [floor(r U / P), floor((r + 1) U / P))), every user exactly once; users_per_batch users at a
+// time, (1 + K) items each, go through model.forward; the counts are all-reduced, so every rank
+// returns the same result. scores (optional): this rank's scores, row-major [its users, 1 + K],
+// column 0 the held-out item and column 1 + j its negative j.
+RankingResult evaluate_ranking(const comm::Communicator& comm, Context& ctx, models::NeuMF& model,
+                               const data::RecommendationSplit& val, int64_t users_per_batch,
+                               int k = kDefaultRankingCutoff, std::vector<float>* scores = nullptr);
+
+}  // namespace scaletrain::train
