@@ -38,6 +38,8 @@ constexpr const char* kStateAttr = "state";
 constexpr const char* kModelGroup = "model";
 constexpr const char* kOptimizerGroup = "optimizer";
 constexpr const char* kRunGroup = "run";
+// /optimizer's attribute for Optimizer::steps() (PyTorch's name for it in an optimizer's state).
+constexpr const char* kOptimizerStepAttr = "step";
 constexpr int kMaxListed = 8;  // problems listed by name in one error message
 
 bool ignored_entry(const std::string& name) {
@@ -114,9 +116,14 @@ std::map<std::string, Tensor> file_tensors(nn::ParameterSet& p, const SaveOption
     out[std::string(kModelGroup) + "/" + info.name] =
         o.buffers ? Tensor::view_of(*o.buffers, info.offset, info.shape) : p.buffer(i);
   }
-  if (o.sgd != nullptr)
+  if (o.optimizer != nullptr) {
     for (int i = 0; i < p.num_parameters(); ++i)
-      out[std::string(kOptimizerGroup) + "/" + p.parameter_info(i).name] = o.sgd->momentum_view(i);
+      out[std::string(kOptimizerGroup) + "/" + p.parameter_info(i).name] = o.optimizer->momentum_view(i);
+    for (const optim::Optimizer::StateBuffer& extra : o.optimizer->extra_state())
+      for (int i = 0; i < p.num_parameters(); ++i)
+        out[std::string(kOptimizerGroup) + "/" + p.parameter_info(i).name + "." + extra.key] =
+            o.optimizer->state_view(*extra.flat, i);
+  }
   if (o.run != nullptr)
     for (const auto& [name, t] : o.run->tensors) out[std::string(kRunGroup) + "/" + name] = t;
   return out;
@@ -132,10 +139,12 @@ void write_file(const std::string& tmp, const CheckpointMeta& meta, const std::m
   file.set_attribute("step", meta.step);
   file.set_attribute(kChecksumAttr, static_cast<int64_t>(contents_crc32(tensors, run_state)));
   file.create_group(kModelGroup);
-  if (o.sgd != nullptr) {
+  if (o.optimizer != nullptr) {
     file.create_group(kOptimizerGroup);
-    // The optimizer's own account of itself: kind (sgd, lars) and its hyper-parameters.
-    const Json described = o.sgd->describe();
+    // The step count (Adam's bias correction depends on it), then the optimizer's own account of
+    // itself: kind (sgd, lars, adam) and its hyper-parameters.
+    file.set_attribute(kOptimizerStepAttr, o.optimizer->steps(), kOptimizerGroup);
+    const Json described = o.optimizer->describe();
     for (const auto& [key, value] : described.items()) {
       const std::string name = key == "name" ? "kind" : key;
       if (value.type() == Json::Type::string)
@@ -229,10 +238,37 @@ std::string join_problems(const std::vector<std::string>& problems) {
   return os.str();
 }
 
-std::vector<nn::TensorInfo> parameter_infos(const nn::ParameterSet& params) {
+// The tensors of /optimizer for optimizer: the momentum of every parameter, then each of its
+// extra_state() buffers ("<name>.<key>").
+std::vector<nn::TensorInfo> optimizer_infos(const nn::ParameterSet& params, optim::Optimizer& optimizer) {
   std::vector<nn::TensorInfo> infos;
   for (int i = 0; i < params.num_parameters(); ++i) infos.push_back(params.parameter_info(i));
+  for (const optim::Optimizer::StateBuffer& extra : optimizer.extra_state())
+    for (int i = 0; i < params.num_parameters(); ++i) {
+      nn::TensorInfo info = params.parameter_info(i);
+      info.name += "." + extra.key;
+      infos.push_back(info);
+    }
   return infos;
+}
+
+// Refuses optimizer state that optimizer cannot continue from: another optimizer's (its "kind"),
+// or without the optimizer's extra state (an Adam resume from an SGD or pre-Adam file).
+void check_optimizer_state(const CheckpointData& data, const nn::ParameterSet& params, optim::Optimizer& optimizer) {
+  const std::string& path = data.path;
+  ST_CHECK(data.optimizer_kind.empty() || data.optimizer_kind == optimizer.name(),
+           "checkpoint " << path << " holds the state of optimizer " << data.optimizer_kind << ", not "
+                         << optimizer.name() << " (a run cannot switch optimizers; --init-from starts a new run from "
+                         << "its weights)");
+  if (params.num_parameters() == 0) return;
+  for (const optim::Optimizer::StateBuffer& extra : optimizer.extra_state()) {
+    const std::string first = std::string(kOptimizerGroup) + "/" + params.parameter_info(0).name + "." + extra.key;
+    ST_CHECK(data.tensors.count(first), "checkpoint " << path << " has no " << optimizer.name() << " state "
+                                                      << extra.key << " (e.g. /" << first
+                                                      << "): written by another optimizer or an "
+                                                      << "older scaletrain, it cannot continue an " << optimizer.name()
+                                                      << " run (--init-from starts a new run from its weights)");
+  }
 }
 
 }  // namespace
@@ -240,7 +276,7 @@ std::vector<nn::TensorInfo> parameter_infos(const nn::ParameterSet& params) {
 void save_checkpoint(const std::string& path, const CheckpointMeta& meta, nn::ParameterSet& params,
                      const SaveOptions& options) {
   ST_CHECK(params.finalized(), "cannot checkpoint a model whose parameters are not finalized");
-  ST_CHECK(options.sgd == nullptr || &options.sgd->params() == &params,
+  ST_CHECK(options.optimizer == nullptr || &options.optimizer->params() == &params,
            "checkpoint: the optimizer belongs to another ParameterSet");
   ST_CHECK(options.buffers == nullptr || options.buffers->numel() == params.flat_buffers().numel(),
            "checkpoint: the buffer values do not match the model's buffers");
@@ -276,6 +312,12 @@ CheckpointData read_checkpoint(const std::string& path) {
   read_group(file, kRunGroup, data.tensors);
   if (file.has(kRunGroup) && file.has_attribute(kStateAttr, kRunGroup))
     data.run_state = file.get_string_attribute(kStateAttr, kRunGroup);
+  if (file.has(kOptimizerGroup)) {
+    if (file.has_attribute("kind", kOptimizerGroup))
+      data.optimizer_kind = file.get_string_attribute("kind", kOptimizerGroup);
+    if (file.has_attribute(kOptimizerStepAttr, kOptimizerGroup))
+      data.optimizer_step = file.get_int_attribute(kOptimizerStepAttr, kOptimizerGroup);
+  }
   data.has_checksum = file.has_attribute(kChecksumAttr);
   ST_CHECK(data.has_checksum || data.meta.format == 1, "checkpoint " << path << " is damaged: format "
                                                                      << data.meta.format << " without its "
@@ -290,18 +332,20 @@ CheckpointData read_checkpoint(const std::string& path) {
 }
 
 void restore_model(const CheckpointData& data, const std::string& expected_model, nn::ParameterSet& params,
-                   optim::Optimizer* sgd) {
+                   optim::Optimizer* optimizer) {
   ST_CHECK(params.finalized(), "cannot load a checkpoint into parameters that are not finalized");
-  ST_CHECK(sgd == nullptr || &sgd->params() == &params, "checkpoint: the optimizer belongs to another ParameterSet");
+  ST_CHECK(optimizer == nullptr || &optimizer->params() == &params,
+           "checkpoint: the optimizer belongs to another ParameterSet");
   const std::string& path = data.path;
   ST_CHECK(expected_model.empty() || data.meta.model == expected_model,
            "checkpoint " << path << " is for model " << data.meta.model << ", not " << expected_model);
   ST_CHECK(data.has_group(kModelGroup), "checkpoint " << path << " has no /" << kModelGroup << " tensors");
 
   std::vector<std::string> problems = mismatches(data, kModelGroup, params.state_infos());
-  const bool load_momentum = sgd != nullptr && data.has_group(kOptimizerGroup);
-  if (load_momentum) {
-    std::vector<std::string> more = mismatches(data, kOptimizerGroup, parameter_infos(params));
+  const bool load_optimizer = optimizer != nullptr && data.has_group(kOptimizerGroup);
+  if (load_optimizer) {
+    check_optimizer_state(data, params, *optimizer);
+    std::vector<std::string> more = mismatches(data, kOptimizerGroup, optimizer_infos(params, *optimizer));
     problems.insert(problems.end(), more.begin(), more.end());
   }
   ST_CHECK(problems.empty(),
@@ -309,18 +353,26 @@ void restore_model(const CheckpointData& data, const std::string& expected_model
 
   for (const nn::TensorInfo& info : params.state_infos())
     params.find(info.name)->copy_from(data.tensors.at(std::string(kModelGroup) + "/" + info.name));
-  if (load_momentum) {
+  if (load_optimizer) {
     for (int i = 0; i < params.num_parameters(); ++i) {
-      Tensor target = sgd->momentum_view(i);
+      Tensor target = optimizer->momentum_view(i);
       target.copy_from(data.tensors.at(std::string(kOptimizerGroup) + "/" + params.parameter_info(i).name));
     }
+    for (const optim::Optimizer::StateBuffer& extra : optimizer->extra_state())
+      for (int i = 0; i < params.num_parameters(); ++i) {
+        Tensor target = optimizer->state_view(*extra.flat, i);
+        target.copy_from(
+            data.tensors.at(std::string(kOptimizerGroup) + "/" + params.parameter_info(i).name + "." + extra.key));
+      }
+    // Files from before the "step" attribute: the run's step is the optimizer's (one per step).
+    optimizer->restore_steps(data.optimizer_step >= 0 ? data.optimizer_step : data.meta.step);
   }
 }
 
 CheckpointMeta load_checkpoint(const std::string& path, const std::string& expected_model, nn::ParameterSet& params,
-                               optim::Optimizer* sgd) {
+                               optim::Optimizer* optimizer) {
   const CheckpointData data = read_newest_checkpoint(path);
-  restore_model(data, expected_model, params, sgd);
+  restore_model(data, expected_model, params, optimizer);
   return data.meta;
 }
 

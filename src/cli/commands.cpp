@@ -192,20 +192,29 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "linear warmup to --base-lr over this many epochs (may be fractional)")(
       "end-lr", po::value(&c.end_lr)->default_value(c.end_lr, shortest(c.end_lr)),
       "final learning rate of the poly schedule")(
-      "momentum", po::value(&c.momentum)->default_value(c.momentum, shortest(c.momentum)), "SGD momentum")(
+      "momentum", po::value(&c.momentum)->default_value(c.momentum, shortest(c.momentum)),
+      "SGD and LARS momentum (ignored by adam)")(
       "weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay, shortest(c.weight_decay)),
-      "L2 weight decay (PyTorch's rule)")("nesterov", po::bool_switch(&c.nesterov), "Nesterov momentum")(
+      "L2 weight decay (PyTorch's rule), sgd and lars; adam has none (it ignores the default, refuses other values "
+      "but 0)")("nesterov", po::bool_switch(&c.nesterov), "Nesterov momentum")(
       "label-smoothing", po::value(&c.label_smoothing)->default_value(c.label_smoothing, shortest(c.label_smoothing)),
       "as PyTorch's CrossEntropyLoss(label_smoothing=...)")(
       "optimizer", po::value(&c.optimizer)->default_value(c.optimizer),
       "sgd (momentum SGD, PyTorch's rule) | lars (layer-wise trust ratios as in MLPerf's ResNet-50 reference for "
       "global batches above 8k; use with --lr-schedule poly and --warmup-epochs; batch-norm and bias tensors are "
-      "not adapted and not decayed)")(
+      "not adapted and not decayed) | adam (torch.optim.Adam without weight decay, for NCF; its defaults are the "
+      "MLPerf NCF reference's: --adam-beta1 0.9, --adam-beta2 0.999, --adam-epsilon 1e-8)")(
       "lars-trust-coefficient",
       po::value(&c.lars_trust_coefficient)->default_value(c.lars_trust_coefficient, shortest(c.lars_trust_coefficient)),
       "LARS trust coefficient eta")("lars-epsilon",
                                     po::value(&c.lars_epsilon)->default_value(c.lars_epsilon, shortest(c.lars_epsilon)),
-                                    "LARS epsilon in the trust ratio's denominator");
+                                    "LARS epsilon in the trust ratio's denominator")(
+      "adam-beta1", po::value(&c.adam_beta1)->default_value(c.adam_beta1, shortest(c.adam_beta1)),
+      "Adam beta1, the first moment's decay, in [0, 1) (MLPerf NCF reference: 0.9)")(
+      "adam-beta2", po::value(&c.adam_beta2)->default_value(c.adam_beta2, shortest(c.adam_beta2)),
+      "Adam beta2, the second moment's decay, in [0, 1) (MLPerf NCF reference: 0.999)")(
+      "adam-epsilon", po::value(&c.adam_epsilon)->default_value(c.adam_epsilon, shortest(c.adam_epsilon)),
+      "Adam epsilon, > 0, added to the corrected second moment's root (MLPerf NCF reference: 1e-8)");
   po::options_description data("data", kHelpWidth);
   bool no_shuffle = false, no_augment = false;
   (void)no_shuffle;
@@ -319,6 +328,9 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("optimizer", c.optimizer);
   j.set("lars_trust_coefficient", c.lars_trust_coefficient);
   j.set("lars_epsilon", c.lars_epsilon);
+  j.set("adam_beta1", c.adam_beta1);
+  j.set("adam_beta2", c.adam_beta2);
+  j.set("adam_epsilon", c.adam_epsilon);
   j.set("shuffle", c.shuffle);
   j.set("augment", c.augment);
   j.set("crop_padding", c.crop_padding);

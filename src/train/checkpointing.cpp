@@ -122,7 +122,7 @@ CheckpointWritten write_checkpoint(const comm::Communicator& comm, RunState& sta
     record.state = json.dump();
     if (per_rank.defined()) record.tensors[kRankBuffers] = per_rank;
     checkpoint::SaveOptions options;
-    options.sgd = &state.optimizer();
+    options.optimizer = &state.optimizer();
     options.buffers = &mean;
     options.run = &record;
     checkpoint::CheckpointMeta meta;
@@ -191,7 +191,10 @@ void restore_run(const comm::Communicator& comm, const ResumePoint& point, RunSt
                       << " ranks' batch-norm statistics");
   });
   comm.broadcast(params.flat_values(), 0);
-  comm.broadcast(state.optimizer().momentum_buffer(), 0);
+  optim::Optimizer& optimizer = state.optimizer();
+  comm.broadcast(optimizer.momentum_buffer(), 0);
+  for (const optim::Optimizer::StateBuffer& extra : optimizer.extra_state()) comm.broadcast(*extra.flat, 0);
+  optimizer.restore_steps(comm.allreduce_max(comm.rank() == 0 ? optimizer.steps() : int64_t{0}));
   if (per_rank_buffers) {
     const Tensor none;
     comm.scatter(comm.rank() == 0 ? point.data->tensors.at(std::string("run/") + kRankBuffers) : none,

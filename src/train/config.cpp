@@ -14,6 +14,7 @@
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/data/loader.hpp"
 #include "scaletrain/models/model.hpp"
+#include "scaletrain/optim/adam.hpp"
 #include "scaletrain/optim/lars.hpp"
 #include "scaletrain/optim/lr_schedule.hpp"
 #include "scaletrain/optim/sgd.hpp"
@@ -38,6 +39,21 @@ bool one_of(const std::string& value, std::initializer_list<const char*> known) 
   return false;
 }
 
+// Adam takes neither momentum nor weight decay (the MLPerf NCF reference passes none); --momentum
+// is ignored, a Nesterov switch or a weight decay other than the default (unused) or 0 is refused.
+void check_adam(const TrainConfig& c) {
+  require(c.adam_beta1 >= 0 && c.adam_beta1 < 1, "--adam-beta1 must be in [0, 1), got " + shortest(c.adam_beta1));
+  require(c.adam_beta2 >= 0 && c.adam_beta2 < 1, "--adam-beta2 must be in [0, 1), got " + shortest(c.adam_beta2));
+  require(c.adam_epsilon > 0 && std::isfinite(c.adam_epsilon),
+          "--adam-epsilon must be > 0, got " + shortest(c.adam_epsilon));
+  if (c.optimizer != "adam") return;
+  require(!c.nesterov, "--nesterov is for --optimizer sgd; Adam has no Nesterov form");
+  require(c.weight_decay == 0 || c.weight_decay == TrainConfig{}.weight_decay,
+          "--weight-decay " + shortest(c.weight_decay) +
+              ": --optimizer adam applies no weight decay (torch.optim.Adam as the MLPerf NCF reference uses it); "
+              "leave --weight-decay out");
+}
+
 void check_schedule(const TrainConfig& c) {
   require(c.batch_size > 0, "--batch-size must be positive, got " + std::to_string(c.batch_size));
   require(c.accumulate_steps >= 1 && c.accumulate_steps <= 65536,
@@ -50,12 +66,14 @@ void check_schedule(const TrainConfig& c) {
   require(c.warmup_epochs >= 0 && std::isfinite(c.warmup_epochs),
           "--warmup-epochs must be >= 0, got " + shortest(c.warmup_epochs));
   require(c.label_smoothing >= 0 && c.label_smoothing < 1, "--label-smoothing must be in [0, 1)");
-  require(one_of(c.optimizer, {"sgd", "lars"}), "unknown --optimizer '" + c.optimizer + "' (known: sgd, lars)");
+  require(one_of(c.optimizer, {"sgd", "lars", "adam"}),
+          "unknown --optimizer '" + c.optimizer + "' (known: sgd, lars, adam)");
   require(!(c.optimizer == "lars" && c.nesterov), "--nesterov is for --optimizer sgd; LARS has no Nesterov form");
   require(c.lars_trust_coefficient > 0 && std::isfinite(c.lars_trust_coefficient),
           "--lars-trust-coefficient must be positive, got " + shortest(c.lars_trust_coefficient));
   require(c.lars_epsilon >= 0 && std::isfinite(c.lars_epsilon),
           "--lars-epsilon must be >= 0, got " + shortest(c.lars_epsilon));
+  check_adam(c);
   require(c.target_accuracy >= 0 && c.target_accuracy <= 1,
           "--target-accuracy must be between 0 and 1 (e.g. 0.92), got " + shortest(c.target_accuracy));
   require(c.eval_every >= 0, "--eval-every must be >= 0, got " + std::to_string(c.eval_every));
@@ -236,8 +254,17 @@ optim::LarsOptions lars_options(const TrainConfig& c) {
   return o;
 }
 
+optim::AdamOptions adam_options(const TrainConfig& c) {
+  optim::AdamOptions o;
+  o.beta1 = c.adam_beta1;
+  o.beta2 = c.adam_beta2;
+  o.epsilon = c.adam_epsilon;
+  return o;
+}
+
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, nn::ParameterSet& params) {
   if (c.optimizer == "lars") return std::make_unique<optim::Lars>(params, lars_options(c));
+  if (c.optimizer == "adam") return std::make_unique<optim::Adam>(params, adam_options(c));
   return std::make_unique<optim::Sgd>(params, sgd_options(c));
 }
 

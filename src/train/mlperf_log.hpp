@@ -52,6 +52,7 @@ class MlperfLog {
   explicit MlperfLog(report::MlLog log) : log_(std::move(log)) {}
   void submission_keys(const TrainConfig& config, const MlperfRunFacts& facts);
   void hyperparameters(const TrainConfig& config, const MlperfRunFacts& facts);
+  void sgd_or_lars_hyperparameters(const TrainConfig& config, const MlperfRunFacts& facts);
   report::MlLog log_;
 };
 

@@ -22,6 +22,17 @@ expect_failure "bad number" "--batch-size" "$BIN/scaletrain" train --data "$T/gr
 expect_failure "missing config file" "--config $T/none.ini" "$BIN/scaletrain" train --config "$T/none.ini" --data x
 printf 'model = resnet20\nbatch-sise = 8\n' >"$T/bad.ini"
 expect_failure "unknown key in config" "$T/bad.ini" "$BIN/scaletrain" train --config "$T/bad.ini" --data "$T/gray"
+# Adam's options, and the SGD options it has no use for.
+expect_failure "adam beta1 of 1" "--adam-beta1 must be in [0, 1), got 1" \
+  "$BIN/scaletrain" train --data "$T/gray" --optimizer adam --adam-beta1 1
+expect_failure "negative adam beta2" "--adam-beta2 must be in [0, 1), got -0.5" \
+  "$BIN/scaletrain" train --data "$T/gray" --optimizer adam --adam-beta2 -0.5
+expect_failure "adam epsilon 0" "--adam-epsilon must be > 0, got 0" \
+  "$BIN/scaletrain" train --data "$T/gray" --optimizer adam --adam-epsilon 0
+expect_failure "adam with weight decay" "--weight-decay 0.01: --optimizer adam applies no weight decay" \
+  "$BIN/scaletrain" train --data "$T/gray" --optimizer adam --weight-decay 0.01
+expect_failure "adam with nesterov" "--nesterov is for --optimizer sgd; Adam has no Nesterov form" \
+  "$BIN/scaletrain" train --data "$T/gray" --optimizer adam --nesterov
 
 # Data.
 expect_failure "missing data dir" "$T/nowhere" \

@@ -8,6 +8,8 @@
 #    must end alike on every rank) resumes at 2 (the per-rank batch doubles) and reaches the same
 #    total step count; 3 ranks are refused with the valid counts;
 #  - a checkpoint from another run is refused, naming every difference;
+#  - --optimizer adam: a run cut by --max-steps and resumed ends bitwise equal to an uninterrupted
+#    one (both moments and the step count are in the checkpoint); resuming it as sgd is refused;
 #  - the output directory rules (--resume never/auto/PATH, --overwrite, --init-from);
 #  - periodic checkpoints and retention; a damaged newest checkpoint is skipped with a warning
 #    and the resume from the one before is still bitwise on course;
@@ -100,6 +102,25 @@ grep -q "resuming with the run's global batch of 32: 16 per rank on 2 ranks" "$T
 report_check "$T/four" 'r["steps"] == 150 and r["steps_per_epoch"] == 75 and r["global_batch_size"] == 32'
 report_check "$T/four" '[s["world_size"] for s in r["segments"]] == [4, 2] and r["status"] == "completed"'
 echo "ok: 4 ranks -> 2 ranks, same total step count"
+
+echo "== --optimizer adam: cut by --max-steps, resumed, bitwise equal to an uninterrupted run"
+ADAM=("${ON2[@]}" --batch-size 16 --optimizer adam --base-lr 0.002)
+"${ADAM[@]}" --output-dir "$T/adam_ref" --max-steps 12 >"$T/adam_ref.log"
+"${ADAM[@]}" --output-dir "$T/adam" --max-steps 5 >"$T/adam1.log"
+"${ADAM[@]}" --output-dir "$T/adam" --max-steps 12 --resume auto >"$T/adam2.log"
+report_check "$T/adam" 'r["steps"] == 12 and r["restarts"] == 1'
+"${CK[@]}" same "$T/adam_ref" "$T/adam"
+$PY - "$T/adam/checkpoints/step-000000012.h5" <<'EOF2'
+import h5py, sys
+f = h5py.File(sys.argv[1], "r")
+o = f["optimizer"]
+assert o.attrs["kind"] == "adam" and o.attrs["step"] == 12, dict(o.attrs)
+assert o["fc.weight.exp_avg_sq"].shape == o["fc.weight"].shape, list(o)
+EOF2
+grep -q '"key": "opt_adam_beta_2", "value": 0.999' "$T/adam/mllog.txt" || fail "no opt_adam_beta_2 in mllog.txt"
+expect_failure "resuming an adam run as sgd" '--optimizer is "sgd" here, "adam" in the checkpoint' \
+  "${ON2[@]}" --batch-size 16 --optimizer sgd --base-lr 0.002 --output-dir "$T/adam" --max-steps 20 --resume auto
+echo "ok: adam run resumed bitwise; sgd resume refused"
 
 echo "== output directory rules"
 expect_failure "existing checkpoints without --resume" "already holds checkpoints" \

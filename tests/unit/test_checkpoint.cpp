@@ -3,7 +3,9 @@
 // h5py's view of it is checked in tests/python), files written by other tools (format 1), the
 // errors for a missing file, a non-checkpoint, another model, another shape, missing and
 // unexpected tensors, each checked by its message; and the run directory: names, the `latest`
-// pointer, retention, and the newest-valid search that skips damaged files.
+// pointer, retention, and the newest-valid search that skips damaged files. Adam's whole state
+// (both moments and the step count) round-trips so that the next step is bitwise the same, and a
+// file of another optimizer, or without Adam's second moment, is refused by name.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -20,6 +22,7 @@
 #include "scaletrain/io/file_checksum.hpp"
 #include "scaletrain/io/hdf5.hpp"
 #include "scaletrain/nn/parameters.hpp"
+#include "scaletrain/optim/adam.hpp"
 #include "scaletrain/optim/sgd.hpp"
 
 namespace fs = std::filesystem;
@@ -78,7 +81,7 @@ std::string save_reference(const std::string& path, int64_t step = 1234) {
   scaletrain::optim::Sgd sgd(p, {});
   fill_pattern(sgd.momentum_buffer(), -0.0625f, 0.5f);
   SaveOptions options;
-  options.sgd = &sgd;
+  options.optimizer = &sgd;
   save_checkpoint(path, meta_of(3, step), p, options);
   return path;
 }
@@ -109,9 +112,95 @@ auto message_has(const std::string& a, const std::string& b = "", const std::str
   };
 }
 
+// Gradients that differ per step and per element, with both signs.
+void set_step_grads(ParameterSet& p, int step) {
+  fill_pattern(p.flat_grads(), 0.03125f * static_cast<float>(step + 1), -0.25f);
+}
+
+// A make_params() model after `steps` Adam steps, saved to path with its optimizer.
+void save_adam(const std::string& path, ParameterSet& p, scaletrain::optim::Adam& adam, int steps) {
+  fill_pattern(p.flat_values(), 0.125f, -1.0f);
+  for (int s = 0; s < steps; ++s) {
+    set_step_grads(p, s);
+    adam.step(0.01);
+  }
+  SaveOptions options;
+  options.optimizer = &adam;
+  save_checkpoint(path, meta_of(0, steps), p, options);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(checkpoint)
+
+// Adam's state is both moments and the step count (its bias correction): a fresh Adam restored
+// from the file takes the next step bitwise as the original does.
+BOOST_AUTO_TEST_CASE(adam_state_round_trips_and_the_next_step_is_bitwise_the_same) {
+  TempDir tmp;
+  const std::string path = tmp.file("adam.h5");
+  ParameterSet src = make_params();
+  scaletrain::optim::Adam original(src, {});
+  save_adam(path, src, original, 3);
+  {
+    scaletrain::io::H5File f(path, scaletrain::io::H5File::Mode::read);
+    BOOST_TEST(f.is_dataset("/optimizer/fc.weight"));  // exp_avg, as SGD's momentum
+    BOOST_TEST(f.dataset_shape("/optimizer/fc.weight.exp_avg_sq") == (scaletrain::Shape{10, 4}));
+    BOOST_TEST(f.get_int_attribute("step", "/optimizer") == 3);
+    BOOST_TEST(f.get_string_attribute("kind", "/optimizer") == "adam");
+  }
+  ParameterSet dst = make_params();
+  scaletrain::optim::Adam resumed(dst, {});
+  restore_model(read_checkpoint(path), "resnet20", dst, &resumed);
+  BOOST_TEST(resumed.steps() == 3);
+  BOOST_TEST(same_bits(resumed.second_moment_buffer(), original.second_moment_buffer()));
+  set_step_grads(src, 3);
+  set_step_grads(dst, 3);
+  original.step(0.01);
+  resumed.step(0.01);
+  BOOST_TEST(same_bits(dst.flat_values(), src.flat_values()));
+  BOOST_TEST(same_bits(resumed.momentum_buffer(), original.momentum_buffer()));
+  BOOST_TEST(same_bits(resumed.second_moment_buffer(), original.second_moment_buffer()));
+
+  // Without its state Adam would restart its bias correction: a step from zero state differs.
+  ParameterSet fresh = make_params();
+  scaletrain::optim::Adam restarted(fresh, {});
+  restore_model(read_checkpoint(path), "resnet20", fresh, nullptr);
+  set_step_grads(fresh, 3);
+  restarted.step(0.01);
+  BOOST_TEST(!same_bits(fresh.flat_values(), src.flat_values()));
+}
+
+BOOST_AUTO_TEST_CASE(adam_refuses_state_without_its_second_moment_or_of_another_optimizer) {
+  TempDir tmp;
+  const std::string adam_path = tmp.file("adam.h5");
+  ParameterSet src = make_params();
+  scaletrain::optim::Adam original(src, {});
+  save_adam(adam_path, src, original, 2);
+
+  // An Adam file without exp_avg_sq (as a file from before Adam's state was stored would be).
+  CheckpointData data = read_checkpoint(adam_path);
+  for (auto it = data.tensors.begin(); it != data.tensors.end();)
+    it = it->first.find(".exp_avg_sq") != std::string::npos ? data.tensors.erase(it) : std::next(it);
+  ParameterSet dst = make_params();
+  scaletrain::optim::Adam resumed(dst, {});
+  BOOST_CHECK_EXCEPTION(restore_model(data, "resnet20", dst, &resumed), Error,
+                        message_has(adam_path, "has no adam state exp_avg_sq", "/optimizer/conv1.weight.exp_avg_sq"));
+  BOOST_TEST(resumed.steps() == 0);  // nothing was changed
+
+  // SGD's state into Adam, and Adam's into SGD: another optimizer, named.
+  const std::string sgd_path = save_reference(tmp.file("sgd.h5"));
+  BOOST_CHECK_EXCEPTION(restore_model(read_checkpoint(sgd_path), "resnet20", dst, &resumed), Error,
+                        message_has(sgd_path, "state of optimizer sgd, not adam"));
+  scaletrain::optim::Sgd sgd(dst, {});
+  BOOST_CHECK_EXCEPTION(restore_model(read_checkpoint(adam_path), "resnet20", dst, &sgd), Error,
+                        message_has(adam_path, "state of optimizer adam, not sgd"));
+  // A file without kind and step (older writers): the step count is the file's step.
+  CheckpointData old = read_checkpoint(sgd_path);
+  old.optimizer_kind.clear();
+  old.optimizer_step = -1;
+  restore_model(old, "resnet20", dst, &sgd);
+  BOOST_TEST(sgd.steps() == 1234);
+}
 
 BOOST_AUTO_TEST_CASE(round_trip_with_momentum_buffers_and_run_record) {
   TempDir tmp;
@@ -129,7 +218,7 @@ BOOST_AUTO_TEST_CASE(round_trip_with_momentum_buffers_and_run_record) {
   fill_pattern(record.tensors["rank_buffers"], 1.5f, 0.0f);
   const std::string path = tmp.file("ckpt.h5");
   SaveOptions options;
-  options.sgd = &src_sgd;
+  options.optimizer = &src_sgd;
   options.buffers = &mean;
   options.run = &record;
   save_checkpoint(path, meta_of(3, 1234), src, options);

@@ -52,6 +52,8 @@ class Adam : public Optimizer {
   const char* name() const override { return "adam"; }
   // {"name": "adam", "beta1", "beta2", "epsilon"}
   Json describe() const override;
+  // {{"exp_avg_sq", second moment}}: stored by checkpoints beside the momentum (PyTorch's exp_avg).
+  std::vector<StateBuffer> extra_state() override { return {{"exp_avg_sq", &second_moment_}}; }
 
   const AdamOptions& options() const { return options_; }
 

@@ -3,13 +3,17 @@
 // with the layout and offsets of ParameterSet::flat_values(), so checkpoints store and restore
 // it per parameter without knowing which optimizer wrote it. What a momentum value means does
 // depend on the optimizer (Sgd keeps v without the learning rate, Lars with it): a checkpoint
-// should record name() and a resume should refuse to switch optimizers.
+// should record name() and a resume should refuse to switch optimizers. An optimizer with more
+// per-parameter state (Adam's second moment) lists it in extra_state(), under PyTorch's name for
+// it, so checkpoints store and restore the whole state of any optimizer, with steps().
 //
 // Everything but step() and describe() is inline, so that code which only reads or restores
 // momentum (checkpoints) needs no link dependency on st_optim.
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/json.hpp"
@@ -38,6 +42,20 @@ class Optimizer {
     steps_ = steps;
   }
   nn::ParameterSet& params() { return params_; }
+
+  // Per-parameter state besides the momentum: a flat buffer with the layout of flat_values(),
+  // named as in torch.optim's per-parameter state (Adam: "exp_avg_sq").
+  struct StateBuffer {
+    std::string key;
+    Tensor* flat;
+  };
+  // None for Sgd and Lars; Adam's second moment.
+  virtual std::vector<StateBuffer> extra_state() { return {}; }
+  // View of parameter i's part of a flat state buffer, with the parameter's shape.
+  Tensor state_view(const Tensor& flat, int i) const {
+    const nn::TensorInfo& info = params_.parameter_info(i);
+    return Tensor::view_of(flat, info.offset, info.shape);
+  }
 
   // Flat, same layout/offsets as params().flat_values().
   Tensor& momentum_buffer() { return momentum_; }

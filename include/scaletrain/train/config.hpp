@@ -29,6 +29,7 @@ namespace scaletrain::optim {
 struct LrScheduleOptions;
 struct SgdOptions;
 struct LarsOptions;
+struct AdamOptions;
 class Optimizer;
 }  // namespace scaletrain::optim
 namespace scaletrain::comm {
@@ -62,10 +63,15 @@ struct TrainConfig {
   double end_lr = 1e-4;  // poly decay target (MLPerf ResNet-50: 1e-4)
   double label_smoothing = 0.0;
   // sgd (PyTorch's momentum SGD) | lars (layer-wise trust ratios, MLPerf's choice for global
-  // batches above 8k: optim/lars.hpp)
+  // batches above 8k: optim/lars.hpp) | adam (torch.optim.Adam, for NCF: optim/adam.hpp; it uses
+  // neither momentum nor weight decay)
   std::string optimizer = "sgd";
   double lars_trust_coefficient = 0.001;
   double lars_epsilon = 0.0;
+  // MLPerf NCF reference (retired_benchmarks/ncf/ncf.py defaults, = optim::AdamOptions{}).
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_epsilon = 1e-8;
 
   int eval_every = 1;            // epochs between evaluations (MLPerf ResNet-50: 4)
   double target_accuracy = 0.0;  // 0: none; stop at the first evaluation reaching it
@@ -161,6 +167,7 @@ EvalDataOptions eval_data_options(const TrainConfig& config, int ranks_on_node);
 optim::LrScheduleOptions schedule_options(const TrainConfig& config, int64_t steps_per_epoch);
 optim::SgdOptions sgd_options(const TrainConfig& config);
 optim::LarsOptions lars_options(const TrainConfig& config);
+optim::AdamOptions adam_options(const TrainConfig& config);
 // The optimizer --optimizer names, over params.
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& config, nn::ParameterSet& params);
 comm::AllReduceOptions allreduce_options(const TrainConfig& config);
