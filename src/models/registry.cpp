@@ -13,6 +13,16 @@ const std::vector<ModelEntry>& model_registry() {
   static const std::vector<ModelEntry> entries = {
       {"resnet20", kTaskImageClassification, "ResNet-20 for 32x32 images (He et al. 2016, CIFAR-10 form)", {}},
       {"resnet50", kTaskImageClassification, "ResNet-50 v1.5 (MLPerf image classification, torchvision's layout)", {}},
+      {"ncf",
+       kTaskRecommendation,
+       "NeuMF (MLPerf v0.5 recommendation): GMF factor 64 + MLP 256-256-128-64",
+       {{"optimizer", "adam"},
+        {"base-lr", "0.0045"},
+        {"adam-beta1", "0.25"},
+        {"adam-beta2", "0.5"},
+        {"lr-schedule", "constant"},
+        {"weight-decay", "0"},
+        {"batch-size", "1024"}}},
   };
   return entries;
 }

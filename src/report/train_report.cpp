@@ -150,6 +150,8 @@ Json build_train_report(const comm::Communicator& comm, const TrainSummary& s) {
   r.set("command", "train");
   r.set("status", s.status);
   r.set("model", s.model);
+  r.set("task", s.task);
+  r.set("quality_metric", s.quality_metric);
   r.set("parameters", s.parameters);
   r.set("world_size", comm.size());
   r.set("hosts", Json::array_of(s.hosts));

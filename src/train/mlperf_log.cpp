@@ -67,7 +67,7 @@ void MlperfLog::run_start(const TrainConfig& c, const MlperfRunFacts& f) {
 }
 
 void MlperfLog::submission_keys(const TrainConfig& c, const MlperfRunFacts& f) {
-  log_.point("submission_benchmark", "resnet", ST_MLLOG_HERE);
+  log_.point("submission_benchmark", f.benchmark, ST_MLLOG_HERE);
   log_.point("submission_org", submission_org(c), ST_MLLOG_HERE);
   log_.point("submission_division", c.submission_division, ST_MLLOG_HERE);
   log_.point("submission_status", c.submission_status, ST_MLLOG_HERE);
@@ -91,9 +91,7 @@ void MlperfLog::hyperparameters(const TrainConfig& c, const MlperfRunFacts& f) {
   } else {
     sgd_or_lars_hyperparameters(c, f);
   }
-  // Batch norm normalises over each rank's micro-batch (no synchronised batch norm).
-  log_.point("model_bn_span", f.micro_batch, ST_MLLOG_HERE);
-  log_.point("label_smoothing", c.label_smoothing, ST_MLLOG_HERE);
+  for (const auto& [key, value] : f.task_keys.items()) log_.point(key, value, ST_MLLOG_HERE);
   log_.point("train_samples", f.train_samples, ST_MLLOG_HERE);
   log_.point("eval_samples", f.eval_samples, ST_MLLOG_HERE);
 }

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "scaletrain/core/json.hpp"
 #include "scaletrain/report/mllog.hpp"
 #include "scaletrain/train/config.hpp"
 
@@ -21,6 +22,10 @@ struct MlperfRunFacts {
   int ranks = 1;
   std::string optimizer = "sgd";
   double lars_epsilon = 0.0;  // for --optimizer lars
+  // The task's (Task::mlperf_benchmark, Task::mlperf_keys): "resnet" or "ncf", and its own
+  // hyper-parameter keys in order.
+  std::string benchmark = "resnet";
+  Json task_keys = Json::object();
 };
 
 class MlperfLog {

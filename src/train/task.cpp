@@ -59,8 +59,9 @@ std::unique_ptr<Task> open_task(const TrainConfig& c, const comm::Communicator& 
   if (recommendation_data != recommendation_model)
     throw UsageError("dataset " + c.data_dir + " is for the " +
                      (recommendation_data ? std::string("recommendation") : std::string("image classification")) +
-                     " task, but --model " + c.model + " is a " +
-                     (recommendation_model ? "recommendation" : "image classification") + " model");
+                     " task, but --model " + c.model + " is " +
+                     (recommendation_model ? "a recommendation" : "an image classification") + " model");
+  if (recommendation_model) return open_recommendation_task(c, comm);
   return open_image_classification_task(c, comm);
 }
 

@@ -56,6 +56,14 @@ class ImageClassification : public Task {
 
   const char* name() const override { return models::kTaskImageClassification; }
   const char* quality_metric() const override { return "top1"; }
+  const char* mlperf_benchmark() const override { return "resnet"; }
+  Json mlperf_keys(int64_t micro_batch) const override {
+    Json keys = Json::object();
+    // Batch norm normalises over each rank's micro-batch (no synchronised batch norm).
+    keys.set("model_bn_span", micro_batch);
+    keys.set("label_smoothing", cfg_.label_smoothing);
+    return keys;
+  }
   int64_t train_samples() const override { return train_.samples; }
   int64_t eval_samples() const override { return val_.samples; }
 

@@ -334,6 +334,8 @@ MlperfRunFacts Training::mlperf_facts() const {
   f.ranks = comm_.size();
   f.optimizer = cfg_.optimizer;
   f.lars_epsilon = cfg_.lars_epsilon;
+  f.benchmark = task_->mlperf_benchmark();
+  f.task_keys = task_->mlperf_keys(micro_batch_);
   return f;
 }
 
@@ -624,6 +626,8 @@ TrainResult Training::finish(RunEnd end) {
   const RunState& s = *state_;
   report::TrainSummary summary;
   summary.model = cfg_.model;
+  summary.task = task_->name();
+  summary.quality_metric = task_->quality_metric();
   summary.parameters = state_->params().parameter_count();
   summary.hosts = hosts_;
   summary.threads_per_rank = threads_;

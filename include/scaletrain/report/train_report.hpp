@@ -17,6 +17,8 @@ namespace scaletrain::report {
 struct TrainSummary {
   // The run, the same on every rank.
   std::string model;
+  std::string task;            // train/task.hpp: image_classification | recommendation
+  std::string quality_metric;  // what val_accuracy and final_val_accuracy measure: top1 | hr@10
   int64_t parameters = 0;
   std::vector<std::string> hosts;  // of this segment's ranks
   int threads_per_rank = 0;

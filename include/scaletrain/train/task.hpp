@@ -82,6 +82,10 @@ class Task {
   virtual ~Task() = default;
   virtual const char* name() const = 0;            // models::kTask*
   virtual const char* quality_metric() const = 0;  // "top1", "hr@10"
+  // The MLPerf log's submission_benchmark ("resnet", "ncf") and the task's own hyper-parameter
+  // keys (mllog.txt, docs/mllog.md); micro_batch: samples per rank and forward.
+  virtual const char* mlperf_benchmark() const = 0;
+  virtual Json mlperf_keys(int64_t micro_batch) const = 0;
 
   // The dataset. stage(): --stage-to, one rank per node copies the files (a task whose data is
   // read whole into memory needs none and returns null).

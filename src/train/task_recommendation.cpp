@@ -1,0 +1,186 @@
+// The recommendation task (task.hpp), MLPerf's NCF: implicit-feedback positives read whole into
+// memory, 4 fresh negatives per positive every epoch, NeuMF, sigmoid cross-entropy; evaluation
+// ranks each user's held-out item among its 999 negatives (HR@10, NDCG@10).
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "scaletrain/checkpoint/checkpoint.hpp"
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/core/log.hpp"
+#include "scaletrain/data/negative_sampler.hpp"
+#include "scaletrain/data/recommendation.hpp"
+#include "scaletrain/data/recommendation_batches.hpp"
+#include "scaletrain/models/neumf.hpp"
+#include "scaletrain/models/registry.hpp"
+#include "scaletrain/ops/sigmoid_bce.hpp"
+#include "scaletrain/train/ranking_evaluation.hpp"
+#include "train/tasks.hpp"
+
+namespace scaletrain::train {
+namespace {
+
+// HR@10: the MLPerf NCF reference's quality metric (target 0.635 on ml-20m).
+constexpr int kTopK = 10;
+
+models::NeuMF& neumf(models::Network& network) { return static_cast<models::NeuMF&>(network); }
+
+// The epoch's (user, item, label) samples as the training loop's batch source.
+class RecommendationSource : public BatchSource {
+ public:
+  RecommendationSource(const data::RecommendationSplit& train, int rank, int world, int64_t batch_size, uint64_t seed,
+                       bool shuffle)
+      : batches_(train, rank, world, batch_size, data::kDefaultNegativesPerPositive, seed, shuffle) {}
+  int64_t steps_per_epoch() const override { return batches_.steps_per_epoch(); }
+  void start_epoch(int epoch, int64_t first_step) override { batches_.start_epoch(epoch, first_step); }
+  bool next(Batch& batch) override {
+    return batches_.next(batch.slot("users"), batch.slot("items"), batch.slot("labels"));
+  }
+
+ private:
+  data::RecommendationBatches batches_;
+};
+
+class Recommendation : public Task {
+ public:
+  explicit Recommendation(const TrainConfig& c)
+      : cfg_(c),
+        train_(data::open_recommendation_split(c.data_dir, "train")),
+        val_(data::open_recommendation_split(c.data_dir, "val")) {
+    data::check_train_and_eval_agree(train_, val_);
+  }
+
+  const char* name() const override { return models::kTaskRecommendation; }
+  const char* quality_metric() const override { return "hr@10"; }
+  const char* mlperf_benchmark() const override { return "ncf"; }
+  // The NCF keys of MLPerf v0.5's tags (mlperf_compliance's NCF_TAGS).
+  Json mlperf_keys(int64_t /*micro_batch*/) const override {
+    const models::NeuMF shape_only(1, 1);
+    Json keys = Json::object();
+    keys.set("preproc_hp_num_eval", val_.negatives_per_user);
+    keys.set("input_hp_num_neg", static_cast<int64_t>(data::kDefaultNegativesPerPositive));
+    keys.set("eval_hp_num_users", val_.rows());
+    keys.set("eval_hp_num_neg", val_.negatives_per_user);
+    keys.set("model_hp_mf_dim", static_cast<int64_t>(shape_only.mf_dim()));
+    std::vector<int64_t> layers(shape_only.layers().begin(), shape_only.layers().end());
+    keys.set("model_hp_mlp_layer_sizes", Json::array_of(layers));
+    keys.set("model_hp_loss_fn", "binary_cross_entropy");
+    return keys;
+  }
+  // An epoch's samples: every positive and its sampled negatives.
+  int64_t train_samples() const override { return train_.rows() * (1 + data::kDefaultNegativesPerPositive); }
+  int64_t eval_samples() const override { return val_.rows(); }
+
+  // The splits are read whole into memory at start-up: nothing to stage.
+  Json stage(const comm::Communicator&, const comm::Topology&) override {
+    ST_LOG("--stage-to " << cfg_.stage_to << ": recommendation data is read whole into memory; nothing is staged");
+    return Json();
+  }
+
+  std::string describe_data() const override {
+    std::ostringstream out;
+    out << train_.rows() << " positives of " << train_.num_users << " users x " << train_.num_items << " items ("
+        << train_samples() << " training samples per epoch with " << data::kDefaultNegativesPerPositive
+        << " negatives each), " << val_.rows() << " held-out items ranked against " << val_.negatives_per_user
+        << " negatives";
+    return out.str();
+  }
+
+  std::string describe_input() const override {
+    return std::string("int32 shards read whole into memory, negatives sampled per epoch, shuffle ") +
+           (cfg_.shuffle ? "global" : "off");
+  }
+
+  Json dataset_json() const override {
+    Json d = Json::object();
+    d.set("dir", cfg_.data_dir);
+    d.set("task", name());
+    d.set("train_samples", train_samples());
+    d.set("val_samples", val_.rows());
+    d.set("train_positives", train_.rows());
+    d.set("num_users", train_.num_users);
+    d.set("num_items", train_.num_items);
+    d.set("negatives_per_positive", static_cast<int64_t>(data::kDefaultNegativesPerPositive));
+    d.set("eval_negatives", val_.negatives_per_user);
+    return d;
+  }
+
+  Json input_json() const override {
+    Json in = Json::object();
+    in.set("io", "memory");
+    in.set("encoding", "int32");
+    return in;
+  }
+
+  void add_identity(Json& j) const override {
+    j.set("dataset train positives", train_.rows());
+    j.set("dataset users x items", Json::array_of(std::vector<int64_t>{train_.num_users, train_.num_items}));
+    j.set("dataset eval users", val_.rows());
+    j.set("dataset eval negatives", val_.negatives_per_user);
+    j.set("negatives per positive", static_cast<int64_t>(data::kDefaultNegativesPerPositive));
+  }
+
+  std::unique_ptr<BatchSource> training_batches(const comm::Communicator& comm, int64_t batch_size,
+                                                int /*ranks_on_node*/) const override {
+    return std::make_unique<RecommendationSource>(train_, comm.rank(), comm.size(), batch_size, cfg_.seed,
+                                                  cfg_.shuffle);
+  }
+
+  std::unique_ptr<models::Network> make_network(uint64_t seed) const override {
+    auto model = std::make_unique<models::NeuMF>(train_.num_users, train_.num_items);
+    model->initialize(seed);
+    return model;
+  }
+
+  // The embedding tables' rows are the dataset's users and items.
+  void check_fits(const checkpoint::CheckpointData& data) const override {
+    const std::pair<const char*, int64_t> tables[] = {{"model/mf_user_embed.weight", train_.num_users},
+                                                      {"model/mf_item_embed.weight", train_.num_items}};
+    for (const auto& [name, rows] : tables) {
+      const auto it = data.tensors.find(name);
+      if (it == data.tensors.end()) continue;  // restore_model names what is missing
+      ST_CHECK(it->second.ndim() == 2 && it->second.dim(0) == rows,
+               "dataset " << cfg_.data_dir << " has " << rows
+                          << (std::string(name).find("user") != std::string::npos ? " users" : " items") << " but "
+                          << name << " in checkpoint " << data.path << " has "
+                          << (it->second.ndim() == 2 ? it->second.dim(0) : -1) << " rows");
+    }
+  }
+
+  double forward_and_loss(Context& ctx, models::Network& network, const Batch& batch) override {
+    Tensor logits = neumf(network).forward(ctx, batch.at("users"), batch.at("items"));
+    if (!dlogits_.defined() || dlogits_.shape() != logits.shape()) dlogits_ = Tensor::empty(logits.shape());
+    return ops::sigmoid_bce_with_logits(ctx, logits, batch.at("labels"), dlogits_);
+  }
+
+  void backward(Context& ctx, models::Network& network) override { neumf(network).backward(ctx, dlogits_); }
+
+  // Users per forward: about max(batch_size, 16000) scored pairs (16 users at 999 negatives),
+  // each user bringing its held-out item and its negatives.
+  Evaluation evaluate(const comm::Communicator& comm, Context& ctx, models::Network& network, int64_t batch_size,
+                      int /*ranks_on_node*/) const override {
+    constexpr int64_t kMinPairsPerForward = 16000;
+    const int64_t users_per_batch =
+        std::max<int64_t>(1, std::max(batch_size, kMinPairsPerForward) / (1 + val_.negatives_per_user));
+    const RankingResult r = evaluate_ranking(comm, ctx, neumf(network), val_, users_per_batch, kTopK);
+    Evaluation e;
+    e.quality = r.hit_rate();
+    e.loss = std::numeric_limits<double>::quiet_NaN();
+    e.metrics.set("hr@10", r.hit_rate());
+    e.metrics.set("ndcg@10", r.ndcg());
+    return e;
+  }
+
+ private:
+  const TrainConfig& cfg_;
+  data::RecommendationSplit train_, val_;
+  Tensor dlogits_;
+};
+
+}  // namespace
+
+std::unique_ptr<Task> open_recommendation_task(const TrainConfig& config, const comm::Communicator&) {
+  return std::make_unique<Recommendation>(config);
+}
+
+}  // namespace scaletrain::train

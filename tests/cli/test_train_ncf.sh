@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# NCF (--model ncf, the recommendation task) end to end with 2 MPI ranks, on a synthetic dataset
+# with planted structure (users and items in 50 latent groups):
+#  - HR@10 starts near chance (about 0.01) and reaches 0.5 (--target-accuracy) within 14 epochs;
+#    report.json (task, quality metric, val_metrics, the model's defaults: Adam at a constant
+#    learning rate) and mllog.txt (the NCF keys, eval_accuracy = HR@10) say so;
+#  - a run cut by --max-steps and resumed ends with the weights, Adam state and report of an
+#    uninterrupted one, bit for bit;
+#  - an explicit option beats the model's default (--base-lr, --optimizer sgd);
+#  - bad input is a clear error naming the file and the index, on every rank, without a hang: an
+#    item id out of range, a user without a held-out item, an empty split; a model of the other
+#    task; image-only options.
+# Env (set by ctest): ST_BIN (build/bin), ST_SOURCE (repository), ST_TMP (scratch).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+W=$TMP_ROOT/train_ncf
+MPIRUN=(mpirun --oversubscribe -np 2)
+CK=("$PY" "${ST_SOURCE:-.}/tests/cli/checkpoints.py")
+rm -rf "$W" && mkdir -p "$W"
+
+# 2000 users x 2000 items, 20 positives each (the last held out), 999 evaluation negatives.
+"$BIN/scaletrain-data" synthetic --task recommendation --users 2000 --items 2000 --groups 50 \
+  --positives-per-user 20 --eval-negatives 999 --shards 2 --output "$W/data" >/dev/null
+NCF=(--model ncf --data "$W/data" --batch-size 256 --threads 1 --log-every 0)
+
+echo "== scaletrain info: the models and their tasks; NeuMF at MovieLens-20M's size"
+info=$("$BIN/scaletrain" info)
+for m in "resnet20  image_classification" "resnet50  image_classification" "ncf       recommendation"; do
+  grep -qF "$m" <<<"$info" || fail "scaletrain info does not list '$m': $info"
+done
+"$BIN/scaletrain" info --model ncf --json | $PY -c '
+import json, sys
+d = json.load(sys.stdin)
+users, items, layers, mf = 138493, 26744, [256, 256, 128, 64], 64
+expected = (users + items) * (mf + layers[0] // 2) + sum((a + 1) * b for a, b in zip(layers, layers[1:])) + layers[-1] + mf + 1
+names = [t["name"] for t in d["tensors"]]
+assert d["parameters"] == expected == 31832577, (d["parameters"], expected)
+assert names[:4] == ["mf_user_embed.weight", "mf_item_embed.weight", "mlp_user_embed.weight", "mlp_item_embed.weight"], names
+assert names[-2:] == ["final.weight", "final.bias"] and d["task"] == "recommendation", names
+print("ok: ncf has", d["parameters"], "parameters at ml-20m size")'
+
+echo "== HR@10 from chance to 0.5"
+"${MPIRUN[@]}" "$BIN/scaletrain" train "${NCF[@]}" --epochs 14 --target-accuracy 0.5 --output-dir "$W/run" \
+  >"$W/run.log" 2>&1 || fail "training failed: $(tail -n 20 "$W/run.log")"
+grep -q "epoch 1 done .* val hr@10 0\.0" "$W/run.log" || fail "no HR@10 line for epoch 1: $(grep done "$W/run.log")"
+$PY - "$W/run" <<'PY'
+import json, sys
+run = sys.argv[1]
+r = json.load(open(run + "/report.json"))
+epochs = r["epochs"]
+hr = [e["val_accuracy"] for e in epochs]
+print("HR@10 by epoch:", " ".join(f"{h:.3f}" for h in hr))
+assert r["task"] == "recommendation" and r["quality_metric"] == "hr@10", (r["task"], r["quality_metric"])
+assert hr[0] < 0.05, f"HR@10 after one epoch is {hr[0]}, expected near chance (10/1000)"
+assert r["status"] == "target_reached" and hr[-1] >= 0.5 and max(hr[:-1]) < 0.5, (r["status"], hr)
+assert r["final_val_accuracy"] == hr[-1] and r["time_to_target_s"] > 0
+for e in epochs:
+    m = e["val_metrics"]
+    assert m["hr@10"] == e["val_accuracy"] and 0 < m["ndcg@10"] <= m["hr@10"], m
+    assert e["val_loss"] is None
+d = r["dataset"]
+assert (d["task"], d["num_users"], d["num_items"], d["train_positives"]) == ("recommendation", 2000, 2000, 38000), d
+assert d["train_samples"] == 5 * 38000 and d["val_samples"] == 2000 and d["eval_negatives"] == 999, d
+# The model's defaults (models/registry.hpp) where the command line set nothing.
+c = r["config"]
+assert (c["optimizer"], c["lr_schedule"], c["base_lr"], c["adam_beta1"], c["adam_beta2"]) == \
+    ("adam", "constant", 0.0045, 0.25, 0.5), c
+assert r["optimizer_options"] == {"name": "adam", "beta1": 0.25, "beta2": 0.5, "epsilon": 1e-8}, r["optimizer_options"]
+# NeuMF's parameters: (U + I) * (64 + 128) + MLP + final, all of them all-reduced every step.
+params = 4000 * 192 + (256 * 256 + 256) + (256 * 128 + 128) + (128 * 64 + 64) + (64 + 64) + 1
+assert r["parameters"] == params and r["allreduce_bytes_per_step"] == 4 * params, (r["parameters"], params)
+# mllog.txt: NCF's benchmark and keys; eval_accuracy is HR@10.
+log = {}
+evals = []
+for line in open(run + "/mllog.txt"):
+    e = json.loads(line.split(":::MLLOG ", 1)[1])
+    log.setdefault(e["key"], e["value"])
+    if e["key"] == "eval_accuracy":
+        evals.append(e["value"])
+assert log["submission_benchmark"] == "ncf" and log["opt_name"] == "adam", log
+assert log["input_hp_num_neg"] == 4 and log["eval_hp_num_neg"] == 999 and log["preproc_hp_num_eval"] == 999, log
+assert log["model_hp_mf_dim"] == 64 and log["model_hp_mlp_layer_sizes"] == [256, 256, 128, 64], log
+assert "model_bn_span" not in log and "label_smoothing" not in log, "image keys in an NCF log"
+assert evals == hr, (evals, hr)
+print("ok: report.json and mllog.txt")
+PY
+
+echo "== --max-steps then resume equals an uninterrupted run"
+"${MPIRUN[@]}" "$BIN/scaletrain" train "${NCF[@]}" --epochs 2 --output-dir "$W/whole" >"$W/whole.log" 2>&1 ||
+  fail "uninterrupted run: $(tail -n 20 "$W/whole.log")"
+"${MPIRUN[@]}" "$BIN/scaletrain" train "${NCF[@]}" --epochs 2 --max-steps 500 --output-dir "$W/cut" >"$W/cut.log" 2>&1 ||
+  fail "cut run: $(tail -n 20 "$W/cut.log")"
+"${MPIRUN[@]}" "$BIN/scaletrain" train "${NCF[@]}" --epochs 2 --resume auto --output-dir "$W/cut" >>"$W/cut.log" 2>&1 ||
+  fail "resumed run: $(tail -n 20 "$W/cut.log")"
+grep -q "resumed from $W/cut/checkpoints/step-000000500.h5" "$W/cut.log" || fail "no resume: $(tail -n 5 "$W/cut.log")"
+"${CK[@]}" same "$W/whole" "$W/cut"
+$PY - "$W/whole" "$W/cut" <<'PY'
+import json, sys
+a, b = (json.load(open(d + "/report.json")) for d in sys.argv[1:])
+strip = lambda es: [{k: e[k] for k in ("epoch", "steps", "train_loss", "val_accuracy", "val_metrics")} for e in es]
+assert strip(a["epochs"]) == strip(b["epochs"]), (a["epochs"], b["epochs"])
+print("ok: the resumed run's epochs equal the uninterrupted run's:", [e["val_accuracy"] for e in a["epochs"]])
+PY
+
+echo "== options on the command line beat the model's defaults"
+"${MPIRUN[@]}" "$BIN/scaletrain" train "${NCF[@]}" --epochs 1 --max-steps 2 --optimizer sgd --base-lr 0.5 \
+  --lr-schedule cosine --weight-decay 0 --output-dir "$W/sgd" >"$W/sgd.log" 2>&1 || fail "sgd run: $(tail -n 20 "$W/sgd.log")"
+$PY -c "
+import json, sys
+c = json.load(open('$W/sgd/report.json'))['config']
+assert (c['optimizer'], c['base_lr'], c['lr_schedule']) == ('sgd', 0.5, 'cosine'), c
+print('ok: --optimizer sgd --base-lr 0.5 --lr-schedule cosine kept')"
+
+echo "== inputs/ncf_movielens.ini: the MLPerf hyperparameters, as a config file"
+"$BIN/scaletrain" train --config "${ST_SOURCE:-.}/inputs/ncf_movielens.ini" --data "$W/data" --batch-size 256 \
+  --max-steps 2 --threads 1 --output-dir "$W/ini" >"$W/ini.log" 2>&1 || fail "the config: $(tail -n 20 "$W/ini.log")"
+$PY -c "
+import json
+r = json.load(open('$W/ini/report.json'))
+c = r['config']
+got = (c['model'], c['optimizer'], c['base_lr'], c['adam_beta1'], c['adam_beta2'], c['adam_epsilon'], c['lr_schedule'],
+       c['weight_decay'], r['target_accuracy'], c['epochs'])
+assert got == ('ncf', 'adam', 0.0045, 0.25, 0.5, 1e-8, 'constant', 0.0, 0.635, 20), got
+print('ok: inputs/ncf_movielens.ini', got)"
+
+echo "== bad input: clear errors on every rank, no hang"
+# damaged SPLIT CODE: a copy of the dataset whose SPLIT shards h5py changed with CODE (f: the
+# first shard, opened for writing); the manifest goes, so that the reader's own checks speak.
+damaged() {
+  local name=$1 split=$2 code=$3
+  rm -rf "$W/$name" && cp -r "$W/data" "$W/$name" && rm -f "$W/$name/train/manifest.json" "$W/$name/val/manifest.json"
+  $PY - "$W/$name/$split" <<PY
+import glob, sys, h5py, numpy as np
+f = h5py.File(sorted(glob.glob(sys.argv[1] + "/*.h5"))[0], "r+")
+$code
+f.close()
+PY
+}
+damaged item_range train 'f["item"][7] = f.attrs["num_items"]'
+expect_failure "item id out of range" "item[7] = 2000 is out of range [0, 2000)" \
+  "${MPIRUN[@]}" "$BIN/scaletrain" train --model ncf --data "$W/item_range" --output-dir "$W/bad"
+damaged no_heldout val 'u = f["user"][:]; i = f["item"][:]; n = f["negatives"][:]
+for k in ("user", "item", "negatives"): del f[k]
+f["user"] = u[1:]; f["item"] = i[1:]; f["negatives"] = n[1:]'
+expect_failure "a user without a held-out item" "has no held-out item" \
+  "${MPIRUN[@]}" "$BIN/scaletrain" train --model ncf --data "$W/no_heldout" --output-dir "$W/bad"
+rm -rf "$W/empty" && cp -r "$W/data" "$W/empty" && rm -f "$W/empty/train/manifest.json"
+$PY - "$W/empty/train" <<'PY'
+import glob, sys, h5py, numpy as np
+for p in sorted(glob.glob(sys.argv[1] + "/*.h5")):
+    with h5py.File(p, "r+") as f:
+        for k in ("user", "item"):
+            del f[k]
+            f[k] = np.zeros(0, np.int32)
+PY
+expect_failure "an empty split" "the shards hold no positives (an empty split)" \
+  "${MPIRUN[@]}" "$BIN/scaletrain" train --model ncf --data "$W/empty" --output-dir "$W/bad"
+"$BIN/scaletrain-data" synthetic --samples 64 --image-size 8,8,3 --classes 4 --output "$W/images" >/dev/null
+expect_failure "ncf on image data" "dataset $W/images is for the image classification task, but --model ncf is a recommendation model" \
+  "${MPIRUN[@]}" "$BIN/scaletrain" train --model ncf --data "$W/images" --output-dir "$W/bad"
+expect_failure "resnet20 on recommendation data" "is for the recommendation task, but --model resnet20 is an image classification model" \
+  "${MPIRUN[@]}" "$BIN/scaletrain" train --model resnet20 --data "$W/data" --output-dir "$W/bad"
+expect_failure "label smoothing" "--label-smoothing is for image classification" \
+  "$BIN/scaletrain" train --model ncf --data "$W/data" --label-smoothing 0.1 --output-dir "$W/bad"
+no_scaletrain_left
+echo "ncf tests passed"
