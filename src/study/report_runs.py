@@ -197,6 +197,9 @@ def fill_metrics(rec, report, mllog):
         "throughput_per_rank_samples_per_s": throughput / ranks,
         "time_per_epoch_s": tpe, "time_per_epoch_source": tpe_source,
         "step_split": split, "step_split_source": split_source,
+        # Gradient bytes each rank all-reduces per step: NCF's embeddings against ResNet's convolutions.
+        "allreduce_mb_per_step": (report["allreduce_bytes_per_step"] / 1e6
+                                  if report.get("allreduce_bytes_per_step") is not None else None),
         "time_to_target_s": time_to_target(report, mllog, rec["converged"]),
         "steps": report.get("steps"), "train_time_s": report.get("train_time_s"),
         "final_val_accuracy": report.get("final_val_accuracy"),

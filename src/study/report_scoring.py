@@ -124,6 +124,8 @@ def split_row(used):
     out["other_s"] = (max(0.0, out["step_s"] - sum(parts))
                       if finite(out["step_s"]) and all(finite(p) for p in parts) else None)
     out["step_split_source"] = "; ".join(sorted({r["metrics"]["step_split_source"] for r in used})) or None
+    out["allreduce_mb_per_step"] = mean_or_none([r["metrics"].get("allreduce_mb_per_step") for r in used
+                                                 if r["metrics"].get("allreduce_mb_per_step") is not None])
     return out
 
 

@@ -19,7 +19,7 @@ CSV_COLUMNS = [
     "throughput_per_rank_samples_per_s", "time_per_epoch_s", "time_per_epoch_min_s", "time_per_epoch_max_s",
     "baseline_nodes", "speedup", "efficiency",
     "time_to_target_s", "time_to_target_method", "time_to_target_runs_converged", "time_to_target_runs_not_converged",
-    "step_s", "compute_s", "exposed_comm_s", "data_wait_s", "other_s",
+    "step_s", "compute_s", "exposed_comm_s", "data_wait_s", "other_s", "allreduce_mb_per_step",
     "time_per_epoch_source", "step_split_source",
     # Against a prediction (--prediction): empty where the row's model has none, or not comparable.
     "predicted_step_s", "predicted_throughput_samples_per_s", "step_error_pct", "throughput_error_pct",
@@ -182,12 +182,21 @@ def time_to_target_section(rows):
 
 def split_section(rows):
     header = ["model", "mode", "nodes", "step ms", "compute ms", "exposed comm ms", "data wait ms", "other ms",
-              "source"]
+              "all-reduce MB/step", "MB per compute ms", "source"]
     lines = [[r["model"], r["mode"], r["nodes"], ms(r["step_s"]), ms(r["compute_s"]), ms(r["exposed_comm_s"]),
-              ms(r["data_wait_s"]), ms(r["other_s"]), r["step_split_source"] or NOT_RECORDED] for r in rows]
+              ms(r["data_wait_s"]), ms(r["other_s"]), num(r.get("allreduce_mb_per_step"), 4),
+              num(mb_per_compute_ms(r), 3), r["step_split_source"] or NOT_RECORDED] for r in rows]
     return ("## Step time split\n\nPer optimizer step, mean over the repeats: compute (forward + backward + "
             "optimizer), exposed communication (waiting for gradients after backward), data wait, and the "
-            "rest of the step.\n\n" + table(header, lines))
+            "rest of the step; then the gradient megabytes each rank all-reduces per step, and per "
+            "millisecond of compute: the higher that ratio, the sooner communication outgrows compute as "
+            "nodes are added (NCF's dense embedding gradients against ResNet's convolutions).\n\n"
+            + table(header, lines))
+
+
+def mb_per_compute_ms(row):
+    mb, compute = row.get("allreduce_mb_per_step"), row.get("compute_s")
+    return mb / (compute * 1e3) if mb is not None and compute else None
 
 
 def problems_section(records):

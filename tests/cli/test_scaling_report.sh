@@ -152,6 +152,9 @@ for key, rs in reports.items():
         steps = seg["last_step"] - seg["first_step"]
         return sum(ph[p]["mean_s"] for p in ("forward", "backward", "optimizer")) / steps
     close(rows_json[key]["compute_s"], statistics.fmean(compute(r) for r in rs), (key, "compute"))
+    # The gradient bytes all-reduced per step: the model's parameters, 4 bytes each.
+    for value in both(key, "allreduce_mb_per_step"):
+        close(value, statistics.fmean(4 * r["parameters"] / 1e6 for r in rs), (key, "all-reduce MB"))
 
 # Time to target of the weak series: fewer runs than MLPerf's 5, so a flagged plain mean.
 for n in (1, 2):
