@@ -400,4 +400,18 @@ print("ok: chunked and compressed 'jpeg' datasets read like the contiguous one")
 EOF
 expect_error "chunked/train/shard-00001-of-00003.h5: --io mmap needs the 'jpeg' bytes uncompressed" \
   "$BIN" bench "$W/chunked" --io mmap --batch-size 3 --image-size 16,16
+# Training on JPEG shards: report.json's image_shape is the model's input (--image-size, or the
+# model's default), not the shards' (JPEG shards hold images of every size).
+for size in 16,16 default; do
+  opts=(--image-size "$size")
+  [ "$size" = default ] && opts=() && size=32,32  # resnet20's input
+  timeout 120 "$ST_BIN/scaletrain" train --model resnet20 --data "$W/jpeg2" --batch-size 4 --max-steps 2 --threads 1 \
+    "${opts[@]}" --output-dir "$W/train_jpeg" --overwrite >"$W/train_jpeg.txt" 2>&1 ||
+    fail "training on JPEG shards: $(tail -n 5 "$W/train_jpeg.txt")"
+  $PY -c "
+import json, sys
+d = json.load(open('$W/train_jpeg/report.json'))['dataset']
+assert d['image_shape'] == [${size%,*}, ${size#*,}, 3] and d['task'] == 'image_classification', d
+print('ok: image_shape', d['image_shape'], 'for JPEG shards')"
+done
 echo "PASS: imagenet convert"
