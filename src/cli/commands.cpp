@@ -30,6 +30,7 @@
 #include "scaletrain/models/neumf.hpp"
 #include "scaletrain/models/registry.hpp"
 #include "scaletrain/train/checkpointing.hpp"
+#include "scaletrain/train/task.hpp"
 #include "scaletrain/train/trainer.hpp"
 
 namespace po = boost::program_options;
@@ -43,7 +44,7 @@ const char* kUsage =
     "\n"
     "commands:\n"
     "  train    data-parallel training under mpirun/srun; writes checkpoints/ and report.json, resumes runs\n"
-    "  eval     top-1 accuracy of a checkpoint on a dataset split (sharded over ranks)\n"
+    "  eval     a checkpoint's quality on a dataset split (top-1; HR@10 for ncf), sharded over ranks\n"
     "  predict  logits for inputs stored in an HDF5 file\n"
     "  info     the models and their tasks; a model's parameter count and tensors (state_dict names)\n"
     "\n"
@@ -448,13 +449,42 @@ int cmd_train(int argc, char** argv) {
 // ---------------------------------------------------------------------------------------------
 // eval
 
+// A model of a task other than image classification (ncf) evaluates through its task: the val
+// split, the task's metrics, every rank reading the checkpoint (as below).
+void eval_through_task(const std::string& model, const std::string& checkpoint, const std::string& data_dir,
+                       const std::string& split, int64_t batch_size, int threads) {
+  if (split != "val")
+    throw UsageError("--split " + split + ": --model " + model + " evaluates its dataset's val split (the held-out " +
+                     "items and their negatives)");
+  train::TrainConfig c;
+  c.model = model;
+  c.data_dir = data_dir;
+  const comm::Communicator comm = comm::Communicator::world();
+  const std::unique_ptr<train::Task> task = train::open_task(c, comm);
+  Context ctx(Device::cpu, threads > 0 ? threads : train::default_threads(comm));
+  const std::unique_ptr<models::Network> network = task->make_network(c.seed);
+  const checkpoint::CheckpointData weights = checkpoint::read_newest_checkpoint(checkpoint);
+  task->check_fits(weights);
+  checkpoint::restore_model(weights, model, network->params(), nullptr);
+  ST_LOG("checkpoint " << weights.path << " (step " << weights.meta.step << ")");
+  const train::Evaluation e = task->evaluate(comm, ctx, *network, batch_size, 1);
+  std::string metrics;
+  for (const auto& [name, value] : e.metrics.items()) {
+    char part[64];
+    std::snprintf(part, sizeof part, "%s%s %.4f", metrics.empty() ? "" : ", ", name.c_str(), value.as_double());
+    metrics += part;
+  }
+  ST_LOG(metrics << " on " << data_dir << "/" << split << " (" << task->eval_samples() << " users)");
+}
+
 int cmd_eval(int argc, char** argv) {
   std::string model, checkpoint, data_dir, split = "val";
   int64_t batch_size = 128;
   int threads = 0;
   train::EvalDataOptions data_options;
   po::options_description desc("scaletrain eval", kHelpWidth);
-  desc.add_options()("help,h", "print this help")("model", po::value(&model)->required(), "resnet50 | resnet20")(
+  desc.add_options()("help,h", "print this help")("model", po::value(&model)->required(),
+                                                  "resnet50 | resnet20 (top-1) | ncf (HR@10 and NDCG@10)")(
       "checkpoint", po::value(&checkpoint)->required(),
       "a checkpoint file, or a run directory (train --output-dir): its newest valid checkpoint")(
       "data", po::value(&data_dir)->required(), "dataset directory")("split", po::value(&split)->default_value(split),
@@ -474,6 +504,10 @@ int cmd_eval(int argc, char** argv) {
   notify("eval", vm);
   train::check_model_name(model);
   if (batch_size <= 0) throw UsageError("--batch-size must be positive");
+  if (models::model_entry(model).task != models::kTaskImageClassification) {
+    eval_through_task(model, checkpoint, data_dir, split, batch_size, threads);
+    return 0;
+  }
   train::check_io_mode(data_options.io);
   train::check_data_threads(data_options.data_threads);
   std::tie(data_options.image_height, data_options.image_width) = image_size_option(vm);
@@ -518,6 +552,10 @@ int cmd_predict(int argc, char** argv) {
   if (!parse("predict", argc, argv, desc, vm)) return 0;
   notify("predict", vm);
   train::check_model_name(model);
+  if (models::model_entry(model).task != models::kTaskImageClassification)
+    throw UsageError("predict: --model " + model + " is not an image classifier (its task is " +
+                     models::model_entry(model).task + "); 'scaletrain eval --model " + model +
+                     "' scores its evaluation split");
   if (batch_size <= 0) throw UsageError("--batch-size must be positive");
 
   const comm::Communicator comm = comm::Communicator::world();

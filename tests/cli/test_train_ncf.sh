@@ -86,6 +86,21 @@ assert evals == hr, (evals, hr)
 print("ok: report.json and mllog.txt")
 PY
 
+echo "== scaletrain eval of the run's checkpoint gives its last evaluation"
+"${MPIRUN[@]}" "$BIN/scaletrain" eval --model ncf --checkpoint "$W/run" --data "$W/data" --threads 1 >"$W/eval.log" 2>&1 ||
+  fail "eval: $(tail -n 5 "$W/eval.log")"
+expected=$($PY -c "
+import json
+m = json.load(open('$W/run/report.json'))['epochs'][-1]['val_metrics']
+print(f\"hr@10 {m['hr@10']:.4f}, ndcg@10 {m['ndcg@10']:.4f} on $W/data/val (2000 users)\")")
+grep -qF "$expected" "$W/eval.log" || fail "eval printed $(tail -n 1 "$W/eval.log"), expected '$expected'"
+echo "ok: eval: $expected"
+expect_failure "eval of another split" "--split train: --model ncf evaluates its dataset's val split" \
+  "$BIN/scaletrain" eval --model ncf --checkpoint "$W/run" --data "$W/data" --split train
+
+expect_failure "predict of a recommendation model" "predict: --model ncf is not an image classifier" \
+  "$BIN/scaletrain" predict --model ncf --checkpoint "$W/run" --input "$W/none.h5" --output "$W/out.h5"
+
 echo "== --max-steps then resume equals an uninterrupted run"
 "${MPIRUN[@]}" "$BIN/scaletrain" train "${NCF[@]}" --epochs 2 --output-dir "$W/whole" >"$W/whole.log" 2>&1 ||
   fail "uninterrupted run: $(tail -n 20 "$W/whole.log")"
