@@ -3,9 +3,9 @@
 // agreement at every step boundary, evaluation at epoch ends, checkpoints and the report.
 //
 // One step: wait for the batch, forward + loss, backward (each parameter's gradient is announced
-// to the reducer as soon as it is written), wait for the averaged gradients, SGD step. Every rank
-// runs the same number of steps (the loader gives equal shares), so every collective is entered
-// by every rank the same number of times.
+// to the reducer as soon as it is written), wait for the averaged gradients, optimizer step. Every
+// rank runs the same number of steps (the task's batches are equal shares), so every collective
+// is entered by every rank the same number of times.
 //
 // Step boundaries: after every step but an epoch's last, and after each epoch's end, every rank
 // joins one small all-reduce (bitwise or of a few flags): a stop signal on any rank, and whether
