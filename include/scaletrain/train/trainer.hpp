@@ -1,7 +1,7 @@
 // The training loop: data-parallel training over MPI ranks, one job segment of a run that may span
 // several (resumed from checkpoints). It sees the all-reduce only through comm::GradientReducer
-// and the data, loss and metric only through its Task (train/task.hpp), so each can be swapped; the run's state is one object
-// (run_state.hpp) that checkpoints save and restore.
+// and the data, loss and metric only through its Task (train/task.hpp), so each can be swapped;
+// the run's state is one object (run_state.hpp) that checkpoints save and restore.
 #pragma once
 
 #include <string>
