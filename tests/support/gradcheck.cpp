@@ -1,5 +1,6 @@
 #include "support/gradcheck.hpp"
 
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -88,6 +89,18 @@ std::string error_of(const std::function<void()>& f) {
     return e.what();
   }
   return "";
+}
+
+void check_throws(const std::function<void()>& f, std::initializer_list<std::string> needles) {
+  try {
+    f();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    for (const auto& n : needles)
+      BOOST_CHECK_MESSAGE(what.find(n) != std::string::npos, "'" << n << "' not in: " << what);
+    return;
+  }
+  BOOST_ERROR("no scaletrain::Error thrown");
 }
 
 }  // namespace scaletrain::test

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,8 @@ Tensor nan_tensor(const Shape& shape);
 
 // The message of the scaletrain::Error that f throws, or "" when it throws none.
 std::string error_of(const std::function<void()>& f);
+// Boost.Test checks that f throws a scaletrain::Error whose message contains every needle.
+void check_throws(const std::function<void()>& f, std::initializer_list<std::string> needles);
 
 // f32 tensor from doubles (rounded), and back.
 Tensor to_tensor(const std::vector<double>& v, const Shape& shape);

@@ -10,9 +10,11 @@
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/data/negative_sampler.hpp"
 #include "scaletrain/data/recommendation_batches.hpp"
+#include "support/gradcheck.hpp"
 
 using namespace scaletrain;
 using namespace scaletrain::data;
+using scaletrain::test::check_throws;
 
 namespace {
 
@@ -55,19 +57,6 @@ std::multiset<Sample> all_ranks(const RecommendationSplit& s, int world, int64_t
     for (const Sample& x : epoch_samples(b, epoch)) all.insert(x);
   }
   return all;
-}
-
-template <typename F>
-void check_throws(F f, std::initializer_list<std::string> needles) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    for (const auto& n : needles)
-      BOOST_CHECK_MESSAGE(what.find(n) != std::string::npos, "'" << n << "' not in: " << what);
-    return;
-  }
-  BOOST_ERROR("no scaletrain::Error thrown");
 }
 
 }  // namespace

@@ -16,10 +16,12 @@
 #include "scaletrain/data/recommendation.hpp"
 #include "scaletrain/io/hdf5.hpp"
 #include "scaletrain/tensor/tensor.hpp"
+#include "support/gradcheck.hpp"
 
 namespace fs = std::filesystem;
 using namespace scaletrain;
 using namespace scaletrain::data;
+using scaletrain::test::check_throws;
 
 namespace {
 
@@ -29,19 +31,6 @@ fs::path fresh_dir(const std::string& name) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
-}
-
-template <typename F>
-void check_throws(F f, std::initializer_list<std::string> needles) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    for (const auto& n : needles)
-      BOOST_CHECK_MESSAGE(what.find(n) != std::string::npos, "'" << n << "' not in: " << what);
-    return;
-  }
-  BOOST_ERROR("no scaletrain::Error thrown");
 }
 
 // Users 0..3 over 50 items: user 0 sparse, user 1 has 40 of 50 items (the by-rank path), user 2
