@@ -25,7 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
-from torch_reference import ST_BIN, ST_TMP, compare, run  # noqa: E402
+from torch_reference import ST_BIN, ST_TMP, NeuMF, compare, run  # noqa: E402
 import h5py  # noqa: E402
 
 torch.manual_seed(0)
@@ -39,36 +39,6 @@ root = os.path.join(ST_TMP, "torch_neumf")
 shutil.rmtree(root, ignore_errors=True)
 os.makedirs(root)
 failures = []
-
-
-class NeuMF(nn.Module):
-    """The reference's module: same attribute names (hence state_dict names), forward and init."""
-
-    def __init__(self, nb_users, nb_items, mf_dim, mlp_layer_sizes):
-        super().__init__()
-        self.mf_user_embed = nn.Embedding(nb_users, mf_dim)
-        self.mf_item_embed = nn.Embedding(nb_items, mf_dim)
-        self.mlp_user_embed = nn.Embedding(nb_users, mlp_layer_sizes[0] // 2)
-        self.mlp_item_embed = nn.Embedding(nb_items, mlp_layer_sizes[0] // 2)
-        self.mlp = nn.ModuleList()
-        for i in range(1, len(mlp_layer_sizes)):
-            self.mlp.extend([nn.Linear(mlp_layer_sizes[i - 1], mlp_layer_sizes[i])])
-        self.final = nn.Linear(mlp_layer_sizes[-1] + mf_dim, 1)
-        for embed in (self.mf_user_embed, self.mf_item_embed, self.mlp_user_embed, self.mlp_item_embed):
-            embed.weight.data.normal_(0.0, 0.01)
-        for layer in self.mlp:  # glorot_uniform; biases keep nn.Linear's default
-            limit = np.sqrt(6.0 / (layer.in_features + layer.out_features))
-            layer.weight.data.uniform_(-limit, limit)
-        limit = np.sqrt(3.0 / self.final.in_features)  # lecunn_uniform
-        self.final.weight.data.uniform_(-limit, limit)
-
-    def forward(self, user, item):
-        xmf = self.mf_user_embed(user) * self.mf_item_embed(item)
-        xmlp = torch.cat((self.mlp_user_embed(user), self.mlp_item_embed(item)), dim=1)
-        for layer in self.mlp:
-            xmlp = F.relu(layer(xmlp))
-        return self.final(torch.cat((xmf, xmlp), dim=1))
-
 
 
 users = rng.integers(0, USERS - 10, N).astype(np.int32)

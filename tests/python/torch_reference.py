@@ -8,6 +8,7 @@ import h5py
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 import torchvision
 
 ST_BIN = os.environ.get("ST_BIN", "build/bin")
@@ -52,6 +53,37 @@ class ResNet20(nn.Module):
         x = self.relu(self.bn1(self.conv1(x)))
         x = self.layer3(self.layer2(self.layer1(x)))
         return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+class NeuMF(nn.Module):
+    """NeuMF as the MLPerf v0.5 NCF reference's module (mlcommons/training, retired_benchmarks/ncf/
+    neumf.py): same attribute names (hence state_dict names), forward and init. Checked against
+    scaletrain's by test_torch_neumf.py; tools/torch_ncf_baseline.py trains it."""
+
+    def __init__(self, nb_users, nb_items, mf_dim, mlp_layer_sizes):
+        super().__init__()
+        self.mf_user_embed = nn.Embedding(nb_users, mf_dim)
+        self.mf_item_embed = nn.Embedding(nb_items, mf_dim)
+        self.mlp_user_embed = nn.Embedding(nb_users, mlp_layer_sizes[0] // 2)
+        self.mlp_item_embed = nn.Embedding(nb_items, mlp_layer_sizes[0] // 2)
+        self.mlp = nn.ModuleList()
+        for i in range(1, len(mlp_layer_sizes)):
+            self.mlp.extend([nn.Linear(mlp_layer_sizes[i - 1], mlp_layer_sizes[i])])
+        self.final = nn.Linear(mlp_layer_sizes[-1] + mf_dim, 1)
+        for embed in (self.mf_user_embed, self.mf_item_embed, self.mlp_user_embed, self.mlp_item_embed):
+            embed.weight.data.normal_(0.0, 0.01)
+        for layer in self.mlp:  # glorot_uniform; biases keep nn.Linear's default
+            limit = np.sqrt(6.0 / (layer.in_features + layer.out_features))
+            layer.weight.data.uniform_(-limit, limit)
+        limit = np.sqrt(3.0 / self.final.in_features)  # lecunn_uniform
+        self.final.weight.data.uniform_(-limit, limit)
+
+    def forward(self, user, item):
+        xmf = self.mf_user_embed(user) * self.mf_item_embed(item)
+        xmlp = torch.cat((self.mlp_user_embed(user), self.mlp_item_embed(item)), dim=1)
+        for layer in self.mlp:
+            xmlp = F.relu(layer(xmlp))
+        return self.final(torch.cat((xmf, xmlp), dim=1))
 
 
 def make_model(name, in_channels, num_classes):
