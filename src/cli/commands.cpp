@@ -174,7 +174,8 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "start a new run from this checkpoint's weights (a file or a run directory; step 0, zero momentum)")(
       "seed", po::value(&c.seed)->default_value(c.seed), "seed for initialisation, shuffling and augmentation")(
       "threads", po::value(&c.threads)->default_value(c.threads),
-      "CPU threads per rank; 0 = the node's cores divided by its ranks");
+      "CPU threads per rank; 0 = the node's cores divided by its ranks, at most the cores the rank is bound to "
+      "(mpirun binds a lone rank to one core: --bind-to none frees it)");
   po::options_description schedule("schedule and optimizer", kHelpWidth);
   schedule.add_options()("epochs", po::value(&c.epochs)->default_value(c.epochs), "epochs to train")(
       "max-steps", po::value(&c.max_steps)->default_value(c.max_steps), "stop after N optimizer steps (0 = no limit)")(

@@ -2,6 +2,8 @@
 // Every rule names the option as the user types it, so that an error reads as a usage hint.
 #include "scaletrain/train/config.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -156,11 +158,20 @@ void check_data_threads(int n) {
   require(n >= 1 && n <= 256, "--data-threads must be between 1 and 256, got " + std::to_string(n));
 }
 
+int allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0)
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, CPU_COUNT(&set));
+}
+
 int default_threads(const comm::Communicator& comm) {
   const auto hosts = comm.all_hosts();
   const int on_my_node = static_cast<int>(std::count(hosts.begin(), hosts.end(), comm.host()));
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, on_my_node));
+  // A rank bound to fewer cores (mpirun binds a lone rank to one) gains nothing from more threads.
+  return std::max(1, std::min(cores / std::max(1, on_my_node), allowed_cpus()));
 }
 
 namespace {

@@ -134,6 +134,7 @@ class Training {
   void build_run_state();
   void build_communication();
   void log_start() const;
+  void warn_if_threads_share_cores() const;
   void start_mlperf_run();
   MlperfRunFacts mlperf_facts() const;
 
@@ -216,6 +217,7 @@ Training::Training(const comm::Communicator& comm, const TrainConfig& config, co
   topology_.emplace(comm::Topology::build(comm_, cfg_.ranks_per_node));
   stage_data();
   threads_ = cfg_.threads > 0 ? cfg_.threads : default_threads(comm_);
+  warn_if_threads_share_cores();
   ctx_ = std::make_unique<Context>(Device::cpu, threads_);
   build_run_state();
   build_communication();
@@ -270,6 +272,18 @@ void Training::build_communication() {
   accumulator_ = std::make_unique<GradientAccumulator>(params, cfg_.accumulate_steps,
                                                        [this](int i) { reducer_->on_grad_ready(i); });
   params.set_grad_ready_hook([this](int i) { accumulator_->on_grad_ready(i); });
+}
+
+// --threads above the cores a rank is bound to: the threads take turns on them (Open MPI binds a
+// lone rank to one core), and the run is as slow as with fewer threads. Rank 0 says it for its
+// own binding (a job's ranks are bound alike).
+void Training::warn_if_threads_share_cores() const {
+  const int cpus = allowed_cpus();
+  if (comm_.rank() != 0 || threads_ <= cpus) return;
+  ST_WARN(threads_ << " threads per rank (--threads) but this rank may run on only " << cpus
+                   << (cpus == 1 ? " core" : " cores")
+                   << " (its CPU binding); with mpirun use --bind-to none, or --map-by slot:PE=" << threads_
+                   << " to give each rank " << threads_ << " cores");
 }
 
 void Training::log_start() const {

@@ -139,6 +139,18 @@ got = (c['model'], c['optimizer'], c['base_lr'], c['adam_beta1'], c['adam_beta2'
 assert got == ('ncf', 'adam', 0.0045, 0.25, 0.5, 1e-8, 'constant', 0.0, 0.635, 20), got
 print('ok: inputs/ncf_movielens.ini', got)"
 
+echo "== threads and the cores a rank is bound to"
+# mpirun binds a lone rank to one core: --threads 2 there is warned about, and the default is 1.
+mpirun -np 1 --bind-to core "$BIN/scaletrain" train --model ncf --data "$W/data" --batch-size 256 --log-every 0 \
+  --threads 2 --max-steps 1 --output-dir "$W/bound" >"$W/bound.log" 2>&1 || fail "bound run: $(tail -n 5 "$W/bound.log")"
+grep -qF "2 threads per rank (--threads) but this rank may run on only 1 core (its CPU binding)" "$W/bound.log" ||
+  fail "no warning about 2 threads on 1 core: $(head -n 5 "$W/bound.log")"
+mpirun -np 1 --bind-to core "$BIN/scaletrain" train --model ncf --data "$W/data" --batch-size 256 --log-every 0 \
+  --max-steps 1 --output-dir "$W/bound" --overwrite >"$W/bound.log" 2>&1 || fail "bound run: $(tail -n 5 "$W/bound.log")"
+grep -qF "1 rank on 1 host, 1 thread per rank" "$W/bound.log" || fail "default threads of a rank bound to one core: $(head -n 3 "$W/bound.log")"
+! grep -q "may run on only" "$W/bound.log" || fail "a warning with the default threads: $(head -n 3 "$W/bound.log")"
+echo "ok: --threads 2 on one bound core is warned about; the default is 1 thread there"
+
 echo "== bad input: clear errors on every rank, no hang"
 # damaged SPLIT CODE: a copy of the dataset whose SPLIT shards h5py changed with CODE (f: the
 # first shard, opened for writing); the manifest goes, so that the reader's own checks speak.

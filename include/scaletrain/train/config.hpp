@@ -152,8 +152,11 @@ void check_model_name(const std::string& model);
 void check_io_mode(const std::string& io);
 void check_data_threads(int data_threads);
 
-// Threads per rank when --threads is 0: the node's cores shared evenly by its ranks. Collective.
+// Threads per rank when --threads is 0: the node's cores shared evenly by its ranks, and no more
+// than the cores this rank may run on (allowed_cpus). Collective.
 int default_threads(const comm::Communicator& comm);
+// The cores this process may run on (its CPU affinity, which mpirun's binding sets).
+int allowed_cpus();
 
 // Throws UsageError naming the option for any value the run cannot use (a non-positive batch
 // size, an unknown schedule, --resume with --init-from, ...). Checks nothing on disk.
