@@ -45,7 +45,15 @@ const char* dtype_name(DType dtype) {
   return "?";
 }
 
-const char* device_name(Device device) { return device == Device::cpu ? "cpu" : "cuda"; }
+const char* device_name(Device device) {
+  switch (device) {
+    case Device::cpu:
+      return "cpu";
+    case Device::cuda:
+      return "cuda";
+  }
+  return "?";
+}
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;

@@ -1,8 +1,10 @@
 // Tensor host access: data<T>() takes exactly the dtype's host type on a CPU tensor and refuses
-// anything else with a message naming T, dtype, shape and device.
+// anything else with a message naming T, dtype, shape and device; and the op dispatchers' answer
+// for a device without a kernel.
 #include <boost/test/unit_test.hpp>
 #include <cstdint>
 
+#include "ops/op_checks.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/tensor/tensor.hpp"
 #include "support/gradcheck.hpp"
@@ -69,6 +71,11 @@ BOOST_AUTO_TEST_CASE(host_access_to_device_memory_is_refused) {
   BOOST_TEST(m ==
              "Tensor::data<float>() on a tensor of dtype float32 (shape [2, 3], device cuda): "
              "host access to device memory; copy it to the CPU first");
+}
+
+BOOST_AUTO_TEST_CASE(an_op_without_a_kernel_says_so) {
+  BOOST_TEST(std::string(device_name(Device::cuda)) == "cuda");
+  check_throws([] { ops::no_kernel("relu_forward", Device::cuda); }, {"relu_forward: no kernel for device cuda"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()
