@@ -25,9 +25,10 @@ void relu_forward(Context& ctx, const Tensor& x, Tensor& y) {
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::relu_forward(ctx, x, y);
-    default:
-      ST_THROW("relu_forward: no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel("relu_forward", ctx.device());
 }
 
 void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
@@ -37,9 +38,10 @@ void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) 
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::relu_backward(ctx, y, dy, dx);
-    default:
-      ST_THROW("relu_backward: no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel("relu_backward", ctx.device());
 }
 
 void add_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
@@ -49,9 +51,10 @@ void add_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::add_forward(ctx, a, b, y);
-    default:
-      ST_THROW("add_forward: no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel("add_forward", ctx.device());
 }
 
 void add_inplace(Context& ctx, Tensor& y, const Tensor& x) {
@@ -60,9 +63,10 @@ void add_inplace(Context& ctx, Tensor& y, const Tensor& x) {
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::add_inplace(ctx, y, x);
-    default:
-      ST_THROW("add_inplace: no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel("add_inplace", ctx.device());
 }
 
 }  // namespace scaletrain::ops

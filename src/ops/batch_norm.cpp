@@ -51,9 +51,10 @@ void batch_norm_forward_training(Context& ctx, const BatchNormParams& p, const T
     case Device::cpu:
       return cpu::batch_norm_forward_training(ctx, p, x, gamma, beta, running_mean, running_var, y, saved_mean,
                                               saved_inv_std);
-    default:
-      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel(op, ctx.device());
 }
 
 void batch_norm_forward_inference(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
@@ -71,9 +72,10 @@ void batch_norm_forward_inference(Context& ctx, const BatchNormParams& p, const 
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::batch_norm_forward_inference(ctx, p, x, gamma, beta, running_mean, running_var, y);
-    default:
-      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel(op, ctx.device());
 }
 
 void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& gamma,
@@ -94,9 +96,10 @@ void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::batch_norm_backward(ctx, p, x, dy, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta);
-    default:
-      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel(op, ctx.device());
 }
 
 }  // namespace scaletrain::ops

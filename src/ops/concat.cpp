@@ -27,9 +27,10 @@ void concat_features_forward(Context& ctx, const Tensor& a, const Tensor& b, Ten
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::concat_features_forward(ctx, a, b, y);
-    default:
-      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel(op, ctx.device());
 }
 
 void concat_features_backward(Context& ctx, const Tensor& dy, Tensor& da, Tensor& db) {
@@ -42,9 +43,10 @@ void concat_features_backward(Context& ctx, const Tensor& dy, Tensor& da, Tensor
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::concat_features_backward(ctx, dy, da, db);
-    default:
-      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel(op, ctx.device());
 }
 
 }  // namespace scaletrain::ops

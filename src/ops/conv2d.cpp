@@ -29,9 +29,10 @@ void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const 
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::conv2d_forward(ctx, p, x, w, y);
-    default:
-      ST_THROW("conv2d_forward: no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel("conv2d_forward", ctx.device());
 }
 
 void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
@@ -42,9 +43,10 @@ void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy,
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::conv2d_backward_data(ctx, p, dy, w, dx);
-    default:
-      ST_THROW("conv2d_backward_data: no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel("conv2d_backward_data", ctx.device());
 }
 
 void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw) {
@@ -55,9 +57,10 @@ void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::conv2d_backward_filter(ctx, p, x, dy, dw);
-    default:
-      ST_THROW("conv2d_backward_filter: no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel("conv2d_backward_filter", ctx.device());
 }
 
 }  // namespace scaletrain::ops

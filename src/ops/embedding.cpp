@@ -35,9 +35,10 @@ void embedding_forward(Context& ctx, const Tensor& table, const Tensor& indices,
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::embedding_forward(ctx, table, indices, out);
-    default:
-      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel(op, ctx.device());
 }
 
 void embedding_backward(Context& ctx, const Tensor& indices, const Tensor& dout, Tensor& dtable) {
@@ -48,9 +49,10 @@ void embedding_backward(Context& ctx, const Tensor& indices, const Tensor& dout,
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::embedding_backward(ctx, indices, dout, dtable);
-    default:
-      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel(op, ctx.device());
 }
 
 }  // namespace scaletrain::ops

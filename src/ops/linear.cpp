@@ -31,9 +31,10 @@ void linear_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::linear_forward(ctx, x, w, b, y);
-    default:
-      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel(op, ctx.device());
 }
 
 void linear_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
@@ -49,9 +50,10 @@ void linear_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tenso
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::linear_backward(ctx, x, w, dy, dx, dw, db);
-    default:
-      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel(op, ctx.device());
 }
 
 }  // namespace scaletrain::ops

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/op_checks.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
@@ -81,9 +82,10 @@ double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& l
   switch (ctx.device()) {
     case Device::cpu:
       return softmax_cross_entropy_cpu(logits, labels, label_smoothing, dlogits);
-    default:
-      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel(op, ctx.device());
 }
 
 int64_t count_correct(const Tensor& logits, const Tensor& labels) {

@@ -15,9 +15,10 @@ void multiply_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y)
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::multiply_forward(ctx, a, b, y);
-    default:
-      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel(op, ctx.device());
 }
 
 void multiply_backward(Context& ctx, const Tensor& a, const Tensor& b, const Tensor& dy, Tensor& da, Tensor& db) {
@@ -31,9 +32,10 @@ void multiply_backward(Context& ctx, const Tensor& a, const Tensor& b, const Ten
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::multiply_backward(ctx, a, b, dy, da, db);
-    default:
-      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel(op, ctx.device());
 }
 
 }  // namespace scaletrain::ops

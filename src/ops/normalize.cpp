@@ -26,9 +26,10 @@ void normalize_images(Context& ctx, const Tensor& x, const std::vector<double>& 
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::normalize_images(ctx, x, mean, std, y);
-    default:
-      ST_THROW("normalize_images: no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel("normalize_images", ctx.device());
 }
 
 }  // namespace scaletrain::ops

@@ -1,5 +1,8 @@
 // Private: argument checks shared by the op dispatchers, so every op reports a bad tensor the
 // same way ("<op>: <argument> ...") before any backend kernel runs.
+// Each dispatcher switches over Device with a case per device and no default, so -Wswitch
+// (in -Wall) names every op that lacks a case when a device is added; a device without a
+// kernel breaks out of the switch to no_kernel().
 #pragma once
 
 #include "scaletrain/backend/context.hpp"
@@ -13,6 +16,11 @@ inline void check_tensor(const Context& ctx, const Tensor& t, const char* op, co
   ST_CHECK(t.dtype() == DType::f32, op << ": " << name << " must be float32, got " << dtype_name(t.dtype()));
   ST_CHECK(t.device() == ctx.device(), op << ": " << name << " is on " << device_name(t.device())
                                           << " but the context runs on " << device_name(ctx.device()));
+}
+
+// The dispatcher's answer for a device with no kernel (or a value outside Device).
+[[noreturn]] inline void no_kernel(const char* op, Device device) {
+  ST_THROW(op << ": no kernel for device " << device_name(device));
 }
 
 inline void check_shape(const Tensor& t, const Shape& expected, const char* op, const char* name) {

@@ -39,9 +39,10 @@ void max_pool2d_forward(Context& ctx, const MaxPool2dParams& p, const Tensor& x,
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::max_pool2d_forward(ctx, p, x, y);
-    default:
-      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel(op, ctx.device());
 }
 
 void max_pool2d_backward(Context& ctx, const MaxPool2dParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
@@ -58,9 +59,10 @@ void max_pool2d_backward(Context& ctx, const MaxPool2dParams& p, const Tensor& x
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::max_pool2d_backward(ctx, p, x, y, dy, dx);
-    default:
-      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel(op, ctx.device());
 }
 
 void global_avg_pool_forward(Context& ctx, const Tensor& x, Tensor& y) {
@@ -73,9 +75,10 @@ void global_avg_pool_forward(Context& ctx, const Tensor& x, Tensor& y) {
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::global_avg_pool_forward(ctx, x, y);
-    default:
-      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel(op, ctx.device());
 }
 
 void global_avg_pool_backward(Context& ctx, const Tensor& dy, Tensor& dx) {
@@ -88,9 +91,10 @@ void global_avg_pool_backward(Context& ctx, const Tensor& dy, Tensor& dx) {
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::global_avg_pool_backward(ctx, dy, dx);
-    default:
-      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel(op, ctx.device());
 }
 
 }  // namespace scaletrain::ops

@@ -19,9 +19,10 @@ double sigmoid_bce_with_logits(Context& ctx, const Tensor& logits, const Tensor&
   switch (ctx.device()) {
     case Device::cpu:
       return cpu::sigmoid_bce_with_logits(ctx, logits, targets, dlogits);
-    default:
-      ST_THROW(op << ": no kernel for device " << device_name(ctx.device()));
+    case Device::cuda:
+      break;  // no kernel yet
   }
+  no_kernel(op, ctx.device());
 }
 
 }  // namespace scaletrain::ops

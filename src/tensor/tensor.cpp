@@ -45,7 +45,15 @@ const char* dtype_name(DType dtype) {
   return "?";
 }
 
-const char* device_name(Device device) { return device == Device::cpu ? "cpu" : "cuda"; }
+const char* device_name(Device device) {
+  switch (device) {
+    case Device::cpu:
+      return "cpu";
+    case Device::cuda:
+      return "cuda";
+  }
+  return "?";
+}
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
@@ -114,6 +122,8 @@ void Tensor::copy_from(const Tensor& src) {
   ST_CHECK(src.dtype_ == dtype_ && src.numel() == numel(), "copy from " << dtype_name(src.dtype_)
                                                                         << shape_string(src.shape_) << " into "
                                                                         << dtype_name(dtype_) << shape_string(shape_));
+  ST_CHECK(device_ == Device::cpu && src.device_ == Device::cpu,
+           "copy from " << device_name(src.device_) << " into " << device_name(device_) << ": only cpu is built in");
   if (bytes() > 0 && raw() != src.raw()) std::memcpy(raw(), src.raw(), bytes());
 }
 
@@ -123,6 +133,7 @@ void Tensor::fill(float value) {
 }
 
 void Tensor::zero() {
+  ST_CHECK(device_ == Device::cpu, "zero() of a " << device_name(device_) << " tensor: only cpu is built in");
   if (bytes() > 0) std::memset(raw(), 0, bytes());
 }
 
@@ -131,9 +142,18 @@ void* Tensor::raw() const {
   return static_cast<char*>(storage_->data()) + offset_bytes_;
 }
 
-void Tensor::check_type(std::size_t elem) const {
-  ST_CHECK(elem == dtype_size(dtype_),
-           "tensor of " << dtype_name(dtype_) << " accessed with an element of " << elem << " bytes");
+namespace detail {
+std::string host_access_message(const char* type, DType dtype, Device device, const Shape& shape) {
+  std::ostringstream os;
+  os << "Tensor::data<" << type << ">() on a tensor of dtype " << dtype_name(dtype) << " (shape " << shape_string(shape)
+     << ", device " << device_name(device) << ")";
+  if (device != Device::cpu) os << ": host access to device memory; copy it to the CPU first";
+  return os.str();
+}
+}  // namespace detail
+
+void Tensor::refuse_host_access(const char* type) const {
+  ST_THROW(detail::host_access_message(type, dtype_, device_, shape_));
 }
 
 }  // namespace scaletrain

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace scaletrain {
@@ -23,6 +24,38 @@ const char* device_name(Device device);
 using Shape = std::vector<int64_t>;
 int64_t shape_numel(const Shape& shape);
 std::string shape_string(const Shape& shape);  // "[2, 3, 4]"
+
+// The host element type of each dtype that has one: DTypeOf<float>::value == DType::f32.
+// f16/bf16 have no host type (they are GPU-only), so data<T>() cannot name them; other types
+// (char, uint16_t, ...) do not compile. Untyped access to the bytes goes through raw().
+template <typename T>
+struct DTypeOf;
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::f32;
+  static constexpr const char* name = "float";
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::i32;
+  static constexpr const char* name = "int32_t";
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::i64;
+  static constexpr const char* name = "int64_t";
+};
+template <>
+struct DTypeOf<uint8_t> {
+  static constexpr DType value = DType::u8;
+  static constexpr const char* name = "uint8_t";
+};
+
+namespace detail {
+// The message of a refused data<T>() call; separate so that a test can check the cuda case,
+// which this build cannot allocate.
+std::string host_access_message(const char* type, DType dtype, Device device, const Shape& shape);
+}  // namespace detail
 
 // Raw device memory; the allocator behind it depends on the device.
 class Storage {
@@ -68,15 +101,21 @@ class Tensor {
   void fill(float value);  // f32 only
   void zero();
 
+  // Address of the first element on the tensor's device, unchecked and untyped: for byte
+  // copies and for handing to a device API. Host code reads elements through data<T>().
   void* raw() const;
+  // Host access to the elements: T must be the dtype's host type exactly (DTypeOf) and the
+  // tensor must live on the CPU; otherwise throws scaletrain::Error naming T, dtype, shape and
+  // device. Two enum compares, cheap enough for hot loops.
   template <typename T>
   T* data() const {
-    check_type(sizeof(T));
+    using Element = std::remove_const_t<T>;
+    if (dtype_ != DTypeOf<Element>::value || device_ != Device::cpu) refuse_host_access(DTypeOf<Element>::name);
     return static_cast<T*>(raw());
   }
 
  private:
-  void check_type(std::size_t elem) const;
+  [[noreturn]] void refuse_host_access(const char* type) const;
   std::shared_ptr<Storage> storage_;
   int64_t offset_bytes_ = 0;
   Shape shape_;

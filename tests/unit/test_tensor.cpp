@@ -1,0 +1,81 @@
+// Tensor host access: data<T>() takes exactly the dtype's host type on a CPU tensor and refuses
+// anything else with a message naming T, dtype, shape and device; and the op dispatchers' answer
+// for a device without a kernel.
+#include <boost/test/unit_test.hpp>
+#include <cstdint>
+
+#include "ops/op_checks.hpp"
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/tensor/tensor.hpp"
+#include "support/gradcheck.hpp"
+
+using namespace scaletrain;
+using scaletrain::test::check_throws;
+
+static_assert(DTypeOf<float>::value == DType::f32);
+static_assert(DTypeOf<int32_t>::value == DType::i32);
+static_assert(DTypeOf<int64_t>::value == DType::i64);
+static_assert(DTypeOf<uint8_t>::value == DType::u8);
+
+BOOST_AUTO_TEST_SUITE(tensor)
+
+BOOST_AUTO_TEST_CASE(data_accepts_the_dtypes_host_type) {
+  Tensor f = Tensor::zeros({4}, DType::f32);
+  Tensor i = Tensor::zeros({4}, DType::i32);
+  Tensor l = Tensor::zeros({4}, DType::i64);
+  Tensor u = Tensor::zeros({4}, DType::u8);
+  BOOST_TEST(f.data<float>() == f.raw());
+  BOOST_TEST(f.data<const float>() == f.raw());
+  BOOST_TEST(i.data<int32_t>() == i.raw());
+  BOOST_TEST(l.data<int64_t>() == l.raw());
+  BOOST_TEST(u.data<uint8_t>() == u.raw());
+  // A view keeps its base's dtype and checks the same way.
+  Tensor v = Tensor::view_of(i, 1, {2});
+  BOOST_TEST(v.data<int32_t>() == i.data<int32_t>() + 1);
+}
+
+BOOST_AUTO_TEST_CASE(data_refuses_another_type_of_the_same_size) {
+  // The old check compared element sizes only and let these through.
+  Tensor i = Tensor::zeros({4}, DType::i32);
+  check_throws([&] { i.data<float>(); }, {"Tensor::data<float>() on a tensor of dtype int32 (shape [4], device cpu)"});
+  Tensor f = Tensor::zeros({2, 3}, DType::f32);
+  check_throws([&] { f.data<int32_t>(); }, {"Tensor::data<int32_t>()", "dtype float32", "shape [2, 3]"});
+  check_throws([&] { Tensor::view_of(f, 0, {4}).data<int32_t>(); }, {"Tensor::data<int32_t>()", "shape [4]"});
+}
+
+BOOST_AUTO_TEST_CASE(data_refuses_another_size) {
+  Tensor f = Tensor::zeros({4}, DType::f32);
+  check_throws([&] { f.data<uint8_t>(); }, {"Tensor::data<uint8_t>()", "dtype float32"});
+  check_throws([&] { f.data<int64_t>(); }, {"Tensor::data<int64_t>()", "dtype float32"});
+  Tensor u = Tensor::zeros({8}, DType::u8);
+  check_throws([&] { u.data<float>(); }, {"Tensor::data<float>()", "dtype uint8", "shape [8]"});
+  Tensor l = Tensor::zeros({1}, DType::i64);
+  check_throws([&] { l.data<int32_t>(); }, {"Tensor::data<int32_t>()", "dtype int64"});
+}
+
+BOOST_AUTO_TEST_CASE(half_precision_has_no_host_type) {
+  // f16/bf16 are for the GPU backend: no data<T>() accepts them; raw() gives the bytes.
+  for (DType d : {DType::f16, DType::bf16}) {
+    Tensor h = Tensor::zeros({3}, d);
+    check_throws([&] { h.data<float>(); }, {"Tensor::data<float>()", dtype_name(d)});
+    check_throws([&] { h.data<uint8_t>(); }, {"Tensor::data<uint8_t>()", dtype_name(d)});
+    BOOST_TEST(h.raw() != nullptr);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(host_access_to_device_memory_is_refused) {
+  // This build cannot allocate a cuda tensor, so the device branch of data<T>() is reached only
+  // with a GPU backend; its message is checked here.
+  check_throws([] { Tensor::empty({2}, DType::f32, Device::cuda); }, {"cuda", "not built into this binary"});
+  const std::string m = detail::host_access_message("float", DType::f32, Device::cuda, {2, 3});
+  BOOST_TEST(m ==
+             "Tensor::data<float>() on a tensor of dtype float32 (shape [2, 3], device cuda): "
+             "host access to device memory; copy it to the CPU first");
+}
+
+BOOST_AUTO_TEST_CASE(an_op_without_a_kernel_says_so) {
+  BOOST_TEST(std::string(device_name(Device::cuda)) == "cuda");
+  check_throws([] { ops::no_kernel("relu_forward", Device::cuda); }, {"relu_forward: no kernel for device cuda"});
+}
+
+BOOST_AUTO_TEST_SUITE_END()
