@@ -310,7 +310,7 @@ the study file (INI; options given on the command line override it):
   config = inputs/resnet50_imagenet.ini
   data = /scratch/datasets/imagenet-h5
 
-  One [model NAME] section per model (NAME is scaletrain's --model: resnet50, resnet20); its
+  One [model NAME] section per model (NAME is scaletrain's --model: resnet50, resnet20, ncf); its
   runs go to STUDY_DIR/NAME/. A model section needs data and may set config, global-batch,
   batch-per-rank, max-batch-per-rank, base-lr, reference-batch, warmup-epochs, time and
   train-options, overriding the [study] values for that model. Paths may use ~ and $VAR
@@ -617,11 +617,17 @@ def check_trainer(study):
     if result.returncode != 0:
         raise Failure(f"{path} train --help failed (exit {result.returncode}): {result.stderr.strip()[-500:]}")
     options = set(re.findall(r"(--[a-z][a-z0-9-]*)", result.stdout))
-    models = set()
-    model_line = re.search(r"--model arg[^\n]*?\)\s+(.+)", result.stdout)
-    if model_line:
-        models = {m.strip() for m in model_line.group(1).split("|")}
-    return path, options, models
+    return path, options, trainer_models(path)
+
+
+def trainer_models(path):
+    """The models the trainer knows (`scaletrain info --json` lists them); empty when it cannot say
+    (an older trainer), which leaves the check to the runs."""
+    result = run_tool([str(path), "info", "--json"], "scaletrain info --json")
+    try:
+        return {m["model"] for m in json.loads(result.stdout)} if result.returncode == 0 else set()
+    except (ValueError, TypeError, KeyError):
+        return set()
 
 
 def check_models(study, trainer, models_known):
@@ -656,6 +662,9 @@ def read_trainer_config(path):
     return values
 
 
+NCF_NEGATIVES_PER_POSITIVE = 4  # data/negative_sampler.hpp kDefaultNegativesPerPositive
+
+
 def count_train_samples(data_tool, model):
     data = model.values["data"]
     origin = f"{model.where('data')} = {str(data)!r}"
@@ -667,7 +676,10 @@ def count_train_samples(data_tool, model):
         reason = lines[-1] if lines else "scaletrain-data inspect failed"
         raise UsageError(f"{origin}: not a valid dataset: {reason}")
     try:
-        samples = int(json.loads(result.stdout)["splits"]["train"]["samples"])
+        train = json.loads(result.stdout)["splits"]["train"]
+        # A recommendation epoch is every positive and its 4 sampled negatives (MLPerf NCF).
+        samples = (int(train["positives"]) * (1 + NCF_NEGATIVES_PER_POSITIVE) if train.get("task") == "recommendation"
+                   else int(train["samples"]))
     except (ValueError, KeyError, TypeError):
         raise UsageError(f"{origin}: scaletrain-data inspect finds no train split") from None
     return samples
@@ -1395,7 +1407,7 @@ def add_study_options(parser):
         else:
             group.add_argument(name, dest=param.key.replace("-", "_"), metavar=param.metavar, help=param.help)
     models = parser.add_argument_group("a model given by options (instead of, or over, a [model NAME] section)")
-    models.add_argument("--model", metavar="NAME", help="the study is this model alone (resnet50, resnet20); its "
+    models.add_argument("--model", metavar="NAME", help="the study is this model alone (resnet50, resnet20, ncf); its "
                         "[model NAME] section, if any, is the start")
     models.add_argument("--config", metavar="FILE", help=PARAM_BY_KEY["config"].help)
     models.add_argument("--data", metavar="DIR", help=PARAM_BY_KEY["data"].help)

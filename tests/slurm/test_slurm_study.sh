@@ -82,6 +82,20 @@ grep -q '^report=$(sbatch --parsable --dependency=afterany:$job1:$job2:$job3:$jo
 ! grep '^job' "$T/dry-run.sh" | grep -q -- --dependency || fail "--no-chain still chains: $(cat "$T/dry-run.sh")"
 echo "ok: dry run: 8 run lines and the report line, a valid shell script, nothing submitted or created"
 
+# NCF in a study: scaletrain's models come from 'scaletrain info --json', and a recommendation
+# dataset's epoch is its positives and their 4 sampled negatives (2000 x 19 x 5 = 190,000: 371
+# steps of 512 in an epoch, so 10 steps are a run of --epochs 1 --max-steps 10).
+"$BIN/scaletrain-data" synthetic --task recommendation --users 2000 --items 2000 --groups 50 --positives-per-user 20 \
+  --eval-negatives 99 --output "$T/ncf-data" >/dev/null
+"${STUDY_TOOL[@]}" submit "$T/study.ini" --model ncf --data "$T/ncf-data" --mode weak --global-batch 512 \
+  --batch-per-rank 256 --max-batch-per-rank 256 --base-lr 0.0045 --steps 10 --dry-run --no-chain > "$T/dry-run-ncf.sh" ||
+  fail "the NCF dry run failed"
+[ "$(grep -c '^job[0-9]*=$(sbatch --parsable .*MODEL=ncf' "$T/dry-run-ncf.sh")" -eq 4 ] ||
+  fail "not 4 NCF run lines (weak, 1 and 2 nodes, 2 repeats): $(cat "$T/dry-run-ncf.sh")"
+grep -q -- "--epochs 1 --max-steps 10" "$T/dry-run-ncf.sh" || fail "NCF epochs: $(cat "$T/dry-run-ncf.sh")"
+queue_empty "NCF dry run"
+echo "ok: an NCF study's dry run"
+
 echo "== bad input is refused before anything is submitted"
 expect_exit "strong global batch 32 on 3 ranks" 2 "valid node counts near 3: 2, 4" \
   "${STUDY_TOOL[@]}" submit "$T/study.ini" --nodes 1,2,3 --output "$T/bad"
