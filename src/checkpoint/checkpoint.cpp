@@ -42,6 +42,11 @@ constexpr const char* kRunGroup = "run";
 constexpr const char* kOptimizerStepAttr = "step";
 constexpr int kMaxListed = 8;  // problems listed by name in one error message
 
+// "optimizer/<parameter>" (the momentum) or "optimizer/<parameter>.<key>" (an extra_state() buffer).
+std::string optimizer_tensor(const std::string& parameter, const std::string& key = "") {
+  return std::string(kOptimizerGroup) + "/" + parameter + (key.empty() ? "" : "." + key);
+}
+
 bool ignored_entry(const std::string& name) {
   const std::string suffix = "num_batches_tracked";
   return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -118,11 +123,10 @@ std::map<std::string, Tensor> file_tensors(nn::ParameterSet& p, const SaveOption
   }
   if (o.optimizer != nullptr) {
     for (int i = 0; i < p.num_parameters(); ++i)
-      out[std::string(kOptimizerGroup) + "/" + p.parameter_info(i).name] = o.optimizer->momentum_view(i);
+      out[optimizer_tensor(p.parameter_info(i).name)] = o.optimizer->momentum_view(i);
     for (const optim::Optimizer::StateBuffer& extra : o.optimizer->extra_state())
       for (int i = 0; i < p.num_parameters(); ++i)
-        out[std::string(kOptimizerGroup) + "/" + p.parameter_info(i).name + "." + extra.key] =
-            o.optimizer->state_view(*extra.flat, i);
+        out[optimizer_tensor(p.parameter_info(i).name, extra.key)] = o.optimizer->state_view(*extra.flat, i);
   }
   if (o.run != nullptr)
     for (const auto& [name, t] : o.run->tensors) out[std::string(kRunGroup) + "/" + name] = t;
@@ -262,7 +266,7 @@ void check_optimizer_state(const CheckpointData& data, const nn::ParameterSet& p
                          << "its weights)");
   if (params.num_parameters() == 0) return;
   for (const optim::Optimizer::StateBuffer& extra : optimizer.extra_state()) {
-    const std::string first = std::string(kOptimizerGroup) + "/" + params.parameter_info(0).name + "." + extra.key;
+    const std::string first = optimizer_tensor(params.parameter_info(0).name, extra.key);
     ST_CHECK(data.tensors.count(first), "checkpoint " << path << " has no " << optimizer.name() << " state "
                                                       << extra.key << " (e.g. /" << first
                                                       << "): written by another optimizer or an "
@@ -356,13 +360,12 @@ void restore_model(const CheckpointData& data, const std::string& expected_model
   if (load_optimizer) {
     for (int i = 0; i < params.num_parameters(); ++i) {
       Tensor target = optimizer->momentum_view(i);
-      target.copy_from(data.tensors.at(std::string(kOptimizerGroup) + "/" + params.parameter_info(i).name));
+      target.copy_from(data.tensors.at(optimizer_tensor(params.parameter_info(i).name)));
     }
     for (const optim::Optimizer::StateBuffer& extra : optimizer->extra_state())
       for (int i = 0; i < params.num_parameters(); ++i) {
         Tensor target = optimizer->state_view(*extra.flat, i);
-        target.copy_from(
-            data.tensors.at(std::string(kOptimizerGroup) + "/" + params.parameter_info(i).name + "." + extra.key));
+        target.copy_from(data.tensors.at(optimizer_tensor(params.parameter_info(i).name, extra.key)));
       }
     // Files from before the "step" attribute: the run's step is the optimizer's (one per step).
     optimizer->restore_steps(data.optimizer_step >= 0 ? data.optimizer_step : data.meta.step);

@@ -55,14 +55,14 @@ class Recommendation : public Task {
   const char* mlperf_benchmark() const override { return "ncf"; }
   // The NCF keys of MLPerf v0.5's tags (mlperf_compliance's NCF_TAGS).
   Json mlperf_keys(int64_t /*micro_batch*/) const override {
-    const models::NeuMF shape_only(1, 1);
     Json keys = Json::object();
     keys.set("preproc_hp_num_eval", val_.negatives_per_user);
     keys.set("input_hp_num_neg", static_cast<int64_t>(data::kDefaultNegativesPerPositive));
     keys.set("eval_hp_num_users", val_.rows());
     keys.set("eval_hp_num_neg", val_.negatives_per_user);
-    keys.set("model_hp_mf_dim", static_cast<int64_t>(shape_only.mf_dim()));
-    std::vector<int64_t> layers(shape_only.layers().begin(), shape_only.layers().end());
+    keys.set("model_hp_mf_dim", static_cast<int64_t>(models::kNeuMFDefaultMfDim));
+    const std::vector<int>& sizes = models::neumf_default_layers();
+    const std::vector<int64_t> layers(sizes.begin(), sizes.end());
     keys.set("model_hp_mlp_layer_sizes", Json::array_of(layers));
     keys.set("model_hp_loss_fn", "binary_cross_entropy");
     return keys;
@@ -134,16 +134,19 @@ class Recommendation : public Task {
 
   // The embedding tables' rows are the dataset's users and items.
   void check_fits(const checkpoint::CheckpointData& data) const override {
-    const std::pair<const char*, int64_t> tables[] = {{"model/mf_user_embed.weight", train_.num_users},
-                                                      {"model/mf_item_embed.weight", train_.num_items}};
-    for (const auto& [name, rows] : tables) {
+    struct Table {
+      const char* name;
+      int64_t rows;
+      const char* what;
+    };
+    const Table tables[] = {{"model/mf_user_embed.weight", train_.num_users, "users"},
+                            {"model/mf_item_embed.weight", train_.num_items, "items"}};
+    for (const auto& [name, rows, what] : tables) {
       const auto it = data.tensors.find(name);
       if (it == data.tensors.end()) continue;  // restore_model names what is missing
       ST_CHECK(it->second.ndim() == 2 && it->second.dim(0) == rows,
-               "dataset " << cfg_.data_dir << " has " << rows
-                          << (std::string(name).find("user") != std::string::npos ? " users" : " items") << " but "
-                          << name << " in checkpoint " << data.path << " has "
-                          << (it->second.ndim() == 2 ? it->second.dim(0) : -1) << " rows");
+               "dataset " << cfg_.data_dir << " has " << rows << " " << what << " but " << name << " in checkpoint "
+                          << data.path << " has " << (it->second.ndim() == 2 ? it->second.dim(0) : -1) << " rows");
     }
   }
 

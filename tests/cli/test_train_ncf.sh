@@ -188,6 +188,10 @@ expect_failure "ncf on image data" "dataset $W/images is for the image classific
   "${MPIRUN[@]}" "$BIN/scaletrain" train --model ncf --data "$W/images" --output-dir "$W/bad"
 expect_failure "resnet20 on recommendation data" "is for the recommendation task, but --model resnet20 is an image classification model" \
   "${MPIRUN[@]}" "$BIN/scaletrain" train --model resnet20 --data "$W/data" --output-dir "$W/bad"
+"$BIN/scaletrain-data" synthetic --task recommendation --users 1000 --items 2000 --groups 50 --positives-per-user 20 \
+  --eval-negatives 99 --output "$W/fewer_users" >/dev/null
+expect_failure "--init-from a model of other sizes" "dataset $W/fewer_users has 1000 users but model/mf_user_embed.weight in checkpoint" \
+  "${MPIRUN[@]}" "$BIN/scaletrain" train --model ncf --data "$W/fewer_users" --init-from "$W/run" --output-dir "$W/bad"
 expect_failure "label smoothing" "--label-smoothing is for image classification" \
   "$BIN/scaletrain" train --model ncf --data "$W/data" --label-smoothing 0.1 --output-dir "$W/bad"
 no_scaletrain_left

@@ -30,12 +30,20 @@
 
 namespace scaletrain::models {
 
+// The reference's benchmark sizes (run_and_time.sh: -f 64 --layers 256 256 128 64).
+constexpr int kNeuMFDefaultMfDim = 64;
+inline const std::vector<int>& neumf_default_layers() {
+  static const std::vector<int> layers = {256, 256, 128, 64};
+  return layers;
+}
+
 class NeuMF : public Network {
  public:
   // num_users, num_items: embedding rows (ids in [0, num_users), [0, num_items)). layers: the
   // MLP's sizes, at least two, layers[0] even (the reference raises otherwise). Parameters are
   // zero until initialize() or a load fills them.
-  NeuMF(int64_t num_users, int64_t num_items, int mf_dim = 64, std::vector<int> layers = {256, 256, 128, 64});
+  NeuMF(int64_t num_users, int64_t num_items, int mf_dim = kNeuMFDefaultMfDim,
+        std::vector<int> layers = neumf_default_layers());
   NeuMF(const NeuMF&) = delete;
   NeuMF& operator=(const NeuMF&) = delete;
 

@@ -61,10 +61,7 @@ class Adam : public Optimizer {
   // The second moment v: flat, same layout/offsets as params().flat_values().
   Tensor& second_moment_buffer() { return second_moment_; }
   // View of parameter i's second moment, with the parameter's shape (for checkpoints).
-  Tensor second_moment_view(int i) {
-    const nn::TensorInfo& info = params_.parameter_info(i);
-    return Tensor::view_of(second_moment_, info.offset, info.shape);
-  }
+  Tensor second_moment_view(int i) { return state_view(second_moment_, i); }
 
  private:
   AdamOptions options_;

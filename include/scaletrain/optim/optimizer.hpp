@@ -60,10 +60,7 @@ class Optimizer {
   // Flat, same layout/offsets as params().flat_values().
   Tensor& momentum_buffer() { return momentum_; }
   // View of parameter i's momentum, with the parameter's shape (for checkpoints).
-  Tensor momentum_view(int i) {
-    const nn::TensorInfo& info = params_.parameter_info(i);
-    return Tensor::view_of(momentum_, info.offset, info.shape);
-  }
+  Tensor momentum_view(int i) { return state_view(momentum_, i); }
 
  protected:
   // params must be finalized and outlive the optimizer. The momentum starts at zero.
