@@ -1,6 +1,7 @@
 // The image classification task (task.hpp): images and labels in HDF5 shards read by the data
 // loader, a ResNet, softmax cross-entropy with label smoothing, top-1 accuracy.
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <sstream>
 
@@ -56,6 +57,11 @@ class ImageClassification : public Task {
 
   const char* name() const override { return models::kTaskImageClassification; }
   const char* quality_metric() const override { return "top1"; }
+  std::string describe_quality(double value) const override {
+    char text[32] = "top-1 -";
+    if (!std::isnan(value)) std::snprintf(text, sizeof text, "top-1 %.2f%%", 100 * value);
+    return text;
+  }
   const char* mlperf_benchmark() const override { return "resnet"; }
   Json mlperf_keys(int64_t micro_batch) const override {
     Json keys = Json::object();

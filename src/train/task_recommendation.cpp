@@ -2,6 +2,7 @@
 // memory, 4 fresh negatives per positive every epoch, NeuMF, sigmoid cross-entropy; evaluation
 // ranks each user's held-out item among its 999 negatives (HR@10, NDCG@10).
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <sstream>
 
@@ -52,6 +53,11 @@ class Recommendation : public Task {
 
   const char* name() const override { return models::kTaskRecommendation; }
   const char* quality_metric() const override { return "hr@10"; }
+  std::string describe_quality(double value) const override {
+    char text[32] = "hr@10 -";
+    if (!std::isnan(value)) std::snprintf(text, sizeof text, "hr@10 %.4f", value);
+    return text;
+  }
   const char* mlperf_benchmark() const override { return "ncf"; }
   // The NCF keys of MLPerf v0.5's tags (mlperf_compliance's NCF_TAGS).
   Json mlperf_keys(int64_t /*micro_batch*/) const override {

@@ -491,14 +491,10 @@ void Training::end_epoch() {
   record.set("elapsed_s", clock_now());
   record.set("timestamp_unix_ms", unix_time_ms());
   {
-    const bool top1 = std::string(task_->quality_metric()) == "top1";
-    char quality[32] = "-";
-    if (!record.at("val_accuracy").is_null())
-      std::snprintf(quality, sizeof quality, top1 ? "%.2f%%" : "%.4f",
-                    (top1 ? 100 : 1) * state_->results.last_accuracy);
+    const double quality = record.at("val_accuracy").is_null() ? std::nan("") : state_->results.last_accuracy;
     char line[256];
-    std::snprintf(line, sizeof line, "epoch %lld done  train loss %.4f  val %s %s  elapsed %s",
-                  static_cast<long long>(pos.epoch + 1), train_loss, top1 ? "top-1" : task_->quality_metric(), quality,
+    std::snprintf(line, sizeof line, "epoch %lld done  train loss %.4f  val %s  elapsed %s",
+                  static_cast<long long>(pos.epoch + 1), train_loss, task_->describe_quality(quality).c_str(),
                   format_duration(clock_now()).c_str());
     ST_LOG(line);
   }

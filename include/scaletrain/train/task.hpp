@@ -82,6 +82,9 @@ class Task {
   virtual ~Task() = default;
   virtual const char* name() const = 0;            // models::kTask*
   virtual const char* quality_metric() const = 0;  // "top1", "hr@10"
+  // The metric as the epoch log line prints it: "top-1 46.62%", "hr@10 0.6020"; NaN (not
+  // evaluated this epoch): "top-1 -".
+  virtual std::string describe_quality(double value) const = 0;
   // The MLPerf log's submission_benchmark ("resnet", "ncf") and the task's own hyper-parameter
   // keys (mllog.txt, docs/mllog.md); micro_batch: samples per rank and forward.
   virtual const char* mlperf_benchmark() const = 0;
