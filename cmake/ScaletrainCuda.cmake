@@ -332,13 +332,30 @@ function(scaletrain_backend_cuda)
     add_library(st_backend_cuda STATIC ${sources})
     # cudart statically: a binary then needs only the driver (libcuda.so.1) at run time, and
     # loads it when a CUDA call is first made, not at start-up. PRIVATE keeps the CUDA headers
-    # out of every other subsystem's include path; the library is still linked into executables.
-    target_link_libraries(st_backend_cuda PRIVATE CUDA::cudart_static)
+    # out of every other subsystem's include path; the libraries are still linked into executables.
+    target_link_libraries(st_backend_cuda PRIVATE CUDA::cudart_static CUDA::cublas scaletrain::cudnn)
   else()
     file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/cuda/*_absent.cpp)
     add_library(st_backend_cuda STATIC ${sources})
   endif()
+  # The Context's state (backend/cpu/dnnl_context.hpp) names oneDNN's engine beside the CUDA state.
+  target_link_libraries(st_backend_cuda PUBLIC st_tensor PRIVATE DNNL::dnnl)
   target_include_directories(st_backend_cuda
     PUBLIC ${CMAKE_SOURCE_DIR}/include ${CMAKE_BINARY_DIR}/generated
     PRIVATE ${CMAKE_SOURCE_DIR}/src)
+endfunction()
+
+# scaletrain_cuda_sources(NAME): adds src/NAME/cuda/*.cu (the subsystem's CUDA kernels) to st_NAME
+# where the CUDA backend is built; they reach the Context's streams and handles through
+# src/backend/cuda/cuda_context.hpp. Elsewhere nothing is added, and the dispatchers' CUDA cases
+# are compiled out (SCALETRAIN_HAVE_CUDA in config.hpp).
+function(scaletrain_cuda_sources name)
+  if(NOT SCALETRAIN_HAVE_CUDA)
+    return()
+  endif()
+  file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${name}/cuda/*.cu)
+  if(sources)
+    target_sources(st_${name} PRIVATE ${sources})
+    target_link_libraries(st_${name} PRIVATE CUDA::cudart_static CUDA::cublas scaletrain::cudnn)
+  endif()
 endfunction()

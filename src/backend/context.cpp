@@ -7,16 +7,23 @@
 
 namespace scaletrain {
 
-Context::Context(Device device, int threads) : device_(device), threads_(threads) {
-  ST_CHECK(device == Device::cpu,
-           "device " << device_name(device) << " is not built into this binary (configure with SCALETRAIN_CUDA=ON)");
+Context::Context(Device device, int threads, int gpu_index)
+    : device_(device), threads_(threads), gpu_index_(gpu_index) {
   if (threads > 0) omp_set_num_threads(threads);
   threads_ = omp_get_max_threads();
   impl_ = std::make_unique<Impl>();
+  if (device == Device::cuda) impl_->cuda = cuda::open_device_state(gpu_index);
 }
 
 Context::~Context() = default;
 
-void Context::synchronize() { impl_->stream.wait(); }
+void Context::synchronize() {
+  impl_->stream.wait();
+  if (impl_->cuda) cuda::synchronize(*impl_->cuda);
+}
+
+AllocatorStats Context::device_memory_stats() const {
+  return impl_->cuda ? cuda::memory_stats(*impl_->cuda) : AllocatorStats{};
+}
 
 }  // namespace scaletrain

@@ -1,8 +1,11 @@
-// Tensor storage and views. CPU storage is 64-byte aligned for AVX-512 kernels.
+// Tensor storage and views. CPU storage is 64-byte aligned for AVX-512 kernels; other devices'
+// storage comes from the DeviceMemory their backend set.
 #include "scaletrain/tensor/tensor.hpp"
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <sstream>
 
 #include "scaletrain/core/error.hpp"
@@ -69,15 +72,53 @@ std::string shape_string(const Shape& shape) {
   return os.str();
 }
 
+namespace {
+std::mutex g_device_memory_mutex;
+std::array<std::shared_ptr<DeviceMemory>, 2> g_device_memory;  // by Device; cpu stays empty
+
+std::size_t device_slot(Device device) { return static_cast<std::size_t>(device); }
+}  // namespace
+
+void set_device_memory(Device device, std::shared_ptr<DeviceMemory> memory) {
+  ST_CHECK(device != Device::cpu, "the cpu's memory is built in");
+  std::lock_guard<std::mutex> lock(g_device_memory_mutex);
+  g_device_memory.at(device_slot(device)) = std::move(memory);
+}
+
+std::shared_ptr<DeviceMemory> device_memory(Device device) {
+  std::shared_ptr<DeviceMemory> memory;
+  {
+    std::lock_guard<std::mutex> lock(g_device_memory_mutex);
+    if (device != Device::cpu) memory = g_device_memory.at(device_slot(device));
+  }
+  ST_CHECK(memory != nullptr,
+           "no " << device_name(device) << " memory: open a Context on that device first (or build the backend)");
+  return memory;
+}
+
+bool device_memory_is_set(Device device) {
+  std::lock_guard<std::mutex> lock(g_device_memory_mutex);
+  return device != Device::cpu && g_device_memory.at(device_slot(device)) != nullptr;
+}
+
 Storage::Storage(std::size_t bytes, Device device) : bytes_(bytes), device_(device) {
-  ST_CHECK(device == Device::cpu, "device " << device_name(device) << " is not built into this binary");
+  if (device != Device::cpu) {
+    memory_ = scaletrain::device_memory(device);
+    data_ = memory_->allocate(bytes);
+    return;
+  }
   std::size_t rounded = ((bytes + 63) / 64) * 64;
   if (rounded == 0) rounded = 64;
   data_ = std::aligned_alloc(64, rounded);
   ST_CHECK(data_ != nullptr, "out of host memory allocating " << bytes << " bytes");
 }
 
-Storage::~Storage() { std::free(data_); }
+Storage::~Storage() {
+  if (memory_)
+    memory_->release(data_);
+  else
+    std::free(data_);
+}
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (auto d : shape) ST_CHECK(d >= 0, "negative dimension in shape " << shape_string(shape));
@@ -118,23 +159,45 @@ Tensor Tensor::clone() const {
   return t;
 }
 
+Tensor Tensor::to(Device device) const {
+  if (device == device_) return *this;
+  Tensor t = empty(shape_, dtype_, device);
+  t.copy_from(*this);
+  return t;
+}
+
 void Tensor::copy_from(const Tensor& src) {
   ST_CHECK(src.dtype_ == dtype_ && src.numel() == numel(), "copy from " << dtype_name(src.dtype_)
                                                                         << shape_string(src.shape_) << " into "
                                                                         << dtype_name(dtype_) << shape_string(shape_));
-  ST_CHECK(device_ == Device::cpu && src.device_ == Device::cpu,
-           "copy from " << device_name(src.device_) << " into " << device_name(device_) << ": only cpu is built in");
-  if (bytes() > 0 && raw() != src.raw()) std::memcpy(raw(), src.raw(), bytes());
+  if (bytes() == 0 || raw() == src.raw()) return;
+  if (device_ == Device::cpu && src.device_ == Device::cpu) {
+    std::memcpy(raw(), src.raw(), bytes());
+    return;
+  }
+  // One of the two is on a device: that device's memory copies (both on one device, or host and device).
+  DeviceMemory* memory = device_ != Device::cpu ? storage_->device_memory() : src.storage_->device_memory();
+  ST_CHECK(device_ == Device::cpu || src.device_ == Device::cpu || device_ == src.device_,
+           "copy from " << device_name(src.device_) << " into " << device_name(device_) << ": go through the cpu");
+  memory->copy(raw(), device_, src.raw(), src.device_, bytes());
 }
 
 void Tensor::fill(float value) {
+  if (device_ != Device::cpu) {
+    ST_CHECK(dtype_ == DType::f32, "fill() of a " << dtype_name(dtype_) << " tensor: float32 only");
+    storage_->device_memory()->fill_f32(static_cast<float*>(raw()), value, numel());
+    return;
+  }
   float* p = data<float>();
   for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = value;
 }
 
 void Tensor::zero() {
-  ST_CHECK(device_ == Device::cpu, "zero() of a " << device_name(device_) << " tensor: only cpu is built in");
-  if (bytes() > 0) std::memset(raw(), 0, bytes());
+  if (bytes() == 0) return;
+  if (device_ != Device::cpu)
+    storage_->device_memory()->fill_zero(raw(), bytes());
+  else
+    std::memset(raw(), 0, bytes());
 }
 
 void* Tensor::raw() const {

@@ -1,8 +1,13 @@
 // Tensor host access: data<T>() takes exactly the dtype's host type on a CPU tensor and refuses
-// anything else with a message naming T, dtype, shape and device; and the op dispatchers' answer
-// for a device without a kernel.
+// anything else with a message naming T, dtype, shape and device; the op dispatchers' answer for
+// a device without a kernel; and the device boundary of the tensor layer (to(), copy_from, fill,
+// zero through the DeviceMemory a backend sets), driven here by a device whose memory is host
+// memory, so that the routing is checked without a GPU.
 #include <boost/test/unit_test.hpp>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <set>
 
 #include "ops/op_checks.hpp"
 #include "scaletrain/core/error.hpp"
@@ -64,9 +69,8 @@ BOOST_AUTO_TEST_CASE(half_precision_has_no_host_type) {
 }
 
 BOOST_AUTO_TEST_CASE(host_access_to_device_memory_is_refused) {
-  // This build cannot allocate a cuda tensor, so the device branch of data<T>() is reached only
-  // with a GPU backend; its message is checked here.
-  check_throws([] { Tensor::empty({2}, DType::f32, Device::cuda); }, {"cuda", "not built into this binary"});
+  // Without an open CUDA Context there is no cuda memory to allocate from.
+  check_throws([] { Tensor::empty({2}, DType::f32, Device::cuda); }, {"no cuda memory", "open a Context"});
   const std::string m = detail::host_access_message("float", DType::f32, Device::cuda, {2, 3});
   BOOST_TEST(m ==
              "Tensor::data<float>() on a tensor of dtype float32 (shape [2, 3], device cuda): "
@@ -76,6 +80,69 @@ BOOST_AUTO_TEST_CASE(host_access_to_device_memory_is_refused) {
 BOOST_AUTO_TEST_CASE(an_op_without_a_kernel_says_so) {
   BOOST_TEST(std::string(device_name(Device::cuda)) == "cuda");
   check_throws([] { ops::no_kernel("relu_forward", Device::cuda); }, {"relu_forward: no kernel for device cuda"});
+}
+
+namespace {
+// A "device" whose memory is malloc'd host memory, recording what the tensor layer asks of it.
+struct HostBackedMemory : DeviceMemory {
+  std::set<void*> live;
+  int copies_to_host = 0, copies_to_device = 0, copies_on_device = 0;
+  void* allocate(std::size_t bytes) override {
+    void* p = std::malloc(bytes == 0 ? 1 : bytes);
+    live.insert(p);
+    return p;
+  }
+  void release(void* p) override {
+    BOOST_TEST(live.erase(p) == 1u);
+    std::free(p);
+  }
+  void copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) override {
+    if (dst_device == Device::cpu)
+      ++copies_to_host;
+    else if (src_device == Device::cpu)
+      ++copies_to_device;
+    else
+      ++copies_on_device;
+    std::memcpy(dst, src, bytes);
+  }
+  void fill_zero(void* p, std::size_t bytes) override { std::memset(p, 0, bytes); }
+  void fill_f32(float* p, float value, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) p[i] = value;
+  }
+};
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(device_tensors_cross_the_boundary_only_through_to_and_copy_from) {
+  auto memory = std::make_shared<HostBackedMemory>();
+  set_device_memory(Device::cuda, memory);
+  BOOST_TEST(device_memory_is_set(Device::cuda));
+  {
+    Tensor host = Tensor::empty({2, 3});
+    for (int i = 0; i < 6; ++i) host.data<float>()[i] = 0.5f * i;
+    Tensor dev = host.to(Device::cuda);
+    BOOST_TEST((dev.device() == Device::cuda));
+    BOOST_TEST(memory->copies_to_device == 1);
+    check_throws([&] { dev.data<float>(); }, {"device cuda", "copy it to the CPU first"});
+    Tensor view = Tensor::view_of(dev, 3, {3});  // a view stays on the device, offset in bytes
+    Tensor back = view.to(Device::cpu);
+    BOOST_TEST(memory->copies_to_host == 1);
+    BOOST_TEST(back.data<float>()[0] == 1.5f);
+    BOOST_TEST(back.data<float>()[2] == 2.5f);
+    Tensor dup = dev.clone();  // device to device
+    BOOST_TEST(memory->copies_on_device == 1);
+    dup.fill(7.0f);
+    BOOST_TEST(dup.to(Device::cpu).data<float>()[5] == 7.0f);
+    dev.zero();
+    BOOST_TEST(dev.to(Device::cpu).data<float>()[4] == 0.0f);
+    BOOST_TEST(host.to(Device::cpu).raw() == host.raw());  // already there: shared, not copied
+    BOOST_TEST(memory->live.size() == 2u);                 // dev and dup
+    set_device_memory(Device::cuda, nullptr);
+    // The storage keeps its memory alive: tensors may outlive the Context that made them.
+    BOOST_TEST(dup.to(Device::cpu).data<float>()[0] == 7.0f);
+    check_throws([] { Tensor::empty({1}, DType::f32, Device::cuda); }, {"no cuda memory"});
+  }
+  BOOST_TEST(memory->live.empty());
+  BOOST_TEST(!device_memory_is_set(Device::cuda));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,10 +1,12 @@
 // Execution context: one per rank. It owns the backend state that ops run on: for the CPU the
-// thread count and the oneDNN engine and stream; for CUDA (later) the device, streams and library
-// handles. Ops take a Context& so that a GPU stream can live here without changing op signatures.
+// thread count and the oneDNN engine and stream; for CUDA the GPU, a compute stream and a copy
+// stream, the cuDNN and cuBLAS handles and the caching allocator behind its tensors
+// (src/backend/cuda/). Ops take a Context& so that the stream is found there, not in signatures.
 #pragma once
 
 #include <memory>
 
+#include "scaletrain/core/caching_allocator.hpp"
 #include "scaletrain/tensor/tensor.hpp"
 
 namespace scaletrain {
@@ -12,24 +14,30 @@ namespace scaletrain {
 class Context {
  public:
   // threads <= 0: leave the thread count as the environment set it (OMP_NUM_THREADS).
-  explicit Context(Device device = Device::cpu, int threads = 0);
+  // gpu_index: the CUDA device ordinal (after CUDA_VISIBLE_DEVICES) for Device::cuda; a process
+  // opens one CUDA Context at a time. Throws naming the GPU, or "not built" without the backend.
+  explicit Context(Device device = Device::cpu, int threads = 0, int gpu_index = 0);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
   Device device() const { return device_; }
   int threads() const { return threads_; }
-  // Waits until every op submitted to this context has finished (a no-op on the CPU today,
-  // where ops are synchronous; the stream sync on CUDA).
+  int gpu_index() const { return gpu_index_; }
+  // Waits until every op submitted to this context has finished (a no-op on the CPU, where ops
+  // are synchronous; the streams' synchronize on CUDA).
   void synchronize();
+  // The device allocator's figures (peak memory, allocations); zeros on the CPU.
+  AllocatorStats device_memory_stats() const;
 
-  // Backend state, defined in src/backend/<backend>/.
+  // Backend state, defined in src/backend/cpu/dnnl_context.hpp.
   struct Impl;
   Impl& impl() { return *impl_; }
 
  private:
   Device device_;
   int threads_;
+  int gpu_index_;
   std::unique_ptr<Impl> impl_;
 };
 

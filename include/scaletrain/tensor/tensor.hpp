@@ -15,7 +15,7 @@
 namespace scaletrain {
 
 enum class DType { f32, f16, bf16, i32, i64, u8 };  // f16/bf16 reserved for the GPU backend
-enum class Device { cpu, cuda };                    // cuda reserved (SCALETRAIN_CUDA)
+enum class Device { cpu, cuda };                    // cuda: where the CUDA backend is built (SCALETRAIN_CUDA)
 
 std::size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
@@ -57,7 +57,30 @@ namespace detail {
 std::string host_access_message(const char* type, DType dtype, Device device, const Shape& shape);
 }  // namespace detail
 
-// Raw device memory; the allocator behind it depends on the device.
+// The memory of a device other than the CPU, provided by its backend: the CUDA backend sets one
+// when its Context opens (src/backend/cuda/), so this layer links no device library. Copies and
+// fills run in the order of the device's work (its compute stream); a copy to the host returns
+// when the bytes are there.
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+  // Throws scaletrain::Error naming the bytes asked for and available when the device has none.
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void release(void* ptr) = 0;
+  virtual void copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) = 0;
+  virtual void fill_zero(void* ptr, std::size_t bytes) = 0;
+  virtual void fill_f32(float* ptr, float value, int64_t count) = 0;
+};
+
+// Sets (or with nullptr clears) the memory behind tensors of `device`; Device::cpu is built in.
+void set_device_memory(Device device, std::shared_ptr<DeviceMemory> memory);
+// The memory of `device`; throws naming the device when no backend has set one (no CUDA Context
+// is open, or the backend is not built).
+std::shared_ptr<DeviceMemory> device_memory(Device device);
+bool device_memory_is_set(Device device);
+
+// Raw memory of one device: 64-byte aligned host memory, or the device's memory, which the
+// storage keeps alive (a tensor may outlive the Context that made it).
 class Storage {
  public:
   Storage(std::size_t bytes, Device device);
@@ -67,11 +90,14 @@ class Storage {
   void* data() { return data_; }
   std::size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
+  // The device's memory; nullptr on the CPU.
+  DeviceMemory* device_memory() const { return memory_.get(); }
 
  private:
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
   Device device_;
+  std::shared_ptr<DeviceMemory> memory_;
 };
 
 class Tensor {
@@ -94,9 +120,12 @@ class Tensor {
 
   // Same storage, new shape with the same element count.
   Tensor reshape(const Shape& shape) const;
-  // A deep copy.
+  // A deep copy, on the same device.
   Tensor clone() const;
-  // Element-wise copy from a tensor of the same dtype and element count.
+  // A copy on `device` (this tensor itself, shared, when it is there already).
+  Tensor to(Device device) const;
+  // Element-wise copy from a tensor of the same dtype and element count, on either device: the
+  // device boundary is crossed here and in to(), nowhere else.
   void copy_from(const Tensor& src);
   void fill(float value);  // f32 only
   void zero();
