@@ -120,7 +120,7 @@ class TimedTrainingStep {
     });
     recorder_->finish();
     t.ready_s = recorder_->ready_seconds();
-    t.optimizer_s = timed([&] { optimizer_->step(config_.base_lr); });
+    t.optimizer_s = timed([&] { optimizer_->step(ctx_, config_.base_lr); });
     // As the trainer: a diverged model would be timed on NaNs, which some CPUs run slower.
     ST_CHECK(std::isfinite(loss), "calibration of " << model_->name() << " at batch " << batch.labels.numel()
                                                     << ": the loss is " << loss << " after " << optimizer_->steps()

@@ -30,6 +30,7 @@
 #include "scaletrain/models/neumf.hpp"
 #include "scaletrain/models/registry.hpp"
 #include "scaletrain/train/checkpointing.hpp"
+#include "scaletrain/train/device_choice.hpp"
 #include "scaletrain/train/task.hpp"
 #include "scaletrain/train/trainer.hpp"
 
@@ -85,6 +86,10 @@ std::string shortest(double v) {
 }
 
 constexpr unsigned kHelpWidth = 110;  // columns of --help output
+const char* kDeviceHelp =
+    "auto | cpu | cuda: where each rank computes. auto: a GPU when every rank sees one, else the CPU; cuda: a GPU "
+    "or a clear error. A rank takes the GPU of its local rank on its host modulo the GPUs it sees "
+    "(CUDA_VISIBLE_DEVICES is respected); more ranks than GPUs share them, with a warning";
 
 // "3,224,224" -> {3, 224, 224}
 Shape parse_shape(const std::string& option, const std::string& text, std::size_t dims) {
@@ -175,7 +180,8 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "seed", po::value(&c.seed)->default_value(c.seed), "seed for initialisation, shuffling and augmentation")(
       "threads", po::value(&c.threads)->default_value(c.threads),
       "CPU threads per rank; 0 = the node's cores divided by its ranks, at most the cores the rank is bound to "
-      "(mpirun binds a lone rank to one core: --bind-to none frees it)");
+      "(mpirun binds a lone rank to one core: --bind-to none frees it)")(
+      "device", po::value(&c.device)->default_value(c.device), kDeviceHelp);
   po::options_description schedule("schedule and optimizer", kHelpWidth);
   schedule.add_options()("epochs", po::value(&c.epochs)->default_value(c.epochs), "epochs to train")(
       "max-steps", po::value(&c.max_steps)->default_value(c.max_steps), "stop after N optimizer steps (0 = no limit)")(
@@ -315,6 +321,7 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("init_from", c.init_from.empty() ? Json() : Json(c.init_from));
   j.set("seed", static_cast<int64_t>(c.seed));
   j.set("threads", c.threads);
+  j.set("device", c.device);
   j.set("epochs", c.epochs);
   j.set("max_steps", c.max_steps);
   j.set("batch_size", c.batch_size);
@@ -450,10 +457,19 @@ int cmd_train(int argc, char** argv) {
 // ---------------------------------------------------------------------------------------------
 // eval
 
+// --device for eval and predict: the collective choice, its start-up lines, and the Context on it.
+std::unique_ptr<Context> open_context(const comm::Communicator& comm, const std::string& device,
+                                      const std::string& command, int threads) {
+  const train::DeviceChoice choice =
+      train::choose_device(comm, train::parse_device_request(device), command, /*runs_on_gpu=*/false);
+  for (const std::string& line : choice.log_lines) ST_LOG(line);
+  return std::make_unique<Context>(choice.device, threads, choice.gpu_index);
+}
+
 // A model of a task other than image classification (ncf) evaluates through its task: the val
 // split, the task's metrics, every rank reading the checkpoint (as below).
 void eval_through_task(const std::string& model, const std::string& checkpoint, const std::string& data_dir,
-                       const std::string& split, int64_t batch_size, int threads) {
+                       const std::string& split, int64_t batch_size, int threads, const std::string& device) {
   if (split != "val")
     throw UsageError("--split " + split + ": --model " + model + " evaluates its dataset's val split (the held-out " +
                      "items and their negatives)");
@@ -462,7 +478,9 @@ void eval_through_task(const std::string& model, const std::string& checkpoint, 
   c.data_dir = data_dir;
   const comm::Communicator comm = comm::Communicator::world();
   const std::unique_ptr<train::Task> task = train::open_task(c, comm);
-  Context ctx(Device::cpu, threads > 0 ? threads : train::default_threads(comm));
+  const std::unique_ptr<Context> context =
+      open_context(comm, device, "eval", threads > 0 ? threads : train::default_threads(comm));
+  Context& ctx = *context;
   const std::unique_ptr<models::Network> network = task->make_network(c.seed);
   const checkpoint::CheckpointData weights = checkpoint::read_newest_checkpoint(checkpoint);
   task->check_fits(weights);
@@ -479,7 +497,7 @@ void eval_through_task(const std::string& model, const std::string& checkpoint, 
 }
 
 int cmd_eval(int argc, char** argv) {
-  std::string model, checkpoint, data_dir, split = "val";
+  std::string model, checkpoint, data_dir, split = "val", device = "auto";
   int64_t batch_size = 128;
   int threads = 0;
   train::EvalDataOptions data_options;
@@ -492,6 +510,7 @@ int cmd_eval(int argc, char** argv) {
                                                                      "split to evaluate")(
       "batch-size", po::value(&batch_size)->default_value(batch_size), "samples per rank per batch")(
       "threads", po::value(&threads)->default_value(threads), "CPU threads per rank (0 = cores / ranks on the node)")(
+      "device", po::value(&device)->default_value(device), kDeviceHelp)(
       "io", po::value(&data_options.io)->default_value(data_options.io),
       "shard reader: posix | mmap | mpiio | mpiio-collective")(
       "data-threads", po::value(&data_options.data_threads)->default_value(data_options.data_threads),
@@ -505,8 +524,9 @@ int cmd_eval(int argc, char** argv) {
   notify("eval", vm);
   train::check_model_name(model);
   if (batch_size <= 0) throw UsageError("--batch-size must be positive");
+  train::parse_device_request(device);
   if (models::model_entry(model).task != models::kTaskImageClassification) {
-    eval_through_task(model, checkpoint, data_dir, split, batch_size, threads);
+    eval_through_task(model, checkpoint, data_dir, split, batch_size, threads, device);
     return 0;
   }
   train::check_io_mode(data_options.io);
@@ -519,7 +539,9 @@ int cmd_eval(int argc, char** argv) {
   const comm::Communicator comm = comm::Communicator::world();
   if (data_options.verify_data) data::require_intact((std::filesystem::path(data_dir) / split).string(), comm);
   const data::SplitInfo info = data::open_split(data_dir, split);
-  Context ctx(Device::cpu, threads > 0 ? threads : train::default_threads(comm));
+  const std::unique_ptr<Context> context =
+      open_context(comm, device, "eval", threads > 0 ? threads : train::default_threads(comm));
+  Context& ctx = *context;
   auto m = models::make_model(model, info.num_classes, info.channels);
   const checkpoint::CheckpointData weights = checkpoint::read_newest_checkpoint(checkpoint);
   train::check_checkpoint_fits(weights, info.channels, info.num_classes, data_dir);
@@ -538,7 +560,7 @@ int cmd_eval(int argc, char** argv) {
 // predict
 
 int cmd_predict(int argc, char** argv) {
-  std::string model, checkpoint, input, output;
+  std::string model, checkpoint, input, output, device = "auto";
   int64_t batch_size = 64;
   int threads = 0;
   po::options_description desc("scaletrain predict", kHelpWidth);
@@ -548,7 +570,8 @@ int cmd_predict(int argc, char** argv) {
       "input", po::value(&input)->required(), "HDF5 file with dataset 'inputs' float32 [N, C, H, W], normalised")(
       "output", po::value(&output)->required(), "HDF5 file to write with dataset 'logits' float32 [N, K]")(
       "batch-size", po::value(&batch_size)->default_value(batch_size), "samples per forward pass")(
-      "threads", po::value(&threads)->default_value(threads), "CPU threads (0 = all cores)");
+      "threads", po::value(&threads)->default_value(threads), "CPU threads (0 = all cores)")(
+      "device", po::value(&device)->default_value(device), kDeviceHelp);
   po::variables_map vm;
   if (!parse("predict", argc, argv, desc, vm)) return 0;
   notify("predict", vm);
@@ -559,7 +582,10 @@ int cmd_predict(int argc, char** argv) {
                      "' scores its evaluation split");
   if (batch_size <= 0) throw UsageError("--batch-size must be positive");
 
+  train::parse_device_request(device);
   const comm::Communicator comm = comm::Communicator::world();
+  // Every rank takes part in the device choice, so that a refusal reaches them all alike.
+  const std::unique_ptr<Context> context = open_context(comm, device, "predict", threads);
   if (comm.rank() != 0) return 0;  // small inference job: rank 0 does it all
   ST_CHECK(fs::exists(input), "--input " << input << " does not exist");
   ST_CHECK(fs::exists(checkpoint), "--checkpoint " << checkpoint << " does not exist");
@@ -579,7 +605,7 @@ int cmd_predict(int argc, char** argv) {
   const auto fc = weights.tensors.find("model/fc.weight");
   ST_CHECK(fc != weights.tensors.end(), "checkpoint " << weights.path << " has no model/fc.weight");
   const int64_t classes = fc->second.dim(0);
-  Context ctx(Device::cpu, threads);
+  Context& ctx = *context;
   auto m = models::make_model(model, static_cast<int>(classes), static_cast<int>(c));
   train::check_checkpoint_fits(weights, static_cast<int>(c), static_cast<int>(classes), input);
   checkpoint::restore_model(weights, model, m->params(), nullptr);

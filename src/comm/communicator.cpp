@@ -229,6 +229,25 @@ std::vector<double> Communicator::allgather(const std::vector<double>& values) c
   return out;
 }
 
+std::vector<std::string> Communicator::allgather(const std::string& s) const {
+  ST_CHECK(s.size() <= static_cast<std::size_t>(std::numeric_limits<int>::max() / size_),
+           "allgather of a string of " << s.size() << " bytes");
+  const int length = static_cast<int>(s.size());
+  std::vector<int> lengths(static_cast<std::size_t>(size_)), offsets(static_cast<std::size_t>(size_));
+  ST_CHECK_MPI(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, impl_->comm));
+  int total = 0;
+  for (int r = 0; r < size_; ++r) {
+    offsets[r] = total;
+    total += lengths[r];
+  }
+  std::string joined(static_cast<std::size_t>(total), '\0');
+  ST_CHECK_MPI(
+      MPI_Allgatherv(s.data(), length, MPI_CHAR, joined.data(), lengths.data(), offsets.data(), MPI_CHAR, impl_->comm));
+  std::vector<std::string> out;
+  for (int r = 0; r < size_; ++r) out.push_back(joined.substr(offsets[r], lengths[r]));
+  return out;
+}
+
 void Communicator::gather(const Tensor& mine, Tensor& all, int root) const {
   ST_CHECK(mine.dtype() == DType::f32 && mine.device() == Device::cpu, "gather: a CPU float32 tensor is needed");
   ST_CHECK(root >= 0 && root < size_, "gather root " << root << " is not a rank of " << size_);

@@ -53,10 +53,10 @@ std::string error_text(const std::exception& e) {
 }
 
 namespace detail {
+// The message first, for the user; where in the source it was raised last, for the developer
+// reading a job log ("... got 0 (at trainer.cpp:123)").
 void throw_error(const char* file, int line, const std::string& message) {
-  (void)file;
-  (void)line;
-  throw Error(prefix() + message);
+  throw Error(prefix() + message + " (at " + basename_of(file) + ":" + std::to_string(line) + ")");
 }
 
 void throw_library_error(const char* library, const char* file, int line, const char* expr,

@@ -31,8 +31,12 @@ Adam::Adam(nn::ParameterSet& params, const AdamOptions& options) : Optimizer(par
   second_moment_ = Tensor::zeros(params.flat_values().shape(), DType::f32, params.flat_values().device());
 }
 
-void Adam::step(double lr) {
+void Adam::step(Context& ctx, double lr) {
   ST_CHECK(std::isfinite(lr), "learning rate " << lr << " is not finite");
+  // Its kernels are host loops over the flat buffers: no GPU version yet (the CUDA backend's
+  // first models train with SGD).
+  ST_CHECK(ctx.device() == Device::cpu,
+           "--optimizer adam runs on the CPU only; its parameters are on " << device_name(ctx.device()));
   const double t = static_cast<double>(steps() + 1);
   const double bias_correction1 = 1.0 - std::pow(options_.beta1, t);
   const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(options_.beta2, t));

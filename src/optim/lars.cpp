@@ -120,8 +120,12 @@ void Lars::apply_update(double lr) {
   }
 }
 
-void Lars::step(double lr) {
+void Lars::step(Context& ctx, double lr) {
   ST_CHECK(std::isfinite(lr), "learning rate " << lr << " is not finite");
+  // Its kernels are host loops over the flat buffers: no GPU version yet (the CUDA backend's
+  // first models train with SGD).
+  ST_CHECK(ctx.device() == Device::cpu,
+           "--optimizer lars runs on the CPU only; its parameters are on " << device_name(ctx.device()));
   compute_trust_ratios();
   apply_update(lr);
   count_step();

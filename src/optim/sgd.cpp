@@ -1,11 +1,13 @@
-// SGD update on the flat buffers. Arithmetic is in float with float coefficients, operation for
-// operation as PyTorch's CPU kernels do it (grad.add(w, alpha=wd), buf.mul_(mu).add_(g),
-// w.add_(g, alpha=-lr)), so one step agrees with torch.optim.SGD to float rounding.
+// SGD: the options' checks and the momentum buffer; the update is the op ops::sgd_update, in float
+// with float coefficients, operation for operation as PyTorch's kernels do it
+// (grad.add(w, alpha=wd), buf.mul_(mu).add_(g), w.add_(g, alpha=-lr)), so one step agrees with
+// torch.optim.SGD to float rounding. float(-lr) == -float(lr): rounding is symmetric.
 #include "scaletrain/optim/sgd.hpp"
 
 #include <cmath>
 
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/ops/sgd.hpp"
 
 namespace scaletrain::optim {
 
@@ -17,24 +19,14 @@ Sgd::Sgd(nn::ParameterSet& params, const SgdOptions& options) : Optimizer(params
   ST_CHECK(!options.nesterov || options.momentum > 0.0, "--nesterov needs a momentum > 0");
 }
 
-void Sgd::step(double lr) {
+void Sgd::step(Context& ctx, double lr) {
   ST_CHECK(std::isfinite(lr), "learning rate " << lr << " is not finite");
-  float* w = params_.flat_values().data<float>();
-  const float* grad = params_.flat_grads().data<float>();
-  float* v = momentum_.data<float>();
-  const int64_t n = params_.flat_values().numel();
-  const float wd = static_cast<float>(options_.weight_decay);
-  const float mu = static_cast<float>(options_.momentum);
-  const float neg_lr = static_cast<float>(-lr);
-  const bool nesterov = options_.nesterov;
-#pragma omp parallel for simd schedule(static) if (n > (int64_t{1} << 15))
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i] + wd * w[i];
-    const float vi = mu * v[i] + g;
-    v[i] = vi;
-    const float d = nesterov ? g + mu * vi : vi;
-    w[i] = w[i] + neg_lr * d;
-  }
+  ops::SgdUpdateParams p;
+  p.lr = static_cast<float>(lr);
+  p.momentum = static_cast<float>(options_.momentum);
+  p.weight_decay = static_cast<float>(options_.weight_decay);
+  p.nesterov = options_.nesterov;
+  ops::sgd_update(ctx, p, params_.flat_values(), params_.flat_grads(), momentum_);
   count_step();
 }
 

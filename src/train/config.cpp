@@ -2,6 +2,8 @@
 // Every rule names the option as the user types it, so that an error reads as a usage hint.
 #include "scaletrain/train/config.hpp"
 
+#include "scaletrain/train/device_choice.hpp"
+
 #include <sched.h>
 
 #include <algorithm>
@@ -190,6 +192,7 @@ void check_task_options(const TrainConfig& c) {
 }  // namespace
 
 void check_train_config(const TrainConfig& c) {
+  parse_device_request(c.device);
   check_model_name(c.model);
   check_task_options(c);
   check_schedule(c);

@@ -42,6 +42,7 @@
 #include "scaletrain/report/summary.hpp"
 #include "scaletrain/report/train_report.hpp"
 #include "scaletrain/train/checkpointing.hpp"
+#include "scaletrain/train/device_choice.hpp"
 #include "scaletrain/train/gradient_accumulation.hpp"
 #include "scaletrain/train/run_state.hpp"
 #include "scaletrain/train/task.hpp"
@@ -130,6 +131,7 @@ class Training {
 
  private:
   // Set-up.
+  void open_context();
   void stage_data();
   void build_run_state();
   void build_communication();
@@ -168,6 +170,7 @@ class Training {
   std::unique_ptr<Task> task_;
   std::optional<comm::Topology> topology_;
   Json staging_;
+  DeviceChoice device_;
   std::unique_ptr<Context> ctx_;
   std::optional<ResumePoint> resume_;
   std::unique_ptr<BatchSource> batches_;
@@ -218,7 +221,7 @@ Training::Training(const comm::Communicator& comm, const TrainConfig& config, co
   stage_data();
   threads_ = cfg_.threads > 0 ? cfg_.threads : default_threads(comm_);
   warn_if_threads_share_cores();
-  ctx_ = std::make_unique<Context>(Device::cpu, threads_);
+  open_context();
   build_run_state();
   build_communication();
   log_start();
@@ -226,6 +229,12 @@ Training::Training(const comm::Communicator& comm, const TrainConfig& config, co
   if (cfg_.preflight || cfg_.min_busbw > 0)
     preflight_ = comm::run_preflight(comm_, *reducer_, state_->params().parameter_count(), cfg_.min_busbw);
   watchdog_ = std::make_unique<comm::StallWatchdog>(comm_, stall_options(cfg_));
+}
+
+// --device: every rank agrees on the device; a CUDA context on the rank's GPU, or the CPU.
+void Training::open_context() {
+  device_ = choose_device(comm_, parse_device_request(cfg_.device), "train", /*runs_on_gpu=*/false);
+  ctx_ = std::make_unique<Context>(device_.device, threads_, device_.gpu_index);
 }
 
 // --stage-to: one rank per node copies the shards to node-local storage (the topology's nodes).
@@ -300,6 +309,7 @@ void Training::log_start() const {
                                                : std::string())
                  << "), " << state_->steps_per_epoch << " steps per epoch, " << total_steps_ << " steps");
   ST_LOG("topology: " << topology_->describe());
+  for (const std::string& line : device_.log_lines) ST_LOG(line);
   ST_LOG("input: " << task_->describe_input());
   ST_LOG("all-reduce: " << reducer_->describe());
   if (resume_) {
@@ -413,7 +423,7 @@ void Training::train_step() {
   const double lr = state_->learning_rate();
   {
     ScopedPhase t(timers_, Phase::optimizer);
-    state_->optimizer().step(lr);
+    state_->optimizer().step(*ctx_, lr);
   }
   ST_CHECK(std::isfinite(loss), "training diverged: loss is " << loss << " at epoch " << pos.epoch + 1 << " step "
                                                               << pos.step_in_epoch + 1 << " (try a smaller --base-lr)");

@@ -104,6 +104,15 @@ BOOST_AUTO_TEST_CASE(allgather_values) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(allgather_strings_of_any_length) {
+  Communicator comm = Communicator::world();
+  const int p = comm.size(), r = comm.rank();
+  // Rank r sends r copies of a letter of its own (rank 0 an empty string).
+  const std::vector<std::string> all = comm.allgather(std::string(static_cast<std::size_t>(r), char('a' + r % 26)));
+  BOOST_REQUIRE(all.size() == static_cast<std::size_t>(p));
+  for (int i = 0; i < p; ++i) BOOST_TEST(all[i] == std::string(static_cast<std::size_t>(i), char('a' + i % 26)));
+}
+
 BOOST_AUTO_TEST_CASE(moved_communicator_still_works) {
   Communicator a = Communicator::world();
   Communicator b = std::move(a);

@@ -67,7 +67,7 @@ void run_bce(st::Context& ctx, const H5File& in, H5File& out) {
   out.write("dlogits", dx);
 }
 
-void run_adam(const H5File& in, H5File& out, double lr, const st::optim::AdamOptions& options) {
+void run_adam(st::Context& ctx, const H5File& in, H5File& out, double lr, const st::optim::AdamOptions& options) {
   const st::Tensor w0 = in.read("adam_w", st::DType::f32), grads = in.read("adam_grads", st::DType::f32);
   const int64_t steps = grads.dim(0), n = grads.dim(1);
   st::nn::ParameterSet params;
@@ -78,7 +78,7 @@ void run_adam(const H5File& in, H5File& out, double lr, const st::optim::AdamOpt
   st::Tensor history = st::Tensor::empty({steps, n});
   for (int64_t s = 0; s < steps; ++s) {
     params.flat_grads().copy_from(st::Tensor::view_of(grads, s * n, {n}));
-    adam.step(lr);
+    adam.step(ctx, lr);
     st::Tensor::view_of(history, s * n, {n}).copy_from(params.flat_values());
   }
   out.write("adam_w", history);
@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     run_bce(ctx, in, out);
     const st::optim::AdamOptions options{std::strtod(argv[4], nullptr), std::strtod(argv[5], nullptr),
                                          std::strtod(argv[6], nullptr)};
-    run_adam(in, out, std::strtod(argv[3], nullptr), options);
+    run_adam(ctx, in, out, std::strtod(argv[3], nullptr), options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: error: %s\n", argv[0], e.what());
     return 1;

@@ -10,6 +10,11 @@
 
 namespace scaletrain::test {
 
+Context& cpu_context() {
+  static Context ctx(Device::cpu);
+  return ctx;
+}
+
 std::vector<double> numeric_gradient(const std::function<double()>& f, std::vector<double>& x, double h) {
   std::vector<double> g(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) {

@@ -8,9 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "scaletrain/backend/context.hpp"
 #include "scaletrain/tensor/tensor.hpp"
 
 namespace scaletrain::test {
+
+// The CPU context that tests without one of their own step optimizers on: one per process, since
+// each Context builds a oneDNN engine.
+Context& cpu_context();
 
 // d f / d x by central differences, perturbing each x[i] by +-h in turn (x restored after).
 std::vector<double> numeric_gradient(const std::function<double()>& f, std::vector<double>& x, double h = 1e-6);

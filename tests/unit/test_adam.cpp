@@ -65,12 +65,12 @@ BOOST_AUTO_TEST_CASE(first_steps_by_hand) {
   ParameterSet p = vector_params(3, 1.0f);
   Adam opt(p, AdamOptions{0.5, 0.75, 1e-8});
   set_grads(p, {0.5, -0.5, 0.0});
-  opt.step(0.125);
+  opt.step(scaletrain::test::cpu_context(), 0.125);
   BOOST_TEST(values(p) == (std::vector<double>{0.875, 1.125, 1.0}));
   BOOST_TEST(scaletrain::test::to_vector(opt.momentum_buffer()) == (std::vector<double>{0.25, -0.25, 0.0}));
   BOOST_TEST(scaletrain::test::to_vector(opt.second_moment_buffer()) == (std::vector<double>{0.0625, 0.0625, 0.0}));
   BOOST_TEST(opt.steps() == 1);
-  opt.step(0.125);
+  opt.step(scaletrain::test::cpu_context(), 0.125);
   BOOST_TEST(values(p) == (std::vector<double>{0.75, 1.25, 1.0}), boost::test_tools::tolerance(1e-7)
                                                                       << boost::test_tools::per_element());
   BOOST_TEST(scaletrain::test::to_vector(opt.second_moment_buffer())[0] == 7.0 / 64);
@@ -85,7 +85,7 @@ BOOST_AUTO_TEST_CASE(first_step_is_lr_times_sign) {
       ParameterSet p = vector_params(5, 0.0f);
       Adam opt(p, o);
       set_grads(p, g);
-      opt.step(scaletrain::optim::kNcfReferenceLr);
+      opt.step(scaletrain::test::cpu_context(), scaletrain::optim::kNcfReferenceLr);
       const auto w = values(p);
       for (std::size_t i = 0; i < g.size(); ++i) {
         const double want = -scaletrain::optim::kNcfReferenceLr * g[i] / (std::fabs(g[i]) + o.epsilon);
@@ -121,7 +121,7 @@ BOOST_AUTO_TEST_CASE(several_steps_match_float64_reference) {
       for (auto& x : g) x = static_cast<float>(x);
       set_grads(q, g);
       const double lr = 0.01 * (s + 1);
-      opt.step(lr);
+      opt.step(scaletrain::test::cpu_context(), lr);
       ref.step(want, g, lr);
     }
     ST_CHECK_CLOSE_VECTORS(values(q), want, 1e-6, 1e-5);
@@ -146,7 +146,7 @@ BOOST_AUTO_TEST_CASE(restored_state_resumes_bit_for_bit) {
   auto grads = [](int s) { return scaletrain::test::random_vector(15, 50 + s); };
   for (int s = 0; s < 3; ++s) {
     set_grads(p, grads(s));
-    original.step(0.001);
+    original.step(scaletrain::test::cpu_context(), 0.001);
   }
   q.flat_values().copy_from(p.flat_values());
   Adam resumed(q, AdamOptions{});
@@ -159,8 +159,8 @@ BOOST_AUTO_TEST_CASE(restored_state_resumes_bit_for_bit) {
   for (int s = 3; s < 5; ++s) {
     set_grads(p, grads(s));
     set_grads(q, grads(s));
-    original.step(0.001);
-    resumed.step(0.001);
+    original.step(scaletrain::test::cpu_context(), 0.001);
+    resumed.step(scaletrain::test::cpu_context(), 0.001);
   }
   BOOST_TEST(values(q) == values(p));
   BOOST_TEST(resumed.steps() == 5);
@@ -180,7 +180,7 @@ BOOST_AUTO_TEST_CASE(describe_and_option_checks) {
   BOOST_CHECK_THROW(Adam(p, AdamOptions{1.0, 0.999, 1e-8}), scaletrain::Error);
   BOOST_CHECK_THROW(Adam(p, AdamOptions{0.9, -0.1, 1e-8}), scaletrain::Error);
   BOOST_CHECK_THROW(Adam(p, AdamOptions{0.9, 0.999, 0.0}), scaletrain::Error);
-  BOOST_CHECK_THROW(opt.step(std::nan("")), scaletrain::Error);
+  BOOST_CHECK_THROW(opt.step(scaletrain::test::cpu_context(), std::nan("")), scaletrain::Error);
   try {
     Adam bad(p, AdamOptions{0.9, 1.5, 1e-8});
     BOOST_FAIL("no error");

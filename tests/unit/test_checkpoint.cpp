@@ -24,6 +24,7 @@
 #include "scaletrain/nn/parameters.hpp"
 #include "scaletrain/optim/adam.hpp"
 #include "scaletrain/optim/sgd.hpp"
+#include "support/gradcheck.hpp"
 
 namespace fs = std::filesystem;
 using scaletrain::Error;
@@ -122,7 +123,7 @@ void save_adam(const std::string& path, ParameterSet& p, scaletrain::optim::Adam
   fill_pattern(p.flat_values(), 0.125f, -1.0f);
   for (int s = 0; s < steps; ++s) {
     set_step_grads(p, s);
-    adam.step(0.01);
+    adam.step(scaletrain::test::cpu_context(), 0.01);
   }
   SaveOptions options;
   options.optimizer = &adam;
@@ -155,8 +156,8 @@ BOOST_AUTO_TEST_CASE(adam_state_round_trips_and_the_next_step_is_bitwise_the_sam
   BOOST_TEST(same_bits(resumed.second_moment_buffer(), original.second_moment_buffer()));
   set_step_grads(src, 3);
   set_step_grads(dst, 3);
-  original.step(0.01);
-  resumed.step(0.01);
+  original.step(scaletrain::test::cpu_context(), 0.01);
+  resumed.step(scaletrain::test::cpu_context(), 0.01);
   BOOST_TEST(same_bits(dst.flat_values(), src.flat_values()));
   BOOST_TEST(same_bits(resumed.momentum_buffer(), original.momentum_buffer()));
   BOOST_TEST(same_bits(resumed.second_moment_buffer(), original.second_moment_buffer()));
@@ -166,7 +167,7 @@ BOOST_AUTO_TEST_CASE(adam_state_round_trips_and_the_next_step_is_bitwise_the_sam
   scaletrain::optim::Adam restarted(fresh, {});
   restore_model(read_checkpoint(path), "resnet20", fresh, nullptr);
   set_step_grads(fresh, 3);
-  restarted.step(0.01);
+  restarted.step(scaletrain::test::cpu_context(), 0.01);
   BOOST_TEST(!same_bits(fresh.flat_values(), src.flat_values()));
 }
 

@@ -87,6 +87,17 @@ BOOST_AUTO_TEST_CASE(json_parse_rejects_bad_text_with_the_offset) {
   BOOST_CHECK_THROW(Json::parse("1.5").as_int(), Error);
 }
 
+BOOST_AUTO_TEST_CASE(st_check_names_the_source_file_and_line) {
+  const int line = __LINE__ + 2;
+  try {
+    ST_CHECK(1 + 1 == 3, "arithmetic is off by " << 1);
+    BOOST_FAIL("ST_CHECK did not throw");
+  } catch (const Error& e) {
+    const std::string expected = "arithmetic is off by 1 (at test_core.cpp:" + std::to_string(line) + ")";
+    BOOST_TEST(error_text(e) == expected);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(rng_is_deterministic_and_well_spread) {
   Rng a(42), b(42), c(43);
   for (int i = 0; i < 100; ++i) BOOST_TEST(a.next_u64() == b.next_u64());

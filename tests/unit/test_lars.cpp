@@ -158,7 +158,7 @@ void check_against_reference(ParameterSet& p, const LarsOptions& options, const 
   ReferenceLars ref(p, options);
   for (std::size_t s = 0; s < lrs.size(); ++s) {
     fill_grads(p, 100 + s);
-    opt.step(lrs[s]);
+    opt.step(scaletrain::test::cpu_context(), lrs[s]);
     ref.step(p, lrs[s]);
   }
   BOOST_TEST(opt.steps() == static_cast<int64_t>(lrs.size()));
@@ -201,13 +201,13 @@ BOOST_AUTO_TEST_CASE(trust_ratio_by_hand) {
   g[1] = 0.8f;
   Lars opt(p, lars_options(0.01, 0.0, LarsExclusion::bn_and_bias));
   BOOST_TEST(opt.adapted(0));
-  opt.step(2.0);
+  opt.step(scaletrain::test::cpu_context(), 2.0);
   BOOST_TEST(opt.trust_ratio(0) == 0.005 / 1.05, boost::test_tools::tolerance(1e-6));
   BOOST_TEST(opt.momentum_buffer().data<float>()[0] == 0.006, boost::test_tools::tolerance(1e-5));
   BOOST_TEST(opt.momentum_buffer().data<float>()[1] == 0.008, boost::test_tools::tolerance(1e-5));
   BOOST_TEST(w[0] == 2.994, boost::test_tools::tolerance(1e-6));
   BOOST_TEST(w[1] == 3.992, boost::test_tools::tolerance(1e-6));
-  opt.step(2.0);
+  opt.step(scaletrain::test::cpu_context(), 2.0);
   BOOST_TEST(opt.trust_ratio(0) == 0.00499 / 1.0499, boost::test_tools::tolerance(1e-6));
   BOOST_TEST(opt.momentum_buffer().data<float>()[0] == 0.011388, boost::test_tools::tolerance(1e-5));
   BOOST_TEST(opt.momentum_buffer().data<float>()[1] == 0.015184, boost::test_tools::tolerance(1e-5));
@@ -228,7 +228,7 @@ BOOST_AUTO_TEST_CASE(first_step_length_is_independent_of_gradient_scale) {
     fill_uniform(p.grad(0), rng, -grad_scale, grad_scale);
     const std::vector<double> w0 = to_double(p.value(0));
     Lars opt(p, lars_options(0.0, 0.0, LarsExclusion::bn_and_bias));
-    opt.step(3.0);
+    opt.step(scaletrain::test::cpu_context(), 3.0);
     std::vector<double> delta = to_double(p.value(0));
     for (std::size_t i = 0; i < delta.size(); ++i) delta[i] -= w0[i];
     const double expected = 3.0 * 0.001 * norm(w0);
@@ -274,8 +274,8 @@ BOOST_AUTO_TEST_CASE(excluded_tensors_match_plain_momentum_sgd) {
   for (int s = 0; s < 4; ++s) {
     fill_grads(pl, 200 + s);
     fill_grads(ps, 200 + s);
-    lars.step(lr);
-    sgd.step(lr);
+    lars.step(scaletrain::test::cpu_context(), lr);
+    sgd.step(scaletrain::test::cpu_context(), lr);
   }
   int excluded = 0;
   for (int t = 0; t < pl.num_parameters(); ++t) {
@@ -333,11 +333,11 @@ BOOST_AUTO_TEST_CASE(zero_weights_or_gradient_use_ratio_one) {
   fill_uniform(p.value(zero_g), rng, -1.0, 1.0);
   const std::vector<double> g = to_double(p.grad(zero_w)), w0 = to_double(p.value(zero_g));
   Lars opt(p, lars_options(0.1, 0.0, LarsExclusion::bn_and_bias));
-  opt.step(0.5);
+  opt.step(scaletrain::test::cpu_context(), 0.5);
   BOOST_TEST(opt.trust_ratio(zero_w) == 1.0);
   BOOST_TEST(opt.trust_ratio(zero_g) == 1.0);
   BOOST_TEST(opt.trust_ratio(both) == 1.0);
-  opt.step(0.5);
+  opt.step(scaletrain::test::cpu_context(), 0.5);
   const double ratio = 0.0005 / 1.05;
   BOOST_TEST(opt.trust_ratio(zero_w) == ratio, boost::test_tools::tolerance(1e-6));
   BOOST_TEST(opt.trust_ratio(zero_g) == 1.0);
@@ -366,7 +366,7 @@ BOOST_AUTO_TEST_CASE(same_bits_for_any_thread_count) {
     Lars opt(p, lars_options(5e-5, 0.0, LarsExclusion::bn_and_bias));
     for (int s = 0; s < 3; ++s) {
       fill_grads(p, 300 + s);
-      opt.step(5.0);
+      opt.step(scaletrain::test::cpu_context(), 5.0);
     }
     const int64_t n = p.flat_values().numel();
     std::vector<float> out(p.flat_values().data<float>(), p.flat_values().data<float>() + n);
@@ -388,7 +388,7 @@ BOOST_AUTO_TEST_CASE(both_optimizers_through_the_interface) {
   for (auto& opt : opts) {
     fill_weights(opt->params(), 6);
     fill_grads(opt->params(), 7);
-    opt->step(0.1);
+    opt->step(scaletrain::test::cpu_context(), 0.1);
     BOOST_TEST(opt->steps() == 1);
     BOOST_TEST(opt->momentum_view(6).shape() == (scaletrain::Shape{100, 400}));
     BOOST_TEST(opt->momentum_buffer().numel() == opt->params().parameter_count());
@@ -427,7 +427,8 @@ BOOST_AUTO_TEST_CASE(invalid_options_name_the_option) {
   BOOST_TEST(error_of([&] { (void)Lars(p, with([](LarsOptions& o) { o.epsilon = -1e-9; })); }).find("--lars-epsilon") !=
              std::string::npos);
   Lars ok(p, LarsOptions{});
-  BOOST_TEST(error_of([&] { ok.step(INFINITY); }).find("not finite") != std::string::npos);
+  BOOST_TEST(error_of([&] { ok.step(scaletrain::test::cpu_context(), INFINITY); }).find("not finite") !=
+             std::string::npos);
   BOOST_TEST(ok.steps() == 0);
   ParameterSet unfinished;
   unfinished.add_parameter("w", {1});

@@ -7,6 +7,7 @@
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/nn/parameters.hpp"
 #include "scaletrain/optim/sgd.hpp"
+#include "support/gradcheck.hpp"
 
 using scaletrain::nn::ParameterSet;
 using scaletrain::optim::Sgd;
@@ -49,10 +50,10 @@ BOOST_AUTO_TEST_CASE(momentum_and_weight_decay_by_hand) {
   ParameterSet p = scalar_params(1.0f);
   Sgd opt(p, SgdOptions{0.9, 0.1, false});
   p.grad(0).data<float>()[0] = 0.5f;
-  opt.step(0.1);
+  opt.step(scaletrain::test::cpu_context(), 0.1);
   BOOST_TEST(p.value(0).data<float>()[0] == 0.94, boost::test_tools::tolerance(1e-6));
   BOOST_TEST(opt.momentum_buffer().data<float>()[0] == 0.6, boost::test_tools::tolerance(1e-6));
-  opt.step(0.1);
+  opt.step(scaletrain::test::cpu_context(), 0.1);
   BOOST_TEST(p.value(0).data<float>()[0] == 0.8266, boost::test_tools::tolerance(1e-6));
   BOOST_TEST(opt.momentum_buffer().data<float>()[0] == 1.134, boost::test_tools::tolerance(1e-6));
   BOOST_TEST(opt.steps() == 2);
@@ -66,9 +67,9 @@ BOOST_AUTO_TEST_CASE(nesterov_by_hand) {
   ParameterSet p = scalar_params(1.0f);
   Sgd opt(p, SgdOptions{0.9, 0.1, true});
   p.grad(0).data<float>()[0] = 0.5f;
-  opt.step(0.1);
+  opt.step(scaletrain::test::cpu_context(), 0.1);
   BOOST_TEST(p.value(0).data<float>()[0] == 0.886, boost::test_tools::tolerance(1e-6));
-  opt.step(0.1);
+  opt.step(scaletrain::test::cpu_context(), 0.1);
   BOOST_TEST(p.value(0).data<float>()[0] == 0.725566, boost::test_tools::tolerance(1e-6));
   BOOST_TEST(opt.momentum_buffer().data<float>()[0] == 1.1286, boost::test_tools::tolerance(1e-6));
 }
@@ -78,9 +79,9 @@ BOOST_AUTO_TEST_CASE(plain_sgd_is_exact) {
   ParameterSet p = scalar_params(2.0f);
   Sgd opt(p, SgdOptions{0.0, 0.0, false});
   p.grad(0).data<float>()[0] = 0.75f;
-  opt.step(0.5);
+  opt.step(scaletrain::test::cpu_context(), 0.5);
   BOOST_TEST(p.value(0).data<float>()[0] == 1.625f);
-  opt.step(0.25);
+  opt.step(scaletrain::test::cpu_context(), 0.25);
   BOOST_TEST(p.value(0).data<float>()[0] == 1.4375f);
 }
 
@@ -109,7 +110,7 @@ BOOST_AUTO_TEST_CASE(several_steps_against_float64) {
         grad[i] = 0.125 * static_cast<double>(((i + 3 * s) % 9) - 4);
         p.flat_grads().data<float>()[i] = static_cast<float>(grad[i]);
       }
-      opt.step(lrs[s]);
+      opt.step(scaletrain::test::cpu_context(), lrs[s]);
       ref.step(w, grad, lrs[s]);
     }
     int bad = 0;

@@ -59,6 +59,8 @@ class Communicator {
   // Gathers the same number of doubles from every rank: result[r * values.size() + i] is rank
   // r's values[i]. Every rank must pass the same count.
   std::vector<double> allgather(const std::vector<double>& values) const;
+  // Gathers one string per rank, of any length, to every rank (result[r] is rank r's).
+  std::vector<std::string> allgather(const std::string& s) const;
 
   // Rank r's f32 tensor (n elements, the same n on every rank) becomes row r of `all` (size x n,
   // allocated on root; untouched elsewhere), and back: row r of root's `all` into rank r's `mine`

@@ -56,7 +56,7 @@ namespace detail {
 
 }  // namespace scaletrain
 
-// ST_THROW(a << b): throws scaletrain::Error with a streamed message.
+// ST_THROW(a << b): throws scaletrain::Error with a streamed message, then " (at FILE:LINE)".
 #define ST_THROW(msg_stream)                                             \
   do {                                                                   \
     std::ostringstream st_os_;                                           \

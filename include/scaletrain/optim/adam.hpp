@@ -48,7 +48,7 @@ class Adam : public Optimizer {
   // params must be finalized and outlive the optimizer. Throws on invalid options.
   Adam(nn::ParameterSet& params, const AdamOptions& options);
   // One update of every parameter from params.flat_grads() with learning rate lr.
-  void step(double lr) override;
+  void step(Context& ctx, double lr) override;
   const char* name() const override { return "adam"; }
   // {"name": "adam", "beta1", "beta2", "epsilon"}
   Json describe() const override;

@@ -62,7 +62,7 @@ class Lars : public Optimizer {
  public:
   // params must be finalized and outlive the optimizer. Throws on invalid options.
   Lars(nn::ParameterSet& params, const LarsOptions& options);
-  void step(double lr) override;
+  void step(Context& ctx, double lr) override;
   const char* name() const override { return "lars"; }
   // {"name": "lars", "momentum", "weight_decay", "trust_coefficient", "epsilon", "exclusion",
   //  "adapted_tensors", "excluded_tensors"}

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "scaletrain/backend/context.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/json.hpp"
 #include "scaletrain/nn/parameters.hpp"
@@ -28,8 +29,9 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // One update of every parameter from params().flat_grads() with learning rate lr.
-  virtual void step(double lr) = 0;
+  // One update of every parameter from params().flat_grads() with learning rate lr, on ctx's
+  // device (where the parameters live).
+  virtual void step(Context& ctx, double lr) = 0;
   // "sgd", "lars" or "adam": the value of --optimizer and of MLPerf's opt_name.
   virtual const char* name() const = 0;
   // Name and hyper-parameters, for report.json.

@@ -2,8 +2,9 @@
 //   g = grad + wd * w;  v = mu * v + g  (first step: v = g);  g = nesterov ? g + mu * v : v;
 //   w -= lr * g
 // applied to every parameter (batch-norm affine parameters and biases included, as
-// torch.optim.SGD(model.parameters()) does). It runs on the flat value / gradient buffers in one
-// vectorised OpenMP loop, so its cost does not grow with the number of parameter tensors.
+// torch.optim.SGD(model.parameters()) does). It runs on the flat value / gradient buffers as one
+// op (ops/sgd.hpp: one OpenMP loop on the CPU, one kernel on a GPU), so its cost does not grow
+// with the number of parameter tensors.
 // The momentum buffer has the same layout and offsets as ParameterSet::flat_values() and
 // starts at zero, which makes the first step's v = 0 * mu + g = g exactly (PyTorch's first step).
 #pragma once
@@ -25,7 +26,7 @@ class Sgd : public Optimizer {
   // params must be finalized and outlive the optimizer.
   Sgd(nn::ParameterSet& params, const SgdOptions& options);
   // One update of every parameter from params.flat_grads() with learning rate lr.
-  void step(double lr) override;
+  void step(Context& ctx, double lr) override;
   const char* name() const override { return "sgd"; }
   // {"name": "sgd", "momentum", "weight_decay", "nesterov"}
   Json describe() const override;

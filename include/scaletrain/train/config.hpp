@@ -81,6 +81,7 @@ struct TrainConfig {
   int crop_padding = 0;
 
   int threads = 0;  // CPU threads per rank; 0: cores on the node / ranks on the node
+  std::string device = "auto";  // --device: auto | cpu | cuda (train/device_choice.hpp)
   int data_prefetch = 2;
   // Input pipeline (issue 4).
   std::string io = "posix";             // posix | mmap | mpiio | mpiio-collective

@@ -1,0 +1,138 @@
+// --device: the collective choice of device and GPU (device_choice.hpp).
+#include "scaletrain/train/device_choice.hpp"
+
+#include <cstdio>
+#include <map>
+
+#include "scaletrain/config.hpp"
+#include "scaletrain/core/error.hpp"
+
+namespace scaletrain::train {
+
+DeviceRequest parse_device_request(const std::string& text) {
+  if (text == "auto") return DeviceRequest::automatic;
+  if (text == "cpu") return DeviceRequest::cpu;
+  if (text == "cuda") return DeviceRequest::cuda;
+  throw UsageError("--device " + text + ": use auto (a GPU where every rank sees one, else the CPU), cpu or cuda");
+}
+
+const char* device_request_name(DeviceRequest request) {
+  switch (request) {
+    case DeviceRequest::automatic:
+      return "auto";
+    case DeviceRequest::cpu:
+      return "cpu";
+    case DeviceRequest::cuda:
+      return "cuda";
+  }
+  return "?";
+}
+
+int gpu_for_local_rank(int local_rank, int visible) {
+  ST_CHECK(visible > 0, "no GPU visible to choose from");
+  return local_rank % visible;
+}
+
+std::vector<std::string> describe_gpus(const GpuInventory& inventory) {
+  std::vector<std::string> lines;
+  for (const GpuInfo& g : inventory.gpus) {
+    char line[256];
+    std::snprintf(line, sizeof line, "GPU %d: %s, %.1f GiB, compute %d.%d, %d SMs (%s)", g.index, g.name.c_str(),
+                  static_cast<double>(g.memory_bytes) / (1u << 30), g.compute_major, g.compute_minor, g.multiprocessors,
+                  g.pci_bus_id.c_str());
+    lines.push_back(line);
+  }
+  std::string versions = "driver " + cuda_version_string(inventory.driver_version) + ", runtime " +
+                         cuda_version_string(inventory.runtime_version);
+  if (*SCALETRAIN_CUDNN_VERSION) versions += std::string(", cuDNN ") + SCALETRAIN_CUDNN_VERSION;
+  if (*SCALETRAIN_NCCL_VERSION) versions += std::string(", NCCL ") + SCALETRAIN_NCCL_VERSION;
+  lines.push_back(versions);
+  return lines;
+}
+
+namespace {
+
+// This rank's place among the ranks of its host, from every rank's host name.
+void find_local_rank(const std::vector<std::string>& hosts, int rank, DeviceChoice& choice) {
+  choice.local_rank = 0;
+  choice.ranks_on_host = 0;
+  for (int r = 0; r < static_cast<int>(hosts.size()); ++r) {
+    if (hosts[r] != hosts[rank]) continue;
+    if (r < rank) ++choice.local_rank;
+    ++choice.ranks_on_host;
+  }
+}
+
+// "rank 3 (host n17): no driver: cudaGetDeviceCount: ..." for the first rank without a GPU; ""
+// when every rank sees one. Collective.
+std::string first_rank_without_gpu(const comm::Communicator& comm, const GpuInventory& mine) {
+  const bool visible = mine.availability == GpuAvailability::visible;
+  if (comm.allreduce_and(visible)) return "";
+  const std::vector<double> has = comm.allgather(visible ? 1.0 : 0.0);
+  int first = 0;
+  while (has[first] != 0.0) ++first;
+  std::string why = std::string(gpu_availability_name(mine.availability)) + ": " + mine.message;
+  comm.broadcast(why, first);
+  std::string host = comm.host();
+  comm.broadcast(host, first);
+  return "rank " + std::to_string(first) + " (host " + host + "): " + why;
+}
+
+// Each host's GPUs as its first rank sees them, for rank 0's start-up lines.
+void add_gpu_lines(const comm::Communicator& comm, const GpuInventory& mine, const std::vector<std::string>& hosts,
+                   DeviceChoice& choice) {
+  std::string text;
+  if (choice.local_rank == 0)
+    for (const std::string& line : describe_gpus(mine)) text += line + "; ";
+  const std::vector<std::string> per_rank = comm.allgather(text);
+  std::map<std::string, int> ranks_per_host;
+  for (const std::string& h : hosts) ++ranks_per_host[h];
+  for (int r = 0; r < comm.size(); ++r) {
+    if (per_rank[r].empty()) continue;
+    choice.log_lines.push_back("host " + hosts[r] + " (" + std::to_string(ranks_per_host[hosts[r]]) +
+                               " ranks): " + per_rank[r].substr(0, per_rank[r].size() - 2));
+  }
+}
+
+}  // namespace
+
+DeviceChoice choose_device(const comm::Communicator& comm, DeviceRequest request, const std::string& command,
+                           bool runs_on_gpu) {
+  DeviceChoice choice;
+  const std::vector<std::string> hosts = comm.all_hosts();
+  find_local_rank(hosts, comm.rank(), choice);
+  if (request == DeviceRequest::cpu) {
+    choice.log_lines.push_back("device: cpu (--device cpu)");
+    return choice;
+  }
+  const GpuInventory mine = list_visible_gpus();
+  const std::string missing = first_rank_without_gpu(comm, mine);
+  if (!missing.empty()) {
+    if (request == DeviceRequest::cuda)
+      throw UsageError(command + " --device cuda: no GPU on " + missing + "; use --device cpu or auto");
+    choice.log_lines.push_back("device: cpu (--device auto: no GPU on " + missing + ")");
+    return choice;
+  }
+  if (!runs_on_gpu) {
+    const std::string why = command +
+                            " does not run on the GPU yet (the CUDA ops are built; keeping the model on "
+                            "the GPU is not)";
+    if (request == DeviceRequest::cuda) throw UsageError(command + " --device cuda: " + why + "; use --device cpu");
+    choice.log_lines.push_back("device: cpu (--device auto: every rank sees a GPU, but " + why + ")");
+    return choice;
+  }
+  choice.device = Device::cuda;
+  const int visible = static_cast<int>(mine.gpus.size());
+  choice.gpu_index = gpu_for_local_rank(choice.local_rank, visible);
+  choice.log_lines.push_back(std::string("device: cuda (--device ") + device_request_name(request) +
+                             "), each rank the GPU of its local rank on its host modulo the GPUs it sees");
+  add_gpu_lines(comm, mine, hosts, choice);
+  const bool shared = choice.ranks_on_host > visible;
+  if (comm.allreduce_max(static_cast<int64_t>(shared)) > 0)
+    choice.log_lines.push_back(
+        "warning: some host has more ranks than visible GPUs, so ranks share a GPU: allowed (it is how the "
+        "multi-rank path is tested on one GPU), but they compete for it; launch one rank per GPU for speed");
+  return choice;
+}
+
+}  // namespace scaletrain::train
