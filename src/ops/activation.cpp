@@ -2,7 +2,9 @@
 #include "scaletrain/ops/activation.hpp"
 
 #include "ops/cpu/activation_cpu.hpp"
+#include "ops/cuda/activation_cuda.hpp"
 #include "ops/op_checks.hpp"
+#include "scaletrain/config.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
@@ -26,7 +28,11 @@ void relu_forward(Context& ctx, const Tensor& x, Tensor& y) {
     case Device::cpu:
       return cpu::relu_forward(ctx, x, y);
     case Device::cuda:
-      break;  // no kernel yet
+#if SCALETRAIN_HAVE_CUDA
+      return cuda::relu_forward(ctx, x, y);
+#else
+      break;
+#endif
   }
   no_kernel("relu_forward", ctx.device());
 }
@@ -39,7 +45,11 @@ void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) 
     case Device::cpu:
       return cpu::relu_backward(ctx, y, dy, dx);
     case Device::cuda:
-      break;  // no kernel yet
+#if SCALETRAIN_HAVE_CUDA
+      return cuda::relu_backward(ctx, y, dy, dx);
+#else
+      break;
+#endif
   }
   no_kernel("relu_backward", ctx.device());
 }
@@ -52,7 +62,11 @@ void add_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
     case Device::cpu:
       return cpu::add_forward(ctx, a, b, y);
     case Device::cuda:
-      break;  // no kernel yet
+#if SCALETRAIN_HAVE_CUDA
+      return cuda::add_forward(ctx, a, b, y);
+#else
+      break;
+#endif
   }
   no_kernel("add_forward", ctx.device());
 }
@@ -64,7 +78,11 @@ void add_inplace(Context& ctx, Tensor& y, const Tensor& x) {
     case Device::cpu:
       return cpu::add_inplace(ctx, y, x);
     case Device::cuda:
-      break;  // no kernel yet
+#if SCALETRAIN_HAVE_CUDA
+      return cuda::add_inplace(ctx, y, x);
+#else
+      break;
+#endif
   }
   no_kernel("add_inplace", ctx.device());
 }

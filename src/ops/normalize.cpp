@@ -2,7 +2,9 @@
 #include "scaletrain/ops/normalize.hpp"
 
 #include "ops/cpu/normalize_cpu.hpp"
+#include "ops/cuda/normalize_cuda.hpp"
 #include "ops/op_checks.hpp"
+#include "scaletrain/config.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
@@ -27,7 +29,11 @@ void normalize_images(Context& ctx, const Tensor& x, const std::vector<double>& 
     case Device::cpu:
       return cpu::normalize_images(ctx, x, mean, std, y);
     case Device::cuda:
-      break;  // no kernel yet
+#if SCALETRAIN_HAVE_CUDA
+      return cuda::normalize_images(ctx, x, mean, std, y);
+#else
+      break;
+#endif
   }
   no_kernel("normalize_images", ctx.device());
 }

@@ -23,6 +23,13 @@ inline void check_tensor(const Context& ctx, const Tensor& t, const char* op, co
   ST_THROW(op << ": no kernel for device " << device_name(device));
 }
 
+// A class label outside [0, classes), in the same words from every device's kernel (the CPU
+// checks labels on the host, the GPU on the device and reports after its copy back).
+[[noreturn]] inline void throw_label_out_of_range(const char* op, int64_t sample, int64_t label, int64_t classes) {
+  ST_THROW(op << ": label " << label << " of sample " << sample << " is outside the " << classes << " classes [0, "
+              << classes << ")");
+}
+
 inline void check_shape(const Tensor& t, const Shape& expected, const char* op, const char* name) {
   ST_CHECK(t.shape() == expected,
            op << ": " << name << " has shape " << shape_string(t.shape()) << ", expected " << shape_string(expected));

@@ -3,7 +3,9 @@
 #include "scaletrain/ops/pool.hpp"
 
 #include "ops/cpu/pool_cpu.hpp"
+#include "ops/cuda/pool_cuda.hpp"
 #include "ops/op_checks.hpp"
+#include "scaletrain/config.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
@@ -40,7 +42,11 @@ void max_pool2d_forward(Context& ctx, const MaxPool2dParams& p, const Tensor& x,
     case Device::cpu:
       return cpu::max_pool2d_forward(ctx, p, x, y);
     case Device::cuda:
-      break;  // no kernel yet
+#if SCALETRAIN_HAVE_CUDA
+      return cuda::max_pool2d_forward(ctx, p, x, y);
+#else
+      break;
+#endif
   }
   no_kernel(op, ctx.device());
 }
@@ -60,7 +66,11 @@ void max_pool2d_backward(Context& ctx, const MaxPool2dParams& p, const Tensor& x
     case Device::cpu:
       return cpu::max_pool2d_backward(ctx, p, x, y, dy, dx);
     case Device::cuda:
-      break;  // no kernel yet
+#if SCALETRAIN_HAVE_CUDA
+      return cuda::max_pool2d_backward(ctx, p, x, y, dy, dx);
+#else
+      break;
+#endif
   }
   no_kernel(op, ctx.device());
 }
@@ -76,7 +86,11 @@ void global_avg_pool_forward(Context& ctx, const Tensor& x, Tensor& y) {
     case Device::cpu:
       return cpu::global_avg_pool_forward(ctx, x, y);
     case Device::cuda:
-      break;  // no kernel yet
+#if SCALETRAIN_HAVE_CUDA
+      return cuda::global_avg_pool_forward(ctx, x, y);
+#else
+      break;
+#endif
   }
   no_kernel(op, ctx.device());
 }
@@ -92,7 +106,11 @@ void global_avg_pool_backward(Context& ctx, const Tensor& dy, Tensor& dx) {
     case Device::cpu:
       return cpu::global_avg_pool_backward(ctx, dy, dx);
     case Device::cuda:
-      break;  // no kernel yet
+#if SCALETRAIN_HAVE_CUDA
+      return cuda::global_avg_pool_backward(ctx, dy, dx);
+#else
+      break;
+#endif
   }
   no_kernel(op, ctx.device());
 }

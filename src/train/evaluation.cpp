@@ -33,7 +33,7 @@ EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model&
   while (loader.next(images, labels)) {
     Tensor logits = model.forward(ctx, model_input(ctx, images, split, input), /*training=*/false);
     loss_sum += ops::softmax_cross_entropy(ctx, logits, labels, 0.0f, no_grad) * labels.numel();
-    correct += ops::count_correct(logits, labels);
+    correct += ops::count_correct(ctx, logits, labels);
     samples += labels.numel();
     progress::tick();
   }

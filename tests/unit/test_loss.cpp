@@ -128,7 +128,7 @@ BOOST_AUTO_TEST_CASE(out_of_range_labels_are_named) {
                         mentions("label 10 of sample 1 is outside the 10 classes [0, 10)"));
   BOOST_CHECK_EXCEPTION(st::ops::softmax_cross_entropy(ctx, logits, labels_tensor({0, 1, -1}), 0.0f, d), st::Error,
                         mentions("label -1 of sample 2"));
-  BOOST_CHECK_EXCEPTION(st::ops::count_correct(logits, labels_tensor({0, 1, 12})), st::Error,
+  BOOST_CHECK_EXCEPTION(st::ops::count_correct(ctx, logits, labels_tensor({0, 1, 12})), st::Error,
                         mentions("label 12 of sample 2"));
   BOOST_CHECK_EXCEPTION(st::ops::softmax_cross_entropy(ctx, logits, labels_tensor({0, 1}), 0.0f, d), st::Error,
                         mentions("labels must be (3)"));
@@ -138,6 +138,7 @@ BOOST_AUTO_TEST_CASE(out_of_range_labels_are_named) {
 }
 
 BOOST_AUTO_TEST_CASE(count_correct_takes_the_first_maximum) {
+  st::Context ctx;
   const st::Tensor logits = st::test::to_tensor(
       {
           1, 3, 3,    // tie: class 1 wins
@@ -146,9 +147,19 @@ BOOST_AUTO_TEST_CASE(count_correct_takes_the_first_maximum) {
           -2, -1, -3  // class 1
       },
       {4, 3});
-  BOOST_TEST(st::ops::count_correct(logits, labels_tensor({1, 0, 0, 1})) == 4);
-  BOOST_TEST(st::ops::count_correct(logits, labels_tensor({2, 0, 1, 1})) == 2);
-  BOOST_TEST(st::ops::count_correct(logits, labels_tensor({2, 1, 2, 0})) == 0);
+  BOOST_TEST(st::ops::count_correct(ctx, logits, labels_tensor({1, 0, 0, 1})) == 4);
+  BOOST_TEST(st::ops::count_correct(ctx, logits, labels_tensor({2, 0, 1, 1})) == 2);
+  BOOST_TEST(st::ops::count_correct(ctx, logits, labels_tensor({2, 1, 2, 0})) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(count_correct_nan_rule_and_empty_batch) {
+  // The scan's rule, which every device's kernel follows: a NaN at class 0 stays the maximum
+  // (nothing compares greater), a NaN elsewhere never becomes it.
+  st::Context ctx;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const st::Tensor logits = st::test::to_tensor({nan, 1, 2, 1, nan, 2, 3, nan, 3}, {3, 3});
+  BOOST_TEST(st::ops::count_correct(ctx, logits, labels_tensor({0, 2, 0})) == 3);
+  BOOST_TEST(st::ops::count_correct(ctx, st::Tensor::zeros({0, 5}), labels_tensor({})) == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -9,10 +9,12 @@ namespace scaletrain::ops {
 
 // logits: (N, K) f32; labels: (N) i32 in [0, K). Returns the mean loss over the batch.
 // dlogits: (N, K), overwritten with d(mean loss)/d(logits); may be undefined (not computed).
+// On a GPU the loss is copied back, so the call waits for the ops before it.
 double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels, float label_smoothing,
                              Tensor& dlogits);
 
-// Number of rows whose largest logit (first on ties) is at the label.
-int64_t count_correct(const Tensor& logits, const Tensor& labels);
+// Number of rows whose largest logit (first on ties) is at the label; logits and labels as above
+// (N may be 0). On a GPU the count is copied back, so the call waits as the loss does.
+int64_t count_correct(Context& ctx, const Tensor& logits, const Tensor& labels);
 
 }  // namespace scaletrain::ops

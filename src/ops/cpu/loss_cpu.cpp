@@ -1,0 +1,73 @@
+// CPU softmax cross-entropy and top-1 counting: plain loops, since (N, K) is tiny next to the
+// convolutions. Each row is accumulated in double through log-sum-exp so that large logits
+// neither overflow nor lose the small terms.
+// With q = (1 - eps) * onehot(y) + eps / K:  loss_i = -sum_k q_k log p_k, and
+// d loss_i / d logit_k = p_k - q_k.
+#include "ops/cpu/loss_cpu.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "ops/op_checks.hpp"
+
+namespace scaletrain::ops::cpu {
+namespace {
+
+// Every label in [0, K), before any is used as an index.
+void check_labels(const Tensor& labels, int64_t k, const char* op) {
+  const int64_t n = labels.dim(0);
+  const int32_t* y = labels.data<int32_t>();
+  for (int64_t i = 0; i < n; ++i)
+    if (y[i] < 0 || y[i] >= k) throw_label_out_of_range(op, i, y[i], k);
+}
+
+}  // namespace
+
+double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels, double eps, Tensor& dlogits) {
+  const int64_t n = logits.dim(0), k = logits.dim(1);
+  check_labels(labels, k, "softmax_cross_entropy");
+  const float* x = logits.data<float>();
+  const int32_t* y = labels.data<int32_t>();
+  float* dx = dlogits.defined() ? dlogits.data<float>() : nullptr;
+  const double inv_n = 1.0 / static_cast<double>(n);
+  std::vector<double> e(k);
+  double total = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = x + i * k;
+    double m = row[0], sum_x = 0.0;
+    for (int64_t j = 0; j < k; ++j) m = std::max(m, static_cast<double>(row[j]));
+    double sum_e = 0.0;
+    for (int64_t j = 0; j < k; ++j) {
+      e[j] = std::exp(row[j] - m);
+      sum_e += e[j];
+      sum_x += row[j];
+    }
+    const double lse = m + std::log(sum_e);  // -log p_j = lse - x_j
+    total += (1.0 - eps) * (lse - row[y[i]]) + eps * (lse - sum_x / k);
+    if (dx) {
+      float* g = dx + i * k;
+      for (int64_t j = 0; j < k; ++j) g[j] = static_cast<float>((e[j] / sum_e - eps / k) * inv_n);
+      g[y[i]] -= static_cast<float>((1.0 - eps) * inv_n);
+    }
+  }
+  return total * inv_n;
+}
+
+int64_t count_correct(Context& ctx, const Tensor& logits, const Tensor& labels) {
+  const int64_t n = logits.dim(0), k = logits.dim(1);
+  check_labels(labels, k, "count_correct");
+  const float* x = logits.data<float>();
+  const int32_t* y = labels.data<int32_t>();
+  int64_t correct = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = x + i * k;
+    int64_t best = 0;
+    for (int64_t j = 1; j < k; ++j)
+      if (row[j] > row[best]) best = j;  // strict: the first maximum wins ties
+    correct += (best == y[i]);
+  }
+  return correct;
+}
+
+}  // namespace scaletrain::ops::cpu

@@ -1,0 +1,175 @@
+// CUDA max pooling and global average pooling on channels-last data, computing exactly what the
+// CPU kernels (src/ops/cpu/pool_cpu.cpp) compute, bitwise: the same comparisons, the same
+// first-maximum rule, the same summation order.
+// One thread per output value (forward) or per input value (backward), channel fastest, so a
+// warp reads and writes contiguous channels. Max-pool backward gathers rather than scatters:
+// each input value sums the gradients of the windows that pick it, in window order, so no two
+// threads write one dx value and the result is deterministic without atomics.
+#include <cuda/std/limits>
+
+#include "backend/cuda/cuda_context.hpp"
+#include "ops/cuda/grid_stride.cuh"
+#include "ops/cuda/pool_cuda.hpp"
+
+namespace scaletrain::ops::cuda {
+namespace {
+
+using scaletrain::cuda::blocks_for;
+using scaletrain::cuda::kThreadsPerBlock;
+
+// The geometry of one max pooling, passed by value.
+struct PoolShape {
+  int64_t n, h, w, c;  // input (N, H, W, C)
+  int64_t oh, ow;      // output rows and columns
+  int64_t kernel, stride, padding;
+};
+
+// Input rows [y0, y1) and columns [x0, x1) of window (oy, ox); padding is simply left out, as on the CPU.
+struct Window {
+  int64_t y0, y1, x0, x1;
+};
+
+__device__ inline Window window(const PoolShape& s, int64_t oy, int64_t ox) {
+  const int64_t ys = oy * s.stride - s.padding, xs = ox * s.stride - s.padding;
+  return {ys > 0 ? ys : 0, ys + s.kernel < s.h ? ys + s.kernel : s.h, xs > 0 ? xs : 0,
+          xs + s.kernel < s.w ? xs + s.kernel : s.w};
+}
+
+// The first output index (row or column) whose window covers input index `pos`: window o covers
+// [o * stride - padding, o * stride - padding + kernel).
+__device__ inline int64_t first_covering(int64_t pos, const PoolShape& s) {
+  const int64_t t = pos + s.padding - s.kernel + 1;
+  return t <= 0 ? 0 : (t + s.stride - 1) / s.stride;
+}
+
+// The last output index whose window covers `pos`, within [0, out).
+__device__ inline int64_t last_covering(int64_t pos, int64_t out, const PoolShape& s) {
+  const int64_t last = (pos + s.padding) / s.stride;
+  return last < out - 1 ? last : out - 1;
+}
+
+__global__ void max_pool2d_forward_kernel(const float* x, float* y, PoolShape s) {
+  const int64_t total = s.n * s.oh * s.ow * s.c;
+  for (int64_t o = grid_first(); o < total; o += grid_stride()) {
+    const int64_t j = o % s.c;
+    int64_t t = o / s.c;
+    const int64_t ox = t % s.ow;
+    t /= s.ow;
+    const int64_t oy = t % s.oh;
+    const int64_t b = t / s.oh;
+    const Window win = window(s, oy, ox);
+    float best = -::cuda::std::numeric_limits<float>::infinity();
+    for (int64_t iy = win.y0; iy < win.y1; ++iy)
+      for (int64_t ix = win.x0; ix < win.x1; ++ix) {
+        const float v = x[((b * s.h + iy) * s.w + ix) * s.c + j];
+        best = (v > best || v != v) ? v : best;  // a NaN wins, as in PyTorch
+      }
+    y[o] = best;
+  }
+}
+
+// dx at input (b, iy, ix, j) = sum, over the windows covering it in row-major window order, of
+// dy of each window whose first position (row-major) equal to the forward maximum is this one.
+// The CPU kernel hands each window's gradient to that same position and adds into dx in the same
+// window order, so the sums agree bitwise. A NaN maximum equals nothing, so its gradient is
+// dropped, on both.
+__global__ void max_pool2d_backward_kernel(const float* x, const float* y, const float* dy, float* dx, PoolShape s) {
+  const int64_t total = s.n * s.h * s.w * s.c;
+  for (int64_t i = grid_first(); i < total; i += grid_stride()) {
+    const int64_t j = i % s.c;
+    int64_t t = i / s.c;
+    const int64_t ix = t % s.w;
+    t /= s.w;
+    const int64_t iy = t % s.h;
+    const int64_t b = t / s.h;
+    const float v = x[i];
+    const float* x_image = x + b * s.h * s.w * s.c + j;  // channel j of image b; position (ry, rx) at (ry * w + rx) * c
+    float sum = 0.0f;
+    const int64_t oy1 = last_covering(iy, s.oh, s), ox1 = last_covering(ix, s.ow, s);
+    for (int64_t oy = first_covering(iy, s); oy <= oy1; ++oy)
+      for (int64_t ox = first_covering(ix, s); ox <= ox1; ++ox) {
+        const int64_t o = ((b * s.oh + oy) * s.ow + ox) * s.c + j;
+        const float best = y[o];
+        if (!(v == best)) continue;
+        // This position wins the window only if no earlier position in scan order also equals the maximum.
+        const Window win = window(s, oy, ox);
+        bool earlier = false;
+        for (int64_t ry = win.y0; ry <= iy && !earlier; ++ry) {
+          const int64_t rx_end = ry < iy ? win.x1 : ix;
+          for (int64_t rx = win.x0; rx < rx_end; ++rx)
+            if (x_image[(ry * s.w + rx) * s.c] == best) {
+              earlier = true;
+              break;
+            }
+        }
+        if (!earlier) sum += dy[o];
+      }
+    dx[i] = sum;
+  }
+}
+
+// y (b, j) = the mean of channel j over image b's H*W pixels, summed in double in pixel order and
+// rounded once, as on the CPU. One thread per (b, j): neighbouring threads read neighbouring channels.
+__global__ void global_avg_pool_forward_kernel(const float* x, float* y, int64_t n, int64_t hw, int64_t c) {
+  const int64_t total = n * c;
+  for (int64_t t = grid_first(); t < total; t += grid_stride()) {
+    const int64_t b = t / c, j = t % c;
+    const float* in = x + b * hw * c + j;
+    double sum = 0.0;
+    for (int64_t q = 0; q < hw; ++q) sum += in[q * c];
+    y[t] = static_cast<float>(sum / static_cast<double>(hw));
+  }
+}
+
+__global__ void global_avg_pool_backward_kernel(const float* dy, float* dx, int64_t n, int64_t hw, int64_t c,
+                                                float inv_hw) {
+  const int64_t total = n * hw * c;
+  for (int64_t i = grid_first(); i < total; i += grid_stride()) {
+    const int64_t b = i / (hw * c), j = i % c;
+    dx[i] = dy[b * c + j] * inv_hw;
+  }
+}
+
+PoolShape pool_shape(const MaxPool2dParams& p, const Tensor& x, const Tensor& y) {
+  return {x.dim(0), x.dim(1), x.dim(2), x.dim(3), y.dim(1), y.dim(2), p.kernel, p.stride, p.padding};
+}
+
+}  // namespace
+
+void max_pool2d_forward(Context& ctx, const MaxPool2dParams& p, const Tensor& x, Tensor& y) {
+  const int64_t total = y.numel();
+  if (total == 0) return;
+  max_pool2d_forward_kernel<<<blocks_for(total), kThreadsPerBlock, 0, scaletrain::cuda::compute_stream(ctx)>>>(
+      static_cast<const float*>(x.raw()), static_cast<float*>(y.raw()), pool_shape(p, x, y));
+  ST_CHECK_LAUNCH();
+}
+
+void max_pool2d_backward(Context& ctx, const MaxPool2dParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
+                         Tensor& dx) {
+  const int64_t total = dx.numel();
+  if (total == 0) return;
+  max_pool2d_backward_kernel<<<blocks_for(total), kThreadsPerBlock, 0, scaletrain::cuda::compute_stream(ctx)>>>(
+      static_cast<const float*>(x.raw()), static_cast<const float*>(y.raw()), static_cast<const float*>(dy.raw()),
+      static_cast<float*>(dx.raw()), pool_shape(p, x, y));
+  ST_CHECK_LAUNCH();
+}
+
+void global_avg_pool_forward(Context& ctx, const Tensor& x, Tensor& y) {
+  const int64_t n = x.dim(0), hw = x.dim(1) * x.dim(2), c = x.dim(3);
+  if (n * c == 0) return;
+  global_avg_pool_forward_kernel<<<blocks_for(n * c), kThreadsPerBlock, 0, scaletrain::cuda::compute_stream(ctx)>>>(
+      static_cast<const float*>(x.raw()), static_cast<float*>(y.raw()), n, hw, c);
+  ST_CHECK_LAUNCH();
+}
+
+void global_avg_pool_backward(Context& ctx, const Tensor& dy, Tensor& dx) {
+  const int64_t n = dx.dim(0), hw = dx.dim(1) * dx.dim(2), c = dx.dim(3);
+  const int64_t total = n * hw * c;
+  if (total == 0) return;
+  const float inv_hw = 1.0f / static_cast<float>(hw);  // as on the CPU: rounded once, then one multiply per value
+  global_avg_pool_backward_kernel<<<blocks_for(total), kThreadsPerBlock, 0, scaletrain::cuda::compute_stream(ctx)>>>(
+      static_cast<const float*>(dy.raw()), static_cast<float*>(dx.raw()), n, hw, c, inv_hw);
+  ST_CHECK_LAUNCH();
+}
+
+}  // namespace scaletrain::ops::cuda
