@@ -2,7 +2,9 @@
 #include "scaletrain/ops/batch_norm.hpp"
 
 #include "ops/cpu/batch_norm_cpu.hpp"
+#include "ops/cuda/batch_norm_cuda.hpp"
 #include "ops/op_checks.hpp"
+#include "scaletrain/config.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
@@ -52,7 +54,12 @@ void batch_norm_forward_training(Context& ctx, const BatchNormParams& p, const T
       return cpu::batch_norm_forward_training(ctx, p, x, gamma, beta, running_mean, running_var, y, saved_mean,
                                               saved_inv_std);
     case Device::cuda:
-      break;  // no kernel yet
+#if SCALETRAIN_HAVE_CUDA
+      return cuda::batch_norm_forward_training(ctx, p, x, gamma, beta, running_mean, running_var, y, saved_mean,
+                                               saved_inv_std);
+#else
+      break;
+#endif
   }
   no_kernel(op, ctx.device());
 }
@@ -73,7 +80,11 @@ void batch_norm_forward_inference(Context& ctx, const BatchNormParams& p, const 
     case Device::cpu:
       return cpu::batch_norm_forward_inference(ctx, p, x, gamma, beta, running_mean, running_var, y);
     case Device::cuda:
-      break;  // no kernel yet
+#if SCALETRAIN_HAVE_CUDA
+      return cuda::batch_norm_forward_inference(ctx, p, x, gamma, beta, running_mean, running_var, y);
+#else
+      break;
+#endif
   }
   no_kernel(op, ctx.device());
 }
@@ -97,7 +108,11 @@ void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x
     case Device::cpu:
       return cpu::batch_norm_backward(ctx, p, x, dy, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta);
     case Device::cuda:
-      break;  // no kernel yet
+#if SCALETRAIN_HAVE_CUDA
+      return cuda::batch_norm_backward(ctx, p, x, dy, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta);
+#else
+      break;
+#endif
   }
   no_kernel(op, ctx.device());
 }

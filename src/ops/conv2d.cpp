@@ -2,7 +2,9 @@
 #include "scaletrain/ops/conv2d.hpp"
 
 #include "ops/cpu/conv2d_cpu.hpp"
+#include "ops/cuda/conv2d_cuda.hpp"
 #include "ops/op_checks.hpp"
+#include "scaletrain/config.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
@@ -30,7 +32,11 @@ void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const 
     case Device::cpu:
       return cpu::conv2d_forward(ctx, p, x, w, y);
     case Device::cuda:
-      break;  // no kernel yet
+#if SCALETRAIN_HAVE_CUDA
+      return cuda::conv2d_forward(ctx, p, x, w, y);
+#else
+      break;
+#endif
   }
   no_kernel("conv2d_forward", ctx.device());
 }
@@ -44,7 +50,11 @@ void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy,
     case Device::cpu:
       return cpu::conv2d_backward_data(ctx, p, dy, w, dx);
     case Device::cuda:
-      break;  // no kernel yet
+#if SCALETRAIN_HAVE_CUDA
+      return cuda::conv2d_backward_data(ctx, p, dy, w, dx);
+#else
+      break;
+#endif
   }
   no_kernel("conv2d_backward_data", ctx.device());
 }
@@ -58,7 +68,11 @@ void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x
     case Device::cpu:
       return cpu::conv2d_backward_filter(ctx, p, x, dy, dw);
     case Device::cuda:
-      break;  // no kernel yet
+#if SCALETRAIN_HAVE_CUDA
+      return cuda::conv2d_backward_filter(ctx, p, x, dy, dw);
+#else
+      break;
+#endif
   }
   no_kernel("conv2d_backward_filter", ctx.device());
 }

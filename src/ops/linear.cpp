@@ -2,7 +2,9 @@
 #include "scaletrain/ops/linear.hpp"
 
 #include "ops/cpu/linear_cpu.hpp"
+#include "ops/cuda/linear_cuda.hpp"
 #include "ops/op_checks.hpp"
+#include "scaletrain/config.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
@@ -32,7 +34,11 @@ void linear_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor
     case Device::cpu:
       return cpu::linear_forward(ctx, x, w, b, y);
     case Device::cuda:
-      break;  // no kernel yet
+#if SCALETRAIN_HAVE_CUDA
+      return cuda::linear_forward(ctx, x, w, b, y);
+#else
+      break;
+#endif
   }
   no_kernel(op, ctx.device());
 }
@@ -51,7 +57,11 @@ void linear_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tenso
     case Device::cpu:
       return cpu::linear_backward(ctx, x, w, dy, dx, dw, db);
     case Device::cuda:
-      break;  // no kernel yet
+#if SCALETRAIN_HAVE_CUDA
+      return cuda::linear_backward(ctx, x, w, dy, dx, dw, db);
+#else
+      break;
+#endif
   }
   no_kernel(op, ctx.device());
 }

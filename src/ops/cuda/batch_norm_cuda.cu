@@ -1,0 +1,135 @@
+// CUDA batch norm: cuDNN's batch normalisation (CUDNN_BATCHNORM_SPATIAL: one mean and variance per
+// channel over every other dimension) on channels-last data.
+//
+// Descriptors. x (N, H, W, C) is described as it is, NHWC with logical dims (N, C, H, W); any
+// other (..., C) as (M, C, 1, 1) in NHWC, M the product of the leading dims, which is the same
+// memory (M rows of C channels) and the same per-channel statistics over M values. gamma, beta,
+// the running and the saved statistics use the descriptor cuDNN derives from x's (1, C, 1, 1):
+// C contiguous floats, our (C) tensors.
+//
+// Conventions, checked against ours (include/scaletrain/ops/batch_norm.hpp, the CPU kernels):
+// - cudnnBatchNormalizationForwardTraining updates running = factor * batch + (1 - factor) *
+//   running (cudnn_ops.h), so exponentialAverageFactor = momentum gives PyTorch's
+//   (1 - momentum) * running + momentum * batch.
+// - It normalises with the biased batch variance and folds the unbiased one (m / (m - 1) times
+//   it) into the running variance, as PyTorch does; this is how cuDNN has always behaved (other
+//   frameworks rely on it and convert when they want the biased one), though its header only
+//   says "moving average of variance".
+// - Its resultSaveInvVariance is, despite the name, 1 / sqrt(biased var + eps): our saved_inv_std.
+//   cudnnBatchNormalizationBackward takes the same pair back, so the two stay consistent
+//   whichever way it is named.
+// - epsilon must be >= CUDNN_BN_MIN_EPSILON (0 in cuDNN 8 and 9; ours is checked > 0).
+// Results are overwritten: alpha = 1, beta = 0 for y and dx, and for dgamma and dbeta
+// (alphaParamDiff = 1, betaParamDiff = 0); with beta 0 cuDNN does not read the old values.
+//
+// Aliasing. Our contract lets y alias x in forward, and the CPU kernels let dx alias x or dy in
+// backward. cuDNN does not document in-place batch norm, so an input that overlaps the output is
+// first copied to scratch (one device copy; the layers give batch norm separate buffers, so this
+// is the rare path).
+#include <cuda_runtime.h>
+
+#include "backend/cuda/cuda_context.hpp"
+#include "ops/cuda/batch_norm_cuda.hpp"
+#include "ops/cuda/cudnn_util.hpp"
+
+namespace scaletrain::ops::cuda {
+namespace {
+
+// x's descriptor and the derived per-channel one.
+struct BatchNormDescs {
+  TensorDesc x, channel;
+};
+
+void describe(const Tensor& x, const char* op, BatchNormDescs& d) {
+  const int64_t c = x.dim(-1), m = x.numel() / c;
+  to_int(x.numel(), op, "x elements");  // cuDNN's batch norm indexes with int
+  if (x.ndim() == 4)
+    d.x.set(CUDNN_TENSOR_NHWC, to_int(x.dim(0), op, "N"), to_int(c, op, "C"), to_int(x.dim(1), op, "H"),
+            to_int(x.dim(2), op, "W"));
+  else
+    d.x.set(CUDNN_TENSOR_NHWC, to_int(m, op, "rows"), to_int(c, op, "C"), 1, 1);
+  ST_CHECK_CUDNN(cudnnDeriveBNTensorDescriptor(d.channel.get(), d.x.get(), CUDNN_BATCHNORM_SPATIAL));
+}
+
+void check_eps(const BatchNormParams& p, const char* op) {
+  ST_CHECK(static_cast<double>(p.eps) >= CUDNN_BN_MIN_EPSILON,
+           op << ": cuDNN needs eps >= " << CUDNN_BN_MIN_EPSILON << ", got " << p.eps);
+}
+
+bool overlaps(const Tensor& a, const Tensor& b) {
+  const char* pa = static_cast<const char*>(a.raw());
+  const char* pb = static_cast<const char*>(b.raw());
+  return pa < pb + b.bytes() && pb < pa + a.bytes();
+}
+
+// `in` itself, or, when it overlaps `out`, a copy of it at `scratch` (queued on the compute
+// stream, so it is taken before the op that follows writes `out`).
+const void* unaliased(Context& ctx, const Tensor& in, const Tensor& out, void* scratch) {
+  if (!overlaps(in, out)) return in.raw();
+  ST_CHECK_CUDA(
+      cudaMemcpyAsync(scratch, in.raw(), in.bytes(), cudaMemcpyDeviceToDevice, scaletrain::cuda::compute_stream(ctx)));
+  return scratch;
+}
+
+}  // namespace
+
+void batch_norm_forward_training(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
+                                 const Tensor& beta, Tensor& running_mean, Tensor& running_var, Tensor& y,
+                                 Tensor& saved_mean, Tensor& saved_inv_std) {
+  const char* op = "batch_norm_forward_training";
+  check_eps(p, op);
+  BatchNormDescs d;
+  describe(x, op, d);  // the dispatcher has checked that x has more than one value per channel
+  void* scratch = overlaps(x, y) ? scaletrain::cuda::workspace(ctx, x.bytes()) : nullptr;
+  const void* xin = unaliased(ctx, x, y, scratch);
+  const float one = 1.0f, zero = 0.0f;
+  ST_CHECK_CUDNN(cudnnBatchNormalizationForwardTraining(
+      scaletrain::cuda::cudnn_handle(ctx), CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x.get(), xin, d.x.get(), y.raw(),
+      d.channel.get(), gamma.raw(), beta.raw(), static_cast<double>(p.momentum), running_mean.raw(), running_var.raw(),
+      static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw()));
+}
+
+void batch_norm_forward_inference(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
+                                  const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
+                                  Tensor& y) {
+  const char* op = "batch_norm_forward_inference";
+  check_eps(p, op);
+  if (x.numel() == 0) return;
+  BatchNormDescs d;
+  describe(x, op, d);
+  void* scratch = overlaps(x, y) ? scaletrain::cuda::workspace(ctx, x.bytes()) : nullptr;
+  const void* xin = unaliased(ctx, x, y, scratch);
+  const float one = 1.0f, zero = 0.0f;
+  // y = gamma * (x - running_mean) / sqrt(running_var + eps) + beta, as the CPU kernel.
+  ST_CHECK_CUDNN(cudnnBatchNormalizationForwardInference(
+      scaletrain::cuda::cudnn_handle(ctx), CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x.get(), xin, d.x.get(), y.raw(),
+      d.channel.get(), gamma.raw(), beta.raw(), running_mean.raw(), running_var.raw(), static_cast<double>(p.eps)));
+}
+
+void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                         const Tensor& saved_mean, const Tensor& saved_inv_std, Tensor& dx, Tensor& dgamma,
+                         Tensor& dbeta) {
+  const char* op = "batch_norm_backward";
+  check_eps(p, op);
+  if (x.numel() == 0) {  // sums over nothing
+    dgamma.zero();
+    dbeta.zero();
+    return;
+  }
+  BatchNormDescs d;
+  describe(x, op, d);
+  const bool x_aliased = overlaps(x, dx), dy_aliased = overlaps(dy, dx);
+  const std::size_t piece = align_scratch(x.bytes());
+  char* scratch = x_aliased || dy_aliased ? static_cast<char*>(scaletrain::cuda::workspace(ctx, 2 * piece)) : nullptr;
+  const void* xin = unaliased(ctx, x, dx, scratch);
+  const void* dyin = unaliased(ctx, dy, dx, scratch == nullptr ? nullptr : scratch + piece);
+  const float one = 1.0f, zero = 0.0f;
+  // The saved statistics are the forward pass's (saved_inv_std = 1 / sqrt(var + eps)); cuDNN
+  // uses them instead of recomputing when both are given. eps must match the forward's.
+  ST_CHECK_CUDNN(cudnnBatchNormalizationBackward(scaletrain::cuda::cudnn_handle(ctx), CUDNN_BATCHNORM_SPATIAL, &one,
+                                                 &zero, &one, &zero, d.x.get(), xin, d.x.get(), dyin, d.x.get(),
+                                                 dx.raw(), d.channel.get(), gamma.raw(), dgamma.raw(), dbeta.raw(),
+                                                 static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw()));
+}
+
+}  // namespace scaletrain::ops::cuda

@@ -1,0 +1,304 @@
+// CUDA conv2d: cuDNN convolution forward, backward data and backward filter on our channels-last
+// activations, with PyTorch's semantics (cross-correlation, no bias, dilation 1, groups 1,
+// symmetric padding, square stride).
+//
+// Layouts. Activations are NHWC (CUDNN_TENSOR_NHWC with logical dims n, c, h, w). Our weights are
+// PyTorch's (O, C, KH, KW), i.e. OIHW memory. cuDNN's legacy API documents an NCHW filter beside
+// NHWC activations for some forward algorithms only, and the NHWC kernels (the ones it tunes and
+// the ones frameworks use: PyTorch and TensorFlow both hand cuDNN an OHWI filter with NHWC data)
+// want the filter NHWC as well. So the filter is given to cuDNN as CUDNN_TENSOR_NHWC (OHWI
+// memory), transposed from OIHW into scratch each call, and backward filter writes OHWI into
+// scratch and transposes it back into dw. Weights are small next to activations, and change every
+// step anyway (the CPU backend reorders them each call too). A 1x1 kernel, or C = 1, needs no
+// transpose: OIHW and OHWI are then the same memory.
+//
+// Algorithms: chosen once per (GPU, direction, shapes, stride, padding) from cuDNN's heuristics
+// (cudnnGet*_v7: no trial runs, no memory, the same answer at every start-up) and cached for the
+// process with the descriptors: the first algorithm that cuDNN says runs, with FMA math, within
+// kMaxWorkspaceBytes; backward data and filter prefer a deterministic one (see pick_algorithm).
+//
+// Math: CUDNN_FMA_MATH, not CUDNN_DEFAULT_MATH: on Ampere and later DEFAULT lets cuDNN run fp32
+// convolutions as TF32 on tensor cores, FMA restricts it to fp32 FMA kernels. fp32 means fp32
+// here, as on the CPU and in cuBLAS (device_state.cpp); a later switch may allow TF32.
+//
+// Every result is overwritten (beta = 0), as the contracts say; cuDNN does not read the output
+// when beta is 0.
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <tuple>
+#include <vector>
+
+#include "backend/cuda/cuda_context.hpp"
+#include "ops/cuda/conv2d_cuda.hpp"
+#include "ops/cuda/cudnn_util.hpp"
+
+namespace scaletrain::ops::cuda {
+namespace {
+
+// The most scratch one convolution may ask for. An algorithm that wants more (FFT variants can
+// want gigabytes) is passed over for the next: activations on a 16 GB V100 leave little room.
+constexpr std::size_t kMaxWorkspaceBytes = std::size_t{256} << 20;
+
+enum class Direction { forward, backward_data, backward_filter };
+
+const char* direction_name(Direction d) {
+  switch (d) {
+    case Direction::forward:
+      return "conv2d_forward";
+    case Direction::backward_data:
+      return "conv2d_backward_data";
+    case Direction::backward_filter:
+      return "conv2d_backward_filter";
+  }
+  return "conv2d";
+}
+
+// Sizes of one convolution, checked into cuDNN's int. x: (N, H, W, C); w: (O, C, KH, KW).
+struct ConvDims {
+  int n, h, w, c, o, kh, kw, oh, ow, stride, pad;
+
+  auto tie() const { return std::tie(n, h, w, c, o, kh, kw, oh, ow, stride, pad); }
+};
+
+ConvDims conv_dims(const Conv2dParams& p, const Shape& x, const Shape& w, const char* op) {
+  ConvDims d{};
+  d.n = to_int(x[0], op, "batch"), d.h = to_int(x[1], op, "height"), d.w = to_int(x[2], op, "width");
+  d.c = to_int(x[3], op, "channels");
+  d.o = to_int(w[0], op, "output channels"), d.kh = to_int(w[2], op, "kernel height");
+  d.kw = to_int(w[3], op, "kernel width");
+  d.stride = p.stride, d.pad = p.padding;
+  d.oh = (d.h + 2 * d.pad - d.kh) / d.stride + 1;
+  d.ow = (d.w + 2 * d.pad - d.kw) / d.stride + 1;
+  // cuDNN's legacy kernels index with int: the largest tensor must fit.
+  to_int(x[0] * x[1] * x[2] * x[3], op, "input elements");
+  to_int(int64_t{d.n} * d.oh * d.ow * d.o, op, "output elements");
+  return d;
+}
+
+// OIHW and OHWI differ only when both C and KH*KW exceed 1.
+bool needs_transpose(const ConvDims& d) { return d.c > 1 && d.kh * d.kw > 1; }
+
+struct PlanKey {
+  int gpu;
+  Direction direction;
+  ConvDims dims;
+  bool operator<(const PlanKey& o) const {
+    return std::tuple_cat(std::tie(gpu, direction), dims.tie()) <
+           std::tuple_cat(std::tie(o.gpu, o.direction), o.dims.tie());
+  }
+};
+
+// Descriptors and the chosen algorithm for one key. Immutable once built, so the cache hands out
+// references without holding its lock while the convolution runs.
+struct ConvPlan {
+  TensorDesc x, y;  // x: input (dx for backward data), y: output (dy for the backward passes)
+  FilterDesc w;     // the OHWI filter (dw for backward filter)
+  ConvDesc conv;
+  int algo = 0;  // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, per the key's direction
+  std::size_t workspace_bytes = 0;
+};
+
+// The first usable heuristic result: cuDNN says it runs on these descriptors, with FMA math (the
+// descriptor's; cuDNN 8+ answers per algorithm and math type), within kMaxWorkspaceBytes. With
+// `prefer_deterministic`, the first deterministic one if any is usable: backward data and filter
+// algorithms that accumulate with atomics give run-to-run differences in the last bits, which
+// make reruns hard to compare; the CPU kernels are deterministic. Results come ranked by expected
+// speed, and for fp32 a deterministic algorithm is normally among the first (for backward filter
+// ALGO_1, the usual choice). Returns the index, or -1.
+template <typename Perf>
+int pick_algorithm(const std::vector<Perf>& results, int count, bool prefer_deterministic) {
+  auto usable = [](const Perf& r) {
+    return r.status == CUDNN_STATUS_SUCCESS && r.mathType == CUDNN_FMA_MATH && r.memory <= kMaxWorkspaceBytes;
+  };
+  if (prefer_deterministic)
+    for (int i = 0; i < count; ++i)
+      if (usable(results[i]) && results[i].determinism == CUDNN_DETERMINISTIC) return i;
+  for (int i = 0; i < count; ++i)
+    if (usable(results[i])) return i;
+  return -1;
+}
+
+template <typename Perf>
+[[noreturn]] void throw_no_algorithm(Direction dir, const ConvDims& d, const std::vector<Perf>& results, int count) {
+  std::ostringstream os;
+  for (int i = 0; i < count; ++i)
+    os << (i ? ", " : "") << "algo " << static_cast<int>(results[i].algo) << ": "
+       << cudnnGetErrorString(results[i].status) << " math " << static_cast<int>(results[i].mathType) << " "
+       << results[i].memory << " bytes";
+  ST_THROW(direction_name(dir) << ": cuDNN offers no fp32 algorithm for input (" << d.n << ", " << d.h << ", " << d.w
+                               << ", " << d.c << "), weight (" << d.o << ", " << d.c << ", " << d.kh << ", " << d.kw
+                               << "), stride " << d.stride << ", padding " << d.pad << " within "
+                               << (kMaxWorkspaceBytes >> 20) << " MiB of workspace (" << os.str() << ")");
+}
+
+std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const ConvDims& d) {
+  auto plan = std::make_unique<ConvPlan>();
+  plan->x.set(CUDNN_TENSOR_NHWC, d.n, d.c, d.h, d.w);
+  plan->y.set(CUDNN_TENSOR_NHWC, d.n, d.o, d.oh, d.ow);
+  plan->w.set(CUDNN_TENSOR_NHWC, d.o, d.c, d.kh, d.kw);
+  // PyTorch's convolution is a cross-correlation (the kernel is not flipped).
+  ST_CHECK_CUDNN(cudnnSetConvolution2dDescriptor(plan->conv.get(), d.pad, d.pad, d.stride, d.stride, 1, 1,
+                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  ST_CHECK_CUDNN(cudnnSetConvolutionMathType(plan->conv.get(), CUDNN_FMA_MATH));
+
+  int max_count = 0, count = 0;
+  switch (dir) {
+    case Direction::forward: {
+      ST_CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count));
+      std::vector<cudnnConvolutionFwdAlgoPerf_t> results(max_count);
+      ST_CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(handle, plan->x.get(), plan->w.get(), plan->conv.get(),
+                                                            plan->y.get(), max_count, &count, results.data()));
+      const int i = pick_algorithm(results, count, false);
+      if (i < 0) throw_no_algorithm(dir, d, results, count);
+      plan->algo = results[i].algo;
+      ST_CHECK_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(handle, plan->x.get(), plan->w.get(), plan->conv.get(),
+                                                             plan->y.get(), results[i].algo, &plan->workspace_bytes));
+      break;
+    }
+    case Direction::backward_data: {
+      ST_CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count));
+      std::vector<cudnnConvolutionBwdDataAlgoPerf_t> results(max_count);
+      ST_CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, plan->w.get(), plan->y.get(), plan->conv.get(),
+                                                                 plan->x.get(), max_count, &count, results.data()));
+      const int i = pick_algorithm(results, count, true);
+      if (i < 0) throw_no_algorithm(dir, d, results, count);
+      plan->algo = results[i].algo;
+      ST_CHECK_CUDNN(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, plan->w.get(), plan->y.get(),
+                                                                  plan->conv.get(), plan->x.get(), results[i].algo,
+                                                                  &plan->workspace_bytes));
+      break;
+    }
+    case Direction::backward_filter: {
+      ST_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count));
+      std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> results(max_count);
+      ST_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+          handle, plan->x.get(), plan->y.get(), plan->conv.get(), plan->w.get(), max_count, &count, results.data()));
+      const int i = pick_algorithm(results, count, true);
+      if (i < 0) throw_no_algorithm(dir, d, results, count);
+      plan->algo = results[i].algo;
+      ST_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, plan->x.get(), plan->y.get(),
+                                                                    plan->conv.get(), plan->w.get(), results[i].algo,
+                                                                    &plan->workspace_bytes));
+      break;
+    }
+  }
+  return plan;
+}
+
+// The process's plans. Built under the lock (once per shape, from heuristics: cheap); a plan is
+// never changed or freed after, so the reference stays valid without the lock. The map is never
+// destroyed: destroying its descriptors at exit would call into cuDNN during static destruction,
+// whose order against the library's own teardown is not ours to rely on.
+const ConvPlan& conv_plan(Context& ctx, Direction dir, const ConvDims& d) {
+  static std::mutex mutex;
+  static auto* plans = new std::map<PlanKey, std::unique_ptr<ConvPlan>>;
+  int gpu = 0;
+  ST_CHECK_CUDA(cudaGetDevice(&gpu));  // algorithms are chosen for a GPU model; the key names the GPU
+  const PlanKey key{gpu, dir, d};
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = plans->find(key);
+  if (it == plans->end()) it = plans->emplace(key, make_plan(scaletrain::cuda::cudnn_handle(ctx), dir, d)).first;
+  return *it->second;
+}
+
+// dst[b][j][i] = src[b][i][j] for `batches` row-major (rows x cols) matrices: OIHW -> OHWI is
+// (C, KH*KW) -> (KH*KW, C) per output channel, OHWI -> OIHW the reverse.
+__global__ void batched_transpose(const float* __restrict__ src, float* __restrict__ dst, int64_t batches, int64_t rows,
+                                  int64_t cols) {
+  const int64_t per = rows * cols, total = batches * per;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t b = i / per, r = i - b * per;
+    const int64_t j = r / rows, k = r - j * rows;  // dst (b, j, k) = src (b, k, j)
+    dst[i] = src[b * per + k * cols + j];
+  }
+}
+
+void launch_transpose(Context& ctx, const float* src, float* dst, int64_t batches, int64_t rows, int64_t cols) {
+  const int64_t total = batches * rows * cols;
+  batched_transpose<<<scaletrain::cuda::blocks_for(total), scaletrain::cuda::kThreadsPerBlock, 0,
+                      scaletrain::cuda::compute_stream(ctx)>>>(src, dst, batches, rows, cols);
+  ST_CHECK_LAUNCH();
+}
+
+// One scratch block: the OHWI weights (when a transpose is needed) then cuDNN's workspace.
+struct Scratch {
+  float* weights = nullptr;
+  void* workspace = nullptr;
+};
+
+Scratch scratch_for(Context& ctx, const ConvDims& d, const ConvPlan& plan) {
+  const std::size_t weight_bytes =
+      needs_transpose(d) ? align_scratch(sizeof(float) * std::size_t(d.o) * d.c * d.kh * d.kw) : 0;
+  char* block = static_cast<char*>(scaletrain::cuda::workspace(ctx, weight_bytes + plan.workspace_bytes));
+  Scratch s;
+  if (weight_bytes > 0) s.weights = reinterpret_cast<float*>(block);
+  if (plan.workspace_bytes > 0) s.workspace = block + weight_bytes;
+  return s;
+}
+
+}  // namespace
+
+void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, Tensor& y) {
+  const char* op = "conv2d_forward";
+  if (x.numel() == 0) {  // no batch, or an empty image or channel count: a sum over nothing
+    y.zero();
+    return;
+  }
+  const ConvDims d = conv_dims(p, x.shape(), w.shape(), op);
+  const ConvPlan& plan = conv_plan(ctx, Direction::forward, d);
+  const Scratch s = scratch_for(ctx, d, plan);
+  const float* w_ohwi = static_cast<const float*>(w.raw());  // OIHW is OHWI unless needs_transpose
+  if (needs_transpose(d)) {
+    launch_transpose(ctx, w_ohwi, s.weights, d.o, d.c, int64_t{d.kh} * d.kw);
+    w_ohwi = s.weights;
+  }
+  const float one = 1.0f, zero = 0.0f;
+  ST_CHECK_CUDNN(cudnnConvolutionForward(scaletrain::cuda::cudnn_handle(ctx), &one, plan.x.get(), x.raw(), plan.w.get(),
+                                         w_ohwi, plan.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo),
+                                         s.workspace, plan.workspace_bytes, &zero, plan.y.get(), y.raw()));
+}
+
+void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
+  const char* op = "conv2d_backward_data";
+  if (dx.numel() == 0) return;
+  const ConvDims d = conv_dims(p, dx.shape(), w.shape(), op);
+  const ConvPlan& plan = conv_plan(ctx, Direction::backward_data, d);
+  const Scratch s = scratch_for(ctx, d, plan);
+  const float* w_ohwi = static_cast<const float*>(w.raw());  // OIHW is OHWI unless needs_transpose
+  if (needs_transpose(d)) {
+    launch_transpose(ctx, w_ohwi, s.weights, d.o, d.c, int64_t{d.kh} * d.kw);
+    w_ohwi = s.weights;
+  }
+  const float one = 1.0f, zero = 0.0f;
+  ST_CHECK_CUDNN(cudnnConvolutionBackwardData(scaletrain::cuda::cudnn_handle(ctx), &one, plan.w.get(), w_ohwi,
+                                              plan.y.get(), dy.raw(), plan.conv.get(),
+                                              static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), s.workspace,
+                                              plan.workspace_bytes, &zero, plan.x.get(), dx.raw()));
+}
+
+void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw) {
+  const char* op = "conv2d_backward_filter";
+  if (dw.numel() == 0) return;
+  if (x.numel() == 0) {  // no batch or an empty image: the gradient is a sum over nothing
+    dw.zero();
+    return;
+  }
+  const ConvDims d = conv_dims(p, x.shape(), dw.shape(), op);
+  const ConvPlan& plan = conv_plan(ctx, Direction::backward_filter, d);
+  const Scratch s = scratch_for(ctx, d, plan);
+  float* dw_ohwi = needs_transpose(d) ? s.weights : static_cast<float*>(dw.raw());
+  const float one = 1.0f, zero = 0.0f;
+  ST_CHECK_CUDNN(cudnnConvolutionBackwardFilter(scaletrain::cuda::cudnn_handle(ctx), &one, plan.x.get(), x.raw(),
+                                                plan.y.get(), dy.raw(), plan.conv.get(),
+                                                static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), s.workspace,
+                                                plan.workspace_bytes, &zero, plan.w.get(), dw_ohwi));
+  // OHWI (O, KH*KW, C) back to our OIHW (O, C, KH*KW).
+  if (needs_transpose(d)) launch_transpose(ctx, dw_ohwi, static_cast<float*>(dw.raw()), d.o, int64_t{d.kh} * d.kw, d.c);
+}
+
+}  // namespace scaletrain::ops::cuda
