@@ -111,25 +111,34 @@ uint32_t contents_crc32(const std::map<std::string, Tensor>& tensors, const std:
   return static_cast<uint32_t>(crc);
 }
 
-// Everything that goes into the file, by dataset path (sorted: the checksum's order).
+// Everything that goes into the file, by dataset path (sorted: the checksum's order). Each
+// tensor is a view of a host copy of its flat buffer: one copy per buffer from a GPU, none on the
+// CPU (to() shares a tensor that is there already), so the file is the same whichever device
+// trained.
 std::map<std::string, Tensor> file_tensors(nn::ParameterSet& p, const SaveOptions& o) {
   std::map<std::string, Tensor> out;
-  for (int i = 0; i < p.num_parameters(); ++i)
-    out[std::string(kModelGroup) + "/" + p.parameter_info(i).name] = p.value(i);
+  const Tensor values = p.flat_values().to(Device::cpu);
+  for (int i = 0; i < p.num_parameters(); ++i) {
+    const nn::TensorInfo& info = p.parameter_info(i);
+    out[std::string(kModelGroup) + "/" + info.name] = Tensor::view_of(values, info.offset, info.shape);
+  }
+  const Tensor buffers = (o.buffers ? *o.buffers : p.flat_buffers()).to(Device::cpu);
   for (int i = 0; i < p.num_buffers(); ++i) {
     const nn::TensorInfo& info = p.buffer_info(i);
-    out[std::string(kModelGroup) + "/" + info.name] =
-        o.buffers ? Tensor::view_of(*o.buffers, info.offset, info.shape) : p.buffer(i);
+    out[std::string(kModelGroup) + "/" + info.name] = Tensor::view_of(buffers, info.offset, info.shape);
   }
   if (o.optimizer != nullptr) {
+    const Tensor momentum = o.optimizer->momentum_buffer().to(Device::cpu);
     for (int i = 0; i < p.num_parameters(); ++i)
-      out[optimizer_tensor(p.parameter_info(i).name)] = o.optimizer->momentum_view(i);
-    for (const optim::Optimizer::StateBuffer& extra : o.optimizer->extra_state())
+      out[optimizer_tensor(p.parameter_info(i).name)] = o.optimizer->state_view(momentum, i);
+    for (const optim::Optimizer::StateBuffer& extra : o.optimizer->extra_state()) {
+      const Tensor state = extra.flat->to(Device::cpu);
       for (int i = 0; i < p.num_parameters(); ++i)
-        out[optimizer_tensor(p.parameter_info(i).name, extra.key)] = o.optimizer->state_view(*extra.flat, i);
+        out[optimizer_tensor(p.parameter_info(i).name, extra.key)] = o.optimizer->state_view(state, i);
+    }
   }
   if (o.run != nullptr)
-    for (const auto& [name, t] : o.run->tensors) out[std::string(kRunGroup) + "/" + name] = t;
+    for (const auto& [name, t] : o.run->tensors) out[std::string(kRunGroup) + "/" + name] = t.to(Device::cpu);
   return out;
 }
 

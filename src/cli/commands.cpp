@@ -459,9 +459,9 @@ int cmd_train(int argc, char** argv) {
 
 // --device for eval and predict: the collective choice, its start-up lines, and the Context on it.
 std::unique_ptr<Context> open_context(const comm::Communicator& comm, const std::string& device,
-                                      const std::string& command, int threads) {
+                                      const std::string& command, const std::string& model, int threads) {
   const train::DeviceChoice choice =
-      train::choose_device(comm, train::parse_device_request(device), command, /*runs_on_gpu=*/false);
+      train::choose_device(comm, train::parse_device_request(device), command, train::gpu_limitation_of_model(model));
   for (const std::string& line : choice.log_lines) ST_LOG(line);
   return std::make_unique<Context>(choice.device, threads, choice.gpu_index);
 }
@@ -479,12 +479,13 @@ void eval_through_task(const std::string& model, const std::string& checkpoint, 
   const comm::Communicator comm = comm::Communicator::world();
   const std::unique_ptr<train::Task> task = train::open_task(c, comm);
   const std::unique_ptr<Context> context =
-      open_context(comm, device, "eval", threads > 0 ? threads : train::default_threads(comm));
+      open_context(comm, device, "eval", model, threads > 0 ? threads : train::default_threads(comm));
   Context& ctx = *context;
   const std::unique_ptr<models::Network> network = task->make_network(c.seed);
   const checkpoint::CheckpointData weights = checkpoint::read_newest_checkpoint(checkpoint);
   task->check_fits(weights);
   checkpoint::restore_model(weights, model, network->params(), nullptr);
+  network->params().move_to(ctx.device());
   ST_LOG("checkpoint " << weights.path << " (step " << weights.meta.step << ")");
   const train::Evaluation e = task->evaluate(comm, ctx, *network, batch_size, 1);
   std::string metrics;
@@ -540,12 +541,13 @@ int cmd_eval(int argc, char** argv) {
   if (data_options.verify_data) data::require_intact((std::filesystem::path(data_dir) / split).string(), comm);
   const data::SplitInfo info = data::open_split(data_dir, split);
   const std::unique_ptr<Context> context =
-      open_context(comm, device, "eval", threads > 0 ? threads : train::default_threads(comm));
+      open_context(comm, device, "eval", model, threads > 0 ? threads : train::default_threads(comm));
   Context& ctx = *context;
   auto m = models::make_model(model, info.num_classes, info.channels);
   const checkpoint::CheckpointData weights = checkpoint::read_newest_checkpoint(checkpoint);
   train::check_checkpoint_fits(weights, info.channels, info.num_classes, data_dir);
   checkpoint::restore_model(weights, model, m->params(), nullptr);
+  m->params().move_to(ctx.device());
   ST_LOG("checkpoint " << weights.path << " (step " << weights.meta.step << ")");
   const train::EvalResult r = train::evaluate(comm, ctx, *m, info, batch_size, data_options);
   char line[256];
@@ -585,7 +587,7 @@ int cmd_predict(int argc, char** argv) {
   train::parse_device_request(device);
   const comm::Communicator comm = comm::Communicator::world();
   // Every rank takes part in the device choice, so that a refusal reaches them all alike.
-  const std::unique_ptr<Context> context = open_context(comm, device, "predict", threads);
+  const std::unique_ptr<Context> context = open_context(comm, device, "predict", model, threads);
   if (comm.rank() != 0) return 0;  // small inference job: rank 0 does it all
   ST_CHECK(fs::exists(input), "--input " << input << " does not exist");
   ST_CHECK(fs::exists(checkpoint), "--checkpoint " << checkpoint << " does not exist");
@@ -609,6 +611,7 @@ int cmd_predict(int argc, char** argv) {
   auto m = models::make_model(model, static_cast<int>(classes), static_cast<int>(c));
   train::check_checkpoint_fits(weights, static_cast<int>(c), static_cast<int>(classes), input);
   checkpoint::restore_model(weights, model, m->params(), nullptr);
+  m->params().move_to(ctx.device());
 
   Tensor logits_all = Tensor::empty({n, classes});
   for (int64_t start = 0; start < n; start += batch_size) {
@@ -619,7 +622,7 @@ int cmd_predict(int argc, char** argv) {
     for (int64_t i = 0; i < b; ++i)
       for (int64_t ch = 0; ch < c; ++ch)
         for (int64_t p = 0; p < h * w; ++p) dst[(i * h * w + p) * c + ch] = src[(i * c + ch) * h * w + p];
-    Tensor y = m->forward(ctx, x, /*training=*/false);
+    const Tensor y = m->forward(ctx, x.to(ctx.device()), /*training=*/false).to(Device::cpu);
     std::copy(y.data<float>(), y.data<float>() + y.numel(), logits_all.data<float>() + start * classes);
   }
   const std::string tmp = output + ".tmp";

@@ -120,9 +120,16 @@ std::vector<std::string> Communicator::all_hosts() const {
 
 void Communicator::barrier() const { ST_CHECK_MPI(MPI_Barrier(impl_->comm)); }
 
+// The tensor collectives take device tensors too, through a host copy each way: they serve the
+// rare exchanges outside the step (start-up, checkpoints, evaluation's statistics). Gradients take
+// their own path (GradientReducer, with pinned staging on a GPU).
 void Communicator::allreduce_sum(Tensor& t) const {
-  ST_CHECK(t.device() == Device::cpu,
-           "all-reduce of a " << device_name(t.device()) << " tensor needs a device communicator");
+  if (t.device() != Device::cpu) {
+    Tensor host = t.to(Device::cpu);
+    allreduce_sum(host);
+    t.copy_from(host);
+    return;
+  }
   MPI_Datatype type = mpi_type(t.dtype());
   char* data = static_cast<char*>(t.raw());
   const int64_t elem = static_cast<int64_t>(dtype_size(t.dtype()));
@@ -142,6 +149,12 @@ void Communicator::allreduce_sum(float* data, int64_t count) const {
 void Communicator::allreduce_mean(Tensor& t) const {
   ST_CHECK(t.dtype() == DType::f32, "allreduce_mean of a " << dtype_name(t.dtype()) << " tensor (f32 only)");
   if (size_ == 1 || t.numel() == 0) return;
+  if (t.device() != Device::cpu) {
+    Tensor host = t.to(Device::cpu);
+    allreduce_mean(host);
+    t.copy_from(host);
+    return;
+  }
   allreduce_sum(t);
   const float size = static_cast<float>(size_);
   float* p = t.data<float>();
@@ -196,8 +209,12 @@ bool Communicator::allreduce_and(bool v) const {
 }
 
 void Communicator::broadcast(Tensor& t, int root) const {
-  ST_CHECK(t.device() == Device::cpu,
-           "broadcast of a " << device_name(t.device()) << " tensor needs a device communicator");
+  if (t.device() != Device::cpu) {
+    Tensor host = t.to(Device::cpu);
+    broadcast(host, root);
+    t.copy_from(host);
+    return;
+  }
   ST_CHECK(root >= 0 && root < size_, "broadcast root " << root << " is not a rank of " << size_);
   char* data = static_cast<char*>(t.raw());
   for (int64_t start = 0, n = static_cast<int64_t>(t.bytes()); start < n; start += kMaxCount) {
@@ -249,7 +266,8 @@ std::vector<std::string> Communicator::allgather(const std::string& s) const {
 }
 
 void Communicator::gather(const Tensor& mine, Tensor& all, int root) const {
-  ST_CHECK(mine.dtype() == DType::f32 && mine.device() == Device::cpu, "gather: a CPU float32 tensor is needed");
+  if (mine.device() != Device::cpu) return gather(mine.to(Device::cpu), all, root);
+  ST_CHECK(mine.dtype() == DType::f32, "gather: a float32 tensor is needed");
   ST_CHECK(root >= 0 && root < size_, "gather root " << root << " is not a rank of " << size_);
   ST_CHECK(mine.numel() <= std::numeric_limits<int>::max(), "gather of " << mine.numel() << " elements per rank");
   const int n = static_cast<int>(mine.numel());
@@ -259,7 +277,13 @@ void Communicator::gather(const Tensor& mine, Tensor& all, int root) const {
 }
 
 void Communicator::scatter(const Tensor& all, Tensor& mine, int root) const {
-  ST_CHECK(mine.dtype() == DType::f32 && mine.device() == Device::cpu, "scatter: a CPU float32 tensor is needed");
+  if (mine.device() != Device::cpu) {
+    Tensor host = Tensor::empty(mine.shape(), mine.dtype());
+    scatter(all, host, root);
+    mine.copy_from(host);
+    return;
+  }
+  ST_CHECK(mine.dtype() == DType::f32, "scatter: a float32 tensor is needed");
   ST_CHECK(root >= 0 && root < size_, "scatter root " << root << " is not a rank of " << size_);
   ST_CHECK(mine.numel() <= std::numeric_limits<int>::max(), "scatter of " << mine.numel() << " elements per rank");
   const int n = static_cast<int>(mine.numel());

@@ -37,6 +37,20 @@ void ParameterSet::finalize(Device device) {
   finalized_ = true;
 }
 
+void ParameterSet::move_to(Device device) {
+  ST_CHECK(finalized_, "ParameterSet moved before it was finalized");
+  if (flat_values_.device() == device) return;
+  flat_values_ = flat_values_.to(device);
+  flat_grads_ = flat_grads_.to(device);
+  flat_buffers_ = flat_buffers_.to(device);
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    values_[i] = Tensor::view_of(flat_values_, params_[i].offset, params_[i].shape);
+    grads_[i] = Tensor::view_of(flat_grads_, params_[i].offset, params_[i].shape);
+  }
+  for (std::size_t i = 0; i < buffers_.size(); ++i)
+    buffer_values_[i] = Tensor::view_of(flat_buffers_, buffers_[i].offset, buffers_[i].shape);
+}
+
 Tensor* ParameterSet::find(const std::string& name) {
   for (std::size_t i = 0; i < params_.size(); ++i)
     if (params_[i].name == name) return &values_.at(i);

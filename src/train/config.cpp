@@ -2,8 +2,6 @@
 // Every rule names the option as the user types it, so that an error reads as a usage hint.
 #include "scaletrain/train/config.hpp"
 
-#include "scaletrain/train/device_choice.hpp"
-
 #include <sched.h>
 
 #include <algorithm>
@@ -18,10 +16,12 @@
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/data/loader.hpp"
 #include "scaletrain/models/model.hpp"
+#include "scaletrain/models/registry.hpp"
 #include "scaletrain/optim/adam.hpp"
 #include "scaletrain/optim/lars.hpp"
 #include "scaletrain/optim/lr_schedule.hpp"
 #include "scaletrain/optim/sgd.hpp"
+#include "scaletrain/train/device_choice.hpp"
 
 namespace scaletrain::train {
 namespace {
@@ -190,6 +190,23 @@ void check_task_options(const TrainConfig& c) {
 }
 
 }  // namespace
+
+std::string gpu_limitation_of_model(const std::string& model) {
+  const std::string task = models::model_entry(model).task;
+  if (task != models::kTaskImageClassification)
+    return "--model " + model + " (" + task + ") runs on the CPU only: its ops have no CUDA kernels yet";
+  return "";
+}
+
+std::string gpu_limitation(const TrainConfig& c) {
+  const std::string model = gpu_limitation_of_model(c.model);
+  if (!model.empty()) return model;
+  if (c.optimizer != "sgd") return "--optimizer " + c.optimizer + " runs on the CPU only: its update is a host loop";
+  if (c.accumulate_steps > 1)
+    return "--accumulate-steps " + std::to_string(c.accumulate_steps) +
+           " runs on the CPU only: its gradient sums are host loops";
+  return "";
+}
 
 void check_train_config(const TrainConfig& c) {
   parse_device_request(c.device);

@@ -97,7 +97,7 @@ void add_gpu_lines(const comm::Communicator& comm, const GpuInventory& mine, con
 }  // namespace
 
 DeviceChoice choose_device(const comm::Communicator& comm, DeviceRequest request, const std::string& command,
-                           bool runs_on_gpu) {
+                           const std::string& not_on_gpu) {
   DeviceChoice choice;
   const std::vector<std::string> hosts = comm.all_hosts();
   find_local_rank(hosts, comm.rank(), choice);
@@ -113,12 +113,10 @@ DeviceChoice choose_device(const comm::Communicator& comm, DeviceRequest request
     choice.log_lines.push_back("device: cpu (--device auto: no GPU on " + missing + ")");
     return choice;
   }
-  if (!runs_on_gpu) {
-    const std::string why = command +
-                            " does not run on the GPU yet (the CUDA ops are built; keeping the model on "
-                            "the GPU is not)";
-    if (request == DeviceRequest::cuda) throw UsageError(command + " --device cuda: " + why + "; use --device cpu");
-    choice.log_lines.push_back("device: cpu (--device auto: every rank sees a GPU, but " + why + ")");
+  if (!not_on_gpu.empty()) {
+    if (request == DeviceRequest::cuda)
+      throw UsageError(command + " --device cuda: " + not_on_gpu + "; use --device cpu");
+    choice.log_lines.push_back("device: cpu (--device auto: every rank sees a GPU, but " + not_on_gpu + ")");
     return choice;
   }
   choice.device = Device::cuda;

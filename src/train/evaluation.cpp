@@ -27,13 +27,14 @@ EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model&
   options.ranks_on_node = data_options.ranks_on_node;
   data::Loader loader(split, comm.rank(), comm.size(), options);
   loader.start_epoch(0);
-  Tensor images, labels, input, no_grad;
+  Tensor images, labels, input, no_grad, device_images, device_labels;
   int64_t correct = 0, samples = 0;
   double loss_sum = 0.0;
   while (loader.next(images, labels)) {
-    Tensor logits = model.forward(ctx, model_input(ctx, images, split, input), /*training=*/false);
-    loss_sum += ops::softmax_cross_entropy(ctx, logits, labels, 0.0f, no_grad) * labels.numel();
-    correct += ops::count_correct(ctx, logits, labels);
+    Tensor logits = model.forward(ctx, model_input(ctx, images, split, input, device_images), /*training=*/false);
+    const Tensor& device_side_labels = on_context_device(ctx, labels, device_labels);
+    loss_sum += ops::softmax_cross_entropy(ctx, logits, device_side_labels, 0.0f, no_grad) * labels.numel();
+    correct += ops::count_correct(ctx, logits, device_side_labels);
     samples += labels.numel();
     progress::tick();
   }

@@ -164,11 +164,12 @@ class ImageClassification : public Task {
   // The loader's uint8 pixels, normalised with the split's mean and std, through the model, then
   // cross-entropy with --label-smoothing.
   double forward_and_loss(Context& ctx, models::Network& network, const Batch& batch) override {
-    const Tensor& input = model_input(ctx, batch.at("images"), train_, input_);
+    const Tensor& input = model_input(ctx, batch.at("images"), train_, input_, device_pixels_);
+    const Tensor& labels = on_context_device(ctx, batch.at("labels"), device_labels_);
     Tensor logits = classifier(network).forward(ctx, input, /*training=*/true);
-    if (!dlogits_.defined() || dlogits_.shape() != logits.shape()) dlogits_ = Tensor::empty(logits.shape());
-    return ops::softmax_cross_entropy(ctx, logits, batch.at("labels"), static_cast<float>(cfg_.label_smoothing),
-                                      dlogits_);
+    if (!dlogits_.defined() || dlogits_.shape() != logits.shape() || dlogits_.device() != ctx.device())
+      dlogits_ = Tensor::empty(logits.shape(), DType::f32, ctx.device());
+    return ops::softmax_cross_entropy(ctx, logits, labels, static_cast<float>(cfg_.label_smoothing), dlogits_);
   }
 
   void backward(Context& ctx, models::Network& network) override { classifier(network).backward(ctx, dlogits_); }
@@ -196,6 +197,7 @@ class ImageClassification : public Task {
   const TrainConfig& cfg_;
   data::SplitInfo train_, val_;
   Tensor input_, dlogits_;
+  Tensor device_pixels_, device_labels_;  // the batch's copies on a GPU
 };
 
 }  // namespace

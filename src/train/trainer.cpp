@@ -223,6 +223,7 @@ Training::Training(const comm::Communicator& comm, const TrainConfig& config, co
   warn_if_threads_share_cores();
   open_context();
   build_run_state();
+  state_->move_to(ctx_->device());  // set up on the CPU (initialised, restored, broadcast), trained on the device
   build_communication();
   log_start();
   if (cfg_.trace) trace::start();
@@ -233,7 +234,7 @@ Training::Training(const comm::Communicator& comm, const TrainConfig& config, co
 
 // --device: every rank agrees on the device; a CUDA context on the rank's GPU, or the CPU.
 void Training::open_context() {
-  device_ = choose_device(comm_, parse_device_request(cfg_.device), "train", /*runs_on_gpu=*/false);
+  device_ = choose_device(comm_, parse_device_request(cfg_.device), "train", gpu_limitation(cfg_));
   ctx_ = std::make_unique<Context>(device_.device, threads_, device_.gpu_index);
 }
 
@@ -424,6 +425,7 @@ void Training::train_step() {
   {
     ScopedPhase t(timers_, Phase::optimizer);
     state_->optimizer().step(*ctx_, lr);
+    ctx_->synchronize();  // the step's GPU work is done: the step's time is real, not queued
   }
   ST_CHECK(std::isfinite(loss), "training diverged: loss is " << loss << " at epoch " << pos.epoch + 1 << " step "
                                                               << pos.step_in_epoch + 1 << " (try a smaller --base-lr)");

@@ -8,6 +8,7 @@
 #include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/comm/gradient_reducer.hpp"
 #include "scaletrain/nn/parameters.hpp"
+#include "support/host_backed_device.hpp"
 
 using scaletrain::DType;
 using scaletrain::Tensor;
@@ -111,6 +112,45 @@ BOOST_AUTO_TEST_CASE(allgather_strings_of_any_length) {
   const std::vector<std::string> all = comm.allgather(std::string(static_cast<std::size_t>(r), char('a' + r % 26)));
   BOOST_REQUIRE(all.size() == static_cast<std::size_t>(p));
   for (int i = 0; i < p; ++i) BOOST_TEST(all[i] == std::string(static_cast<std::size_t>(i), char('a' + i % 26)));
+}
+
+// The tensor collectives take device tensors through a host copy (a device backed by host memory
+// here, so the staging runs without a GPU): results as for CPU tensors, left on the device.
+BOOST_AUTO_TEST_CASE(tensor_collectives_stage_device_tensors_through_the_host) {
+  using scaletrain::Device;
+  using scaletrain::Tensor;
+  Communicator comm = Communicator::world();
+  const int p = comm.size(), r = comm.rank();
+  scaletrain::test::HostBackedDevice device;
+  auto filled = [](std::initializer_list<float> v) {
+    Tensor t = Tensor::empty({static_cast<int64_t>(v.size())});
+    std::copy(v.begin(), v.end(), t.data<float>());
+    return t.to(Device::cuda);
+  };
+  Tensor sum = filled({1.0f * r, 2.0f, -4.0f * r});
+  comm.allreduce_sum(sum);
+  BOOST_TEST((sum.device() == Device::cuda));
+  const float ranks = static_cast<float>(p), rank_sum = static_cast<float>(p * (p - 1) / 2);
+  BOOST_TEST(sum.to(Device::cpu).data<float>()[0] == rank_sum);
+  BOOST_TEST(sum.to(Device::cpu).data<float>()[1] == 2.0f * ranks);
+  BOOST_TEST(sum.to(Device::cpu).data<float>()[2] == -4.0f * rank_sum);
+  Tensor mean = filled({2.0f * r, 8.0f});
+  comm.allreduce_mean(mean);
+  BOOST_TEST(mean.to(Device::cpu).data<float>()[0] == 2.0f * rank_sum / ranks);
+  BOOST_TEST(mean.to(Device::cpu).data<float>()[1] == 8.0f);
+  Tensor root_value = filled({r == 0 ? 7.0f : -1.0f, r == 0 ? 0.5f : -1.0f});
+  comm.broadcast(root_value, 0);
+  BOOST_TEST(root_value.to(Device::cpu).data<float>()[1] == 0.5f);
+  Tensor all;
+  comm.gather(filled({1.0f * r, 10.0f + r}), all, 0);
+  if (r == 0) {
+    BOOST_TEST((all.device() == Device::cpu));
+    for (int i = 0; i < p; ++i) BOOST_TEST(all.data<float>()[2 * i + 1] == 10.0f + i);
+  }
+  Tensor mine = filled({0.0f, 0.0f});
+  comm.scatter(all, mine, 0);
+  BOOST_TEST((mine.device() == Device::cuda));
+  BOOST_TEST(mine.to(Device::cpu).data<float>()[1] == 10.0f + r);
 }
 
 BOOST_AUTO_TEST_CASE(moved_communicator_still_works) {

@@ -25,6 +25,7 @@
 #include "scaletrain/optim/adam.hpp"
 #include "scaletrain/optim/sgd.hpp"
 #include "support/gradcheck.hpp"
+#include "support/host_backed_device.hpp"
 
 namespace fs = std::filesystem;
 using scaletrain::Error;
@@ -272,6 +273,58 @@ BOOST_AUTO_TEST_CASE(round_trip_with_momentum_buffers_and_run_record) {
   BOOST_TEST(same_bits(again.flat_values(), src.flat_values()));
   BOOST_TEST(same_bits(again.flat_buffers(), src.flat_buffers()));
   BOOST_TEST(same_bits(again_sgd.momentum_buffer(), momentum_before));
+}
+
+// Checkpoints are the same whichever device wrote them: the model and optimizer state moved to a
+// device (here one backed by host memory, so the device branch runs without a GPU) write a file
+// whose every tensor and checksum equal those of the CPU's file, and such a file loads back into
+// state on the device. ParameterSet::move_to keeps each parameter's view at its offset.
+BOOST_AUTO_TEST_CASE(a_checkpoint_written_from_device_tensors_is_the_cpus_file) {
+  using scaletrain::Device;
+  TempDir tmp;
+  ParameterSet src = make_params();
+  fill_pattern(src.flat_values(), 0.125f, -1.0f);
+  fill_pattern(src.flat_buffers(), 0.5f, 0.25f);
+  scaletrain::optim::Sgd sgd(src, {});
+  fill_pattern(sgd.momentum_buffer(), -0.0625f, 0.5f);
+  const std::string on_cpu = tmp.file("cpu.h5"), on_device = tmp.file("device.h5");
+  SaveOptions options;
+  options.optimizer = &sgd;
+  save_checkpoint(on_cpu, meta_of(1, 10), src, options);
+
+  scaletrain::test::HostBackedDevice device;
+  src.move_to(Device::cuda);
+  sgd.move_state_to(Device::cuda);
+  BOOST_TEST((src.value(3).device() == Device::cuda && sgd.momentum_buffer().device() == Device::cuda));
+  const Tensor fc_bias = src.value(5).to(Device::cpu);  // the view moved with its offset
+  BOOST_TEST(fc_bias.data<float>()[0] == 0.125f * static_cast<float>(src.parameter_info(5).offset % 17) - 1.0f);
+  save_checkpoint(on_device, meta_of(1, 10), src, options);
+  BOOST_TEST(device.memory().copies_to_host >= 3);  // values, buffers, momentum: one copy each
+
+  const CheckpointData a = read_checkpoint(on_cpu), b = read_checkpoint(on_device);
+  BOOST_TEST(a.tensors.size() == b.tensors.size());
+  for (const auto& [name, t] : a.tensors) {
+    BOOST_TEST_CONTEXT(name) {
+      BOOST_REQUIRE(b.tensors.count(name) == 1u);
+      BOOST_TEST(same_bits(t, b.tensors.at(name)));
+    }
+  }
+  BOOST_TEST(scaletrain::io::H5File(on_cpu, scaletrain::io::H5File::Mode::read).get_int_attribute("checksum_crc32") ==
+             scaletrain::io::H5File(on_device, scaletrain::io::H5File::Mode::read).get_int_attribute("checksum_crc32"));
+
+  // Loaded into state on the device, then brought back: the CPU's values.
+  ParameterSet dst = make_params();
+  scaletrain::optim::Sgd dst_sgd(dst, {});
+  dst.move_to(Device::cuda);
+  dst_sgd.move_state_to(Device::cuda);
+  restore_model(b, "resnet20", dst, &dst_sgd);
+  src.move_to(Device::cpu);
+  sgd.move_state_to(Device::cpu);
+  dst.move_to(Device::cpu);
+  dst_sgd.move_state_to(Device::cpu);
+  BOOST_TEST(same_bits(dst.flat_values(), src.flat_values()));
+  BOOST_TEST(same_bits(dst.flat_buffers(), src.flat_buffers()));
+  BOOST_TEST(same_bits(dst_sgd.momentum_buffer(), sgd.momentum_buffer()));
 }
 
 BOOST_AUTO_TEST_CASE(a_flipped_byte_is_found_before_anything_is_loaded) {

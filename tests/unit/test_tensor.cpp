@@ -13,6 +13,7 @@
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/tensor/tensor.hpp"
 #include "support/gradcheck.hpp"
+#include "support/host_backed_device.hpp"
 
 using namespace scaletrain;
 using scaletrain::test::check_throws;
@@ -82,38 +83,8 @@ BOOST_AUTO_TEST_CASE(an_op_without_a_kernel_says_so) {
   check_throws([] { ops::no_kernel("relu_forward", Device::cuda); }, {"relu_forward: no kernel for device cuda"});
 }
 
-namespace {
-// A "device" whose memory is malloc'd host memory, recording what the tensor layer asks of it.
-struct HostBackedMemory : DeviceMemory {
-  std::set<void*> live;
-  int copies_to_host = 0, copies_to_device = 0, copies_on_device = 0;
-  void* allocate(std::size_t bytes) override {
-    void* p = std::malloc(bytes == 0 ? 1 : bytes);
-    live.insert(p);
-    return p;
-  }
-  void release(void* p) override {
-    BOOST_TEST(live.erase(p) == 1u);
-    std::free(p);
-  }
-  void copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) override {
-    if (dst_device == Device::cpu)
-      ++copies_to_host;
-    else if (src_device == Device::cpu)
-      ++copies_to_device;
-    else
-      ++copies_on_device;
-    std::memcpy(dst, src, bytes);
-  }
-  void fill_zero(void* p, std::size_t bytes) override { std::memset(p, 0, bytes); }
-  void fill_f32(float* p, float value, int64_t n) override {
-    for (int64_t i = 0; i < n; ++i) p[i] = value;
-  }
-};
-}  // namespace
-
 BOOST_AUTO_TEST_CASE(device_tensors_cross_the_boundary_only_through_to_and_copy_from) {
-  auto memory = std::make_shared<HostBackedMemory>();
+  auto memory = std::make_shared<test::HostBackedMemory>();
   set_device_memory(Device::cuda, memory);
   BOOST_TEST(device_memory_is_set(Device::cuda));
   {

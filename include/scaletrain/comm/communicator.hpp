@@ -33,6 +33,8 @@ class Communicator {
   void barrier() const;
   // In-place sum of a tensor over all ranks (f32 / i32 / i64); any size (sent in pieces of
   // at most 2^30 elements, as MPI counts are int).
+  // The Tensor collectives (allreduce_sum/mean, broadcast, gather, scatter) accept device tensors
+  // too, staged through a host copy: for exchanges outside the training step.
   void allreduce_sum(Tensor& t) const;
   void allreduce_sum(float* data, int64_t count) const;
   // In-place mean of an f32 tensor over all ranks: the sum divided by the number of ranks (not

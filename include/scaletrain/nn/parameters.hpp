@@ -27,6 +27,10 @@ class ParameterSet {
   int add_buffer(const std::string& name, const Shape& shape);
   // Allocates the flat buffers (zeroed) and the views. Called once, after the model is built.
   void finalize(Device device = Device::cpu);
+  // Moves the flat values, gradients and buffers to `device` (copying them; a no-op where they
+  // are) and rebuilds the views. Layers reach their tensors by index, so they follow; a raw
+  // pointer or view taken before the move does not.
+  void move_to(Device device);
   bool finalized() const { return finalized_; }
 
   int num_parameters() const { return static_cast<int>(params_.size()); }

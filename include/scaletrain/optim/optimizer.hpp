@@ -59,6 +59,13 @@ class Optimizer {
     return Tensor::view_of(flat, info.offset, info.shape);
   }
 
+  // Moves the optimizer's state (momentum and extra_state()) to `device`, after its parameters
+  // have moved there (ParameterSet::move_to).
+  void move_state_to(Device device) {
+    momentum_ = momentum_.to(device);
+    for (const StateBuffer& extra : extra_state()) *extra.flat = extra.flat->to(device);
+  }
+
   // Flat, same layout/offsets as params().flat_values().
   Tensor& momentum_buffer() { return momentum_; }
   // View of parameter i's momentum, with the parameter's shape (for checkpoints).

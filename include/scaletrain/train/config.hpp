@@ -80,7 +80,7 @@ struct TrainConfig {
   bool augment = true;
   int crop_padding = 0;
 
-  int threads = 0;  // CPU threads per rank; 0: cores on the node / ranks on the node
+  int threads = 0;              // CPU threads per rank; 0: cores on the node / ranks on the node
   std::string device = "auto";  // --device: auto | cpu | cuda (train/device_choice.hpp)
   int data_prefetch = 2;
   // Input pipeline (issue 4).
@@ -162,6 +162,13 @@ int allowed_cpus();
 // Throws UsageError naming the option for any value the run cannot use (a non-positive batch
 // size, an unknown schedule, --resume with --init-from, ...). Checks nothing on disk.
 void check_train_config(const TrainConfig& config);
+
+// Why `model` cannot run on a GPU yet ("" when it can): the models of tasks whose ops have no
+// CUDA kernels (ncf's embedding, concat, product and BCE). For --device (device_choice.hpp).
+std::string gpu_limitation_of_model(const std::string& model);
+// The same for a training run: the model, then the options whose kernels are host loops
+// (--optimizer lars and adam, --accumulate-steps above 1).
+std::string gpu_limitation(const TrainConfig& config);
 
 // The pieces' options. batch_size: per rank (a resumed run may rescale it, trainer.cpp).
 // ranks_on_node: for the check that every rank's batch buffers fit in the node's memory.

@@ -40,9 +40,10 @@ std::vector<std::string> describe_gpus(const GpuInventory& inventory);
 // Collective over comm. `command` ("train", "eval", "predict") names the caller in messages.
 // --device cuda where some rank sees no GPU (or the binary has no CUDA backend) throws
 // UsageError on every rank, naming the first such rank, its host and why; --device auto then
-// chooses the CPU and says why in log_lines. `runs_on_gpu`: whether the command can keep its
-// model on a GPU; where it cannot yet, cuda is refused and auto chooses the CPU, both saying so.
+// chooses the CPU and says why in log_lines. `not_on_gpu`: "" where the command can run this
+// model and these options on a GPU, else why not (e.g. "--optimizer lars runs on the CPU only");
+// then cuda is refused with that reason and auto chooses the CPU, saying so.
 DeviceChoice choose_device(const comm::Communicator& comm, DeviceRequest request, const std::string& command,
-                           bool runs_on_gpu);
+                           const std::string& not_on_gpu);
 
 }  // namespace scaletrain::train

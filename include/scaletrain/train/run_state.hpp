@@ -53,6 +53,12 @@ class RunState {
   models::Network& model() { return *model_; }
   nn::ParameterSet& params() { return model_->params(); }
   optim::Optimizer& optimizer() { return *optimizer_; }
+  // Moves the parameters, gradients, buffers and optimizer state to `device` (set up on the CPU,
+  // trained where the Context runs).
+  void move_to(Device device) {
+    params().move_to(device);
+    optimizer_->move_state_to(device);
+  }
   const optim::LrSchedule& schedule() const { return schedule_; }
   double learning_rate() const { return schedule_.at(position.global_step); }
 
