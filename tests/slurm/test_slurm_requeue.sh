@@ -75,6 +75,9 @@ log=$T/preempted-$job.out
 restarts=$(job_field "$job" Restarts)
 [ "$restarts" -ge 1 ] || fail "job $job was never requeued: $(job_summary "$job")"
 grep -q "train.sbatch: SIGUSR1, forwarded to the job step" "$log" || fail "no forwarded SIGUSR1 in $log"
+# A job without GPUs runs with --device auto, which chose the CPU and said so.
+grep -q "threads per rank, no GPUs (--device auto), output" "$log" || fail "no 'no GPUs (--device auto)' in $log"
+grep -q "device: cpu (--device auto: no GPU on rank 0" "$log" || fail "no device line in $log"
 grep -q "train.sbatch: checkpointed in $T/run; requeueing job $job to resume" "$log" || fail "no requeue in $log"
 grep -q "resumed from $T/run/checkpoints/step-" "$log" || fail "no resume in $log"
 $PY - "$T/run" "$restarts" <<'PY'
