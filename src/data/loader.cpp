@@ -173,9 +173,12 @@ Loader::Loader(const SplitInfo& split, int rank, int world_size, const LoaderOpt
 
   check_batch_buffer_memory(m);
   m.slots.resize(m.options.prefetch + 1);
+  // Pinned while a GPU Context is open: the batch's copy to the GPU is then asynchronous. A slot
+  // comes back to the loader at the next next(), after the step's synchronize (or evaluation's
+  // loss read-back), which the copy precedes on the compute stream.
   for (auto& slot : m.slots) {
-    slot.images = Tensor::empty({b, m.height, m.width, m.channels}, DType::u8);
-    slot.labels = Tensor::empty({b}, DType::i32);
+    slot.images = Tensor::empty_pinned({b, m.height, m.width, m.channels}, DType::u8);
+    slot.labels = Tensor::empty_pinned({b}, DType::i32);
   }
   m.io_thread = std::thread([&m] { m.io_loop(); });
   for (int i = 0; i < options.data_threads; ++i) m.workers.emplace_back([&m] { m.worker_loop(); });

@@ -101,10 +101,16 @@ bool device_memory_is_set(Device device) {
   return device != Device::cpu && g_device_memory.at(device_slot(device)) != nullptr;
 }
 
-Storage::Storage(std::size_t bytes, Device device) : bytes_(bytes), device_(device) {
+Storage::Storage(std::size_t bytes, Device device, std::shared_ptr<DeviceMemory> pinned_by)
+    : bytes_(bytes), device_(device) {
   if (device != Device::cpu) {
     memory_ = scaletrain::device_memory(device);
     data_ = memory_->allocate(bytes);
+    return;
+  }
+  if (pinned_by != nullptr) {
+    memory_ = std::move(pinned_by);
+    data_ = memory_->allocate_pinned_host(bytes);
     return;
   }
   std::size_t rounded = ((bytes + 63) / 64) * 64;
@@ -114,7 +120,9 @@ Storage::Storage(std::size_t bytes, Device device) : bytes_(bytes), device_(devi
 }
 
 Storage::~Storage() {
-  if (memory_)
+  if (pinned())
+    memory_->release_pinned_host(data_);
+  else if (memory_)
     memory_->release(data_);
   else
     std::free(data_);
@@ -127,6 +135,18 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   t.dtype_ = dtype;
   t.device_ = device;
   t.storage_ = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype), device);
+  return t;
+}
+
+Tensor Tensor::empty_pinned(const Shape& shape, DType dtype) {
+  for (auto d : shape) ST_CHECK(d >= 0, "negative dimension in shape " << shape_string(shape));
+  std::shared_ptr<DeviceMemory> gpu;
+  if (device_memory_is_set(Device::cuda)) gpu = device_memory(Device::cuda);
+  Tensor t;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  t.device_ = Device::cpu;
+  t.storage_ = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype), Device::cpu, std::move(gpu));
   return t;
 }
 

@@ -18,6 +18,7 @@ namespace scaletrain::test {
 struct HostBackedMemory : DeviceMemory {
   std::set<void*> live;
   int copies_to_host = 0, copies_to_device = 0, copies_on_device = 0;
+  std::set<void*> pinned;
   void* allocate(std::size_t bytes) override {
     void* p = std::malloc(bytes == 0 ? 1 : bytes);
     live.insert(p);
@@ -37,6 +38,15 @@ struct HostBackedMemory : DeviceMemory {
     std::memcpy(dst, src, bytes);
   }
   void fill_zero(void* p, std::size_t bytes) override { std::memset(p, 0, bytes); }
+  void* allocate_pinned_host(std::size_t bytes) override {
+    void* p = std::malloc(bytes == 0 ? 1 : bytes);
+    pinned.insert(p);
+    return p;
+  }
+  void release_pinned_host(void* p) override {
+    BOOST_TEST(pinned.erase(p) == 1u);
+    std::free(p);
+  }
   void fill_f32(float* p, float value, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) p[i] = value;
   }

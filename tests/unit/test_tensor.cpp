@@ -116,4 +116,21 @@ BOOST_AUTO_TEST_CASE(device_tensors_cross_the_boundary_only_through_to_and_copy_
   BOOST_TEST(!device_memory_is_set(Device::cuda));
 }
 
+BOOST_AUTO_TEST_CASE(host_tensors_are_pinned_only_while_a_device_memory_is_set) {
+  BOOST_TEST(!Tensor::empty_pinned({4}).pinned());  // no GPU Context: ordinary host memory
+  Tensor kept;
+  {
+    test::HostBackedDevice device;
+    Tensor t = Tensor::empty_pinned({2, 3}, DType::u8);
+    BOOST_TEST(t.pinned());
+    BOOST_TEST(device.memory().pinned.size() == 1u);
+    t.data<uint8_t>()[5] = 7;  // host memory: data<T>() works
+    Tensor copy = Tensor::empty({6}, DType::u8);
+    copy.copy_from(t);
+    BOOST_TEST(copy.data<uint8_t>()[5] == 7);
+    kept = Tensor::empty_pinned({1});
+  }
+  BOOST_TEST(kept.pinned());  // the storage keeps the pinning memory alive and releases into it
+}
+
 BOOST_AUTO_TEST_SUITE_END()

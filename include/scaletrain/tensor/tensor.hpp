@@ -70,6 +70,10 @@ class DeviceMemory {
   virtual void copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) = 0;
   virtual void fill_zero(void* ptr, std::size_t bytes) = 0;
   virtual void fill_f32(float* ptr, float value, int64_t count) = 0;
+  // Page-locked host memory, which the device copies from and to asynchronously and at full
+  // speed (cudaHostAlloc): for batches and staging buffers.
+  virtual void* allocate_pinned_host(std::size_t bytes) = 0;
+  virtual void release_pinned_host(void* ptr) = 0;
 };
 
 // Sets (or with nullptr clears) the memory behind tensors of `device`; Device::cpu is built in.
@@ -80,10 +84,11 @@ std::shared_ptr<DeviceMemory> device_memory(Device device);
 bool device_memory_is_set(Device device);
 
 // Raw memory of one device: 64-byte aligned host memory, or the device's memory, which the
-// storage keeps alive (a tensor may outlive the Context that made it).
+// storage keeps alive (a tensor may outlive the Context that made it). Host memory is pinned
+// (page-locked) when `pinned_by` is the memory of a device that provides it.
 class Storage {
  public:
-  Storage(std::size_t bytes, Device device);
+  Storage(std::size_t bytes, Device device, std::shared_ptr<DeviceMemory> pinned_by = nullptr);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -91,13 +96,14 @@ class Storage {
   std::size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
   // The device's memory; nullptr on the CPU.
-  DeviceMemory* device_memory() const { return memory_.get(); }
+  DeviceMemory* device_memory() const { return device_ == Device::cpu ? nullptr : memory_.get(); }
+  bool pinned() const { return device_ == Device::cpu && memory_ != nullptr; }
 
  private:
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
   Device device_;
-  std::shared_ptr<DeviceMemory> memory_;
+  std::shared_ptr<DeviceMemory> memory_;  // the device's, or the pinning device's for host memory
 };
 
 class Tensor {
@@ -106,6 +112,9 @@ class Tensor {
   // Uninitialised storage.
   static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
+  // Uninitialised host memory, pinned (page-locked) while a GPU Context is open in the process,
+  // so that its copies to the GPU run asynchronously at full speed; ordinary host memory otherwise.
+  static Tensor empty_pinned(const Shape& shape, DType dtype = DType::f32);
   // A view of `numel(shape)` elements of `base`'s storage starting at element `offset` of base.
   static Tensor view_of(const Tensor& base, int64_t offset, const Shape& shape);
 
@@ -117,6 +126,7 @@ class Tensor {
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
   bool defined() const { return storage_ != nullptr; }
+  bool pinned() const { return storage_ != nullptr && storage_->pinned(); }
 
   // Same storage, new shape with the same element count.
   Tensor reshape(const Shape& shape) const;

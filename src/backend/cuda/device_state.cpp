@@ -56,6 +56,17 @@ class CudaMemory : public DeviceMemory {
   }
   void fill_zero(void* ptr, std::size_t bytes) override { ST_CHECK_CUDA(cudaMemsetAsync(ptr, 0, bytes, stream_)); }
   void fill_f32(float* ptr, float value, int64_t count) override { launch_fill_f32(ptr, value, count, stream_); }
+  void* allocate_pinned_host(std::size_t bytes) override {
+    void* ptr = nullptr;
+    const cudaError_t status = cudaHostAlloc(&ptr, bytes == 0 ? 1 : bytes, cudaHostAllocDefault);
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      ST_THROW("cannot pin " << mib(bytes) << " of host memory for GPU " << gpu_index_ << ": "
+                             << detail::cuda_message(status) << " (the node's locked-memory limit, ulimit -l?)");
+    }
+    return ptr;
+  }
+  void release_pinned_host(void* ptr) override { cudaFreeHost(ptr); }
 
   AllocatorStats stats() const { return allocator_.stats(); }
 
