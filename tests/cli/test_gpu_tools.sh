@@ -21,7 +21,8 @@ cd "${ST_SOURCE:?}"
 GPU_BUNDLE_LEVEL=1 tools/gpu-bundle.sh "$BUILD" "$W/bundle.tar.gz" | tee "$W/pack.log"
 grep -qE '^gpu-bundle: .* bytes \([0-9]+ MiB' "$W/pack.log" || fail "no size line"
 tar -tzf "$W/bundle.tar.gz" >"$W/list"
-for f in bin/scaletrain bin/scaletrain_unit_tests bin/scaletrain_mpi_tests ompi/bin/mpirun ompi/bin/orted \
+for f in bin/scaletrain bin/scaletrain_unit_tests bin/scaletrain_mpi_tests bin/scaletrain_gpu_backend_ops \
+  ompi/bin/mpirun ompi/bin/orted \
   tests.sh benches.sh MANIFEST; do
   grep -qx "scaletrain-gpu-bundle/$f" "$W/list" || fail "bundle lacks $f"
 done
@@ -29,6 +30,7 @@ grep -q '/openmpi3/mca_' "$W/list" || fail "bundle lacks the Open MPI plugins"
 grep -qE 'lib/libcuda\.|lib/libcudart|lib/libcudnn|lib/libnccl|lib/libcublas' "$W/list" && fail "bundle packs a CUDA library"
 tar -xzf "$W/bundle.tar.gz" -C "$W" scaletrain-gpu-bundle/tests.sh
 grep -q $'^gpu.device_info\t77\t' "$W/scaletrain-gpu-bundle/tests.sh" || fail "tests.sh lacks gpu.device_info"
+grep -q $'^gpu.backend_ops\t77\t' "$W/scaletrain-gpu-bundle/tests.sh" || fail "tests.sh lacks gpu.backend_ops"
 
 rc=0
 env -u LD_LIBRARY_PATH tools/gpu-check.sh "$W/out" "$W/bundle.tar.gz" >"$W/check.log" 2>&1 || rc=$?
@@ -43,7 +45,8 @@ if command -v nvidia-smi >/dev/null && nvidia-smi >/dev/null 2>&1; then
 else
   grep -q 'no GPU visible' "$W/check.log" || fail "gpu-check.sh did not say 'no GPU visible'"
   grep -q '^SKIP test:gpu.device_info' <<<"$s" || fail "gpu.device_info not reported as skipped: $s"
-  grep -q '^gpu=no pass=2 fail=0 skip=1' <<<"$s" || fail "summary: $s"
+  grep -q '^SKIP test:gpu.backend_ops' <<<"$s" || fail "gpu.backend_ops not reported as skipped: $s"
+  grep -q '^gpu=no pass=2 fail=0 skip=2' <<<"$s" || fail "summary: $s"
 fi
 grep -qx logs/test-gpu.device_info.log <(tar -tzf "$W/out/logs.tar.gz") || fail "logs.tar.gz lacks the gpu test log"
 grep -A1 'ldd: libraries not found' "$W/out/env.txt" | grep -q '(end)' || fail "unresolved libraries: $(cat "$W/out/env.txt")"

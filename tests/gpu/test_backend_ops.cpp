@@ -1,0 +1,135 @@
+// Every op case of tests/support/op_cases.cpp on the GPU against the CPU: same seeded inputs,
+// every output (forward and every backward) within the backend tolerance written in the case.
+// One line per case and output with the largest absolute and relative differences.
+//
+//   scaletrain_gpu_backend_ops [--against-cpu-only] [--case TEXT] [--list]
+//     --against-cpu-only  runs the cases on a second CPU Context instead of the GPU: proves the
+//                         harness and its comparisons on a machine without one (ctest
+//                         unit.backend_ops_harness). ST_BACKEND_OPS_AGAINST_CPU=1 does the same.
+//     --case TEXT         only the cases whose name contains TEXT (repeatable).
+//     --list              prints the case names and exits.
+// Exit codes: 0 passed, 1 failed (the failures are named at the end), 2 bad arguments,
+// 77 skipped (no GPU visible; ctest's SKIP_RETURN_CODE).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "scaletrain/backend/context.hpp"
+#include "scaletrain/backend/device_info.hpp"
+#include "support/op_cases.hpp"
+
+namespace st = scaletrain;
+
+namespace {
+
+constexpr int kSkipped = 77;
+
+struct Options {
+  bool against_cpu_only = false;
+  bool list = false;
+  std::vector<std::string> filters;
+};
+
+bool selected(const Options& options, const std::string& name) {
+  if (options.filters.empty()) return true;
+  for (const std::string& f : options.filters)
+    if (name.find(f) != std::string::npos) return true;
+  return false;
+}
+
+// Runs one case on `ctx` and on the CPU, prints a line per output; returns the names of the
+// failed outputs (or the error that stopped the case).
+std::vector<std::string> run_case(const st::test::OpCase& c, st::Context& device, st::Context& cpu) {
+  std::vector<std::string> failed;
+  st::test::NamedTensors inputs, on_cpu, on_device;
+  try {
+    inputs = c.make_inputs();
+    on_cpu = c.run(cpu, inputs);
+  } catch (const std::exception& e) {
+    std::printf("FAIL %s | the CPU run threw: %s\n", c.name.c_str(), e.what());
+    return {c.name + " (CPU: " + e.what() + ")"};
+  }
+  try {
+    on_device = c.run(device, inputs);
+  } catch (const std::exception& e) {
+    // An op without a kernel for the device says so here ("no kernel for device cuda").
+    std::printf("FAIL %s | %s threw: %s\n", c.name.c_str(), st::device_name(device.device()), e.what());
+    return {c.name + " (" + e.what() + ")"};
+  }
+  for (const st::test::OutputCheck& check : st::test::compare_backends(c, on_device, on_cpu)) {
+    std::printf("%s %s | %s\n", check.ok ? "ok  " : "FAIL", c.name.c_str(), st::test::describe(check).c_str());
+    if (!check.ok) failed.push_back(c.name + " | " + check.output);
+  }
+  return failed;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  const char* env = std::getenv("ST_BACKEND_OPS_AGAINST_CPU");
+  options.against_cpu_only = env != nullptr && std::strcmp(env, "1") == 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--against-cpu-only") {
+      options.against_cpu_only = true;
+    } else if (arg == "--list") {
+      options.list = true;
+    } else if (arg == "--case" && i + 1 < argc) {
+      options.filters.push_back(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--against-cpu-only] [--case TEXT]... [--list]\n", argv[0]);
+      return 2;
+    }
+  }
+  const auto& cases = st::test::op_cases();
+  if (options.list) {
+    for (const auto& c : cases)
+      if (selected(options, c.name)) std::printf("%s\n", c.name.c_str());
+    return 0;
+  }
+
+  try {
+    st::Context cpu(st::Device::cpu);
+    std::unique_ptr<st::Context> device;
+    if (options.against_cpu_only) {
+      std::printf("backend ops: a second CPU Context against the CPU (--against-cpu-only)\n");
+      device = std::make_unique<st::Context>(st::Device::cpu);
+    } else {
+      const st::GpuInventory inventory = st::list_visible_gpus();
+      if (inventory.availability != st::GpuAvailability::visible) {
+        std::printf("SKIP: no GPU visible (%s: %s)\n", st::gpu_availability_name(inventory.availability),
+                    inventory.message.c_str());
+        return kSkipped;
+      }
+      std::printf("backend ops: GPU 0 (%s) against the CPU\n", inventory.gpus.at(0).name.c_str());
+      device = std::make_unique<st::Context>(st::Device::cuda, 0, 0);
+    }
+
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::string> failures;
+    int run = 0;
+    for (const auto& c : cases) {
+      if (!selected(options, c.name)) continue;
+      ++run;
+      for (std::string& f : run_case(c, *device, cpu)) failures.push_back(std::move(f));
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (run == 0) {
+      std::printf("FAILED: no case matches the --case filters\n");
+      return 1;
+    }
+    for (const std::string& f : failures) std::printf("failed: %s\n", f.c_str());
+    std::printf("%s: %d case(s) in %.1f s, %zu failure(s)\n", failures.empty() ? "PASSED" : "FAILED", run, seconds,
+                failures.size());
+    return failures.empty() ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::printf("FAILED: %s\n", e.what());
+    return 1;
+  }
+}

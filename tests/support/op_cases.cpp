@@ -1,0 +1,749 @@
+// The op test cases (op_cases.hpp) and the comparisons that judge them. Inputs are U(-1, 1)
+// floats rounded to float32 (random_floats) unless a case says otherwise, so that the kernels and
+// the float64 references see the same numbers. Shapes are the odd ones that break kernels (N = 1,
+// channel counts that are not multiples of 8, stride 2, padding, 1x1 and 7x7 kernels) and small
+// copies of ResNet-50's, sized to run in seconds on a CPU against naive float64 references.
+//
+// Tolerances are fp32-level on purpose: a GPU library that quietly computes in TF32 (cuDNN's and
+// cuBLAS's default on Ampere and newer unless the backend asks for FMA math) fails them.
+#include "support/op_cases.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/core/rng.hpp"
+#include "scaletrain/ops/activation.hpp"
+#include "scaletrain/ops/batch_norm.hpp"
+#include "scaletrain/ops/conv2d.hpp"
+#include "scaletrain/ops/linear.hpp"
+#include "scaletrain/ops/loss.hpp"
+#include "scaletrain/ops/normalize.hpp"
+#include "scaletrain/ops/pool.hpp"
+#include "support/gradcheck.hpp"
+#include "support/reference_activation.hpp"
+#include "support/reference_batch_norm.hpp"
+#include "support/reference_conv2d.hpp"
+#include "support/reference_linear.hpp"
+#include "support/reference_loss.hpp"
+#include "support/reference_pool.hpp"
+
+namespace scaletrain::test {
+
+namespace {
+
+// count_correct is gaining the Context (count_correct(ctx, logits, labels)) so that it can run
+// on the device; until that lands its one call goes through here, and the merge changes only the
+// line below.
+int64_t count_correct_on(Context& ctx, const Tensor& logits, const Tensor& labels) {
+  (void)ctx;
+  return ops::count_correct(logits, labels);
+}
+
+// ---- tolerances ------------------------------------------------------------------------------
+
+// A float32 sum of `terms` products of values in [-1, 1], however the kernel orders it: the
+// result is about sqrt(terms / 9) in size and its rounding error grows with the number of terms,
+// so the absolute tolerance does too, plus a few ulps of 1 for the short sums. The CPU kernels
+// stay 3 to 10 times inside it; TF32 (inputs rounded to 10 mantissa bits) misses it by more than
+// an order of magnitude.
+Tolerance fp32_sum(int64_t terms) { return {5e-7 + 2e-7 * static_cast<double>(terms), 1e-5}; }
+
+// Two backends each within `t` of the exact value are within twice `t` of each other.
+Tolerance twice(const Tolerance& t) { return {2 * t.abs, 2 * t.rel}; }
+
+// Results that are exact in float32 (a selected value, a sign test, a count) or rounded once
+// from float64: no backend may differ.
+constexpr Tolerance kExact{0.0, 0.0};
+// One rounding of an exact float64 value to float32 (half an ulp).
+constexpr Tolerance kOneRounding{1e-30, 6e-8};
+
+// ---- inputs and outputs ----------------------------------------------------------------------
+
+const Tensor& input(const NamedTensors& inputs, const std::string& name) {
+  for (const auto& [n, t] : inputs)
+    if (n == name) return t;
+  ST_THROW("op case: no input named '" << name << "'");
+}
+
+std::vector<double> values(const NamedTensors& inputs, const std::string& name) {
+  return tensor_values(input(inputs, name));
+}
+
+std::vector<int32_t> labels_of(const NamedTensors& inputs) {
+  const Tensor& t = input(inputs, "labels");
+  const int32_t* p = t.data<int32_t>();
+  return std::vector<int32_t>(p, p + t.numel());
+}
+
+Tensor random_tensor(const Shape& shape, uint64_t seed, double lo = -1.0, double hi = 1.0) {
+  return to_tensor(random_floats(static_cast<std::size_t>(shape_numel(shape)), seed, lo, hi), shape);
+}
+
+// An input the op only reads, on the case's device (the input itself on the CPU).
+Tensor on(Context& ctx, const Tensor& t) { return t.to(ctx.device()); }
+// An input the op updates in place (running statistics, add_inplace's target): a copy, never the
+// input itself, so that a case can run again on the same inputs.
+Tensor copy_on(Context& ctx, const Tensor& t) { return t.clone().to(ctx.device()); }
+// An output the op must overwrite: filled with NaN, so that an element left unwritten fails.
+Tensor nan_on(Context& ctx, const Shape& shape) {
+  Tensor t = Tensor::empty(shape, DType::f32, ctx.device());
+  t.fill(std::numeric_limits<float>::quiet_NaN());
+  return t;
+}
+Tensor to_cpu(const Tensor& t) { return t.to(Device::cpu); }
+
+// A scalar result (a loss, a count) as a one-element CPU tensor.
+Tensor scalar_f32(double v) { return to_tensor({v}, {1}); }
+Tensor scalar_i64(int64_t v) {
+  Tensor t = Tensor::empty({1}, DType::i64);
+  t.data<int64_t>()[0] = v;
+  return t;
+}
+
+std::string dims(const Shape& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
+  return out;
+}
+
+// ---- conv2d: forward, backward data, backward filter -----------------------------------------
+
+struct ConvShape {
+  int64_t n, h, w, c, o, k, stride, padding;
+};
+
+OpCase conv2d_case(const ConvShape& s, uint64_t seed) {
+  const RefConv2dDims d{s.n, s.h, s.w, s.c, s.o, s.k, s.k, s.stride, s.padding};
+  const Shape xs{d.n, d.h, d.w, d.c}, ws{d.o, d.c, d.kh, d.kw}, ys{d.n, d.oh(), d.ow(), d.o};
+  const ops::Conv2dParams p{static_cast<int>(s.stride), static_cast<int>(s.padding)};
+  OpCase c;
+  c.name = "conv2d k" + std::to_string(s.k) + " s" + std::to_string(s.stride) + " p" + std::to_string(s.padding) +
+           " N" + std::to_string(s.n) + " " + std::to_string(s.h) + "x" + std::to_string(s.w) + " C" +
+           std::to_string(s.c) + "->O" + std::to_string(s.o);
+  c.ops = {"conv2d_forward", "conv2d_backward_data", "conv2d_backward_filter"};
+  c.make_inputs = [=] {
+    return NamedTensors{
+        {"x", random_tensor(xs, seed)}, {"w", random_tensor(ws, seed + 1)}, {"dy", random_tensor(ys, seed + 2)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    const Tensor x = on(ctx, input(in, "x")), w = on(ctx, input(in, "w")), dy = on(ctx, input(in, "dy"));
+    Tensor y = nan_on(ctx, ys), dx = nan_on(ctx, xs), dw = nan_on(ctx, ws);
+    ops::conv2d_forward(ctx, p, x, w, y);
+    ops::conv2d_backward_data(ctx, p, dy, w, dx);
+    ops::conv2d_backward_filter(ctx, p, x, dy, dw);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)}, {"dx", to_cpu(dx)}, {"dw", to_cpu(dw)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    const auto x = values(in, "x"), w = values(in, "w"), dy = values(in, "dy");
+    return NamedValues{{"y", reference_conv2d_forward(d, x, w)},
+                       {"dx", reference_conv2d_backward_data(d, dy, w)},
+                       {"dw", reference_conv2d_backward_filter(d, x, dy)}};
+  };
+  // Terms per output element: y sums C*K*K, dx at most O*K*K, dw N*OH*OW.
+  const Tolerance ty = fp32_sum(d.c * d.kh * d.kw), tdx = fp32_sum(d.o * d.kh * d.kw),
+                  tdw = fp32_sum(d.n * d.oh() * d.ow());
+  c.outputs = {{"y", ty, twice(ty)}, {"dx", tdx, twice(tdx)}, {"dw", tdw, twice(tdw)}};
+  return c;
+}
+
+// ---- batch norm: training forward + backward, and inference ----------------------------------
+
+OpCase batch_norm_training_case(const Shape& shape, double offset, double scale, uint64_t seed) {
+  const int64_t channels = shape.back();
+  const int64_t rows = shape_numel(shape) / channels;
+  const Shape cs{channels};
+  const ops::BatchNormParams p;
+  OpCase c;
+  std::ostringstream name;
+  name << "batch_norm training " << dims(shape);
+  if (offset != 0.0) name << " mean " << offset;
+  c.name = name.str();
+  c.ops = {"batch_norm_forward_training", "batch_norm_backward"};
+  c.make_inputs = [=] {
+    return NamedTensors{{"x", random_tensor(shape, seed, offset - scale, offset + scale)},
+                        {"gamma", random_tensor(cs, seed + 1, 0.5, 1.5)},
+                        {"beta", random_tensor(cs, seed + 2)},
+                        {"running_mean", random_tensor(cs, seed + 3)},
+                        {"running_var", random_tensor(cs, seed + 4, 0.5, 2.0)},
+                        {"dy", random_tensor(shape, seed + 5)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    const Tensor x = on(ctx, input(in, "x")), gamma = on(ctx, input(in, "gamma")), beta = on(ctx, input(in, "beta"));
+    const Tensor dy = on(ctx, input(in, "dy"));
+    Tensor running_mean = copy_on(ctx, input(in, "running_mean")), running_var = copy_on(ctx, input(in, "running_var"));
+    Tensor y = nan_on(ctx, shape), saved_mean = nan_on(ctx, cs), saved_inv_std = nan_on(ctx, cs);
+    ops::batch_norm_forward_training(ctx, p, x, gamma, beta, running_mean, running_var, y, saved_mean, saved_inv_std);
+    // Backward with this backend's own saved statistics, as a layer runs it.
+    Tensor dx = nan_on(ctx, shape), dgamma = nan_on(ctx, cs), dbeta = nan_on(ctx, cs);
+    ops::batch_norm_backward(ctx, p, x, dy, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)},
+                        {"saved_mean", to_cpu(saved_mean)},
+                        {"saved_inv_std", to_cpu(saved_inv_std)},
+                        {"running_mean", to_cpu(running_mean)},
+                        {"running_var", to_cpu(running_var)},
+                        {"dx", to_cpu(dx)},
+                        {"dgamma", to_cpu(dgamma)},
+                        {"dbeta", to_cpu(dbeta)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    const auto x = values(in, "x"), gamma = values(in, "gamma");
+    const BatchNormTrainingRef f =
+        reference_batch_norm_forward_training(x, channels, gamma, values(in, "beta"), values(in, "running_mean"),
+                                              values(in, "running_var"), p.eps, p.momentum);
+    const BatchNormBackwardRef b = reference_batch_norm_backward(x, values(in, "dy"), channels, gamma, p.eps);
+    return NamedValues{{"y", f.y},
+                       {"saved_mean", f.mean},
+                       {"saved_inv_std", f.inv_std},
+                       {"running_mean", f.running_mean},
+                       {"running_var", f.running_var},
+                       {"dx", b.dx},
+                       {"dgamma", b.dgamma},
+                       {"dbeta", b.dbeta}};
+  };
+  // The mean of values near `offset` is good to float32 epsilons of |offset| + scale; y and dx
+  // go through 1/std, and dx subtracts two sums over the rows, hence its larger relative slack.
+  const double size = std::fabs(offset) + scale;
+  const Tolerance ty{1e-5, 1e-5}, tmean{1e-6 * size, 1e-6}, tinv{0.0, 1e-5}, trm{1e-6 * size, 1e-6}, trv{1e-6, 1e-5},
+      tdx{1e-5, 1e-4}, tsum = fp32_sum(rows);
+  c.outputs = {{"y", ty, twice(ty)},
+               {"saved_mean", tmean, twice(tmean)},
+               {"saved_inv_std", tinv, twice(tinv)},
+               {"running_mean", trm, twice(trm)},
+               {"running_var", trv, twice(trv)},
+               {"dx", tdx, twice(tdx)},
+               {"dgamma", tsum, twice(tsum)},
+               {"dbeta", tsum, twice(tsum)}};
+  return c;
+}
+
+OpCase batch_norm_inference_case(const Shape& shape, uint64_t seed) {
+  const int64_t channels = shape.back();
+  const Shape cs{channels};
+  const ops::BatchNormParams p;
+  OpCase c;
+  c.name = "batch_norm inference " + dims(shape);
+  c.ops = {"batch_norm_forward_inference"};
+  c.make_inputs = [=] {
+    return NamedTensors{{"x", random_tensor(shape, seed)},
+                        {"gamma", random_tensor(cs, seed + 1, 0.5, 1.5)},
+                        {"beta", random_tensor(cs, seed + 2)},
+                        {"running_mean", random_tensor(cs, seed + 3)},
+                        {"running_var", random_tensor(cs, seed + 4, 0.5, 2.0)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor y = nan_on(ctx, shape);
+    ops::batch_norm_forward_inference(ctx, p, on(ctx, input(in, "x")), on(ctx, input(in, "gamma")),
+                                      on(ctx, input(in, "beta")), on(ctx, input(in, "running_mean")),
+                                      on(ctx, input(in, "running_var")), y);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    return NamedValues{
+        {"y", reference_batch_norm_forward_inference(values(in, "x"), channels, values(in, "gamma"), values(in, "beta"),
+                                                     values(in, "running_mean"), values(in, "running_var"), p.eps)}};
+  };
+  // y = (x - mean) * gamma / sqrt(var + eps) + beta has terms up to about 4 in size: a few ulps
+  // of those, however the backend groups the arithmetic.
+  const Tolerance ty{2e-6, 1e-5};
+  c.outputs = {{"y", ty, twice(ty)}};
+  return c;
+}
+
+// ---- relu and add ------------------------------------------------------------------------------
+
+// in_place: y aliases x and dx aliases dy, as the layers may run them.
+OpCase relu_case(const Shape& shape, bool in_place, uint64_t seed) {
+  OpCase c;
+  c.name = "relu " + dims(shape) + (in_place ? " in place" : "");
+  c.ops = {"relu_forward", "relu_backward"};
+  c.make_inputs = [=] {
+    return NamedTensors{{"x", random_tensor(shape, seed)}, {"dy", random_tensor(shape, seed + 1)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor y, dx;
+    if (in_place) {
+      y = copy_on(ctx, input(in, "x"));
+      dx = copy_on(ctx, input(in, "dy"));
+      ops::relu_forward(ctx, y, y);
+      ops::relu_backward(ctx, y, dx, dx);
+    } else {
+      y = nan_on(ctx, shape);
+      dx = nan_on(ctx, shape);
+      ops::relu_forward(ctx, on(ctx, input(in, "x")), y);
+      ops::relu_backward(ctx, y, on(ctx, input(in, "dy")), dx);
+    }
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)}, {"dx", to_cpu(dx)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    const auto y = reference_relu_forward(values(in, "x"));
+    return NamedValues{{"y", y}, {"dx", reference_relu_backward(y, values(in, "dy"))}};
+  };
+  c.outputs = {{"y", kExact, kExact}, {"dx", kExact, kExact}};
+  return c;
+}
+
+OpCase add_case(const Shape& shape, uint64_t seed) {
+  OpCase c;
+  c.name = "add " + dims(shape);
+  c.ops = {"add_forward", "add_inplace"};
+  c.make_inputs = [=] {
+    return NamedTensors{{"a", random_tensor(shape, seed)}, {"b", random_tensor(shape, seed + 1)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    const Tensor a = on(ctx, input(in, "a")), b = on(ctx, input(in, "b"));
+    Tensor y = nan_on(ctx, shape);
+    ops::add_forward(ctx, a, b, y);
+    Tensor acc = copy_on(ctx, input(in, "a"));
+    ops::add_inplace(ctx, acc, b);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)}, {"a+=b", to_cpu(acc)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    const auto y = reference_add(values(in, "a"), values(in, "b"));
+    return NamedValues{{"y", y}, {"a+=b", y}};
+  };
+  // IEEE addition is correctly rounded on every backend.
+  c.outputs = {{"y", kOneRounding, kExact}, {"a+=b", kOneRounding, kExact}};
+  return c;
+}
+
+// ---- pooling ------------------------------------------------------------------------------------
+
+OpCase max_pool_case(const PoolGeometry& g, uint64_t seed) {
+  const Shape xs{g.n, g.h, g.w, g.c}, ys{g.n, g.oh(), g.ow(), g.c};
+  const ops::MaxPool2dParams p{static_cast<int>(g.kernel), static_cast<int>(g.stride), static_cast<int>(g.padding)};
+  OpCase c;
+  c.name = "max_pool2d k" + std::to_string(g.kernel) + " s" + std::to_string(g.stride) + " p" +
+           std::to_string(g.padding) + " " + dims(xs);
+  c.ops = {"max_pool2d_forward", "max_pool2d_backward"};
+  c.make_inputs = [=] { return NamedTensors{{"x", random_tensor(xs, seed)}, {"dy", random_tensor(ys, seed + 1)}}; };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    const Tensor x = on(ctx, input(in, "x"));
+    Tensor y = nan_on(ctx, ys), dx = nan_on(ctx, xs);
+    ops::max_pool2d_forward(ctx, p, x, y);
+    ops::max_pool2d_backward(ctx, p, x, y, on(ctx, input(in, "dy")), dx);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)}, {"dx", to_cpu(dx)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    const auto x = values(in, "x");
+    return NamedValues{{"y", reference_max_pool2d_forward(g, x)},
+                       {"dx", reference_max_pool2d_backward(g, x, values(in, "dy"))}};
+  };
+  // y selects an input; an element of dx sums the dy of the (at most ceil(k/s)^2) windows whose
+  // maximum it is, in an order the backend picks.
+  const Tolerance tdx{2e-6, 1e-6};
+  c.outputs = {{"y", kExact, kExact}, {"dx", tdx, twice(tdx)}};
+  return c;
+}
+
+OpCase global_avg_pool_case(const Shape& xs, uint64_t seed) {
+  const int64_t n = xs[0], h = xs[1], w = xs[2], ch = xs[3];
+  const Shape ys{n, ch};
+  OpCase c;
+  c.name = "global_avg_pool " + dims(xs);
+  c.ops = {"global_avg_pool_forward", "global_avg_pool_backward"};
+  c.make_inputs = [=] { return NamedTensors{{"x", random_tensor(xs, seed)}, {"dy", random_tensor(ys, seed + 1)}}; };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor y = nan_on(ctx, ys), dx = nan_on(ctx, xs);
+    ops::global_avg_pool_forward(ctx, on(ctx, input(in, "x")), y);
+    ops::global_avg_pool_backward(ctx, on(ctx, input(in, "dy")), dx);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)}, {"dx", to_cpu(dx)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    return NamedValues{{"y", reference_global_avg_pool_forward(values(in, "x"), n, h, w, ch)},
+                       {"dx", reference_global_avg_pool_backward(values(in, "dy"), n, h, w, ch)}};
+  };
+  // y: a mean of H*W values; dx: dy / (H*W), one or two roundings.
+  const Tolerance ty = fp32_sum(h * w), tdx{1e-7, 2e-7};
+  c.outputs = {{"y", ty, twice(ty)}, {"dx", tdx, twice(tdx)}};
+  return c;
+}
+
+// ---- linear -----------------------------------------------------------------------------------
+
+// with_dx false: the first layer's case, where the input needs no gradient and dx is undefined.
+OpCase linear_case(int64_t n, int64_t in_features, int64_t out_features, bool with_dx, uint64_t seed) {
+  const Shape xs{n, in_features}, ws{out_features, in_features}, bs{out_features}, ys{n, out_features};
+  OpCase c;
+  c.name = "linear N" + std::to_string(n) + " " + std::to_string(in_features) + "->" + std::to_string(out_features) +
+           (with_dx ? "" : " no dx");
+  c.ops = {"linear_forward", "linear_backward"};
+  c.make_inputs = [=] {
+    return NamedTensors{{"x", random_tensor(xs, seed)},
+                        {"w", random_tensor(ws, seed + 1)},
+                        {"b", random_tensor(bs, seed + 2)},
+                        {"dy", random_tensor(ys, seed + 3)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    const Tensor x = on(ctx, input(in, "x")), w = on(ctx, input(in, "w")), dy = on(ctx, input(in, "dy"));
+    Tensor y = nan_on(ctx, ys), dw = nan_on(ctx, ws), db = nan_on(ctx, bs);
+    Tensor dx = with_dx ? nan_on(ctx, xs) : Tensor();
+    ops::linear_forward(ctx, x, w, on(ctx, input(in, "b")), y);
+    ops::linear_backward(ctx, x, w, dy, dx, dw, db);
+    ctx.synchronize();
+    NamedTensors out{{"y", to_cpu(y)}};
+    if (with_dx) out.emplace_back("dx", to_cpu(dx));
+    out.emplace_back("dw", to_cpu(dw));
+    out.emplace_back("db", to_cpu(db));
+    return out;
+  };
+  c.reference = [=](const NamedTensors& in) {
+    const auto x = values(in, "x"), w = values(in, "w");
+    const RefLinearGrads g = reference_linear_backward(n, in_features, out_features, x, w, values(in, "dy"));
+    NamedValues out{{"y", reference_linear_forward(n, in_features, out_features, x, w, values(in, "b"))}};
+    if (with_dx) out.emplace_back("dx", g.dx);
+    out.emplace_back("dw", g.dw);
+    out.emplace_back("db", g.db);
+    return out;
+  };
+  const Tolerance ty = fp32_sum(in_features + 1), tdx = fp32_sum(out_features), tdw = fp32_sum(n);
+  c.outputs = {{"y", ty, twice(ty)}};
+  if (with_dx) c.outputs.push_back({"dx", tdx, twice(tdx)});
+  c.outputs.push_back({"dw", tdw, twice(tdw)});
+  c.outputs.push_back({"db", tdw, twice(tdw)});
+  return c;
+}
+
+// ---- loss and accuracy ------------------------------------------------------------------------
+
+Tensor random_labels(int64_t n, int64_t k, uint64_t seed) {
+  Rng rng(seed);
+  Tensor t = Tensor::empty({n}, DType::i32);
+  for (int64_t i = 0; i < n; ++i) t.data<int32_t>()[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(k)));
+  return t;
+}
+
+// logit_scale widens the logits' range: 20 gives differences of e^40, where a softmax that does
+// not subtract the row's maximum overflows.
+OpCase softmax_cross_entropy_case(int64_t n, int64_t k, double smoothing, double logit_scale, uint64_t seed) {
+  const Shape ls{n, k};
+  OpCase c;
+  std::ostringstream name;
+  name << "softmax_cross_entropy N" << n << " K" << k << " smoothing " << smoothing;
+  if (logit_scale != 1.0) name << " logits x" << logit_scale;
+  c.name = name.str();
+  c.ops = {"softmax_cross_entropy"};
+  c.make_inputs = [=] {
+    return NamedTensors{{"logits", random_tensor(ls, seed, -logit_scale, logit_scale)},
+                        {"labels", random_labels(n, k, seed + 1)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor dlogits = nan_on(ctx, ls);
+    const double loss = ops::softmax_cross_entropy(ctx, on(ctx, input(in, "logits")), on(ctx, input(in, "labels")),
+                                                   static_cast<float>(smoothing), dlogits);
+    ctx.synchronize();
+    return NamedTensors{{"loss", scalar_f32(loss)}, {"dlogits", to_cpu(dlogits)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    std::vector<double> dlogits;
+    const double loss = reference_softmax_cross_entropy(n, k, values(in, "logits"), labels_of(in), smoothing, &dlogits);
+    return NamedValues{{"loss", {loss}}, {"dlogits", dlogits}};
+  };
+  // The loss is a mean of log-sum-exps over K; dlogits are probabilities / N, small where K is
+  // large, so their absolute slack is tiny.
+  const Tolerance tloss{1e-6, 1e-6}, td{1e-8, 1e-5};
+  c.outputs = {{"loss", tloss, twice(tloss)}, {"dlogits", td, twice(td)}};
+  return c;
+}
+
+// tied: logits are whole numbers 0..3, so most rows have tied maxima; a third of the labels are
+// the first maximum (counted) and a third the last (counted only where it is also the first).
+OpCase count_correct_case(int64_t n, int64_t k, bool tied, uint64_t seed) {
+  const Shape ls{n, k};
+  OpCase c;
+  c.name = "count_correct N" + std::to_string(n) + " K" + std::to_string(k) + (tied ? " tied maxima" : "");
+  c.ops = {"count_correct"};
+  c.make_inputs = [=] {
+    std::vector<double> logits =
+        random_floats(static_cast<std::size_t>(n * k), seed, tied ? 0.0 : -1.0, tied ? 4.0 : 1.0);
+    if (tied)
+      for (double& v : logits) v = std::floor(v);
+    Tensor labels = random_labels(n, k, seed + 1);
+    for (int64_t i = 0; i < n; ++i) {
+      const double* row = logits.data() + i * k;
+      const double top = *std::max_element(row, row + k);
+      int64_t first = -1, last = -1;
+      for (int64_t j = 0; j < k; ++j) {
+        if (row[j] != top) continue;
+        if (first < 0) first = j;
+        last = j;
+      }
+      if (i % 3 == 0) labels.data<int32_t>()[i] = static_cast<int32_t>(first);
+      if (i % 3 == 1) labels.data<int32_t>()[i] = static_cast<int32_t>(last);
+    }
+    return NamedTensors{{"logits", to_tensor(logits, ls)}, {"labels", labels}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    const int64_t correct = count_correct_on(ctx, on(ctx, input(in, "logits")), on(ctx, input(in, "labels")));
+    return NamedTensors{{"correct", scalar_i64(correct)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    const auto logits = values(in, "logits");
+    const auto labels = labels_of(in);
+    int64_t correct = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double* row = logits.data() + i * k;
+      correct += (std::max_element(row, row + k) - row) == labels[i];  // max_element: the first maximum
+    }
+    return NamedValues{{"correct", {static_cast<double>(correct)}}};
+  };
+  c.outputs = {{"correct", kExact, kExact}};
+  return c;
+}
+
+// ---- image normalisation ----------------------------------------------------------------------
+
+OpCase normalize_images_case(const Shape& xs, uint64_t seed) {
+  const int64_t channels = xs.back();
+  std::vector<double> mean, std;
+  const double imagenet_mean[] = {0.485, 0.456, 0.406}, imagenet_std[] = {0.229, 0.224, 0.225};
+  for (int64_t ch = 0; ch < channels; ++ch) {
+    mean.push_back(channels == 3 ? imagenet_mean[ch] : 0.1 + 0.2 * static_cast<double>(ch));
+    std.push_back(channels == 3 ? imagenet_std[ch] : 0.15 + 0.05 * static_cast<double>(ch));
+  }
+  OpCase c;
+  c.name = "normalize_images " + dims(xs);
+  c.ops = {"normalize_images"};
+  c.make_inputs = [=] {
+    Rng rng(seed);
+    Tensor x = Tensor::empty(xs, DType::u8);
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<uint8_t>()[i] = static_cast<uint8_t>(rng.below(256));
+    x.data<uint8_t>()[0] = 0;  // both ends of the range
+    x.data<uint8_t>()[x.numel() - 1] = 255;
+    return NamedTensors{{"x", x}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor y = nan_on(ctx, xs);
+    ops::normalize_images(ctx, on(ctx, input(in, "x")), mean, std, y);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)}};
+  };
+  // No reference file for this op: the formula is one line, evaluated here in float64.
+  c.reference = [=](const NamedTensors& in) {
+    const auto x = values(in, "x");
+    std::vector<double> y(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const std::size_t ch = i % static_cast<std::size_t>(channels);
+      y[i] = (x[i] / 255.0 - mean[ch]) / std[ch];
+    }
+    return NamedValues{{"y", y}};
+  };
+  // normalize.hpp promises one rounding of the float64 value, so backends agree exactly.
+  c.outputs = {{"y", kOneRounding, kExact}};
+  return c;
+}
+
+std::vector<OpCase> build_cases() {
+  std::vector<OpCase> cases;
+  uint64_t seed = 1000;
+  auto next_seed = [&seed] { return seed += 100; };
+  // conv2d: {n, h, w, c, o, k, stride, padding}.
+  for (const ConvShape& s : std::vector<ConvShape>{
+           {1, 15, 15, 3, 13, 7, 2, 3},  // ResNet-50 stem (7x7 stride 2 padding 3 on RGB), N = 1
+           {2, 9, 11, 3, 8, 7, 1, 3},    // 7x7 stride 1, non-square input
+           {2, 9, 9, 17, 13, 3, 1, 1},   // 3x3 same padding, odd channels
+           {1, 10, 9, 13, 17, 3, 2, 1},  // 3x3 stride 2 (ResNet-50 stage transition), odd size
+           {2, 8, 8, 13, 5, 3, 2, 0},    // stride 2 without padding: the last row/column unused
+           {2, 7, 7, 64, 16, 1, 1, 0},   // bottleneck 1x1 reduce, 7x7 like stage 5
+           {2, 7, 7, 16, 16, 3, 1, 1},   // bottleneck 3x3
+           {1, 7, 7, 16, 67, 1, 1, 0},   // bottleneck 1x1 expand to an odd count
+           {2, 9, 9, 17, 24, 1, 2, 0},   // 1x1 stride 2 projection shortcut
+           {1, 5, 6, 1, 3, 3, 1, 2},     // one input channel, padding wider than needed
+       })
+    cases.push_back(conv2d_case(s, next_seed()));
+  // batch norm: N = 1, odd channels, a large mean (post-ReLU activations are not centred), 2-D.
+  cases.push_back(batch_norm_training_case({1, 7, 7, 13}, 0.0, 1.0, next_seed()));
+  cases.push_back(batch_norm_training_case({2, 5, 5, 17}, 0.0, 1.0, next_seed()));
+  cases.push_back(batch_norm_training_case({2, 7, 7, 64}, 3.0, 0.5, next_seed()));
+  cases.push_back(batch_norm_training_case({6, 13}, 0.0, 1.0, next_seed()));
+  cases.push_back(batch_norm_inference_case({1, 7, 7, 13}, next_seed()));
+  cases.push_back(batch_norm_inference_case({3, 4, 5, 67}, next_seed()));
+  cases.push_back(relu_case({1, 7, 7, 13}, false, next_seed()));
+  cases.push_back(relu_case({2, 5, 5, 17}, true, next_seed()));
+  cases.push_back(relu_case({3, 1000}, false, next_seed()));
+  cases.push_back(add_case({1, 7, 7, 13}, next_seed()));
+  cases.push_back(add_case({2, 4, 4, 67}, next_seed()));
+  // max pool: PyTorch's ResNet pool (3, 2, 1) on odd and even sizes, a 2x2 pool that drops the
+  // last row and column, a stride-1 pool whose windows overlap most.
+  cases.push_back(max_pool_case({1, 9, 9, 13, 3, 2, 1}, next_seed()));
+  cases.push_back(max_pool_case({2, 16, 16, 17, 3, 2, 1}, next_seed()));
+  cases.push_back(max_pool_case({2, 7, 7, 3, 2, 2, 0}, next_seed()));
+  cases.push_back(max_pool_case({1, 5, 6, 8, 3, 1, 1}, next_seed()));
+  cases.push_back(global_avg_pool_case({1, 7, 7, 13}, next_seed()));
+  cases.push_back(global_avg_pool_case({2, 7, 7, 67}, next_seed()));
+  cases.push_back(global_avg_pool_case({3, 1, 1, 17}, next_seed()));
+  cases.push_back(linear_case(1, 13, 17, true, next_seed()));
+  cases.push_back(linear_case(3, 256, 1000, true, next_seed()));  // ResNet-50's head, narrowed
+  cases.push_back(linear_case(5, 67, 10, false, next_seed()));
+  cases.push_back(softmax_cross_entropy_case(1, 10, 0.0, 1.0, next_seed()));
+  cases.push_back(softmax_cross_entropy_case(5, 1000, 0.1, 1.0, next_seed()));
+  cases.push_back(softmax_cross_entropy_case(7, 13, 0.1, 20.0, next_seed()));
+  cases.push_back(count_correct_case(1, 10, false, next_seed()));
+  cases.push_back(count_correct_case(9, 1000, false, next_seed()));
+  cases.push_back(count_correct_case(64, 13, true, next_seed()));
+  cases.push_back(normalize_images_case({1, 9, 7, 3}, next_seed()));
+  cases.push_back(normalize_images_case({2, 5, 5, 1}, next_seed()));
+  cases.push_back(normalize_images_case({3, 4, 3, 4}, next_seed()));
+  return cases;
+}
+
+const OutputTolerance* find_tolerance(const OpCase& c, const std::string& output) {
+  for (const auto& t : c.outputs)
+    if (t.output == output) return &t;
+  return nullptr;
+}
+
+const Tensor* find_tensor(const NamedTensors& tensors, const std::string& name) {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+OutputCheck failed(const std::string& output, const std::string& why) {
+  OutputCheck check;
+  check.output = output;
+  check.ok = false;
+  check.ratio = std::numeric_limits<double>::infinity();
+  check.detail = why;
+  return check;
+}
+
+std::string format(double v) {
+  std::ostringstream os;
+  os.precision(3);
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+const std::vector<OpCase>& op_cases() {
+  static const std::vector<OpCase> cases = build_cases();
+  return cases;
+}
+
+std::vector<double> tensor_values(const Tensor& t) {
+  const auto n = static_cast<std::size_t>(t.numel());
+  switch (t.dtype()) {
+    case DType::f32: {
+      const float* p = t.data<float>();
+      return std::vector<double>(p, p + n);
+    }
+    case DType::i32: {
+      const int32_t* p = t.data<int32_t>();
+      return std::vector<double>(p, p + n);
+    }
+    case DType::i64: {
+      const int64_t* p = t.data<int64_t>();
+      return std::vector<double>(p, p + n);
+    }
+    case DType::u8: {
+      const uint8_t* p = t.data<uint8_t>();
+      return std::vector<double>(p, p + n);
+    }
+    default:
+      ST_THROW("tensor_values: no host values for dtype " << dtype_name(t.dtype()));
+  }
+}
+
+OutputCheck compare_values(const std::string& output, const std::vector<double>& got, const std::vector<double>& want,
+                           const Tolerance& tolerance) {
+  OutputCheck check;
+  check.output = output;
+  check.tolerance = tolerance;
+  if (got.size() != want.size()) {
+    OutputCheck wrong = failed(output, std::to_string(got.size()) + " values, expected " + std::to_string(want.size()));
+    wrong.tolerance = tolerance;
+    return wrong;
+  }
+  std::size_t worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double diff = std::fabs(got[i] - want[i]);
+    const double allowed = tolerance.abs + tolerance.rel * std::fabs(want[i]);
+    double ratio = 0.0;
+    if (std::isnan(diff)) {
+      ratio = INFINITY;  // NaN never passes
+    } else if (diff > 0.0) {
+      ratio = allowed > 0.0 ? diff / allowed : INFINITY;
+    }
+    check.max_abs = std::max(check.max_abs, std::isnan(diff) ? INFINITY : diff);
+    if (want[i] != 0.0)
+      check.max_rel = std::max(check.max_rel, std::isnan(diff) ? INFINITY : diff / std::fabs(want[i]));
+    if (i == 0 || ratio > check.ratio) {
+      check.ratio = ratio;
+      worst = i;
+    }
+  }
+  check.ok = check.ratio <= 1.0;
+  if (check.max_abs == 0.0 && check.ok) {
+    check.detail = "identical";
+  } else if (!got.empty()) {
+    std::ostringstream os;
+    os.precision(9);
+    os << "worst element " << worst << " of " << got.size() << ": " << got[worst] << " vs " << want[worst];
+    check.detail = os.str();
+  }
+  return check;
+}
+
+std::vector<OutputCheck> compare_with_reference(const OpCase& c, const NamedTensors& got, const NamedValues& want) {
+  std::vector<OutputCheck> checks;
+  for (const auto& [name, values] : want) {
+    const OutputTolerance* t = find_tolerance(c, name);
+    const Tensor* tensor = find_tensor(got, name);
+    if (t == nullptr || !t->reference) {
+      checks.push_back(failed(name, "the reference gives it but the case has no reference tolerance for it"));
+    } else if (tensor == nullptr) {
+      checks.push_back(failed(name, "not among the outputs of run()"));
+    } else {
+      checks.push_back(compare_values(name, tensor_values(*tensor), values, *t->reference));
+    }
+  }
+  for (const auto& t : c.outputs) {
+    const bool in_reference = std::any_of(want.begin(), want.end(), [&](const auto& w) { return w.first == t.output; });
+    if (t.reference && !in_reference)
+      checks.push_back(failed(t.output, "has a reference tolerance but reference() does not give it"));
+  }
+  return checks;
+}
+
+std::vector<OutputCheck> compare_backends(const OpCase& c, const NamedTensors& got, const NamedTensors& cpu) {
+  std::vector<OutputCheck> checks;
+  for (const auto& t : c.outputs) {
+    const Tensor* g = find_tensor(got, t.output);
+    const Tensor* w = find_tensor(cpu, t.output);
+    if (g == nullptr || w == nullptr) {
+      checks.push_back(
+          failed(t.output, g == nullptr ? "missing from the backend's outputs" : "missing from the CPU's"));
+    } else if (g->shape() != w->shape() || g->dtype() != w->dtype()) {
+      checks.push_back(failed(t.output, std::string("backend gives ") + dtype_name(g->dtype()) + " " +
+                                            shape_string(g->shape()) + ", the CPU " + dtype_name(w->dtype()) + " " +
+                                            shape_string(w->shape())));
+    } else if (g->device() != Device::cpu) {
+      checks.push_back(failed(t.output, "run() left it on " + std::string(device_name(g->device()))));
+    } else {
+      checks.push_back(compare_values(t.output, tensor_values(*g), tensor_values(*w), t.backend));
+    }
+  }
+  for (const auto& [name, tensor] : got)
+    if (find_tolerance(c, name) == nullptr) checks.push_back(failed(name, "an output the case has no tolerance for"));
+  return checks;
+}
+
+std::string describe(const OutputCheck& check) {
+  std::string s = check.output + ": max abs " + format(check.max_abs) + ", max rel " + format(check.max_rel) +
+                  " (tolerance abs " + format(check.tolerance.abs) + " rel " + format(check.tolerance.rel) + ")";
+  if (!check.detail.empty()) s += "; " + check.detail;
+  return s;
+}
+
+}  // namespace scaletrain::test

@@ -1,0 +1,83 @@
+// Test support: one list of op test cases for every backend, in the manner of ggml's
+// test-backend-ops. A case makes seeded inputs on the CPU, runs its op forward and backward on a
+// Context of any device (inputs cross with Tensor::to, every output comes back to the CPU), and
+// computes the same outputs in float64 from tests/support's references. The CPU is checked
+// against the references (tests/unit/test_backend_ops.cpp) and every other backend against the
+// CPU (tests/gpu/test_backend_ops.cpp), each with the tolerances written in the case: a new op
+// gets its GPU test by adding one case here.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "scaletrain/backend/context.hpp"
+#include "scaletrain/tensor/tensor.hpp"
+
+namespace scaletrain::test {
+
+// Named tensors in a fixed order: a case's inputs, or its outputs on the CPU.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+// Named float64 values: a case's reference outputs, in the layouts of the op's outputs.
+using NamedValues = std::vector<std::pair<std::string, std::vector<double>>>;
+
+// An element passes when |got - want| <= abs + rel * |want| (closeness() in gradcheck.hpp).
+struct Tolerance {
+  double abs = 0.0;
+  double rel = 0.0;
+};
+
+// How one output is judged. `reference` is empty where the float64 references have no value
+// for the output: it is then compared between backends only, and the case says why.
+struct OutputTolerance {
+  std::string output;
+  std::optional<Tolerance> reference;  // the CPU against the float64 reference
+  Tolerance backend;                   // another backend against the CPU
+};
+
+struct OpCase {
+  std::string name;                           // "conv2d k7 s2 p3 N1 C3->O13"
+  std::vector<std::string> ops;               // the op functions run() calls, e.g. "conv2d_forward"
+  std::function<NamedTensors()> make_inputs;  // seeded, on the CPU
+  // Runs the ops on ctx.device() and returns every output on the CPU; inputs are not modified.
+  std::function<NamedTensors(Context& ctx, const NamedTensors& inputs)> run;
+  std::function<NamedValues(const NamedTensors& inputs)> reference;
+  std::vector<OutputTolerance> outputs;  // one per output of run(), in its order
+};
+
+// Every case, built once.
+const std::vector<OpCase>& op_cases();
+
+// The values of a CPU tensor of dtype f32, i32, i64 or u8, as doubles.
+std::vector<double> tensor_values(const Tensor& t);
+
+// The verdict on one output of one case.
+struct OutputCheck {
+  std::string output;
+  bool ok = false;
+  double max_abs = 0.0;  // largest |got - want|
+  double max_rel = 0.0;  // largest |got - want| / |want| over elements with want != 0
+  double ratio = 0.0;    // largest |got - want| / (abs + rel * |want|); ok means <= 1
+  Tolerance tolerance;
+  std::string detail;  // the worst element, or why the output could not be compared
+};
+
+// Compares two value lists element by element; sizes must match, NaN never passes.
+OutputCheck compare_values(const std::string& output, const std::vector<double>& got, const std::vector<double>& want,
+                           const Tolerance& tolerance);
+
+// The CPU's outputs of `c` against its float64 reference: one check per output the reference
+// has, and a failed check for any output that run() did not produce or the reference names
+// without a tolerance.
+std::vector<OutputCheck> compare_with_reference(const OpCase& c, const NamedTensors& got, const NamedValues& want);
+
+// Another backend's outputs of `c` against the CPU's, with the backend tolerances: one check per
+// output in c.outputs (a missing output, or a shape or dtype that differs, fails).
+std::vector<OutputCheck> compare_backends(const OpCase& c, const NamedTensors& got, const NamedTensors& cpu);
+
+// "dx: max abs 1.2e-06, max rel 3.4e-07 (tolerance abs 1e-05 rel 1e-05)" and the detail.
+std::string describe(const OutputCheck& check);
+
+}  // namespace scaletrain::test

@@ -1,0 +1,197 @@
+// backend ops: every case of tests/support/op_cases.cpp on the CPU against its float64
+// reference, with the tolerances written in the case; that the list covers every op and is
+// seeded; and that the comparisons the GPU test relies on (tests/gpu/test_backend_ops.cpp) do
+// fail: a perturbed, NaN, missing or reshaped output is reported, by name.
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "support/op_cases.hpp"
+
+namespace st = scaletrain;
+using st::test::NamedTensors;
+using st::test::OpCase;
+using st::test::OutputCheck;
+
+namespace {
+
+const OpCase& case_named(const std::string& name) {
+  for (const OpCase& c : st::test::op_cases())
+    if (c.name == name) return c;
+  BOOST_FAIL("no op case named " << name);
+  throw;  // not reached
+}
+
+bool all_ok(const std::vector<OutputCheck>& checks) {
+  for (const auto& check : checks)
+    if (!check.ok) return false;
+  return true;
+}
+
+// The failed checks' outputs, for messages.
+std::string failures(const std::vector<OutputCheck>& checks) {
+  std::string out;
+  for (const auto& check : checks)
+    if (!check.ok) out += (out.empty() ? "" : ", ") + check.output;
+  return out;
+}
+
+// A deep copy of CPU outputs, so that one can be changed without touching the other.
+NamedTensors copy_of(const NamedTensors& outputs) {
+  NamedTensors copy;
+  for (const auto& [name, t] : outputs) copy.emplace_back(name, t.clone());
+  return copy;
+}
+
+st::Tensor& output(NamedTensors& outputs, const std::string& name) {
+  for (auto& [n, t] : outputs)
+    if (n == name) return t;
+  BOOST_FAIL("no output named " << name);
+  throw;  // not reached
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(backend_ops)
+
+BOOST_AUTO_TEST_CASE(cpu_matches_float64_reference) {
+  st::Context ctx;
+  const auto start = std::chrono::steady_clock::now();
+  for (const OpCase& c : st::test::op_cases()) {
+    BOOST_TEST_CONTEXT(c.name) {
+      const NamedTensors inputs = c.make_inputs();
+      const NamedTensors got = c.run(ctx, inputs);
+      const auto checks = st::test::compare_with_reference(c, got, c.reference(inputs));
+      BOOST_TEST(!checks.empty(), "the reference gives no output");
+      for (const OutputCheck& check : checks) {
+        BOOST_TEST(check.ok, st::test::describe(check));
+        BOOST_TEST_MESSAGE((check.ok ? "ok   " : "FAIL ") << c.name << " | " << st::test::describe(check));
+      }
+      // Every output also has a backend tolerance: compare_backends covers what run() returns.
+      BOOST_TEST(all_ok(st::test::compare_backends(c, got, got)));
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  BOOST_TEST_MESSAGE(st::test::op_cases().size() << " op cases in " << seconds << " s");
+}
+
+BOOST_AUTO_TEST_CASE(cases_cover_every_op_and_are_seeded) {
+  const std::set<std::string> ops{"conv2d_forward",
+                                  "conv2d_backward_data",
+                                  "conv2d_backward_filter",
+                                  "batch_norm_forward_training",
+                                  "batch_norm_forward_inference",
+                                  "batch_norm_backward",
+                                  "relu_forward",
+                                  "relu_backward",
+                                  "add_forward",
+                                  "add_inplace",
+                                  "max_pool2d_forward",
+                                  "max_pool2d_backward",
+                                  "global_avg_pool_forward",
+                                  "global_avg_pool_backward",
+                                  "linear_forward",
+                                  "linear_backward",
+                                  "softmax_cross_entropy",
+                                  "count_correct",
+                                  "normalize_images"};
+  std::map<std::string, int> cases_per_op;
+  std::set<std::string> names;
+  for (const OpCase& c : st::test::op_cases()) {
+    BOOST_TEST(names.insert(c.name).second, "two cases named " << c.name);
+    BOOST_TEST(!c.outputs.empty(), c.name);
+    for (const std::string& op : c.ops) {
+      BOOST_TEST(ops.count(op) == 1, c.name << " names an unknown op " << op);
+      ++cases_per_op[op];
+    }
+    // Seeded: a second call makes the same inputs.
+    const NamedTensors a = c.make_inputs(), b = c.make_inputs();
+    BOOST_TEST_REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      BOOST_TEST(a[i].first == b[i].first);
+      BOOST_TEST(st::test::tensor_values(a[i].second) == st::test::tensor_values(b[i].second),
+                 c.name << ": input " << a[i].first << " differs between calls");
+    }
+  }
+  for (const std::string& op : ops) BOOST_TEST(cases_per_op[op] >= 2, op << " has " << cases_per_op[op] << " case(s)");
+}
+
+BOOST_AUTO_TEST_CASE(runs_leave_inputs_unchanged) {
+  // Running stats and add_inplace work on copies: a case runs on several backends from one set
+  // of inputs, and the reference reads them after the run.
+  st::Context ctx;
+  for (const char* name : {"batch_norm training 2x5x5x17", "add 1x7x7x13", "relu 2x5x5x17 in place"}) {
+    BOOST_TEST_CONTEXT(name) {
+      const OpCase& c = case_named(name);
+      const NamedTensors inputs = c.make_inputs();
+      const NamedTensors before = copy_of(inputs);
+      c.run(ctx, inputs);
+      for (std::size_t i = 0; i < inputs.size(); ++i)
+        BOOST_TEST(st::test::tensor_values(inputs[i].second) == st::test::tensor_values(before[i].second),
+                   "input " << inputs[i].first << " changed");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(comparison_reports_what_differs) {
+  st::Context ctx;
+  const OpCase& c = case_named("conv2d k7 s2 p3 N1 15x15 C3->O13");
+  const NamedTensors inputs = c.make_inputs();
+  const NamedTensors cpu = c.run(ctx, inputs);
+  BOOST_TEST(all_ok(st::test::compare_backends(c, cpu, cpu)));
+
+  // Within tolerance: half the allowed difference passes.
+  NamedTensors close = copy_of(cpu);
+  float& dx0 = output(close, "dx").data<float>()[5];
+  const double allowed = c.outputs[1].backend.abs + c.outputs[1].backend.rel * std::fabs(dx0);
+  BOOST_TEST_REQUIRE(c.outputs[1].output == "dx");
+  dx0 = static_cast<float>(dx0 + 0.5 * allowed);
+  BOOST_TEST(all_ok(st::test::compare_backends(c, close, cpu)));
+
+  // One element of dw off by 1e-3: dw fails, y and dx pass, and the message names the element.
+  NamedTensors perturbed = copy_of(cpu);
+  output(perturbed, "dw").data<float>()[17] += 1e-3f;
+  auto checks = st::test::compare_backends(c, perturbed, cpu);
+  BOOST_TEST(failures(checks) == "dw");
+  for (const OutputCheck& check : checks) {
+    if (check.output != "dw") continue;
+    BOOST_TEST(check.ratio > 1.0);
+    BOOST_TEST(check.max_abs > 0.9e-3);
+    BOOST_TEST(st::test::describe(check).find("worst element 17 of") != std::string::npos, st::test::describe(check));
+  }
+  // Against the float64 reference as well.
+  checks = st::test::compare_with_reference(c, perturbed, c.reference(inputs));
+  BOOST_TEST(failures(checks) == "dw");
+
+  // NaN (an element the op left unwritten) never passes, even with a huge tolerance.
+  NamedTensors unwritten = copy_of(cpu);
+  output(unwritten, "y").data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+  BOOST_TEST(failures(st::test::compare_backends(c, unwritten, cpu)) == "y");
+  BOOST_TEST(!st::test::compare_values("y", {std::nan("")}, {1.0}, {1e30, 1e30}).ok);
+  BOOST_TEST(!st::test::compare_values("y", {1.0}, {std::nan("")}, {1e30, 1e30}).ok);
+  BOOST_TEST(!st::test::compare_values("y", {INFINITY}, {1.0}, {1e30, 1e30}).ok);
+
+  // A missing output, a wrong shape, a wrong dtype and an output without a tolerance are failures.
+  NamedTensors missing = copy_of(cpu);
+  missing.erase(missing.begin() + 1);
+  BOOST_TEST(failures(st::test::compare_backends(c, missing, cpu)) == "dx");
+  BOOST_TEST(failures(st::test::compare_with_reference(c, missing, c.reference(inputs))) == "dx");
+  NamedTensors reshaped = copy_of(cpu);
+  output(reshaped, "y") = output(reshaped, "y").reshape({output(reshaped, "y").numel()});
+  BOOST_TEST(failures(st::test::compare_backends(c, reshaped, cpu)) == "y");
+  NamedTensors extra = copy_of(cpu);
+  extra.emplace_back("dz", st::Tensor::zeros({1}));
+  BOOST_TEST(failures(st::test::compare_backends(c, extra, cpu)) == "dz");
+
+  // Exact tolerances: one ulp is a failure.
+  BOOST_TEST(st::test::compare_values("n", {3.0}, {3.0}, {0.0, 0.0}).ok);
+  BOOST_TEST(!st::test::compare_values("n", {std::nextafter(3.0f, 4.0f)}, {3.0}, {0.0, 0.0}).ok);
+  BOOST_TEST(!st::test::compare_values("n", {1.0, 2.0}, {1.0}, {1.0, 1.0}).ok);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
