@@ -29,6 +29,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "comm/half.hpp"
 #include "comm/mpi_impl.hpp"
@@ -350,6 +351,7 @@ struct Job {
   AllReducer::Request id;
   float* data;
   int64_t count;
+  std::function<void()> before;  // may be empty
 };
 
 }  // namespace
@@ -447,12 +449,13 @@ void AllReducer::Impl::loop() {
       std::unique_lock<std::mutex> lock(mutex);
       work_ready.wait(lock, [&] { return stopping || !queue.empty(); });
       if (queue.empty()) return;  // stopping, and everything started has been done
-      job = queue.front();
+      job = std::move(queue.front());
       queue.pop_front();
       failed = failed_from >= 0;
     }
     if (!failed) {
       try {
+        if (job.before) job.before();
         run_allreduce(algorithm_for(job.count * static_cast<int64_t>(sizeof(float))), topo, job.data, job.count,
                       options.compression);
       } catch (...) {
@@ -516,13 +519,15 @@ AllReducer::~AllReducer() {
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
-AllReducer::Request AllReducer::start(float* data, int64_t count) {
+AllReducer::Request AllReducer::start(float* data, int64_t count) { return start(data, count, {}); }
+
+AllReducer::Request AllReducer::start(float* data, int64_t count, std::function<void()> before) {
   ST_CHECK(count >= 0, "all-reduce of a negative count (" << count << ")");
   Request id;
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     id = impl_->next_id++;
-    impl_->queue.push_back(Job{id, data, count});
+    impl_->queue.push_back(Job{id, data, count, std::move(before)});
   }
   impl_->work_ready.notify_one();
   return id;

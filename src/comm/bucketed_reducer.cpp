@@ -8,8 +8,15 @@
 // A small completion thread waits for the started buckets in order, notes when each completes,
 // and divides it by the world size right away (overlapped too). The times give the
 // communication thread's busy time honestly: requests run one after another in start order, so
-// bucket k occupies it from max(start_k, done_{k-1}) to done_k. finish() waits only for buckets
-// still in flight.
+// bucket k occupies it from max(start_k, done_{k-1}) to done_k (staged, that includes the wait
+// for the bucket's copy to the host). finish() waits only for buckets still in flight.
+//
+// Staged (a DeviceStaging, the gradients on a GPU): the main thread queues a complete bucket's
+// copy to the host mirror, behind the backward work that wrote it, and hands the AllReducer the
+// mirror's range with a hook that waits for that copy on the communication thread, right before
+// the all-reduce; so neither backward nor the buckets before it wait for the copy. The completion
+// thread divides the mirror's range and queues its copy back; finish() orders the compute stream
+// after every copy back. The hook runs in request order, so ranks still start the same sequence.
 #include <algorithm>
 #include <condition_variable>
 #include <cstdint>
@@ -19,7 +26,9 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <utility>
 
+#include "comm/gradient_staging.hpp"
 #include "scaletrain/comm/gradient_reducer.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/timer.hpp"
@@ -55,9 +64,10 @@ class BucketedReducer final : public GradientReducer {
  public:
   // `owned` (may be null) is the AllReducer `reducer` refers to, when this reducer owns it.
   BucketedReducer(AllReducer& reducer, nn::ParameterSet& params, const BucketOptions& options,
-                  std::unique_ptr<AllReducer> owned = nullptr)
-      : owned_(std::move(owned)), reducer_(reducer), params_(params), options_(options) {
+                  std::shared_ptr<DeviceStaging> staging, std::unique_ptr<AllReducer> owned = nullptr)
+      : owned_(std::move(owned)), reducer_(reducer), params_(params), options_(options), staging_(std::move(staging)) {
     ST_CHECK(params.finalized(), "the bucketed gradient reducer needs a finalized ParameterSet");
+    check_staging(params, staging_.get(), "bucketed");
     buckets_ = plan_buckets(params, options.bucket_mb);
     bucket_of_.assign(static_cast<std::size_t>(params.num_parameters()), 0);
     for (std::size_t b = 0; b < buckets_.size(); ++b)
@@ -119,6 +129,12 @@ class BucketedReducer final : public GradientReducer {
     std::unique_lock<std::mutex> lock(mutex_);
     done_cv_.wait(lock, [this] { return completed_ == launched_ || error_; });
     if (error_) std::rethrow_exception(error_);
+    if (next_to_start_ == static_cast<int>(buckets_.size()) && staging_) {
+      // Every bucket's copy back is queued (completion thread, before it counted the bucket).
+      lock.unlock();
+      staging_->device_ready_for_compute();
+      return;
+    }
     if (next_to_start_ < static_cast<int>(buckets_.size())) {
       // Some gradient never arrived: its bucket (and every later one) was never started.
       std::ostringstream missing;
@@ -176,6 +192,7 @@ class BucketedReducer final : public GradientReducer {
       os << " (" << compression_name(reducer_.compression()) << " on the wire)";
     os << ", " << buckets_.size() << " bucket" << (buckets_.size() == 1 ? "" : "s") << " of <= " << options_.bucket_mb
        << " MiB " << (options_.overlap ? "overlapped with backward" : "after backward (no overlap)");
+    if (staging_) os << " through pinned host buffers";
     int flat = 0, hierarchical = 0;
     for (const auto& b : buckets_) {
       if (reducer_.algorithm_for(b.count * static_cast<int64_t>(sizeof(float))) == Algorithm::flat)
@@ -216,6 +233,9 @@ class BucketedReducer final : public GradientReducer {
     double start;
   };
 
+  // Where the all-reduces run: the staging's host mirror, or the gradients themselves.
+  float* gradients() { return staging_ ? staging_->host() : params_.flat_grads().data<float>(); }
+
   bool complete(int b) const {
     const GradientBucket& bucket = buckets_[b];
     return ready_count_[b] == bucket.last_param - bucket.first_param + 1;
@@ -223,11 +243,23 @@ class BucketedReducer final : public GradientReducer {
 
   // Starts every complete bucket from next_to_start_ on, in bucket order.
   void start_ready_buckets() {
-    float* grads = params_.flat_grads().data<float>();
+    if (next_to_start_ >= static_cast<int>(buckets_.size()) || !complete(next_to_start_)) return;
+    float* grads = gradients();
     while (next_to_start_ < static_cast<int>(buckets_.size()) && complete(next_to_start_)) {
       const GradientBucket& b = buckets_[next_to_start_];
       const double start = now_seconds();
-      const AllReducer::Request request = reducer_.start(grads + b.offset, b.count);
+      AllReducer::Request request;
+      if (staging_) {
+        // Queued now, in the order of backward's work; waited for on the communication thread.
+        // The hook holds the staging too: a request outlives this reducer in an AllReducer it
+        // does not own.
+        staging_->copy_to_host_after_compute(b.offset, b.count);
+        request = reducer_.start(grads + b.offset, b.count, [staging = staging_, offset = b.offset, count = b.count] {
+          staging->wait_host(offset, count);
+        });
+      } else {
+        request = reducer_.start(grads + b.offset, b.count);
+      }
       {
         std::unique_lock<std::mutex> lock(mutex_);
         started_.push_back({next_to_start_, request, start});
@@ -241,7 +273,7 @@ class BucketedReducer final : public GradientReducer {
   // The completion thread: waits for started buckets in order, records the communication
   // thread's busy time and averages each bucket.
   void complete_in_order() {
-    float* grads = params_.flat_grads().data<float>();
+    float* grads = nullptr;  // looked up on the first bucket: an error there is the bucket's
     const float size = static_cast<float>(world_size_);
     double last_done = 0.0;
     for (;;) {
@@ -256,13 +288,16 @@ class BucketedReducer final : public GradientReducer {
       try {
         reducer_.wait(item.request);
         const double done = now_seconds();
+        if (grads == nullptr) grads = gradients();
+        const GradientBucket& b = buckets_[item.bucket];
         // Divide rather than multiply by 1/P, as the flat reducer and PyTorch DDP: the mean is
         // correctly rounded, and the same on every rank since the sums are.
         if (world_size_ > 1) {
-          const GradientBucket& b = buckets_[item.bucket];
           float* g = grads + b.offset;
           for (int64_t i = 0; i < b.count; ++i) g[i] /= size;
         }
+        // Queued before the bucket counts as completed, so finish() finds every copy queued.
+        if (staging_) staging_->copy_to_device(b.offset, b.count);
         if (trace::enabled()) {
           Json args = Json::object();
           args.set("bytes", buckets_[item.bucket].count * static_cast<int64_t>(sizeof(float)));
@@ -287,6 +322,7 @@ class BucketedReducer final : public GradientReducer {
   AllReducer& reducer_;
   nn::ParameterSet& params_;
   const BucketOptions options_;
+  const std::shared_ptr<DeviceStaging> staging_;  // null: all-reduce flat_grads in place
   std::vector<GradientBucket> buckets_;
   std::vector<int> bucket_of_;    // parameter -> bucket
   std::vector<char> ready_;       // per parameter, this step
@@ -309,16 +345,18 @@ class BucketedReducer final : public GradientReducer {
 }  // namespace
 
 std::unique_ptr<GradientReducer> make_bucketed_reducer(AllReducer& reducer, nn::ParameterSet& params,
-                                                       const BucketOptions& options) {
-  return std::make_unique<BucketedReducer>(reducer, params, options);
+                                                       const BucketOptions& options,
+                                                       std::shared_ptr<DeviceStaging> staging) {
+  return std::make_unique<BucketedReducer>(reducer, params, options, std::move(staging));
 }
 
 std::unique_ptr<GradientReducer> make_gradient_reducer(const Topology& topology, nn::ParameterSet& params,
                                                        const AllReduceOptions& allreduce_options,
-                                                       const BucketOptions& bucket_options) {
+                                                       const BucketOptions& bucket_options,
+                                                       std::shared_ptr<DeviceStaging> staging) {
   auto allreducer = std::make_unique<AllReducer>(topology, allreduce_options);
   AllReducer& ref = *allreducer;
-  return std::make_unique<BucketedReducer>(ref, params, bucket_options, std::move(allreducer));
+  return std::make_unique<BucketedReducer>(ref, params, bucket_options, std::move(staging), std::move(allreducer));
 }
 
 }  // namespace scaletrain::comm

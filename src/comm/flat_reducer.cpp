@@ -1,8 +1,15 @@
 // The flat gradient reducer: after backward, one in-place MPI all-reduce (sum) of the whole flat
 // gradient buffer, then a division by the world size. It is the simple baseline the bucketed,
 // overlapped reducer (bucketed_reducer.cpp) is measured and tested against.
+// Staged (the gradients on a GPU): the whole buffer is copied to the staging's host mirror once
+// backward's work has run, all-reduced and divided there, and copied back, with the compute
+// stream ordered after the copy back.
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
 
+#include "comm/gradient_staging.hpp"
 #include "scaletrain/comm/gradient_reducer.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/timer.hpp"
@@ -13,24 +20,34 @@ namespace {
 class FlatReducer final : public GradientReducer {
  public:
   // comm and params must outlive the reducer.
-  FlatReducer(const Communicator& comm, nn::ParameterSet& params) : comm_(comm), params_(params) {
+  FlatReducer(const Communicator& comm, nn::ParameterSet& params, std::shared_ptr<DeviceStaging> staging)
+      : comm_(comm), params_(params), staging_(std::move(staging)) {
     ST_CHECK(params.finalized(), "the flat gradient reducer needs a finalized ParameterSet");
+    check_staging(params, staging_.get(), "flat");
   }
 
   std::string name() const override { return "flat"; }
 
   void finish() override {
-    Tensor& grads = params_.flat_grads();
+    const int64_t n = params_.flat_grads().numel();
+    if (staging_) {
+      staging_->copy_to_host_after_compute(0, n);
+      staging_->wait_host(0, n);
+    }
+    float* g = staging_ ? staging_->host() : params_.flat_grads().data<float>();
     const double start = now_seconds();
-    comm_.allreduce_sum(grads);
+    comm_.allreduce_sum(g, n);
     comm_seconds_ += now_seconds() - start;
-    if (comm_.size() == 1) return;
-    // Divide rather than multiply by 1/P: the mean is then correctly rounded, as in PyTorch DDP.
-    const float size = static_cast<float>(comm_.size());
-    float* g = grads.data<float>();
-    const int64_t n = grads.numel();
+    if (comm_.size() > 1) {
+      // Divide rather than multiply by 1/P: the mean is then correctly rounded, as in PyTorch DDP.
+      const float size = static_cast<float>(comm_.size());
 #pragma omp parallel for simd schedule(static) if (n > (int64_t{1} << 16))
-    for (int64_t i = 0; i < n; ++i) g[i] /= size;
+      for (int64_t i = 0; i < n; ++i) g[i] /= size;
+    }
+    if (staging_) {
+      staging_->copy_to_device(0, n);
+      staging_->device_ready_for_compute();
+    }
   }
 
   int64_t bytes_per_step() const override { return static_cast<int64_t>(params_.flat_grads().bytes()); }
@@ -48,7 +65,10 @@ class FlatReducer final : public GradientReducer {
   // Time inside the blocking MPI all-reduce (the division excluded).
   double communication_seconds() const override { return comm_seconds_; }
 
-  std::string describe() const override { return "flat (one MPI all-reduce of all gradients after backward)"; }
+  std::string describe() const override {
+    return std::string("flat (one MPI all-reduce of all gradients after backward") +
+           (staging_ ? ", through pinned host buffers)" : ")");
+  }
 
   Json options() const override {
     Json j = Json::object();
@@ -65,13 +85,15 @@ class FlatReducer final : public GradientReducer {
  private:
   const Communicator& comm_;
   nn::ParameterSet& params_;
+  const std::shared_ptr<DeviceStaging> staging_;  // null: all-reduce flat_grads in place
   double comm_seconds_ = 0.0;
 };
 
 }  // namespace
 
-std::unique_ptr<GradientReducer> make_flat_reducer(const Communicator& comm, nn::ParameterSet& params) {
-  return std::make_unique<FlatReducer>(comm, params);
+std::unique_ptr<GradientReducer> make_flat_reducer(const Communicator& comm, nn::ParameterSet& params,
+                                                   std::shared_ptr<DeviceStaging> staging) {
+  return std::make_unique<FlatReducer>(comm, params, std::move(staging));
 }
 
 }  // namespace scaletrain::comm

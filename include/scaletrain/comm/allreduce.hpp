@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -65,6 +66,12 @@ class AllReducer {
 
   using Request = int64_t;
   Request start(float* data, int64_t count);
+  // As start(), and the communication thread runs `before` right before this request's
+  // all-reduce (after every earlier request's): where the data becomes ready asynchronously (a
+  // bucket copied from the GPU), the wait for it happens there, not on the caller. An exception
+  // from `before` fails the request as an all-reduce error would. Not run for a request after a
+  // failed one.
+  Request start(float* data, int64_t count, std::function<void()> before);
   void wait(Request request);
   void wait_all();
   // While requests are in flight the communication thread backs off between polls, so that it

@@ -6,6 +6,10 @@
 //   bucketed: gradients fused into buckets of consecutive parameters in backward order, each
 //             all-reduced by an AllReducer (flat / hierarchical / auto) on its communication
 //             thread as soon as the bucket is complete, overlapped with the rest of backward.
+// Either reducer may stage: given a DeviceStaging (the flat gradients on a GPU), every bucket is
+// copied to the staging's host mirror once backward has written it, all-reduced and averaged
+// there, and copied back; finish() then returns with the compute stream ordered after those
+// copies (the optimizer's ops read the averages), not with the device synchronized.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "scaletrain/backend/device_staging.hpp"
 #include "scaletrain/comm/allreduce.hpp"
 #include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/core/json.hpp"
@@ -50,7 +55,10 @@ class GradientReducer {
 };
 
 // One MPI all-reduce of the whole flat gradient buffer after backward, then divide by size.
-std::unique_ptr<GradientReducer> make_flat_reducer(const Communicator& comm, nn::ParameterSet& params);
+// `staging` (a mirror of params.flat_grads()): copy all to the host, all-reduce and divide there,
+// copy back. Required when the gradients are not on the CPU.
+std::unique_ptr<GradientReducer> make_flat_reducer(const Communicator& comm, nn::ParameterSet& params,
+                                                   std::shared_ptr<DeviceStaging> staging = nullptr);
 
 struct BucketOptions {
   // Bucket capacity in MiB (2^20 bytes), as PyTorch DDP's bucket_cap_mb (default 25 there too).
@@ -79,13 +87,17 @@ std::vector<GradientBucket> plan_buckets(const nn::ParameterSet& params, double 
 // params). Buckets start in bucket order on every rank (a complete bucket waits for the ones
 // before it), so every rank starts the same sequence of all-reduces even if gradients arrive in
 // another order. finish() throws a clear error naming any parameter never marked ready.
+// `staging` (a mirror of params.flat_grads(), DeviceStaging::create): every bucket is all-reduced
+// through it; required when the gradients are not on the CPU.
 std::unique_ptr<GradientReducer> make_bucketed_reducer(AllReducer& reducer, nn::ParameterSet& params,
-                                                       const BucketOptions& options = {});
+                                                       const BucketOptions& options = {},
+                                                       std::shared_ptr<DeviceStaging> staging = nullptr);
 
 // The trainer's reducer: an AllReducer over `topology` (its communication thread; auto
 // calibrates here, collectively) owned by a bucketed reducer on params (which must outlive it).
 std::unique_ptr<GradientReducer> make_gradient_reducer(const Topology& topology, nn::ParameterSet& params,
                                                        const AllReduceOptions& allreduce_options,
-                                                       const BucketOptions& bucket_options);
+                                                       const BucketOptions& bucket_options,
+                                                       std::shared_ptr<DeviceStaging> staging = nullptr);
 
 }  // namespace scaletrain::comm
