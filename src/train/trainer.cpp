@@ -27,6 +27,7 @@
 #include <optional>
 #include <set>
 
+#include "scaletrain/backend/device_staging.hpp"
 #include "scaletrain/comm/gradient_reducer.hpp"
 #include "scaletrain/comm/preflight.hpp"
 #include "scaletrain/comm/stall_watchdog.hpp"
@@ -275,10 +276,13 @@ void Training::build_run_state() {
 
 // Gradient communication: topology -> reducer (its AllReducer's thread; auto calibrates here).
 // Gradients reach the reducer through the accumulator, which passes them on in a step's last
-// micro-batch.
+// micro-batch. On a GPU the reducer all-reduces a pinned host mirror of the gradients, each
+// bucket copied out when backward has written it (DeviceStaging).
 void Training::build_communication() {
   nn::ParameterSet& params = state_->params();
-  reducer_ = comm::make_gradient_reducer(*topology_, params, allreduce_options(cfg_), bucket_options(cfg_));
+  std::shared_ptr<DeviceStaging> staging;
+  if (ctx_->device() != Device::cpu) staging = DeviceStaging::create(*ctx_, params.flat_grads());
+  reducer_ = comm::make_gradient_reducer(*topology_, params, allreduce_options(cfg_), bucket_options(cfg_), staging);
   accumulator_ = std::make_unique<GradientAccumulator>(params, cfg_.accumulate_steps,
                                                        [this](int i) { reducer_->on_grad_ready(i); });
   params.set_grad_ready_hook([this](int i) { accumulator_->on_grad_ready(i); });

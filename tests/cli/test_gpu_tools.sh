@@ -31,6 +31,9 @@ grep -qE 'lib/libcuda\.|lib/libcudart|lib/libcudnn|lib/libnccl|lib/libcublas' "$
 tar -xzf "$W/bundle.tar.gz" -C "$W" scaletrain-gpu-bundle/tests.sh
 grep -q $'^gpu.device_info\t77\t' "$W/scaletrain-gpu-bundle/tests.sh" || fail "tests.sh lacks gpu.device_info"
 grep -q $'^gpu.backend_ops\t77\t' "$W/scaletrain-gpu-bundle/tests.sh" || fail "tests.sh lacks gpu.backend_ops"
+# Every test labelled gpu (ctest -L gpu, which the bundle lists) skips without a GPU.
+gpu_tests=$(grep -c $'^gpu\.[^\t]*\t77\t' "$W/scaletrain-gpu-bundle/tests.sh")
+[ "$gpu_tests" -ge 4 ] || fail "tests.sh lists $gpu_tests gpu tests: $(cut -f1 "$W/scaletrain-gpu-bundle/tests.sh")"
 
 rc=0
 env -u LD_LIBRARY_PATH tools/gpu-check.sh "$W/out" "$W/bundle.tar.gz" >"$W/check.log" 2>&1 || rc=$?
@@ -46,7 +49,7 @@ else
   grep -q 'no GPU visible' "$W/check.log" || fail "gpu-check.sh did not say 'no GPU visible'"
   grep -q '^SKIP test:gpu.device_info' <<<"$s" || fail "gpu.device_info not reported as skipped: $s"
   grep -q '^SKIP test:gpu.backend_ops' <<<"$s" || fail "gpu.backend_ops not reported as skipped: $s"
-  grep -q '^gpu=no pass=2 fail=0 skip=2' <<<"$s" || fail "summary: $s"
+  grep -q "^gpu=no pass=2 fail=0 skip=$gpu_tests\$" <<<"$s" || fail "summary (expected skip=$gpu_tests): $s"
 fi
 grep -qx logs/test-gpu.device_info.log <(tar -tzf "$W/out/logs.tar.gz") || fail "logs.tar.gz lacks the gpu test log"
 grep -A1 'ldd: libraries not found' "$W/out/env.txt" | grep -q '(end)' || fail "unresolved libraries: $(cat "$W/out/env.txt")"
