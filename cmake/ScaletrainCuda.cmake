@@ -339,7 +339,8 @@ function(scaletrain_backend_cuda)
     add_library(st_backend_cuda STATIC ${sources})
   endif()
   # The Context's state (backend/cpu/dnnl_context.hpp) names oneDNN's engine beside the CUDA state.
-  target_link_libraries(st_backend_cuda PUBLIC st_tensor PRIVATE DNNL::dnnl)
+  # dl: NVTX looks for a profiler's injection library with dlopen.
+  target_link_libraries(st_backend_cuda PUBLIC st_tensor ${CMAKE_DL_LIBS} PRIVATE DNNL::dnnl)
   target_include_directories(st_backend_cuda
     PUBLIC ${CMAKE_SOURCE_DIR}/include ${CMAKE_BINARY_DIR}/generated
     PRIVATE ${CMAKE_SOURCE_DIR}/src)

@@ -1,6 +1,8 @@
-// Phase names and per-rank phase accumulation.
+// Phase names and per-rank phase accumulation. Each phase is also an NVTX range named after it,
+// so an Nsight Systems profile of a GPU run shows the phases above the kernels.
 #include "scaletrain/report/phase_timer.hpp"
 
+#include "scaletrain/backend/nvtx.hpp"
 #include "scaletrain/core/progress.hpp"
 #include "scaletrain/core/timer.hpp"
 #include "scaletrain/core/trace.hpp"
@@ -45,9 +47,11 @@ void PhaseTimers::reset() {
 // is waiting for the other ranks.
 ScopedPhase::ScopedPhase(PhaseTimers& timers, Phase phase) : timers_(timers), phase_(phase), start_(now_seconds()) {
   progress::enter(phase_name(phase), phase == Phase::allreduce);
+  nvtx_push(phase_name(phase));
 }
 
 ScopedPhase::~ScopedPhase() {
+  nvtx_pop();
   const double end = now_seconds();
   timers_.add(phase_, end - start_);
   if (trace::enabled()) trace::record(phase_name(phase_), "step", trace::kMainThread, start_, end);

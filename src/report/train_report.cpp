@@ -132,6 +132,80 @@ Json input_pipeline(const comm::Communicator& comm, const TrainSummary& s) {
   return d;
 }
 
+}  // namespace
+
+// Ranks that share a GPU share its energy: it is counted once, as the lowest of them read it, and
+// its per-sample figure counts the samples of all of them.
+Json device_report(const comm::Communicator& comm, const TrainSummary& s) {
+  Json d = Json::object();
+  d.set("kind", s.device_kind);
+  if (s.device_kind != "cuda") return d;
+  for (const auto& [key, value] : s.gpu.items()) d.set(key, value);
+  const std::vector<RankStats> gpu_time = phase_stats(comm, *s.gpu_timers);
+  Json phases = Json::object();
+  for (Phase p : {Phase::forward, Phase::backward, Phase::optimizer}) {
+    const RankStats& t = gpu_time[static_cast<std::size_t>(p)];
+    Json j = Json::object();
+    j.set("min_s", t.min);
+    j.set("mean_s", t.mean);
+    j.set("max_s", t.max);
+    j.set("slowest_rank", t.slowest_rank);
+    phases.set(phase_name(p), j);
+  }
+  d.set("phases", phases);
+  // One gather of this rank's three numbers (row r of `all` is rank r's), then its GPU (host and
+  // PCI bus id) and why its energy was not read.
+  constexpr int kValues = 3;
+  const std::vector<double> all = comm.allgather(std::vector<double>{
+      static_cast<double>(s.peak_memory_bytes), s.energy_joules, static_cast<double>(s.segment_samples)});
+  const std::vector<std::string> gpu_of = comm.allgather(s.hosts.at(comm.rank()) + " " + s.gpu_pci_bus_id);
+  const std::vector<std::string> reasons = comm.allgather(s.energy_reason);
+  Json peaks = Json::array();
+  double peak = 0.0;
+  for (int r = 0; r < comm.size(); ++r) {
+    peaks.push_back(static_cast<int64_t>(all[static_cast<std::size_t>(r) * kValues]));
+    peak = std::max(peak, all[static_cast<std::size_t>(r) * kValues]);
+  }
+  d.set("peak_memory_bytes", static_cast<int64_t>(peak));
+  d.set("per_rank_peak_memory_bytes", peaks);
+  Json gpus = Json::array();
+  double joules = 0.0, samples = 0.0;
+  std::string missing;  // the first reason a GPU's energy was not read
+  for (int r = 0; r < comm.size(); ++r) {
+    if (std::find(gpu_of.begin(), gpu_of.begin() + r, gpu_of[r]) != gpu_of.begin() + r) continue;  // counted
+    Json ranks = Json::array();
+    double gpu_samples = 0.0;
+    for (int q = r; q < comm.size(); ++q)
+      if (gpu_of[q] == gpu_of[r]) {
+        ranks.push_back(q);
+        gpu_samples += all[static_cast<std::size_t>(q) * kValues + 2];
+      }
+    const double e = all[static_cast<std::size_t>(r) * kValues + 1];
+    Json g = Json::object();
+    g.set("host", s.hosts.at(r));
+    g.set("pci_bus_id", gpu_of[r].substr(s.hosts.at(r).size() + 1));
+    g.set("ranks", ranks);
+    g.set("energy_joules", e >= 0 ? Json(e) : Json());
+    g.set("joules_per_sample", e >= 0 && gpu_samples > 0 ? Json(e / gpu_samples) : Json());
+    g.set("energy_unavailable", e >= 0 ? Json() : Json(reasons[r]));
+    gpus.push_back(g);
+    if (e >= 0) {
+      joules += e;
+      samples += gpu_samples;
+    } else if (missing.empty()) {
+      missing = "rank " + std::to_string(r) + ": " + reasons[r];
+    }
+  }
+  // Totals only where every GPU was read: a partial sum would pass for the run's energy.
+  d.set("energy_joules", missing.empty() ? Json(joules) : Json());
+  d.set("energy_joules_per_sample", missing.empty() && samples > 0 ? Json(joules / samples) : Json());
+  d.set("energy_unavailable", missing.empty() ? Json() : Json(missing));
+  d.set("gpus", gpus);
+  return d;
+}
+
+namespace {
+
 Json checkpoints(const TrainSummary& s) {
   Json c = Json::object();
   c.set("written", s.checkpoints_written);
@@ -156,6 +230,7 @@ Json build_train_report(const comm::Communicator& comm, const TrainSummary& s) {
   r.set("world_size", comm.size());
   r.set("hosts", Json::array_of(s.hosts));
   r.set("threads_per_rank", s.threads_per_rank);
+  r.set("device", device_report(comm, s));
   r.set("config", s.config);
   r.set("dataset", s.dataset);
   r.set("global_batch_size", s.global_batch);

@@ -28,6 +28,7 @@
 #include <set>
 
 #include "scaletrain/backend/device_staging.hpp"
+#include "scaletrain/backend/nvtx.hpp"
 #include "scaletrain/comm/gradient_reducer.hpp"
 #include "scaletrain/comm/preflight.hpp"
 #include "scaletrain/comm/stall_watchdog.hpp"
@@ -35,6 +36,7 @@
 #include "scaletrain/config.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/log.hpp"
+#include "scaletrain/core/out_of_memory.hpp"
 #include "scaletrain/core/progress.hpp"
 #include "scaletrain/core/stop_signals.hpp"
 #include "scaletrain/core/timer.hpp"
@@ -44,6 +46,7 @@
 #include "scaletrain/report/train_report.hpp"
 #include "scaletrain/train/checkpointing.hpp"
 #include "scaletrain/train/device_choice.hpp"
+#include "scaletrain/train/device_metrics.hpp"
 #include "scaletrain/train/gradient_accumulation.hpp"
 #include "scaletrain/train/run_state.hpp"
 #include "scaletrain/train/task.hpp"
@@ -92,6 +95,24 @@ class AveragedBuffers {
  private:
   Tensor& buffers_;
   Tensor own_;
+};
+
+// A compute phase of the step: its host timer (and NVTX range), and on a GPU its GPU time, marked
+// with events on the compute stream (device_metrics.hpp).
+class StepPhase {
+ public:
+  StepPhase(report::PhaseTimers& timers, DeviceMetrics& device, Phase phase)
+      : host_(timers, phase), device_(device), phase_(phase) {
+    device_.begin(phase_);
+  }
+  ~StepPhase() { device_.end(phase_); }
+  StepPhase(const StepPhase&) = delete;
+  StepPhase& operator=(const StepPhase&) = delete;
+
+ private:
+  ScopedPhase host_;
+  DeviceMetrics& device_;
+  Phase phase_;
 };
 
 // The per-rank samples of one optimizer step (all its micro-batches): --batch-size x
@@ -173,6 +194,7 @@ class Training {
   Json staging_;
   DeviceChoice device_;
   std::unique_ptr<Context> ctx_;
+  std::unique_ptr<DeviceMetrics> device_metrics_;  // GPU phase times, memory and energy
   std::optional<ResumePoint> resume_;
   std::unique_ptr<BatchSource> batches_;
   std::unique_ptr<RunState> state_;
@@ -237,6 +259,7 @@ Training::Training(const comm::Communicator& comm, const TrainConfig& config, co
 void Training::open_context() {
   device_ = choose_device(comm_, parse_device_request(cfg_.device), "train", gpu_limitation(cfg_));
   ctx_ = std::make_unique<Context>(device_.device, threads_, device_.gpu_index);
+  device_metrics_ = std::make_unique<DeviceMetrics>(*ctx_, device_);
 }
 
 // --stage-to: one rank per node copies the shards to node-local storage (the topology's nodes).
@@ -336,6 +359,12 @@ TrainResult Training::run() {
   minutes_clock_.reset();
   try {
     return finish(train_until_done());
+  } catch (const OutOfDeviceMemory& e) {
+    // The allocator knows the bytes; the batch size is what the user can change. Every rank that
+    // runs out throws, and main aborts the job, so no rank waits for it in a collective.
+    const OutOfDeviceMemory explained(out_of_memory_at_batch_size(e.what(), micro_batch_));
+    mllog_.run_stop("aborted", state_->position.epoch + 1, error_text(explained));
+    throw explained;
   } catch (const std::exception& e) {
     mllog_.run_stop("aborted", state_->position.epoch + 1, error_text(e));
     throw;
@@ -427,10 +456,11 @@ void Training::train_step() {
   }
   const double lr = state_->learning_rate();
   {
-    ScopedPhase t(timers_, Phase::optimizer);
+    StepPhase t(timers_, *device_metrics_, Phase::optimizer);
     state_->optimizer().step(*ctx_, lr);
     ctx_->synchronize();  // the step's GPU work is done: the step's time is real, not queued
   }
+  device_metrics_->end_step();
   ST_CHECK(std::isfinite(loss), "training diverged: loss is " << loss << " at epoch " << pos.epoch + 1 << " step "
                                                               << pos.step_in_epoch + 1 << " (try a smaller --base-lr)");
   const double step_s = clock.elapsed();
@@ -456,11 +486,11 @@ double Training::forward_and_backward(int k) {
   const Batch micro_batch = batch_.rows(k * micro_batch_, micro_batch_);
   double loss = 0.0;
   {
-    ScopedPhase t(timers_, Phase::forward);
+    StepPhase t(timers_, *device_metrics_, Phase::forward);
     loss = task_->forward_and_loss(*ctx_, state_->model(), micro_batch);
   }
   {
-    ScopedPhase t(timers_, Phase::backward);
+    StepPhase t(timers_, *device_metrics_, Phase::backward);
     accumulator_->start_micro_batch(k);
     if (accumulator_->last_micro_batch()) reducer_->begin_step();
     task_->backward(*ctx_, state_->model());
@@ -585,6 +615,7 @@ void Training::checkpoint(const std::string& reason) {
   // the lines of its end (a run cut by --max-steps and resumed with more redoes that epoch's end).
   state_->mllog_bytes = run_ended_ ? mllog_bytes_at_epoch_end_ : mllog_.bytes();
   const double started = now_seconds();
+  const NvtxRange range("checkpoint");
   const CheckpointWritten w =
       write_checkpoint(comm_, *state_, segment_json(reason), cfg_.output_dir, cfg_.keep_checkpoints);
   if (trace::enabled()) trace::record("checkpoint", "checkpoint", trace::kMainThread, started, now_seconds());
@@ -693,6 +724,7 @@ TrainResult Training::finish(RunEnd end) {
   summary.checkpoints_written = checkpoints_written_;
   summary.checkpoint_s = checkpoint_s_;
   summary.checkpoint_bytes = checkpoint_bytes_;
+  device_metrics_->fill(summary);
   if (trace::enabled()) write_trace();
   const Json report = report::build_train_report(comm_, summary);
   const std::string path = (fs::path(cfg_.output_dir) / "report.json").string();

@@ -38,6 +38,8 @@ assert t["samples_per_s"] > 0 and len(t["per_rank_samples_per_s"]) == 2
 for p in ["data_wait", "forward", "backward", "allreduce", "optimizer", "evaluation"]:
     s = r["phases"][p]
     assert 0 <= s["min_s"] <= s["mean_s"] <= s["max_s"] and s["slowest_rank"] in (0, 1), (p, s)
+# On the CPU the device is only its kind (the GPU's figures appear on --device cuda).
+assert r["device"] == {"kind": "cpu"}, r["device"]
 assert r["status"] == "completed" and r["restarts"] == 0 and len(r["segments"]) == 1, r["segments"]
 seg = r["segments"][0]
 assert seg["reason"] == "completed" and seg["first_step"] == 0 and seg["last_step"] == 12 and seg["world_size"] == 2

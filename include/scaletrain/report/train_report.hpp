@@ -50,7 +50,21 @@ struct TrainSummary {
   int checkpoints_written = 0;
   double checkpoint_s = 0.0;
   int64_t checkpoint_bytes = 0;
+
+  // The device (report.json "device"), the same kind on every rank: "cpu", or "cuda" with this
+  // rank's GPU (train/device_metrics.hpp). Ranks with the same host and PCI bus id share a GPU.
+  std::string device_kind = "cpu";
+  Json gpu;  // name, memory_bytes, compute_capability, driver, runtime, cudnn, nccl, gpus_per_node
+  std::string gpu_pci_bus_id;
+  const PhaseTimers* gpu_timers = nullptr;  // GPU time of forward, backward and optimizer
+  int64_t peak_memory_bytes = 0;            // the allocator's peak reserved bytes
+  double energy_joules = -1.0;              // the GPU's over the segment; -1 where not read, and why:
+  std::string energy_reason;
 };
+
+// Collective: report.json's "device": {"kind": "cpu"}, or on GPUs rank 0's GPU and versions, the
+// GPU time of the compute phases, each rank's peak device memory and each GPU's energy.
+Json device_report(const comm::Communicator& comm, const TrainSummary& summary);
 
 // Collective: the report, the same on every rank (rank 0 writes it with write_json_atomic).
 Json build_train_report(const comm::Communicator& comm, const TrainSummary& summary);

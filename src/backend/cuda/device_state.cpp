@@ -7,22 +7,13 @@
 
 #include <cuda_runtime.h>
 
-#include <sstream>
-
 #include "backend/cpu/dnnl_context.hpp"
 #include "backend/cuda/cuda_context.hpp"
 #include "backend/cuda/memory_kernels.hpp"
+#include "scaletrain/core/out_of_memory.hpp"
 
 namespace scaletrain::cuda {
 namespace {
-
-std::string mib(std::size_t bytes) {
-  std::ostringstream os;
-  os.setf(std::ios::fixed);
-  os.precision(1);
-  os << static_cast<double>(bytes) / (1 << 20) << " MiB";
-  return os.str();
-}
 
 // Device memory through the caching allocator; one per open CUDA Context.
 class CudaMemory : public DeviceMemory {
@@ -71,14 +62,14 @@ class CudaMemory : public DeviceMemory {
   AllocatorStats stats() const { return allocator_.stats(); }
 
  private:
+  // An error of its own type (core/out_of_memory.hpp): training adds the batch size to it.
   [[noreturn]] void throw_out_of_memory(std::size_t bytes) {
     std::size_t free_bytes = 0, total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
     cudaGetLastError();
-    const AllocatorStats s = allocator_.stats();
-    ST_THROW("out of GPU memory on GPU " << gpu_index_ << ": asked for " << mib(bytes) << "; " << mib(free_bytes)
-                                         << " free of " << mib(total_bytes) << ", " << mib(s.in_use_bytes)
-                                         << " in use by this rank's tensors");
+    ::scaletrain::detail::throw_out_of_device_memory(
+        __FILE__, __LINE__,
+        out_of_device_memory_message(gpu_index_, bytes, free_bytes, total_bytes, allocator_.stats().in_use_bytes));
   }
 
   int gpu_index_;

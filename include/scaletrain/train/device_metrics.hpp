@@ -1,0 +1,44 @@
+// What training measures of its device beyond the host timers, for report.json's "device": on a
+// GPU, the GPU time of forward, backward and the optimizer (CUDA events on the compute stream),
+// the GPU's description and versions, the allocator's peak and the GPU's energy over the segment
+// (NVML). On the CPU it measures nothing and the report says only "cpu".
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "scaletrain/backend/context.hpp"
+#include "scaletrain/backend/device_timer.hpp"
+#include "scaletrain/backend/gpu_energy.hpp"
+#include "scaletrain/core/json.hpp"
+#include "scaletrain/report/phase_timer.hpp"
+#include "scaletrain/report/train_report.hpp"
+#include "scaletrain/train/device_choice.hpp"
+
+namespace scaletrain::train {
+
+class DeviceMetrics {
+ public:
+  // Starts the energy reading; ctx must outlive this.
+  DeviceMetrics(Context& ctx, const DeviceChoice& choice);
+
+  // Marks around one phase of a step; only forward, backward and optimizer on a GPU are timed.
+  void begin(report::Phase phase) noexcept;
+  void end(report::Phase phase) noexcept;
+  // After the step's synchronize: adds the GPU time of the step's phases.
+  void end_step();
+  // The summary's device fields (reads the energy counter and the allocator's peak now).
+  void fill(report::TrainSummary& summary);
+
+ private:
+  static bool timed(report::Phase phase);
+
+  Context& ctx_;
+  DeviceEventTimer events_;
+  report::PhaseTimers gpu_timers_;
+  std::unique_ptr<GpuEnergyMeter> energy_;
+  Json gpu_;  // on a GPU: name, memory, compute capability, versions
+  std::string pci_bus_id_;
+};
+
+}  // namespace scaletrain::train

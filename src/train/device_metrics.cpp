@@ -1,0 +1,58 @@
+// The device's figures for report.json (device_metrics.hpp).
+#include "scaletrain/train/device_metrics.hpp"
+
+#include "scaletrain/backend/device_info.hpp"
+#include "scaletrain/config.hpp"
+
+namespace scaletrain::train {
+
+DeviceMetrics::DeviceMetrics(Context& ctx, const DeviceChoice& choice) : ctx_(ctx), events_(ctx, report::kNumPhases) {
+  if (ctx.device() != Device::cuda) return;
+  const GpuInventory inventory = list_visible_gpus();
+  gpu_ = Json::object();
+  gpu_.set("gpus_per_node", static_cast<int64_t>(inventory.gpus.size()));
+  for (const GpuInfo& g : inventory.gpus) {
+    if (g.index != choice.gpu_index) continue;
+    gpu_.set("name", g.name);
+    gpu_.set("memory_bytes", static_cast<int64_t>(g.memory_bytes));
+    gpu_.set("compute_capability", std::to_string(g.compute_major) + "." + std::to_string(g.compute_minor));
+    pci_bus_id_ = g.pci_bus_id;
+  }
+  gpu_.set("driver", cuda_version_string(inventory.driver_version));
+  gpu_.set("runtime", cuda_version_string(inventory.runtime_version));
+  gpu_.set("cudnn", *SCALETRAIN_CUDNN_VERSION ? Json(SCALETRAIN_CUDNN_VERSION) : Json());
+  gpu_.set("nccl", *SCALETRAIN_NCCL_VERSION ? Json(SCALETRAIN_NCCL_VERSION) : Json());
+  energy_ = std::make_unique<GpuEnergyMeter>(pci_bus_id_);
+}
+
+bool DeviceMetrics::timed(report::Phase phase) {
+  return phase == report::Phase::forward || phase == report::Phase::backward || phase == report::Phase::optimizer;
+}
+
+void DeviceMetrics::begin(report::Phase phase) noexcept {
+  if (timed(phase)) events_.begin(static_cast<int>(phase));
+}
+
+void DeviceMetrics::end(report::Phase phase) noexcept {
+  if (timed(phase)) events_.end(static_cast<int>(phase));
+}
+
+void DeviceMetrics::end_step() {
+  if (!events_.enabled()) return;
+  const std::vector<double> seconds = events_.collect();
+  for (report::Phase p : report::all_phases())
+    if (timed(p)) gpu_timers_.add(p, seconds[static_cast<std::size_t>(p)]);
+}
+
+void DeviceMetrics::fill(report::TrainSummary& s) {
+  if (ctx_.device() != Device::cuda) return;
+  s.device_kind = "cuda";
+  s.gpu = gpu_;
+  s.gpu_pci_bus_id = pci_bus_id_;
+  s.gpu_timers = &gpu_timers_;
+  s.peak_memory_bytes = static_cast<int64_t>(ctx_.device_memory_stats().peak_reserved_bytes);
+  s.energy_joules = energy_->joules();
+  s.energy_reason = energy_->reason();
+}
+
+}  // namespace scaletrain::train
