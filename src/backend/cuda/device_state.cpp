@@ -52,7 +52,7 @@ class CudaMemory : public DeviceMemory {
     const cudaError_t status = cudaHostAlloc(&ptr, bytes == 0 ? 1 : bytes, cudaHostAllocDefault);
     if (status != cudaSuccess) {
       cudaGetLastError();
-      ST_THROW("cannot pin " << mib(bytes) << " of host memory for GPU " << gpu_index_ << ": "
+      ST_THROW("cannot pin " << bytes << " bytes of host memory for GPU " << gpu_index_ << ": "
                              << detail::cuda_message(status) << " (the node's locked-memory limit, ulimit -l?)");
     }
     return ptr;
