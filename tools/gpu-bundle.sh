@@ -22,6 +22,9 @@
 #              with BUILD_DIR/bin and the source dir replaced by $BUNDLE/bin and $REPO.
 #   benches.sh hook list of GPU benchmarks, one command a line, run by gpu-check.sh.
 #   MANIFEST   versions, glibc, GLIBCXX, every file with its origin.
+#   data/fashion-mnist/  only with GPU_BUNDLE_DATA=fashion-mnist: Debian's four Fashion-MNIST .gz
+#              files (30 MB, already compressed: the archive grows by about as much), for the demo
+#              test (tests/gpu/test_demo.sh), since the GPU machine has no package registry.
 # Compressed with xz (.tar.xz, about 22 MiB, 1 min) or gzip (.tar.gz, about 33 MiB, faster; the
 # ctest uses it); both decompressors are on any Linux with Python, zstd may not be.
 # GPU_BUNDLE_LEVEL sets the compression level (xz default 6, gzip default 6).
@@ -144,7 +147,12 @@ print("# written by tools/gpu-bundle.sh; $BUNDLE and $REPO are set by tools/gpu-
 for t in data.get("tests", []):
     props = {p["name"]: p["value"] for p in t.get("properties", [])}
     env = " ".join(q(e) for e in props.get("ENVIRONMENT", []))
-    cmd = " ".join(q(c) for c in t.get("command", []))
+    command = list(t.get("command", []))
+    # A script test runs as "bash SCRIPT": ctest records the absolute path of this machine's bash,
+    # which the GPU machine may keep elsewhere; its PATH finds it.
+    if command and command[0].rsplit("/", 1)[-1] in ("bash", "sh"):
+        command[0] = command[0].rsplit("/", 1)[-1]
+    cmd = " ".join(q(c) for c in command)
     if not cmd:
         continue
         # "-" for an empty field: read's tab splitting would fold two tabs into one.
@@ -159,10 +167,28 @@ fi
 cat >"$b/benches.sh" <<'B'
 # NAME<TAB>COMMAND (run in the repository root; $BUNDLE/bin holds our programs, $OUT_DIR the logs)
 B
-# tools/bench_ops.py is PyTorch's CPU conv2d baseline (no GPU benchmark exists yet): it gives the
-# GPU machine's CPU figure beside ours.
+# tools/bench_ops.py is PyTorch's CPU conv2d baseline: the GPU machine's CPU figure beside ours.
 [ -f "$src_dir/tools/bench_ops.py" ] &&
   printf 'bench_ops_cpu_torch\tenv OMP_NUM_THREADS=1 python3 tools/bench_ops.py --threads 1\n' >>"$b/benches.sh"
+# ResNet-50 fp32 training images/s at batch 64 and 128, scaletrain's and PyTorch's (TF32 off, on).
+[ -f "$src_dir/tools/bench_gpu_resnet50.sh" ] &&
+  printf 'gpu_resnet50_train\tbash tools/bench_gpu_resnet50.sh\n' >>"$b/benches.sh"
+
+# Data sets the GPU tests need and the GPU machine cannot fetch, on request only (30 MB more to
+# carry): GPU_BUNDLE_DATA=fashion-mnist packs Debian's dataset-fashion-mnist files.
+for set_name in ${GPU_BUNDLE_DATA:-}; do
+  case "$set_name" in
+    fashion-mnist)
+      fm=${GPU_BUNDLE_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
+      mkdir -p "$b/data/fashion-mnist"
+      for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
+        [ -f "$fm/$f" ] || { echo "gpu-bundle: GPU_BUNDLE_DATA=fashion-mnist: no $fm/$f (apt-get install dataset-fashion-mnist)" >&2; exit 2; }
+        cp "$fm/$f" "$b/data/fashion-mnist/"
+        echo "data fashion-mnist/$f <- $fm/$f" >>"$manifest"
+      done ;;
+    *) echo "gpu-bundle: GPU_BUNDLE_DATA: unknown data set '$set_name' (known: fashion-mnist)" >&2; exit 2 ;;
+  esac
+done
 
 # 5. Manifest header and archive.
 {
@@ -190,7 +216,7 @@ bytes=$(stat -c %s "$out")
 mib=$(( (bytes + 1048575) / 1048576 ))
 grep -q '^scaletrain_cuda: ON' "$manifest" ||
   echo "gpu-bundle: note: $build_dir is not configured with SCALETRAIN_CUDA=ON: its gpu tests will skip on a GPU too" >&2
-echo "gpu-bundle: $out: $bytes bytes ($mib MiB; unpacked $(du -sh "$b" | cut -f1)), $(ls "$b/bin" | wc -l) programs, $(find "$b/lib" -name '*.so*' | wc -l) libraries, $(grep -vc '^#' "$b/tests.sh" || true) gpu tests"
+echo "gpu-bundle: $out: $bytes bytes ($mib MiB; unpacked $(du -sh "$b" | cut -f1)), $(ls "$b/bin" | wc -l) programs, $(find "$b/lib" -name '*.so*' | wc -l) libraries, $(grep -vc '^#' "$b/tests.sh" || true) gpu tests${GPU_BUNDLE_DATA:+, data: $GPU_BUNDLE_DATA}"
 if [ "$bytes" -gt $((limit_mib * 1048576)) ]; then
   echo "gpu-bundle: FAIL: archive is over $limit_mib MiB (the device tool carries 64 MiB in all)" >&2
   exit 1

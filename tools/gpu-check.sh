@@ -129,8 +129,11 @@ run_one() {  # kind name skip_code timeout env command
 run_one smoke unit_core "" 300 _gpu_check=1 '"$BUNDLE/bin/scaletrain_unit_tests" --run_test=core'
 run_one smoke mpi_np2_topology "" 300 _gpu_check=1 \
   'mpirun --oversubscribe -np 2 "$BUNDLE/bin/scaletrain_mpi_tests" --run_test=topology'
+# GPU_CHECK_TESTS=REGEX (grep -E on the names) runs only those gpu tests: one device call lasts at
+# most 10 minutes, so a long test (gpu.demo) gets a call of its own.
 while IFS=$'\t' read -r name skip_code limit envs cmd; do
   case "$name" in ''|'#'*) continue ;; esac
+  [ -z "${GPU_CHECK_TESTS:-}" ] || grep -Eq -- "$GPU_CHECK_TESTS" <<<"$name" || continue
   [ "$skip_code" = - ] && skip_code=""
   [ "$envs" = - ] && envs=_gpu_check=1
   run_one test "$name" "$skip_code" "$limit" "$envs" "$cmd"

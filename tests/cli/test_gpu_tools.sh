@@ -31,6 +31,17 @@ grep -qE 'lib/libcuda\.|lib/libcudart|lib/libcudnn|lib/libnccl|lib/libcublas' "$
 tar -xzf "$W/bundle.tar.gz" -C "$W" scaletrain-gpu-bundle/tests.sh
 grep -q $'^gpu.device_info\t77\t' "$W/scaletrain-gpu-bundle/tests.sh" || fail "tests.sh lacks gpu.device_info"
 grep -q $'^gpu.backend_ops\t77\t' "$W/scaletrain-gpu-bundle/tests.sh" || fail "tests.sh lacks gpu.backend_ops"
+# A script test (tests/gpu/test_*.sh): plain "bash" (the machine's PATH finds it), the script in the
+# repository and the programs in the bundle.
+grep -qF '"bash" "$REPO/tests/gpu/test_resnet20_training.sh"' "$W/scaletrain-gpu-bundle/tests.sh" ||
+  fail "tests.sh lacks gpu.resnet20_training as bash \$REPO/tests/gpu/...: $(grep resnet20 "$W/scaletrain-gpu-bundle/tests.sh")"
+grep -qF '"ST_BIN=$BUNDLE/bin"' "$W/scaletrain-gpu-bundle/tests.sh" || fail "tests.sh does not point ST_BIN at the bundle"
+for f in bin/scaletrain_compare_checkpoints bin/scaletrain-data; do
+  grep -qx "scaletrain-gpu-bundle/$f" "$W/list" || fail "bundle lacks $f (the training tests need it)"
+done
+tar -xzf "$W/bundle.tar.gz" -C "$W" scaletrain-gpu-bundle/benches.sh
+grep -q $'^gpu_resnet50_train\tbash tools/bench_gpu_resnet50.sh' "$W/scaletrain-gpu-bundle/benches.sh" ||
+  fail "benches.sh lacks the ResNet-50 GPU benchmark"
 # Every test labelled gpu (ctest -L gpu, which the bundle lists) skips without a GPU.
 gpu_tests=$(grep -c $'^gpu\.[^\t]*\t77\t' "$W/scaletrain-gpu-bundle/tests.sh")
 [ "$gpu_tests" -ge 4 ] || fail "tests.sh lists $gpu_tests gpu tests: $(cut -f1 "$W/scaletrain-gpu-bundle/tests.sh")"

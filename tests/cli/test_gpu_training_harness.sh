@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The GPU training tests (tests/gpu/test_*.sh) checked on a machine without a GPU: with
+# ST_GPU_TEST_DEVICE=cpu each runs its "GPU" side on the CPU, so (a) its comparisons must pass
+# CPU against CPU, and (b) they must fail, naming the tensor or step and the error, when one side
+# really differs (another seed, another learning rate). Without this a GPU test could pass
+# vacuously (a comparison of a file with itself, a tolerance nothing exceeds) and nobody would know
+# until a GPU machine ran it. Sizes are tiny (8x8 images, a few steps) to stay near a minute on 2
+# busy cores; on a GPU the same scripts run at their full sizes.
+source "$(dirname "$0")/lib.sh"
+T=$TMP_ROOT/gpu_training_harness
+rm -rf "$T" && mkdir -p "$T"
+G=${ST_SOURCE:-.}/tests/gpu
+export ST_TMP=$T ST_GPU_TEST_DEVICE=cpu ST_GPU_TEST_THREADS=1
+
+# run_case NAME EXPECT_RC SCRIPT [VAR=VALUE...]: the script with the harness's environment plus
+# VAR=VALUE, its output in $T/NAME.out; its exit status must be EXPECT_RC.
+run_case() {
+  local name=$1 expect=$2 script=$3 rc=0 start=$SECONDS
+  shift 3
+  env "$@" bash "$G/$script" >"$T/$name.out" 2>&1 || rc=$?
+  [ "$rc" = "$expect" ] || fail "$name: $script exited $rc, expected $expect: $(tail -30 "$T/$name.out")"
+  echo "ok: $name: $script exited $rc as expected ($((SECONDS - start)) s)"
+}
+expect_text() {  # NAME TEXT: the case's output contains TEXT
+  grep -qF -- "$2" "$T/$1.out" || fail "$1: output lacks '$2': $(tail -30 "$T/$1.out")"
+}
+
+small=(ST_GPU_TEST_STEPS=4 ST_GPU_TEST_BATCH=8 ST_GPU_TEST_IMAGE=8,8,1)
+
+# Without a GPU and without ST_GPU_TEST_DEVICE each script skips, as under ctest -L gpu.
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi >/dev/null 2>&1; then
+  for s in "$G"/test_*.sh; do
+    run_case "skip_$(basename "$s" .sh)" 77 "$(basename "$s")" ST_GPU_TEST_DEVICE=cuda
+    expect_text "skip_$(basename "$s" .sh)" "SKIP: no GPU visible ("
+  done
+fi
+
+# resnet20, 4 steps: the same run twice agrees; another seed (other initial weights) fails, and
+# says which tensor and by how much.
+run_case resnet20_same 0 test_resnet20_training.sh "${small[@]}"
+expect_text resnet20_same "ok: params: relative L2 error"
+expect_text resnet20_same "ok: loss curves agree"
+run_case resnet20_seed 1 test_resnet20_training.sh "${small[@]}" ST_GPU_TEST_ARGS="--seed 2"
+expect_text resnet20_seed "FAIL: params: relative L2 error"
+expect_text resnet20_seed "largest in tensor model/"
+expect_text resnet20_seed "FAIL: loss curves: step 1:"
+
+# resnet50, one step on 32x32 images: the update agrees CPU against CPU; a learning rate 1% larger
+# on one side is a 1e-2 update error, ten times the tolerance.
+r50=(ST_GPU_TEST_BATCH=4 ST_GPU_TEST_IMAGE=32,32,3)
+run_case resnet50_same 0 test_resnet50_step.sh "${r50[@]}"
+expect_text resnet50_same "ok: params: relative L2 error of the update"
+run_case resnet50_lr 1 test_resnet50_step.sh "${r50[@]}" ST_GPU_TEST_ARGS="--base-lr 0.101"
+expect_text resnet50_lr "FAIL: params: relative L2 error of the update"
+expect_text resnet50_lr "largest in tensor model/"
+
+# 2 ranks: the same 2-rank run agrees; another seed fails.
+run_case shared_same 0 test_shared_gpu_allreduce.sh "${small[@]}"
+expect_text shared_same "ok: buffers: relative L2 error"
+run_case shared_seed 1 test_shared_gpu_allreduce.sh "${small[@]}" ST_GPU_TEST_ARGS="--seed 2"
+expect_text shared_seed "largest in tensor model/"
+
+# The demo: without its data it skips and says where it looked; a run that cannot reach 92% (one
+# short epoch on a tiny synthetic set) fails, naming the accuracy it reached.
+run_case demo_no_data 77 test_demo.sh ST_GPU_TEST_FASHION_MNIST="$T/none"
+expect_text demo_no_data "SKIP: no Fashion-MNIST files in $T/none"
+"$BIN/scaletrain-data" synthetic --task image_classification --samples 256 --val-samples 32 --image-size 8,8,1 \
+  --classes 4 --shards 2 --output "$T/demo_data" >/dev/null
+run_case demo_short 1 test_demo.sh ST_GPU_TEST_DEMO_DATA="$T/demo_data" ST_GPU_TEST_ARGS="--epochs 1 --batch-size 16"
+expect_text demo_short "FAIL: best top-1"
+echo "PASS"

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# ResNet-50: one SGD step on the GPU and on the CPU from the same weights and the same batch (issue
+# 10, section 6): the update w1 - w0 agrees, as a relative L2 error over all parameters, within
+# the tolerance below. Small synthetic images keep the CPU side to seconds; ResNet-50's shapes
+# (bottlenecks, strided 1x1 and 3x3 convolutions, the 7x7 stem, max pool) are all there.
+# Skips (77) without a GPU.
+source "$(dirname "$0")/lib.sh"
+require_gpu
+T=$TMP_ROOT/gpu_resnet50_step
+rm -rf "$T" && mkdir -p "$T"
+batch=${ST_GPU_TEST_BATCH:-16}
+image=${ST_GPU_TEST_IMAGE:-64,64,3}
+
+synthetic_data "$T/data" $((4 * batch)) 16 "$image" 10
+# Constant rate, no warmup: step 1 uses --base-lr itself. Label smoothing and weight decay on, as in
+# MLPerf's recipe, so that their gradients are in the update too.
+common=(--model resnet50 --data "$T/data" --epochs 1 --max-steps 1 --batch-size "$batch" --seed 11
+  --lr-schedule constant --warmup-epochs 0 --momentum 0.9 --weight-decay 5e-5 --label-smoothing 0.1
+  --log-every 1 --eval-every 0)
+run_train gpu 1 "$DEV" "$TEST_ARGS" "${common[@]}" --base-lr 0.1
+run_train cpu 1 cpu "" "${common[@]}" --base-lr 0.1
+# w0: the run has no checkpoint before step 1, so take step 1 of a run whose rate is so small
+# (1e-30) that w0 - 1e-30 * (g + wd * w0) rounds back to w0 in float32: the initial parameters.
+run_train w0 1 cpu "" "${common[@]}" --base-lr 1e-30
+[ "$DEV" != cuda ] || grep -q "device: cuda" "$T/gpu.log" || fail "the GPU run did not say it ran on cuda: $(head -30 "$T/gpu.log")"
+
+# Tolerance: one step, no accumulation of differences. The gradients of ~25M parameters are sums
+# over the batch and the pixels in fp32, in cuDNN's order on one side and oneDNN's on the other:
+# ~1e-5 relative in the large tensors; batch norm's backward divides by the batch's standard
+# deviation, which amplifies that in the small ones. 1e-3 over all parameters leaves room for
+# that and still fails a real error: a learning rate 1% off on one side is an update error of
+# 1e-2 (the harness checks it), a wrong or stale gradient far more. The loss of that one step (the
+# forward pass before the update) must agree within 1e-3 too.
+status=0
+compare_checkpoints --what params --base "$T/w0" --tolerance 1e-3 "$T/gpu" "$T/cpu" || status=1
+compare_losses "$T/gpu.log" "$T/cpu.log" 1e-3 1e-3 || status=1
+[ $status = 0 ] || fail "resnet50's step on --device $DEV ${TEST_ARGS:+($TEST_ARGS) }differs from the CPU's (above)"
+echo "PASS"

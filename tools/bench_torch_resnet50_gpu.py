@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""PyTorch's ResNet-50 training throughput on one GPU, the baseline for tools/bench_gpu_resnet50.sh
+(issue 10, section 7): the same model, batch and SGD settings as scaletrain's run (momentum 0.9,
+weight decay 5e-5, label smoothing 0.1, fp32 weights and activations, channels_last, synthetic
+224x224 images already on the GPU, so the input pipeline is not measured), with TF32 off (what
+scaletrain computes: plain fp32) and on (what PyTorch does by default for convolutions).
+
+  python3 tools/bench_torch_resnet50_gpu.py --batch-sizes 64,128 --steps 50 --warmup 10
+
+Prints one line per batch size and TF32 setting: "torch resnet50 batch B tf32 off|on: N images/s".
+torchvision's resnet50 where installed, else the same architecture defined below.
+"""
+import argparse
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Bottleneck(nn.Module):
+    # torchvision's ResNet-50 v1.5 block: the stride on the 3x3 convolution.
+    def __init__(self, cin, width, stride):
+        super().__init__()
+        cout = width * 4
+        self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, cout, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = F.relu(self.bn2(self.conv2(y)))
+        y = self.bn3(self.conv3(y))
+        return F.relu(y + (self.downsample(x) if self.downsample is not None else x))
+
+
+class ResNet50(nn.Module):
+    def __init__(self, num_classes=1000):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                                  nn.MaxPool2d(3, 2, 1))
+        blocks, cin = [], 64
+        for width, count, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+            for i in range(count):
+                blocks.append(Bottleneck(cin, width, stride if i == 0 else 1))
+                cin = width * 4
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(2048, num_classes)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.blocks(self.stem(x)), 1), 1))
+
+
+def make_model():
+    try:
+        import torchvision
+        return torchvision.models.resnet50(num_classes=1000), "torchvision"
+    except Exception:
+        return ResNet50(1000), "own definition"
+
+
+def bench(batch, steps, warmup, tf32):
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = True  # cuDNN's algorithm search, as scaletrain caches per shape
+    torch.manual_seed(0)
+    model, origin = make_model()
+    model = model.cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5)
+    x = torch.randn(batch, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last)
+    y = torch.randint(0, 1000, (batch,), device="cuda")
+    model.train()
+
+    def step():
+        loss = F.cross_entropy(model(x), y, label_smoothing=0.1)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    rate = batch * steps / (time.perf_counter() - t0)
+    print(f"torch resnet50 batch {batch} tf32 {'on' if tf32 else 'off'}: {rate:.1f} images/s "
+          f"({origin}, channels_last, {steps} steps after {warmup})", flush=True)
+    del model, opt, x, y
+    torch.cuda.empty_cache()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--batch-sizes", default="64,128")
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--warmup", type=int, default=10)
+    a = p.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("no GPU visible to PyTorch")
+    print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
+          f"{torch.cuda.get_device_name(0)}")
+    for batch in (int(b) for b in a.batch_sizes.split(",")):
+        for tf32 in (False, True):
+            bench(batch, a.steps, a.warmup, tf32)
+
+
+if __name__ == "__main__":
+    main()
