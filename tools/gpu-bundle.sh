@@ -194,7 +194,9 @@ done
 {
   echo "built: $(date -u +%FT%TZ) on $(hostname) from $build_dir"
   echo "commit: $(git -C "$src_dir" rev-parse HEAD 2>/dev/null || echo unknown)"
-  echo "scaletrain_cuda: $(sed -n 's/^SCALETRAIN_CUDA:BOOL=//p' "$build_dir/CMakeCache.txt" 2>/dev/null)"
+  # Whether the CUDA backend was built (the generated config, whatever SCALETRAIN_CUDA's mode was).
+  have_cuda=$(sed -n 's/^#define SCALETRAIN_HAVE_CUDA //p' "$build_dir/generated/scaletrain/config.hpp" 2>/dev/null)
+  echo "scaletrain_cuda: $([ "$have_cuda" = 1 ] && echo ON || echo OFF) (SCALETRAIN_CUDA=$(sed -n 's/^SCALETRAIN_CUDA:[A-Z]*=//p' "$build_dir/CMakeCache.txt" 2>/dev/null))"
   echo "glibc: $(ldd --version | head -1 | awk '{print $NF}')"
   stdcxx=$(ls "$b"/lib/compat/libstdc++.so* 2>/dev/null | head -1)
   if [ -n "$stdcxx" ]; then
@@ -215,7 +217,7 @@ mv "$out.tmp" "$out"
 bytes=$(stat -c %s "$out")
 mib=$(( (bytes + 1048575) / 1048576 ))
 grep -q '^scaletrain_cuda: ON' "$manifest" ||
-  echo "gpu-bundle: note: $build_dir is not configured with SCALETRAIN_CUDA=ON: its gpu tests will skip on a GPU too" >&2
+  echo "gpu-bundle: note: $build_dir has no CUDA backend (configure with SCALETRAIN_CUDA=ON): its gpu tests will skip on a GPU too" >&2
 echo "gpu-bundle: $out: $bytes bytes ($mib MiB; unpacked $(du -sh "$b" | cut -f1)), $(ls "$b/bin" | wc -l) programs, $(find "$b/lib" -name '*.so*' | wc -l) libraries, $(grep -vc '^#' "$b/tests.sh" || true) gpu tests${GPU_BUNDLE_DATA:+, data: $GPU_BUNDLE_DATA}"
 if [ "$bytes" -gt $((limit_mib * 1048576)) ]; then
   echo "gpu-bundle: FAIL: archive is over $limit_mib MiB (the device tool carries 64 MiB in all)" >&2

@@ -22,6 +22,11 @@ void Context::synchronize() {
   if (impl_->cuda) cuda::synchronize(*impl_->cuda);
 }
 
+void Context::set_allow_tf32(bool allow) {
+  allow_tf32_ = allow;
+  if (impl_->cuda) cuda::set_allow_tf32(*impl_->cuda, allow);
+}
+
 AllocatorStats Context::device_memory_stats() const {
   return impl_->cuda ? cuda::memory_stats(*impl_->cuda) : AllocatorStats{};
 }

@@ -181,7 +181,11 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "threads", po::value(&c.threads)->default_value(c.threads),
       "CPU threads per rank; 0 = the node's cores divided by its ranks, at most the cores the rank is bound to "
       "(mpirun binds a lone rank to one core: --bind-to none frees it)")(
-      "device", po::value(&c.device)->default_value(c.device), kDeviceHelp);
+      "device", po::value(&c.device)->default_value(c.device), kDeviceHelp)(
+      "tf32", po::bool_switch(&c.tf32),
+      "on a GPU, let cuDNN and cuBLAS run fp32 convolutions and matrix products on TF32 tensor cores (A100, "
+      "H100; 10 mantissa bits in the products): faster, no longer fp32-exact. Off by default; no effect on a "
+      "CPU or a V100");
   po::options_description schedule("schedule and optimizer", kHelpWidth);
   schedule.add_options()("epochs", po::value(&c.epochs)->default_value(c.epochs), "epochs to train")(
       "max-steps", po::value(&c.max_steps)->default_value(c.max_steps), "stop after N optimizer steps (0 = no limit)")(
@@ -322,6 +326,7 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("seed", static_cast<int64_t>(c.seed));
   j.set("threads", c.threads);
   j.set("device", c.device);
+  j.set("tf32", c.tf32);
   j.set("epochs", c.epochs);
   j.set("max_steps", c.max_steps);
   j.set("batch_size", c.batch_size);

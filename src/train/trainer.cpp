@@ -259,6 +259,8 @@ Training::Training(const comm::Communicator& comm, const TrainConfig& config, co
 void Training::open_context() {
   device_ = choose_device(comm_, parse_device_request(cfg_.device), "train", gpu_limitation(cfg_));
   ctx_ = std::make_unique<Context>(device_.device, threads_, device_.gpu_index);
+  ctx_->set_allow_tf32(cfg_.tf32);
+  if (cfg_.tf32 && device_.device == Device::cpu) device_.log_lines.push_back("--tf32 has no effect on the CPU");
   device_metrics_ = std::make_unique<DeviceMetrics>(*ctx_, device_);
 }
 

@@ -81,29 +81,36 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const bool has_value = i + 1 < argc;
-    if (arg == "--base" && has_value) base_path = argv[++i];
-    else if (arg == "--what" && has_value) what = argv[++i];
-    else if (arg == "--tolerance" && has_value) tolerance = std::atof(argv[++i]);
-    else if (arg == "--show" && has_value) show = std::atoi(argv[++i]);
-    else if (arg.rfind("--", 0) == 0) return usage(("unknown option " + arg).c_str());
-    else files.push_back(arg);
+    if (arg == "--base" && has_value)
+      base_path = argv[++i];
+    else if (arg == "--what" && has_value)
+      what = argv[++i];
+    else if (arg == "--tolerance" && has_value)
+      tolerance = std::atof(argv[++i]);
+    else if (arg == "--show" && has_value)
+      show = std::atoi(argv[++i]);
+    else if (arg.rfind("--", 0) == 0)
+      return usage(("unknown option " + arg).c_str());
+    else
+      files.push_back(arg);
   }
   if (files.size() != 2) return usage("expected TEST and REF");
   if (!(tolerance > 0.0)) return usage("--tolerance must be positive");
-  if (what != "params" && what != "buffers" && what != "optimizer") return usage("--what: params, buffers or optimizer");
+  if (what != "params" && what != "buffers" && what != "optimizer")
+    return usage("--what: params, buffers or optimizer");
 
   try {
     const CheckpointData test = read_checkpoint(resolve(files[0]));
     const CheckpointData ref = read_checkpoint(resolve(files[1]));
     CheckpointData base;
     if (!base_path.empty()) base = read_checkpoint(resolve(base_path));
-    std::printf("test %s (step %lld)\nref  %s (step %lld)\n", test.path.c_str(),
-                static_cast<long long>(test.meta.step), ref.path.c_str(), static_cast<long long>(ref.meta.step));
+    std::printf("test %s (step %lld)\nref  %s (step %lld)\n", test.path.c_str(), static_cast<long long>(test.meta.step),
+                ref.path.c_str(), static_cast<long long>(ref.meta.step));
     if (!base_path.empty())
       std::printf("base %s (step %lld)\n", base.path.c_str(), static_cast<long long>(base.meta.step));
     if (test.meta.step != ref.meta.step) {
-      std::printf("FAIL: the checkpoints are of different steps (%lld, %lld)\n",
-                  static_cast<long long>(test.meta.step), static_cast<long long>(ref.meta.step));
+      std::printf("FAIL: the checkpoints are of different steps (%lld, %lld)\n", static_cast<long long>(test.meta.step),
+                  static_cast<long long>(ref.meta.step));
       return 2;
     }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_check.hpp"
 #include "scaletrain/backend/context.hpp"
 #include "scaletrain/backend/device_info.hpp"
 #include "scaletrain/core/error.hpp"
@@ -17,29 +18,11 @@
 #include "scaletrain/ops/sgd.hpp"
 
 namespace st = scaletrain;
+using st::gpu_test::check;
+using st::gpu_test::contains;
+using st::gpu_test::error_of;
 
 namespace {
-constexpr int kSkipped = 77;
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  std::printf("%s: %s\n", ok ? "ok  " : "FAIL", what.c_str());
-  if (!ok) ++failures;
-}
-
-// The message of the scaletrain::Error f throws, or "".
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const st::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
 st::Tensor random_tensor(int64_t n, uint64_t seed) {
   st::Tensor t = st::Tensor::empty({n});
   st::Rng rng(seed);
@@ -126,23 +109,11 @@ void check_sgd_matches_the_cpu(st::Context& gpu) {
 }  // namespace
 
 int main() {
-  const st::GpuInventory inventory = st::list_visible_gpus();
-  if (inventory.availability != st::GpuAvailability::visible) {
-    std::printf("SKIP: no GPU visible (%s: %s)\n", st::gpu_availability_name(inventory.availability),
-                inventory.message.c_str());
-    return kSkipped;
-  }
-  try {
-    st::Context ctx(st::Device::cuda, 0, 0);
+  return st::gpu_test::run_gpu_checks([](st::Context& ctx, const st::GpuInventory& inventory) {
     check_copies(ctx);
     check_allocations_stop_after_the_first_step(ctx);
     check_out_of_memory(ctx);
     check_refusals(static_cast<int>(inventory.gpus.size()));
     check_sgd_matches_the_cpu(ctx);
-  } catch (const std::exception& e) {
-    std::printf("FAIL: %s\n", e.what());
-    ++failures;
-  }
-  std::printf("%s: %d failure(s)\n", failures == 0 ? "PASS" : "FAIL", failures);
-  return failures == 0 ? 0 : 1;
+  });
 }

@@ -14,34 +14,18 @@
 #include <thread>
 #include <vector>
 
+#include "gpu_check.hpp"
 #include "scaletrain/backend/context.hpp"
 #include "scaletrain/backend/device_info.hpp"
 #include "scaletrain/backend/device_staging.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace st = scaletrain;
+using st::gpu_test::check;
+using st::gpu_test::contains;
+using st::gpu_test::error_of;
 
 namespace {
-constexpr int kSkipped = 77;
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  std::printf("%s: %s\n", ok ? "ok  " : "FAIL", what.c_str());
-  if (!ok) ++failures;
-}
-
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const st::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
 // Three ranges of a 64 MiB buffer, as three buckets: large enough that a copy which did not wait
 // for the compute work before it (or an op that did not wait for the copy back) sees other values.
 constexpr int64_t kSize = (int64_t{16} << 20) + 3;
@@ -148,20 +132,8 @@ void check_refusals(st::Context& ctx) {
 }  // namespace
 
 int main() {
-  const st::GpuInventory inventory = st::list_visible_gpus();
-  if (inventory.availability != st::GpuAvailability::visible) {
-    std::printf("SKIP: no GPU visible (%s: %s)\n", st::gpu_availability_name(inventory.availability),
-                inventory.message.c_str());
-    return kSkipped;
-  }
-  try {
-    st::Context ctx(st::Device::cuda, 0, 0);
+  return st::gpu_test::run_gpu_checks([](st::Context& ctx, const st::GpuInventory&) {
     check_round_trips(ctx);
     check_refusals(ctx);
-  } catch (const std::exception& e) {
-    std::printf("FAIL: %s\n", e.what());
-    ++failures;
-  }
-  std::printf("%s: %d failure(s)\n", failures == 0 ? "PASS" : "FAIL", failures);
-  return failures == 0 ? 0 : 1;
+  });
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_check.hpp"
 #include "scaletrain/backend/context.hpp"
 #include "scaletrain/backend/device_info.hpp"
 #include "scaletrain/backend/device_timer.hpp"
@@ -16,16 +17,11 @@
 #include "scaletrain/core/out_of_memory.hpp"
 
 namespace st = scaletrain;
+using st::gpu_test::check;
+using st::gpu_test::contains;
+using st::gpu_test::error_of;
 
 namespace {
-constexpr int kSkipped = 77;
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  std::printf("%s: %s\n", ok ? "ok  " : "FAIL", what.c_str());
-  if (!ok) ++failures;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -98,22 +94,10 @@ void check_out_of_memory() {
 }  // namespace
 
 int main() {
-  const st::GpuInventory inventory = st::list_visible_gpus();
-  if (inventory.availability != st::GpuAvailability::visible) {
-    std::printf("SKIP: no GPU visible (%s: %s)\n", st::gpu_availability_name(inventory.availability),
-                inventory.message.c_str());
-    return kSkipped;
-  }
-  try {
-    st::Context ctx(st::Device::cuda, 0, 0);
+  return st::gpu_test::run_gpu_checks([](st::Context& ctx, const st::GpuInventory& inventory) {
     st::Tensor big = st::Tensor::empty({int64_t{1} << 28}, st::DType::f32, st::Device::cuda);
     check_event_timer(ctx, big);
     check_energy(ctx, big, inventory.gpus.at(0).pci_bus_id);
     check_out_of_memory();
-  } catch (const std::exception& e) {
-    std::printf("FAIL: %s\n", e.what());
-    ++failures;
-  }
-  std::printf("%s: %d failure(s)\n", failures == 0 ? "PASS" : "FAIL", failures);
-  return failures == 0 ? 0 : 1;
+  });
 }

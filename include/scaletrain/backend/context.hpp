@@ -27,6 +27,11 @@ class Context {
   // Waits until every op submitted to this context has finished (a no-op on the CPU, where ops
   // are synchronous; the streams' synchronize on CUDA).
   void synchronize();
+  // TF32 (--tf32): whether cuDNN and cuBLAS may run fp32 products on TF32 tensor cores (Ampere
+  // and newer; 10 mantissa bits in the products). Off by default: fp32 means fp32. No effect on
+  // the CPU.
+  void set_allow_tf32(bool allow);
+  bool allow_tf32() const { return allow_tf32_; }
   // The device allocator's figures (peak memory, allocations); zeros on the CPU.
   AllocatorStats device_memory_stats() const;
 
@@ -38,6 +43,7 @@ class Context {
   Device device_;
   int threads_;
   int gpu_index_;
+  bool allow_tf32_ = false;
   std::unique_ptr<Impl> impl_;
 };
 

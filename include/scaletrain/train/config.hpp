@@ -82,6 +82,7 @@ struct TrainConfig {
 
   int threads = 0;              // CPU threads per rank; 0: cores on the node / ranks on the node
   std::string device = "auto";  // --device: auto | cpu | cuda (train/device_choice.hpp)
+  bool tf32 = false;            // --tf32: TF32 tensor cores for fp32 on Ampere and newer GPUs
   int data_prefetch = 2;
   // Input pipeline (issue 4).
   std::string io = "posix";             // posix | mmap | mpiio | mpiio-collective

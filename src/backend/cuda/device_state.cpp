@@ -118,7 +118,7 @@ DeviceStatePtr open_device_state(int gpu_index) {
   ST_CHECK_CUDNN(cudnnSetStream(state->cudnn, state->compute));
   ST_CHECK_CUBLAS(cublasCreate(&state->cublas));
   ST_CHECK_CUBLAS(cublasSetStream(state->cublas, state->compute));
-  // fp32 means fp32: no TF32 unless asked for (issue 11 adds the choice).
+  // fp32 means fp32: no TF32 unless asked for (--tf32, Context::set_allow_tf32).
   ST_CHECK_CUBLAS(cublasSetMathMode(state->cublas, CUBLAS_DEFAULT_MATH));
   state->memory = std::make_shared<CudaMemory>(gpu_index, state->compute);
   set_device_memory(Device::cuda, state->memory);
@@ -131,6 +131,10 @@ void synchronize(DeviceState& state) {
 }
 
 AllocatorStats memory_stats(const DeviceState& state) { return state.memory->stats(); }
+
+void set_allow_tf32(DeviceState& state, bool allow) {
+  ST_CHECK_CUBLAS(cublasSetMathMode(state.cublas, allow ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+}
 
 namespace {
 DeviceState& state_of(Context& ctx) {

@@ -22,5 +22,8 @@ DeviceStatePtr open_device_state(int gpu_index);
 // Waits for the work submitted to the compute and copy streams.
 void synchronize(DeviceState& state);
 AllocatorStats memory_stats(const DeviceState& state);
+// cuBLAS's math mode: TF32 tensor-op math when allowed, the default (fp32) otherwise. cuDNN's
+// convolutions read the Context's flag when they choose an algorithm (ops/cuda/conv2d_cuda.cu).
+void set_allow_tf32(DeviceState& state, bool allow);
 
 }  // namespace scaletrain::cuda

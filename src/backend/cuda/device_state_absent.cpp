@@ -18,5 +18,6 @@ DeviceStatePtr open_device_state(int gpu_index) {
 
 void synchronize(DeviceState&) {}
 AllocatorStats memory_stats(const DeviceState&) { return {}; }
+void set_allow_tf32(DeviceState&, bool) {}
 
 }  // namespace scaletrain::cuda

@@ -12,14 +12,15 @@
 // step anyway (the CPU backend reorders them each call too). A 1x1 kernel, or C = 1, needs no
 // transpose: OIHW and OHWI are then the same memory.
 //
-// Algorithms: chosen once per (GPU, direction, shapes, stride, padding) from cuDNN's heuristics
+// Algorithms: chosen once per (GPU, direction, TF32 or not, shapes, stride, padding) from cuDNN's heuristics
 // (cudnnGet*_v7: no trial runs, no memory, the same answer at every start-up) and cached for the
 // process with the descriptors: the first algorithm that cuDNN says runs, with FMA math, within
 // kMaxWorkspaceBytes; backward data and filter prefer a deterministic one (see pick_algorithm).
 //
 // Math: CUDNN_FMA_MATH, not CUDNN_DEFAULT_MATH: on Ampere and later DEFAULT lets cuDNN run fp32
 // convolutions as TF32 on tensor cores, FMA restricts it to fp32 FMA kernels. fp32 means fp32
-// here, as on the CPU and in cuBLAS (device_state.cpp); a later switch may allow TF32.
+// here, as on the CPU and in cuBLAS (device_state.cpp), unless the Context allows TF32 (--tf32):
+// then DEFAULT, any algorithm's math type, and the descriptor set to the chosen algorithm's.
 //
 // Every result is overwritten (beta = 0), as the contracts say; cuDNN does not read the output
 // when beta is 0.
@@ -85,10 +86,11 @@ bool needs_transpose(const ConvDims& d) { return d.c > 1 && d.kh * d.kw > 1; }
 struct PlanKey {
   int gpu;
   Direction direction;
+  bool tf32;  // the Context allows TF32 (--tf32): another math type, other algorithms
   ConvDims dims;
   bool operator<(const PlanKey& o) const {
-    return std::tuple_cat(std::tie(gpu, direction), dims.tie()) <
-           std::tuple_cat(std::tie(o.gpu, o.direction), o.dims.tie());
+    return std::tuple_cat(std::tie(gpu, direction, tf32), dims.tie()) <
+           std::tuple_cat(std::tie(o.gpu, o.direction, o.tf32), o.dims.tie());
   }
 };
 
@@ -109,10 +111,12 @@ struct ConvPlan {
 // make reruns hard to compare; the CPU kernels are deterministic. Results come ranked by expected
 // speed, and for fp32 a deterministic algorithm is normally among the first (for backward filter
 // ALGO_1, the usual choice). Returns the index, or -1.
+// With `tf32` (--tf32) the descriptor's math is CUDNN_DEFAULT_MATH and results of any math type
+// are usable: DEFAULT and TENSOR_OP run fp32 data as TF32 on the tensor cores of Ampere and newer.
 template <typename Perf>
-int pick_algorithm(const std::vector<Perf>& results, int count, bool prefer_deterministic) {
-  auto usable = [](const Perf& r) {
-    return r.status == CUDNN_STATUS_SUCCESS && r.mathType == CUDNN_FMA_MATH && r.memory <= kMaxWorkspaceBytes;
+int pick_algorithm(const std::vector<Perf>& results, int count, bool prefer_deterministic, bool tf32) {
+  auto usable = [tf32](const Perf& r) {
+    return r.status == CUDNN_STATUS_SUCCESS && (tf32 || r.mathType == CUDNN_FMA_MATH) && r.memory <= kMaxWorkspaceBytes;
   };
   if (prefer_deterministic)
     for (int i = 0; i < count; ++i)
@@ -135,7 +139,7 @@ template <typename Perf>
                                << (kMaxWorkspaceBytes >> 20) << " MiB of workspace (" << os.str() << ")");
 }
 
-std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const ConvDims& d) {
+std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const ConvDims& d, bool tf32) {
   auto plan = std::make_unique<ConvPlan>();
   plan->x.set(CUDNN_TENSOR_NHWC, d.n, d.c, d.h, d.w);
   plan->y.set(CUDNN_TENSOR_NHWC, d.n, d.o, d.oh, d.ow);
@@ -143,7 +147,7 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
   // PyTorch's convolution is a cross-correlation (the kernel is not flipped).
   ST_CHECK_CUDNN(cudnnSetConvolution2dDescriptor(plan->conv.get(), d.pad, d.pad, d.stride, d.stride, 1, 1,
                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  ST_CHECK_CUDNN(cudnnSetConvolutionMathType(plan->conv.get(), CUDNN_FMA_MATH));
+  ST_CHECK_CUDNN(cudnnSetConvolutionMathType(plan->conv.get(), tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
 
   int max_count = 0, count = 0;
   switch (dir) {
@@ -152,9 +156,10 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
       std::vector<cudnnConvolutionFwdAlgoPerf_t> results(max_count);
       ST_CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(handle, plan->x.get(), plan->w.get(), plan->conv.get(),
                                                             plan->y.get(), max_count, &count, results.data()));
-      const int i = pick_algorithm(results, count, false);
+      const int i = pick_algorithm(results, count, false, tf32);
       if (i < 0) throw_no_algorithm(dir, d, results, count);
       plan->algo = results[i].algo;
+      ST_CHECK_CUDNN(cudnnSetConvolutionMathType(plan->conv.get(), results[i].mathType));  // the algorithm's own
       ST_CHECK_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(handle, plan->x.get(), plan->w.get(), plan->conv.get(),
                                                              plan->y.get(), results[i].algo, &plan->workspace_bytes));
       break;
@@ -164,9 +169,10 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
       std::vector<cudnnConvolutionBwdDataAlgoPerf_t> results(max_count);
       ST_CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, plan->w.get(), plan->y.get(), plan->conv.get(),
                                                                  plan->x.get(), max_count, &count, results.data()));
-      const int i = pick_algorithm(results, count, true);
+      const int i = pick_algorithm(results, count, true, tf32);
       if (i < 0) throw_no_algorithm(dir, d, results, count);
       plan->algo = results[i].algo;
+      ST_CHECK_CUDNN(cudnnSetConvolutionMathType(plan->conv.get(), results[i].mathType));  // the algorithm's own
       ST_CHECK_CUDNN(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, plan->w.get(), plan->y.get(),
                                                                   plan->conv.get(), plan->x.get(), results[i].algo,
                                                                   &plan->workspace_bytes));
@@ -177,9 +183,10 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
       std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> results(max_count);
       ST_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
           handle, plan->x.get(), plan->y.get(), plan->conv.get(), plan->w.get(), max_count, &count, results.data()));
-      const int i = pick_algorithm(results, count, true);
+      const int i = pick_algorithm(results, count, true, tf32);
       if (i < 0) throw_no_algorithm(dir, d, results, count);
       plan->algo = results[i].algo;
+      ST_CHECK_CUDNN(cudnnSetConvolutionMathType(plan->conv.get(), results[i].mathType));  // the algorithm's own
       ST_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, plan->x.get(), plan->y.get(),
                                                                     plan->conv.get(), plan->w.get(), results[i].algo,
                                                                     &plan->workspace_bytes));
@@ -198,10 +205,11 @@ const ConvPlan& conv_plan(Context& ctx, Direction dir, const ConvDims& d) {
   static auto* plans = new std::map<PlanKey, std::unique_ptr<ConvPlan>>;
   int gpu = 0;
   ST_CHECK_CUDA(cudaGetDevice(&gpu));  // algorithms are chosen for a GPU model; the key names the GPU
-  const PlanKey key{gpu, dir, d};
+  const bool tf32 = ctx.allow_tf32();
+  const PlanKey key{gpu, dir, tf32, d};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = plans->find(key);
-  if (it == plans->end()) it = plans->emplace(key, make_plan(scaletrain::cuda::cudnn_handle(ctx), dir, d)).first;
+  if (it == plans->end()) it = plans->emplace(key, make_plan(scaletrain::cuda::cudnn_handle(ctx), dir, d, tf32)).first;
   return *it->second;
 }
 

@@ -16,7 +16,8 @@
 //             db = sum over rows of dy = dy^T . 1  ->  gemv(N, m = OUT, n = N, A = dy, lda = OUT, x = ones)
 // The bias goes in by writing b into every row of y first and running the forward GEMM with
 // beta = 1; every gradient is overwritten (beta = 0: cuBLAS does not read C then).
-// fp32 throughout: the handle's math mode is CUBLAS_DEFAULT_MATH (device_state.cpp), no TF32.
+// fp32 throughout: the handle's math mode is CUBLAS_DEFAULT_MATH (device_state.cpp), no TF32
+// unless the Context allows it (--tf32: CUBLAS_TF32_TENSOR_OP_MATH).
 // Scalars are host pointers (the handle's default pointer mode, which nothing changes).
 #include <cuda_runtime.h>
 
