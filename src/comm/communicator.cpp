@@ -120,16 +120,23 @@ std::vector<std::string> Communicator::all_hosts() const {
 
 void Communicator::barrier() const { ST_CHECK_MPI(MPI_Barrier(impl_->comm)); }
 
+namespace {
 // The tensor collectives take device tensors too, through a host copy each way: they serve the
 // rare exchanges outside the step (start-up, checkpoints, evaluation's statistics). Gradients take
-// their own path (GradientReducer, with pinned staging on a GPU).
+// their own path (GradientReducer, with pinned staging on a GPU). Runs `collective` on a host copy
+// of a device tensor and copies the result back; false for a CPU tensor (the caller runs it in place).
+template <typename Collective>
+bool through_host(Tensor& t, Collective collective) {
+  if (t.device() == Device::cpu) return false;
+  Tensor host = t.to(Device::cpu);
+  collective(host);
+  t.copy_from(host);
+  return true;
+}
+}  // namespace
+
 void Communicator::allreduce_sum(Tensor& t) const {
-  if (t.device() != Device::cpu) {
-    Tensor host = t.to(Device::cpu);
-    allreduce_sum(host);
-    t.copy_from(host);
-    return;
-  }
+  if (through_host(t, [this](Tensor& host) { allreduce_sum(host); })) return;
   MPI_Datatype type = mpi_type(t.dtype());
   char* data = static_cast<char*>(t.raw());
   const int64_t elem = static_cast<int64_t>(dtype_size(t.dtype()));
@@ -149,12 +156,7 @@ void Communicator::allreduce_sum(float* data, int64_t count) const {
 void Communicator::allreduce_mean(Tensor& t) const {
   ST_CHECK(t.dtype() == DType::f32, "allreduce_mean of a " << dtype_name(t.dtype()) << " tensor (f32 only)");
   if (size_ == 1 || t.numel() == 0) return;
-  if (t.device() != Device::cpu) {
-    Tensor host = t.to(Device::cpu);
-    allreduce_mean(host);
-    t.copy_from(host);
-    return;
-  }
+  if (through_host(t, [this](Tensor& host) { allreduce_mean(host); })) return;
   allreduce_sum(t);
   const float size = static_cast<float>(size_);
   float* p = t.data<float>();
@@ -209,12 +211,7 @@ bool Communicator::allreduce_and(bool v) const {
 }
 
 void Communicator::broadcast(Tensor& t, int root) const {
-  if (t.device() != Device::cpu) {
-    Tensor host = t.to(Device::cpu);
-    broadcast(host, root);
-    t.copy_from(host);
-    return;
-  }
+  if (through_host(t, [this, root](Tensor& host) { broadcast(host, root); })) return;
   ST_CHECK(root >= 0 && root < size_, "broadcast root " << root << " is not a rank of " << size_);
   char* data = static_cast<char*>(t.raw());
   for (int64_t start = 0, n = static_cast<int64_t>(t.bytes()); start < n; start += kMaxCount) {
@@ -277,12 +274,7 @@ void Communicator::gather(const Tensor& mine, Tensor& all, int root) const {
 }
 
 void Communicator::scatter(const Tensor& all, Tensor& mine, int root) const {
-  if (mine.device() != Device::cpu) {
-    Tensor host = Tensor::empty(mine.shape(), mine.dtype());
-    scatter(all, host, root);
-    mine.copy_from(host);
-    return;
-  }
+  if (through_host(mine, [this, &all, root](Tensor& host) { scatter(all, host, root); })) return;
   ST_CHECK(mine.dtype() == DType::f32, "scatter: a float32 tensor is needed");
   ST_CHECK(root >= 0 && root < size_, "scatter root " << root << " is not a rank of " << size_);
   ST_CHECK(mine.numel() <= std::numeric_limits<int>::max(), "scatter of " << mine.numel() << " elements per rank");

@@ -105,7 +105,8 @@ DeviceChoice choose_device(const comm::Communicator& comm, DeviceRequest request
     choice.log_lines.push_back("device: cpu (--device cpu)");
     return choice;
   }
-  const GpuInventory mine = list_visible_gpus();
+  choice.inventory = list_visible_gpus();
+  const GpuInventory& mine = choice.inventory;
   const std::string missing = first_rank_without_gpu(comm, mine);
   if (!missing.empty()) {
     if (request == DeviceRequest::cuda)

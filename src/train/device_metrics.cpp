@@ -8,7 +8,7 @@ namespace scaletrain::train {
 
 DeviceMetrics::DeviceMetrics(Context& ctx, const DeviceChoice& choice) : ctx_(ctx), events_(ctx, report::kNumPhases) {
   if (ctx.device() != Device::cuda) return;
-  const GpuInventory inventory = list_visible_gpus();
+  const GpuInventory& inventory = choice.inventory;  // listed once, for the device choice
   gpu_ = Json::object();
   gpu_.set("gpus_per_node", static_cast<int64_t>(inventory.gpus.size()));
   for (const GpuInfo& g : inventory.gpus) {

@@ -139,6 +139,18 @@ template <typename Perf>
                                << (kMaxWorkspaceBytes >> 20) << " MiB of workspace (" << os.str() << ")");
 }
 
+// Takes the usable heuristic result into the plan: its algorithm, and its math type on the
+// convolution descriptor (set before the workspace size is asked for, which depends on it).
+template <typename Perf>
+const Perf& adopt_algorithm(ConvPlan& plan, Direction dir, const ConvDims& d, const std::vector<Perf>& results,
+                            int count, bool prefer_deterministic, bool tf32) {
+  const int i = pick_algorithm(results, count, prefer_deterministic, tf32);
+  if (i < 0) throw_no_algorithm(dir, d, results, count);
+  plan.algo = results[i].algo;
+  ST_CHECK_CUDNN(cudnnSetConvolutionMathType(plan.conv.get(), results[i].mathType));
+  return results[i];
+}
+
 std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const ConvDims& d, bool tf32) {
   auto plan = std::make_unique<ConvPlan>();
   plan->x.set(CUDNN_TENSOR_NHWC, d.n, d.c, d.h, d.w);
@@ -156,12 +168,9 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
       std::vector<cudnnConvolutionFwdAlgoPerf_t> results(max_count);
       ST_CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(handle, plan->x.get(), plan->w.get(), plan->conv.get(),
                                                             plan->y.get(), max_count, &count, results.data()));
-      const int i = pick_algorithm(results, count, false, tf32);
-      if (i < 0) throw_no_algorithm(dir, d, results, count);
-      plan->algo = results[i].algo;
-      ST_CHECK_CUDNN(cudnnSetConvolutionMathType(plan->conv.get(), results[i].mathType));  // the algorithm's own
+      const auto& chosen = adopt_algorithm(*plan, dir, d, results, count, false, tf32);
       ST_CHECK_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(handle, plan->x.get(), plan->w.get(), plan->conv.get(),
-                                                             plan->y.get(), results[i].algo, &plan->workspace_bytes));
+                                                             plan->y.get(), chosen.algo, &plan->workspace_bytes));
       break;
     }
     case Direction::backward_data: {
@@ -169,13 +178,9 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
       std::vector<cudnnConvolutionBwdDataAlgoPerf_t> results(max_count);
       ST_CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, plan->w.get(), plan->y.get(), plan->conv.get(),
                                                                  plan->x.get(), max_count, &count, results.data()));
-      const int i = pick_algorithm(results, count, true, tf32);
-      if (i < 0) throw_no_algorithm(dir, d, results, count);
-      plan->algo = results[i].algo;
-      ST_CHECK_CUDNN(cudnnSetConvolutionMathType(plan->conv.get(), results[i].mathType));  // the algorithm's own
-      ST_CHECK_CUDNN(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, plan->w.get(), plan->y.get(),
-                                                                  plan->conv.get(), plan->x.get(), results[i].algo,
-                                                                  &plan->workspace_bytes));
+      const auto& chosen = adopt_algorithm(*plan, dir, d, results, count, true, tf32);
+      ST_CHECK_CUDNN(cudnnGetConvolutionBackwardDataWorkspaceSize(
+          handle, plan->w.get(), plan->y.get(), plan->conv.get(), plan->x.get(), chosen.algo, &plan->workspace_bytes));
       break;
     }
     case Direction::backward_filter: {
@@ -183,13 +188,9 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
       std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> results(max_count);
       ST_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
           handle, plan->x.get(), plan->y.get(), plan->conv.get(), plan->w.get(), max_count, &count, results.data()));
-      const int i = pick_algorithm(results, count, true, tf32);
-      if (i < 0) throw_no_algorithm(dir, d, results, count);
-      plan->algo = results[i].algo;
-      ST_CHECK_CUDNN(cudnnSetConvolutionMathType(plan->conv.get(), results[i].mathType));  // the algorithm's own
-      ST_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, plan->x.get(), plan->y.get(),
-                                                                    plan->conv.get(), plan->w.get(), results[i].algo,
-                                                                    &plan->workspace_bytes));
+      const auto& chosen = adopt_algorithm(*plan, dir, d, results, count, true, tf32);
+      ST_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+          handle, plan->x.get(), plan->y.get(), plan->conv.get(), plan->w.get(), chosen.algo, &plan->workspace_bytes));
       break;
     }
   }
