@@ -3,6 +3,7 @@
 
 #include "scaletrain/backend/device_info.hpp"
 #include "scaletrain/config.hpp"
+#include "scaletrain/ops/conv_algorithm.hpp"
 
 namespace scaletrain::train {
 
@@ -44,10 +45,34 @@ void DeviceMetrics::end_step() {
     if (timed(p)) gpu_timers_.add(p, seconds[static_cast<std::size_t>(p)]);
 }
 
+Json conv_algorithms_json(const std::vector<ops::ConvAlgorithmRecord>& records) {
+  Json all = Json::array();
+  for (const ops::ConvAlgorithmRecord& r : records) {
+    Json j = Json::object();
+    j.set("direction", r.direction);
+    Json input = Json::array(), weight = Json::array();
+    for (int v : {r.n, r.h, r.w, r.c}) input.push_back(static_cast<int64_t>(v));
+    for (int v : {r.o, r.c, r.kh, r.kw}) weight.push_back(static_cast<int64_t>(v));
+    j.set("input_nhwc", input);
+    j.set("weight_oihw", weight);
+    j.set("stride", static_cast<int64_t>(r.stride));
+    j.set("padding", static_cast<int64_t>(r.padding));
+    j.set("tf32", r.tf32);
+    j.set("algo", static_cast<int64_t>(r.algo));
+    j.set("math", ops::conv_math_name(r.math));
+    j.set("workspace_bytes", static_cast<int64_t>(r.workspace_bytes));
+    j.set("deterministic", r.deterministic);
+    all.push_back(j);
+  }
+  return all;
+}
+
 void DeviceMetrics::fill(report::TrainSummary& s) {
   if (ctx_.device() != Device::cuda) return;
   s.device_kind = "cuda";
   s.gpu = gpu_;
+  // What cuDNN chose per convolution shape on this rank's GPU (rank 0's in the report).
+  s.gpu.set("conv_algorithms", conv_algorithms_json(ops::conv_algorithm_records()));
   s.gpu_pci_bus_id = pci_bus_id_;
   s.gpu_timers = &gpu_timers_;
   s.peak_memory_bytes = static_cast<int64_t>(ctx_.device_memory_stats().peak_reserved_bytes);

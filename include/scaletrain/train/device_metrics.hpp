@@ -6,16 +6,22 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "scaletrain/backend/context.hpp"
 #include "scaletrain/backend/device_timer.hpp"
 #include "scaletrain/backend/gpu_energy.hpp"
 #include "scaletrain/core/json.hpp"
+#include "scaletrain/ops/conv_algorithm.hpp"
 #include "scaletrain/report/phase_timer.hpp"
 #include "scaletrain/report/train_report.hpp"
 #include "scaletrain/train/device_choice.hpp"
 
 namespace scaletrain::train {
+
+// report.json's device.conv_algorithms: one object per convolution shape and direction, with
+// cuDNN's algorithm number, the math type set on the descriptor, its workspace and determinism.
+Json conv_algorithms_json(const std::vector<ops::ConvAlgorithmRecord>& records);
 
 class DeviceMetrics {
  public:

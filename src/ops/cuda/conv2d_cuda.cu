@@ -14,13 +14,16 @@
 //
 // Algorithms: chosen once per (GPU, direction, TF32 or not, shapes, stride, padding) from cuDNN's heuristics
 // (cudnnGet*_v7: no trial runs, no memory, the same answer at every start-up) and cached for the
-// process with the descriptors: the first algorithm that cuDNN says runs, with FMA math, within
-// kMaxWorkspaceBytes; backward data and filter prefer a deterministic one (see pick_algorithm).
+// process with the descriptors: the first algorithm that cuDNN says runs in fp32 (FMA or DEFAULT
+// math), within kMaxWorkspaceBytes; backward data and filter prefer a deterministic one
+// (choose_conv_algorithm, conv_algorithm.hpp). Each choice is recorded for report.json.
 //
 // Math: CUDNN_FMA_MATH, not CUDNN_DEFAULT_MATH: on Ampere and later DEFAULT lets cuDNN run fp32
 // convolutions as TF32 on tensor cores, FMA restricts it to fp32 FMA kernels. fp32 means fp32
 // here, as on the CPU and in cuBLAS (device_state.cpp), unless the Context allows TF32 (--tf32):
 // then DEFAULT, any algorithm's math type, and the descriptor set to the chosen algorithm's.
+// cuDNN 9's legacy heuristics may report DEFAULT for an fp32 algorithm: such a result is taken,
+// and the descriptor is set to FMA all the same.
 //
 // Every result is overwritten (beta = 0), as the contracts say; cuDNN does not read the output
 // when beta is 0.
@@ -36,6 +39,7 @@
 #include "backend/cuda/cuda_context.hpp"
 #include "ops/cuda/conv2d_cuda.hpp"
 #include "ops/cuda/cudnn_util.hpp"
+#include "scaletrain/ops/conv_algorithm.hpp"
 
 namespace scaletrain::ops::cuda {
 namespace {
@@ -101,29 +105,23 @@ struct ConvPlan {
   FilterDesc w;     // the OHWI filter (dw for backward filter)
   ConvDesc conv;
   int algo = 0;  // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, per the key's direction
+  ConvMath math = ConvMath::fma;  // the descriptor's math type
+  bool deterministic = false;
   std::size_t workspace_bytes = 0;
 };
 
-// The first usable heuristic result: cuDNN says it runs on these descriptors, with FMA math (the
-// descriptor's; cuDNN 8+ answers per algorithm and math type), within kMaxWorkspaceBytes. With
-// `prefer_deterministic`, the first deterministic one if any is usable: backward data and filter
-// algorithms that accumulate with atomics give run-to-run differences in the last bits, which
-// make reruns hard to compare; the CPU kernels are deterministic. Results come ranked by expected
-// speed, and for fp32 a deterministic algorithm is normally among the first (for backward filter
-// ALGO_1, the usual choice). Returns the index, or -1.
-// With `tf32` (--tf32) the descriptor's math is CUDNN_DEFAULT_MATH and results of any math type
-// are usable: DEFAULT and TENSOR_OP run fp32 data as TF32 on the tensor cores of Ampere and newer.
+// cuDNN's heuristic results as plain candidates for choose_conv_algorithm (conv_algorithm.hpp,
+// where the rule is written and unit-tested): fp32 takes FMA or DEFAULT results and sets FMA on
+// the descriptor; --tf32 takes any. Backward data and filter prefer a deterministic algorithm.
 template <typename Perf>
-int pick_algorithm(const std::vector<Perf>& results, int count, bool prefer_deterministic, bool tf32) {
-  auto usable = [tf32](const Perf& r) {
-    return r.status == CUDNN_STATUS_SUCCESS && (tf32 || r.mathType == CUDNN_FMA_MATH) && r.memory <= kMaxWorkspaceBytes;
-  };
-  if (prefer_deterministic)
-    for (int i = 0; i < count; ++i)
-      if (usable(results[i]) && results[i].determinism == CUDNN_DETERMINISTIC) return i;
-  for (int i = 0; i < count; ++i)
-    if (usable(results[i])) return i;
-  return -1;
+std::vector<ConvCandidate> candidates_of(const std::vector<Perf>& results, int count) {
+  std::vector<ConvCandidate> candidates;
+  for (int i = 0; i < count; ++i) {
+    const Perf& r = results[i];
+    candidates.push_back({static_cast<int>(r.algo), r.status == CUDNN_STATUS_SUCCESS, static_cast<ConvMath>(r.mathType),
+                          r.memory, r.determinism == CUDNN_DETERMINISTIC});
+  }
+  return candidates;
 }
 
 template <typename Perf>
@@ -131,24 +129,41 @@ template <typename Perf>
   std::ostringstream os;
   for (int i = 0; i < count; ++i)
     os << (i ? ", " : "") << "algo " << static_cast<int>(results[i].algo) << ": "
-       << cudnnGetErrorString(results[i].status) << " math " << static_cast<int>(results[i].mathType) << " "
-       << results[i].memory << " bytes";
+       << cudnnGetErrorString(results[i].status) << " math "
+       << conv_math_name(static_cast<ConvMath>(results[i].mathType)) << " " << results[i].memory << " bytes";
   ST_THROW(direction_name(dir) << ": cuDNN offers no fp32 algorithm for input (" << d.n << ", " << d.h << ", " << d.w
                                << ", " << d.c << "), weight (" << d.o << ", " << d.c << ", " << d.kh << ", " << d.kw
                                << "), stride " << d.stride << ", padding " << d.pad << " within "
                                << (kMaxWorkspaceBytes >> 20) << " MiB of workspace (" << os.str() << ")");
 }
 
-// Takes the usable heuristic result into the plan: its algorithm, and its math type on the
+// Takes the chosen heuristic result into the plan: its algorithm, and the math type on the
 // convolution descriptor (set before the workspace size is asked for, which depends on it).
 template <typename Perf>
 const Perf& adopt_algorithm(ConvPlan& plan, Direction dir, const ConvDims& d, const std::vector<Perf>& results,
                             int count, bool prefer_deterministic, bool tf32) {
-  const int i = pick_algorithm(results, count, prefer_deterministic, tf32);
-  if (i < 0) throw_no_algorithm(dir, d, results, count);
-  plan.algo = results[i].algo;
-  ST_CHECK_CUDNN(cudnnSetConvolutionMathType(plan.conv.get(), results[i].mathType));
-  return results[i];
+  const ConvChoice choice =
+      choose_conv_algorithm(candidates_of(results, count), prefer_deterministic, tf32, kMaxWorkspaceBytes);
+  if (choice.index < 0) throw_no_algorithm(dir, d, results, count);
+  const Perf& chosen = results[choice.index];
+  plan.algo = chosen.algo;
+  plan.math = choice.descriptor_math;
+  plan.deterministic = chosen.determinism == CUDNN_DETERMINISTIC;
+  ST_CHECK_CUDNN(cudnnSetConvolutionMathType(plan.conv.get(), static_cast<cudnnMathType_t>(choice.descriptor_math)));
+  return chosen;
+}
+
+// The plan's choice, for report.json (device.conv_algorithms): what cuDNN picked per shape.
+void record_plan(const ConvPlan& plan, Direction dir, const ConvDims& d, bool tf32) {
+  ConvAlgorithmRecord r;
+  r.direction = direction_name(dir);
+  r.n = d.n, r.h = d.h, r.w = d.w, r.c = d.c, r.o = d.o, r.kh = d.kh, r.kw = d.kw, r.stride = d.stride, r.padding = d.pad;
+  r.tf32 = tf32;
+  r.algo = plan.algo;
+  r.math = plan.math;
+  r.workspace_bytes = plan.workspace_bytes;
+  r.deterministic = plan.deterministic;
+  record_conv_algorithm(r);
 }
 
 std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const ConvDims& d, bool tf32) {
@@ -194,6 +209,7 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
       break;
     }
   }
+  record_plan(*plan, dir, d, tf32);
   return plan;
 }
 

@@ -1,0 +1,63 @@
+// Which cuDNN convolution algorithm to run, as a plain function of cuDNN's heuristic results, and
+// the process's record of what was chosen per shape (report.json's device.conv_algorithms).
+//
+// Free of cuDNN headers so that the choice is unit-tested on every machine: src/ops/cuda/
+// conv2d_cuda.cu turns cudnnConvolution*AlgoPerf_t into ConvCandidate and back.
+//
+// The rule. fp32 (no --tf32): a result runs in fp32 when cuDNN reports it with FMA math, or with
+// DEFAULT math (cuDNN 9's legacy heuristics may report DEFAULT for an fp32 algorithm: DEFAULT is
+// what it was asked with or what the algorithm has no other choice of). Both are usable, and the
+// descriptor is then set to FMA: DEFAULT on the descriptor would let Ampere and later run fp32
+// data as TF32 on tensor cores. TENSOR_OP results are passed over (they are TF32 for fp32 data).
+// --tf32: any math type is usable and the descriptor takes the chosen result's.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace scaletrain::ops {
+
+// cudnnMathType_t's values, in its order (CUDNN_DEFAULT_MATH = 0 ... CUDNN_FMA_MATH = 3).
+enum class ConvMath { default_math = 0, tensor_op = 1, tensor_op_allow_conversion = 2, fma = 3 };
+
+const char* conv_math_name(ConvMath math);
+
+// One heuristic result: cuDNN's algorithm number, whether it runs on the descriptors (status
+// SUCCESS), its math type, its workspace and whether it is deterministic.
+struct ConvCandidate {
+  int algo = 0;
+  bool runs = false;
+  ConvMath math = ConvMath::default_math;
+  std::size_t workspace_bytes = 0;
+  bool deterministic = false;
+};
+
+struct ConvChoice {
+  int index = -1;                        // into the candidates; -1 when none is usable
+  ConvMath descriptor_math = ConvMath::fma;  // to set on the convolution descriptor
+};
+
+// The first usable candidate (they come ranked by expected speed); with `prefer_deterministic`,
+// the first usable deterministic one where there is one (backward data and filter: atomics give
+// run-to-run differences in the last bits, which make reruns hard to compare).
+ConvChoice choose_conv_algorithm(const std::vector<ConvCandidate>& candidates, bool prefer_deterministic, bool tf32,
+                                 std::size_t max_workspace_bytes);
+
+// What one convolution shape runs with on this process's GPU: recorded once per plan.
+struct ConvAlgorithmRecord {
+  std::string direction;  // conv2d_forward, conv2d_backward_data, conv2d_backward_filter
+  // input (N, H, W, C), weight (O, C, KH, KW), stride, padding
+  int n = 0, h = 0, w = 0, c = 0, o = 0, kh = 0, kw = 0, stride = 0, padding = 0;
+  bool tf32 = false;
+  int algo = 0;
+  ConvMath math = ConvMath::fma;  // the descriptor's
+  std::size_t workspace_bytes = 0;
+  bool deterministic = false;
+};
+
+void record_conv_algorithm(const ConvAlgorithmRecord& record);
+// Every record so far, in the order the plans were made.
+std::vector<ConvAlgorithmRecord> conv_algorithm_records();
+
+}  // namespace scaletrain::ops
