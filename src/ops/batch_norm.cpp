@@ -117,4 +117,13 @@ void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x
   no_kernel(op, ctx.device());
 }
 
+BatchNormDescriptorDims batch_norm_descriptor_dims(const Shape& x) {
+  ST_CHECK(!x.empty(), "batch_norm: x needs a channel dimension");
+  const int64_t c = x.back();
+  if (x.size() == 4) return {x[0], c, x[1], x[2]};
+  int64_t m = 1;
+  for (std::size_t i = 0; i + 1 < x.size(); ++i) m *= x[i];
+  return {1, c, m, 1};
+}
+
 }  // namespace scaletrain::ops

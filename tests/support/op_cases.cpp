@@ -590,6 +590,19 @@ std::vector<OpCase> build_cases() {
   cases.push_back(normalize_images_case({1, 9, 7, 3}, next_seed()));
   cases.push_back(normalize_images_case({2, 5, 5, 1}, next_seed()));
   cases.push_back(normalize_images_case({3, 4, 3, 4}, next_seed()));
+  // Large tensors: above 65,535 blocks of 256 threads (16,777,216 elements) a CUDA kernel's grid
+  // is capped (blocks_for) and each thread loops; indices pass 2^24, where float arithmetic on an
+  // index would go wrong. Batch norm's 2-D rows (1,000,000) are above cuDNN's limit on N (about
+  // 65,535 in inference, 880,801 in training), which the (1, C, M, 1) descriptor keeps out of N.
+  cases.push_back(relu_case({2, 1024, 1024, 9}, false, next_seed()));
+  cases.push_back(add_case({2, 1024, 1024, 9}, next_seed()));
+  cases.push_back(max_pool_case({4, 128, 128, 272, 3, 2, 1}, next_seed()));
+  cases.push_back(global_avg_pool_case({32, 32, 32, 544}, next_seed()));
+  cases.push_back(softmax_cross_entropy_case(17000, 1024, 0.1, 1.0, next_seed()));
+  cases.push_back(count_correct_case(17000, 1024, false, next_seed()));
+  cases.push_back(normalize_images_case({120, 224, 224, 3}, next_seed()));
+  cases.push_back(batch_norm_training_case({1000000, 17}, 0.0, 1.0, next_seed()));
+  cases.push_back(batch_norm_inference_case({1000000, 17}, next_seed()));
   return cases;
 }
 

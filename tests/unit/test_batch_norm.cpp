@@ -314,4 +314,22 @@ BOOST_AUTO_TEST_CASE(argument_checks) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(cudnn_descriptor_dims_keep_rows_out_of_n) {
+  // 4-D activations as they are: (N, H, W, C) -> logical (N, C, H, W).
+  const auto a = st::ops::batch_norm_descriptor_dims({32, 7, 5, 64});
+  BOOST_TEST((std::vector<int64_t>{a.n, a.c, a.h, a.w} == std::vector<int64_t>{32, 64, 7, 5}));
+  // Rows of a 2-D or 3-D input go to H, so N stays 1: cuDNN caps N near 65,535 (inference).
+  const auto b = st::ops::batch_norm_descriptor_dims({1000000, 16});
+  BOOST_TEST((std::vector<int64_t>{b.n, b.c, b.h, b.w} == std::vector<int64_t>{1, 16, 1000000, 1}));
+  const auto c = st::ops::batch_norm_descriptor_dims({4, 300, 8});
+  BOOST_TEST((std::vector<int64_t>{c.n, c.c, c.h, c.w} == std::vector<int64_t>{1, 8, 1200, 1}));
+  // The same count of values per channel as the tensor, whatever the layout.
+  for (const st::Shape& s : {st::Shape{32, 7, 5, 64}, st::Shape{1000000, 16}, st::Shape{4, 300, 8}}) {
+    const auto d = st::ops::batch_norm_descriptor_dims(s);
+    int64_t numel = 1;
+    for (int64_t v : s) numel *= v;
+    BOOST_TEST(d.n * d.h * d.w * d.c == numel);
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

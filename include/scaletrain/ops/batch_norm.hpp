@@ -26,4 +26,14 @@ void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x
                          const Tensor& saved_mean, const Tensor& saved_inv_std, Tensor& dx, Tensor& dgamma,
                          Tensor& dbeta);
 
+// How the CUDA backend describes x to cuDNN's spatial batch norm, as the logical (N, C, H, W) of an
+// NHWC descriptor: a 4-D (N, H, W, C) as it is; any other (..., C) as (1, C, M, 1), M the
+// product of the leading dims. Both are M rows of C channels in memory with statistics over M
+// values per channel; (1, C, M, 1) rather than (M, C, 1, 1) because cuDNN's spatial batch norm
+// refuses an N above about 65,535 in inference and 880,801 in training, not a large H.
+struct BatchNormDescriptorDims {
+  int64_t n, c, h, w;
+};
+BatchNormDescriptorDims batch_norm_descriptor_dims(const Shape& x);
+
 }  // namespace scaletrain::ops

@@ -1,9 +1,11 @@
 // CUDA batch norm: cuDNN's batch normalisation (CUDNN_BATCHNORM_SPATIAL: one mean and variance per
 // channel over every other dimension) on channels-last data.
 //
-// Descriptors. x (N, H, W, C) is described as it is, NHWC with logical dims (N, C, H, W); any
-// other (..., C) as (M, C, 1, 1) in NHWC, M the product of the leading dims, which is the same
-// memory (M rows of C channels) and the same per-channel statistics over M values. gamma, beta,
+// Descriptors (batch_norm_descriptor_dims, batch_norm.hpp). x (N, H, W, C) is described as it is,
+// NHWC with logical dims (N, C, H, W); any other (..., C) as (1, C, M, 1) in NHWC, M the product
+// of the leading dims, which is the same memory (M rows of C channels) and the same per-channel
+// statistics over M values; not (M, C, 1, 1), whose N cuDNN caps at about 65,535 rows in
+// inference and 880,801 in training. gamma, beta,
 // the running and the saved statistics use the descriptor cuDNN derives from x's (1, C, 1, 1):
 // C contiguous floats, our (C) tensors.
 //
@@ -41,13 +43,10 @@ struct BatchNormDescs {
 };
 
 void describe(const Tensor& x, const char* op, BatchNormDescs& d) {
-  const int64_t c = x.dim(-1), m = x.numel() / c;
   to_int(x.numel(), op, "x elements");  // cuDNN's batch norm indexes with int
-  if (x.ndim() == 4)
-    d.x.set(CUDNN_TENSOR_NHWC, to_int(x.dim(0), op, "N"), to_int(c, op, "C"), to_int(x.dim(1), op, "H"),
-            to_int(x.dim(2), op, "W"));
-  else
-    d.x.set(CUDNN_TENSOR_NHWC, to_int(m, op, "rows"), to_int(c, op, "C"), 1, 1);
+  const BatchNormDescriptorDims dims = batch_norm_descriptor_dims(x.shape());
+  d.x.set(CUDNN_TENSOR_NHWC, to_int(dims.n, op, "N"), to_int(dims.c, op, "C"), to_int(dims.h, op, "H"),
+          to_int(dims.w, op, "W"));
   ST_CHECK_CUDNN(cudnnDeriveBNTensorDescriptor(d.channel.get(), d.x.get(), CUDNN_BATCHNORM_SPATIAL));
 }
 
