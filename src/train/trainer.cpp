@@ -302,12 +302,17 @@ void Training::build_run_state() {
 // Gradient communication: topology -> reducer (its AllReducer's thread; auto calibrates here).
 // Gradients reach the reducer through the accumulator, which passes them on in a step's last
 // micro-batch. On a GPU the reducer all-reduces a pinned host mirror of the gradients, each
-// bucket copied out when backward has written it (DeviceStaging).
+// bucket copied out when backward has written it (DeviceStaging); a GPU run of one rank has
+// nothing to reduce and stages nothing (make_single_rank_reducer).
 void Training::build_communication() {
   nn::ParameterSet& params = state_->params();
-  std::shared_ptr<DeviceStaging> staging;
-  if (ctx_->device() != Device::cpu) staging = DeviceStaging::create(*ctx_, params.flat_grads());
-  reducer_ = comm::make_gradient_reducer(*topology_, params, allreduce_options(cfg_), bucket_options(cfg_), staging);
+  if (ctx_->device() != Device::cpu && comm_.size() == 1) {
+    reducer_ = comm::make_single_rank_reducer(params);
+  } else {
+    std::shared_ptr<DeviceStaging> staging;
+    if (ctx_->device() != Device::cpu) staging = DeviceStaging::create(*ctx_, params.flat_grads());
+    reducer_ = comm::make_gradient_reducer(*topology_, params, allreduce_options(cfg_), bucket_options(cfg_), staging);
+  }
   accumulator_ = std::make_unique<GradientAccumulator>(params, cfg_.accumulate_steps,
                                                        [this](int i) { reducer_->on_grad_ready(i); });
   params.set_grad_ready_hook([this](int i) { accumulator_->on_grad_ready(i); });
