@@ -1,8 +1,8 @@
 // Shared by the GPU test programs (plain mains, no Boost.Test, so that they run on a GPU machine
 // with only the bundle's libraries): a check that prints "ok"/"FAIL" and counts, the message of
 // the scaletrain::Error a call throws, and the frame every program runs its checks in: skip with
-// exit 77 ("SKIP: no GPU visible (...)") where no GPU is visible, a CUDA Context on GPU 0, any
-// exception a failure, "PASS"/"FAIL" and the exit code.
+// exit 77 ("SKIP: no GPU visible (...)") where no GPU is visible, fail where a driver is there but
+// CUDA fails, a CUDA Context on GPU 0, any exception a failure, "PASS"/"FAIL" and the exit code.
 #pragma once
 
 #include <cstdio>
@@ -41,14 +41,38 @@ std::string error_of(F f) {
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-// Runs `checks` on a CUDA Context on GPU 0, or skips where no GPU is visible. Returns main's code.
+// Whether a test has nothing to run on: no CUDA backend built, no driver, or no GPU visible. A
+// driver whose CUDA fails otherwise (runtime_error: a driver older than the runtime, a broken
+// device) is not a reason to skip: the machine has a GPU, and a test that skipped there would
+// hide the failure. Prints the SKIP line where it returns true.
+inline bool nothing_to_test(const GpuInventory& inventory) {
+  switch (inventory.availability) {
+    case GpuAvailability::visible:
+    case GpuAvailability::runtime_error:
+      return false;
+    case GpuAvailability::not_built:
+    case GpuAvailability::no_driver:
+    case GpuAvailability::no_device:
+      break;
+  }
+  std::printf("SKIP: no GPU visible (%s: %s)\n", gpu_availability_name(inventory.availability),
+              inventory.message.c_str());
+  return true;
+}
+
+// The FAIL line of a GPU that is there but does not work; main's code.
+inline int fail_broken_gpu(const GpuInventory& inventory) {
+  std::printf("FAIL: a driver is present but CUDA fails (%s): %s\n", gpu_availability_name(inventory.availability),
+              inventory.message.c_str());
+  return 1;
+}
+
+// Runs `checks` on a CUDA Context on GPU 0; skips where there is no GPU to test (nothing_to_test)
+// and fails where one is there but CUDA fails. Returns main's code.
 inline int run_gpu_checks(const std::function<void(Context&, const GpuInventory&)>& checks) {
   const GpuInventory inventory = list_visible_gpus();
-  if (inventory.availability != GpuAvailability::visible) {
-    std::printf("SKIP: no GPU visible (%s: %s)\n", gpu_availability_name(inventory.availability),
-                inventory.message.c_str());
-    return kSkipped;
-  }
+  if (nothing_to_test(inventory)) return kSkipped;
+  if (inventory.availability != GpuAvailability::visible) return fail_broken_gpu(inventory);
   try {
     Context ctx(Device::cuda, 0, 0);
     checks(ctx, inventory);

@@ -9,7 +9,8 @@
 //     --case TEXT         only the cases whose name contains TEXT (repeatable).
 //     --list              prints the case names and exits.
 // Exit codes: 0 passed, 1 failed (the failures are named at the end), 2 bad arguments,
-// 77 skipped (no GPU visible; ctest's SKIP_RETURN_CODE).
+// 77 skipped (no GPU visible; ctest's SKIP_RETURN_CODE). A driver whose CUDA fails is a failure,
+// not a skip.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,13 +22,12 @@
 
 #include "scaletrain/backend/context.hpp"
 #include "scaletrain/backend/device_info.hpp"
+#include "gpu_check.hpp"
 #include "support/op_cases.hpp"
 
 namespace st = scaletrain;
 
 namespace {
-
-constexpr int kSkipped = 77;
 
 struct Options {
   bool against_cpu_only = false;
@@ -102,11 +102,8 @@ int main(int argc, char** argv) {
       device = std::make_unique<st::Context>(st::Device::cpu);
     } else {
       const st::GpuInventory inventory = st::list_visible_gpus();
-      if (inventory.availability != st::GpuAvailability::visible) {
-        std::printf("SKIP: no GPU visible (%s: %s)\n", st::gpu_availability_name(inventory.availability),
-                    inventory.message.c_str());
-        return kSkipped;
-      }
+      if (st::gpu_test::nothing_to_test(inventory)) return st::gpu_test::kSkipped;
+      if (inventory.availability != st::GpuAvailability::visible) return st::gpu_test::fail_broken_gpu(inventory);
       std::printf("backend ops: GPU 0 (%s) against the CPU\n", inventory.gpus.at(0).name.c_str());
       device = std::make_unique<st::Context>(st::Device::cuda, 0, 0);
     }
