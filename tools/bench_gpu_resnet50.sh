@@ -9,8 +9,9 @@
 # Run in the repository root; in the GPU bundle (gpu-check.sh's benches.sh) $BUNDLE/bin holds the
 # programs. The figures go to stdout (gpu-check.sh's logs); data and runs to a temporary folder,
 # not to $OUT_DIR, whose files the device tool carries back. BENCH_STEPS (default 40) steps per
-# batch size; the rate is the median of the --log-every 10 progress lines after the first (cuDNN's
-# algorithm search, the allocator's first allocations). BENCH_DEVICE=cpu BENCH_IMAGE=32,32,3 make
+# batch size; the rate is the median of the progress lines (--log-every BENCH_LOG_EVERY, default 10)
+# after the first (cuDNN's algorithm search, the allocator's first allocations); BENCH_WARMUP
+# (default 10) untimed steps for PyTorch. The GPU check (benches.sh) runs 20 steps, logged every 5. BENCH_DEVICE=cpu BENCH_IMAGE=32,32,3 make
 # a dry run of the script on a machine without a GPU (the PyTorch part then stops: no GPU).
 set -euo pipefail
 BIN=${ST_BIN:-${BUNDLE:+$BUNDLE/bin}}
@@ -18,6 +19,8 @@ BIN=${BIN:-build/bin}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 steps=${BENCH_STEPS:-40}
+log_every=${BENCH_LOG_EVERY:-10}
+warmup=${BENCH_WARMUP:-10}
 batches=${BENCH_BATCH_SIZES:-64 128}
 device=${BENCH_DEVICE:-cuda}
 image=${BENCH_IMAGE:-224,224,3}
@@ -35,18 +38,19 @@ for b in $batches; do
   mpirun -np 1 --bind-to none "$BIN/scaletrain" train --device "$device" --model resnet50 --data "$out/data" \
     --output-dir "$out/run-$b" --overwrite "${tf32_flag[@]}" --batch-size "$b" --epochs "$epochs" --max-steps "$steps" \
     --base-lr 0.1 --lr-schedule constant --warmup-epochs 0 --momentum 0.9 --weight-decay 5e-5 \
-    --label-smoothing 0.1 --no-augment --data-threads 8 --eval-every 0 --log-every 10 >"$out/run-$b.log" 2>&1 ||
+    --label-smoothing 0.1 --no-augment --data-threads 8 --eval-every 0 --log-every "$log_every" >"$out/run-$b.log" 2>&1 ||
     { tail -30 "$out/run-$b.log"; echo "scaletrain resnet50 batch $b: FAILED"; exit 1; }
   grep -q "device: $device" "$out/run-$b.log" || { echo "scaletrain resnet50 batch $b: did not run on $device"; exit 1; }
-  python3 - "$out/run-$b.log" "$b" "$device" "$tf32" <<'PY'
+  python3 - "$out/run-$b.log" "$b" "$device" "$tf32" "$log_every" <<'PY'
 import re, statistics, sys
 rates = [float(r) for r in re.findall(r"([0-9.]+) samples/s", open(sys.argv[1]).read())]
 if len(rates) < 2:
     sys.exit(f"scaletrain resnet50 batch {sys.argv[2]}: too few progress lines ({len(rates)})")
 print(f"scaletrain resnet50 batch {sys.argv[2]} on {sys.argv[3]}, fp32, tf32 {sys.argv[4]}: {statistics.median(rates[1:]):.1f} images/s "
-      f"(median of {len(rates) - 1} windows of 10 steps, after the first)")
+      f"(median of {len(rates) - 1} windows of {sys.argv[5]} steps, after the first)")
 PY
+  python3 "$(dirname "$0")/gpu_run_summary.py" "$out/run-$b/report.json" || true
   rm -rf "$out/run-$b/checkpoints"  # 200 MB each
  done
 done
-python3 "$(dirname "$0")/bench_torch_resnet50_gpu.py" --batch-sizes "$(echo $batches | tr ' ' ',')" --steps "$steps" --warmup 10
+python3 "$(dirname "$0")/bench_torch_resnet50_gpu.py" --batch-sizes "$(echo $batches | tr ' ' ',')" --steps "$steps" --warmup "$warmup"

@@ -1,20 +1,30 @@
 #!/usr/bin/env bash
-# gpu-check.sh OUT_DIR [ARCHIVE]: on a lent GPU machine, in the repository root, runs the GPU
-# checks from a bundle made by tools/gpu-bundle.sh (issue 10, section 6; docs/gpu.md).
+# gpu-check.sh OUT_DIR [ARCHIVE]: on a lent GPU machine, in the repository root, runs the whole GPU
+# verification from a bundle made by tools/gpu-bundle.sh in one device call (docs/gpu.md).
 #
 # Unpacks ARCHIVE (default build/gpu-bundle.tar.xz) into a temporary folder; puts the bundle's
 # libraries first on LD_LIBRARY_PATH, then the machine's CUDA (/usr/local/cuda/lib64, the
 # nvidia-* libraries inside PyTorch's site-packages); relocates Open MPI into the bundle
 # (OPAL_PREFIX; PMIx runs without its optional plugins); prints the GPU, driver, runtime and
-# versions; runs two smoke tests (a CPU unit suite, mpirun -np 2), every test of tests.sh (the
-# ctest -L gpu list) and, with a GPU, every benchmark of benches.sh. Writes env.txt, one log per
-# test and benchmark (joined in logs.txt, and one file each in logs.tar.gz), and summary.txt
-# ("PASS|FAIL|SKIP kind:name seconds rc" a line, then the totals) into OUT_DIR: the device tool
-# returns at most 8 files, so OUT_DIR holds four (more only where a benchmark writes its own
-# figures there, as $OUT_DIR). Exit status 0 when nothing failed.
+# versions; then runs the parts in the order and with the time limits of tools/gpu-check-plan.tsv:
+# two smoke tests (a CPU unit suite, mpirun -np 2), the tests of tests.sh (the ctest -L gpu list)
+# and, with a GPU, the benchmarks of benches.sh; a part the plan does not list runs last.
+# The whole script keeps to GPU_CHECK_BUDGET_S seconds (default 280), unpacking included: each part
+# gets its plan limit or the time left, whichever is shorter, and a part with under 5 s left is
+# not started (CUT). Writes env.txt, one log per part (joined in logs.txt, and one file each in
+# logs.tar.gz), and summary.txt ("PASS|FAIL|SKIP|CUT kind:name seconds rc limit" a line, then the
+# totals) into OUT_DIR: the device tool returns at most 8 files, so OUT_DIR holds four (more only
+# where a benchmark writes its own figures there, as $OUT_DIR). Exit status 0 when nothing failed
+# and nothing was cut.
 # Without a GPU it says "no GPU visible" and still runs the gpu tests, which then skip.
+# GPU_CHECK_TESTS=REGEX runs only the gpu tests whose names match; GPU_CHECK_BENCH=0 no benchmark;
+# GPU_CHECK_PLAN=FILE another plan; GPU_CHECK_LIMIT_SCALE=F multiplies its limits (a slower GPU).
 set -uo pipefail
 
+started=$(date +%s)
+# The whole script's time, unpacking included: the parts of tools/gpu-check-plan.tsv fit it.
+budget=${GPU_CHECK_BUDGET_S:-280}
+deadline=$((started + budget))
 out_dir=${1:?usage: gpu-check.sh OUT_DIR [ARCHIVE]}
 archive=${2:-build/gpu-bundle.tar.xz}
 [ -f "$archive" ] || { echo "gpu-check: no archive $archive (make it with tools/gpu-bundle.sh)" >&2; exit 2; }
@@ -111,46 +121,81 @@ summary=$out_dir/summary.txt
 : >"$summary"
 : >"$out_dir/logs.txt"
 mkdir -p "$tmp/logs"
-pass=0; fail=0; skip=0
-run_one() {  # kind name skip_code timeout env command
-  local kind=$1 name=$2 skip_code=$3 limit=$4 envs=$5 cmd=$6 log rc start secs verdict
+pass=0; fail=0; skip=0; cut=0
+# The deadline: every part's limit is its plan limit or the time left, whichever is shorter; a
+# part with under 5 s left is not started (CUT). The call then ends in time whatever hangs.
+remaining() { echo $(( deadline - $(date +%s) )); }
+run_one() {  # kind name skip_code limit env command
+  local kind=$1 name=$2 skip_code=$3 limit=$4 envs=$5 cmd=$6 log rc start secs verdict left
+  left=$(remaining)
+  if [ "$left" -lt 5 ]; then
+    cut=$((cut + 1))
+    echo "CUT $kind:$name 0s rc=- (${left}s left of GPU_CHECK_BUDGET_S=$budget)" | tee -a "$summary"
+    return
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
   log=$tmp/logs/$kind-$(echo "$name" | tr -c 'A-Za-z0-9._\n-' '_').log
   start=$(date +%s)
-  ( eval "export $envs"; eval "timeout ${limit:-600} $cmd" ) >"$log" 2>&1 </dev/null
+  ( eval "export $envs"; eval "timeout -k 5 $limit $cmd" ) >"$log" 2>&1 </dev/null
   rc=$?
   secs=$(( $(date +%s) - start ))
   if [ $rc -eq 0 ]; then verdict=PASS; pass=$((pass + 1))
   elif [ -n "$skip_code" ] && [ "$rc" = "$skip_code" ]; then verdict=SKIP; skip=$((skip + 1))
   else verdict=FAIL; fail=$((fail + 1)); fi
-  echo "$verdict $kind:$name ${secs}s rc=$rc" | tee -a "$summary"
-  { echo "===== $verdict $kind:$name rc=$rc ${secs}s: $cmd"; cat "$log"; } >>"$out_dir/logs.txt"
+  local note=""
+  [ $rc -eq 124 ] || [ $rc -eq 137 ] && note=" (stopped at its limit of ${limit}s)"
+  echo "$verdict $kind:$name ${secs}s rc=$rc limit=${limit}s$note" | tee -a "$summary"
+  { echo "===== $verdict $kind:$name rc=$rc ${secs}s of ${limit}s: $cmd"; cat "$log"; } >>"$out_dir/logs.txt"
 }
-# Smoke tests: the bundle works on this machine at all (CPU unit suite, two MPI ranks).
-run_one smoke unit_core "" 300 _gpu_check=1 '"$BUNDLE/bin/scaletrain_unit_tests" --run_test=core'
-run_one smoke mpi_np2_topology "" 300 _gpu_check=1 \
-  'mpirun --oversubscribe -np 2 "$BUNDLE/bin/scaletrain_mpi_tests" --run_test=topology'
-# GPU_CHECK_TESTS=REGEX (grep -E on the names) runs only those gpu tests: one device call lasts at
-# most 10 minutes, so a long test (gpu.demo) gets a call of its own.
+
+# The parts: smoke tests (here), gpu tests (the bundle's tests.sh: the ctest -L gpu list) and
+# benchmarks (benches.sh), each a line "KIND:NAME<TAB>SKIP_CODE<TAB>CTEST_TIMEOUT<TAB>ENV<TAB>COMMAND".
+parts=$tmp/parts.tsv
+printf 'smoke:unit_core\t-\t300\t-\t%s\n' '"$BUNDLE/bin/scaletrain_unit_tests" --run_test=core' >"$parts"
+printf 'smoke:mpi_np2_topology\t-\t300\t-\t%s\n' \
+  'mpirun --oversubscribe -np 2 "$BUNDLE/bin/scaletrain_mpi_tests" --run_test=topology' >>"$parts"
+# GPU_CHECK_TESTS=REGEX (grep -E on the names) runs only those gpu tests.
 while IFS=$'\t' read -r name skip_code limit envs cmd; do
   case "$name" in ''|'#'*) continue ;; esac
   [ -z "${GPU_CHECK_TESTS:-}" ] || grep -Eq -- "$GPU_CHECK_TESTS" <<<"$name" || continue
-  [ "$skip_code" = - ] && skip_code=""
-  [ "$envs" = - ] && envs=_gpu_check=1
-  run_one test "$name" "$skip_code" "$limit" "$envs" "$cmd"
+  printf 'test:%s\t%s\t%s\t%s\t%s\n' "$name" "$skip_code" "$limit" "$envs" "$cmd" >>"$parts"
 done <"$BUNDLE/tests.sh"
 if [ "${GPU_CHECK_BENCH:-1}" = 1 ] && [ "$gpu" = yes ]; then
   while IFS=$'\t' read -r name cmd; do
     case "$name" in ''|'#'*) continue ;; esac
-    run_one bench "$name" "" 600 "_gpu_check=1" "$cmd"
+    printf 'bench:%s\t-\t600\t-\t%s\n' "$name" "$cmd" >>"$parts"
   done <"$BUNDLE/benches.sh"
 else
   echo "benchmarks not run (no GPU, or GPU_CHECK_BENCH=0)" | tee -a "$summary"
 fi
+
+# The plan's order and limits (tools/gpu-check-plan.tsv), then any part it does not list.
+plan=${GPU_CHECK_PLAN:-$REPO/tools/gpu-check-plan.tsv}
+ordered=$tmp/ordered.tsv
+: >"$ordered"
+if [ -f "$plan" ]; then
+  while IFS=$'\t' read -r part limit _; do
+    case "$part" in ''|'#'*) continue ;; esac
+    limit=$(awk -v l="$limit" -v f="${GPU_CHECK_LIMIT_SCALE:-1}" 'BEGIN{printf "%d", l * f + 0.5}')
+    awk -F'\t' -v p="$part" -v l="$limit" 'BEGIN{OFS="\t"} $1 == p {$3 = l; print}' "$parts" >>"$ordered"
+  done <"$plan"
+fi
+while IFS=$'\t' read -r part rest; do
+  cut -f1 "$ordered" | grep -qxF -- "$part" && continue
+  echo "WARNING: $part is not in the plan ($plan): it runs last, with its ctest timeout" | tee -a "$summary"
+  printf '%s\t%s\n' "$part" "$rest" >>"$ordered"
+done <"$parts"
+echo "budget: ${budget}s for the parts (GPU_CHECK_BUDGET_S), $(remaining)s left after unpacking" | tee -a "$summary"
+while IFS=$'\t' read -r part skip_code limit envs cmd; do
+  [ "$skip_code" = - ] && skip_code=""
+  [ "$envs" = - ] && envs=_gpu_check=1
+  run_one "${part%%:*}" "${part#*:}" "$skip_code" "$limit" "$envs" "$cmd"
+done <"$ordered"
 if [ "$gpu" = yes ] && [ $skip -gt 0 ]; then
   echo "WARNING: $skip test(s) skipped on a machine with a GPU; bundle $(grep '^scaletrain_cuda:' "$BUNDLE/MANIFEST")" |
     tee -a "$summary"
 fi
-echo "gpu=$gpu pass=$pass fail=$fail skip=$skip" | tee -a "$summary"
+echo "gpu=$gpu pass=$pass fail=$fail skip=$skip cut=$cut seconds=$(( $(date +%s) - started ))" | tee -a "$summary"
 # One archive of the per-test logs, not a file each: the device tool returns at most 8 files.
 tar -C "$tmp" -czf "$out_dir/logs.tar.gz" logs
-[ $fail -eq 0 ]
+[ $fail -eq 0 ] && [ $cut -eq 0 ]

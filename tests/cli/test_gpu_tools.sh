@@ -40,7 +40,7 @@ for f in bin/scaletrain_compare_checkpoints bin/scaletrain-data; do
   grep -qx "scaletrain-gpu-bundle/$f" "$W/list" || fail "bundle lacks $f (the training tests need it)"
 done
 tar -xzf "$W/bundle.tar.gz" -C "$W" scaletrain-gpu-bundle/benches.sh
-grep -q $'^gpu_resnet50_train\tbash tools/bench_gpu_resnet50.sh' "$W/scaletrain-gpu-bundle/benches.sh" ||
+grep -qE $'^gpu_resnet50_train\t(env [A-Z_=0-9 ]+ )?bash tools/bench_gpu_resnet50.sh' "$W/scaletrain-gpu-bundle/benches.sh" ||
   fail "benches.sh lacks the ResNet-50 GPU benchmark"
 # Every test labelled gpu (ctest -L gpu, which the bundle lists) skips without a GPU.
 gpu_tests=$(grep -c $'^gpu\.[^\t]*\t77\t' "$W/scaletrain-gpu-bundle/tests.sh")
@@ -60,8 +60,21 @@ else
   grep -q 'no GPU visible' "$W/check.log" || fail "gpu-check.sh did not say 'no GPU visible'"
   grep -q '^SKIP test:gpu.device_info' <<<"$s" || fail "gpu.device_info not reported as skipped: $s"
   grep -q '^SKIP test:gpu.backend_ops' <<<"$s" || fail "gpu.backend_ops not reported as skipped: $s"
-  grep -q "^gpu=no pass=2 fail=0 skip=$gpu_tests\$" <<<"$s" || fail "summary (expected skip=$gpu_tests): $s"
+  grep -q "^gpu=no pass=2 fail=0 skip=$gpu_tests cut=0 seconds=" <<<"$s" || fail "summary (expected skip=$gpu_tests): $s"
+  # The plan (tools/gpu-check-plan.tsv) orders the parts: the op tests before the training tests,
+  # the demo last but the benchmarks, and every gpu test is in it (no "not in the plan" warning).
+  grep -q 'not in the plan' <<<"$s" && fail "a gpu test is missing from tools/gpu-check-plan.tsv: $s"
+  order=$(grep -oE '^[A-Z]+ [a-z]+:[^ ]+' <<<"$s" | cut -d' ' -f2 | tr '\n' ' ')
+  [[ $order == "smoke:unit_core smoke:mpi_np2_topology test:gpu.device_info test:gpu.backend_ops "* ]] ||
+    fail "parts not in the plan's order: $order"
+  [[ $order == *"test:gpu.demo " ]] || fail "the demo is not the last test: $order"
 fi
+# The deadline: with no time left no part starts; each is reported CUT and the check fails.
+rc=0
+env -u LD_LIBRARY_PATH GPU_CHECK_BUDGET_S=2 tools/gpu-check.sh "$W/out-cut" "$W/bundle.tar.gz" >"$W/cut.log" 2>&1 || rc=$?
+[ "$rc" -ne 0 ] || fail "gpu-check.sh with no time left exited 0: $(cat "$W/cut.log")"
+grep -q '^CUT smoke:unit_core 0s' "$W/out-cut/summary.txt" || fail "no CUT line: $(cat "$W/out-cut/summary.txt")"
+grep -q ' cut=[1-9]' "$W/out-cut/summary.txt" || fail "the totals do not count the cut parts: $(cat "$W/out-cut/summary.txt")"
 grep -qx logs/test-gpu.device_info.log <(tar -tzf "$W/out/logs.tar.gz") || fail "logs.tar.gz lacks the gpu test log"
 grep -A1 'ldd: libraries not found' "$W/out/env.txt" | grep -q '(end)' || fail "unresolved libraries: $(cat "$W/out/env.txt")"
 echo "ok: gpu-bundle.sh and gpu-check.sh"

@@ -2,7 +2,7 @@
 # The GPU training tests (tests/gpu/test_*.sh) checked on a machine without a GPU: with
 # ST_GPU_TEST_DEVICE=cpu each runs its "GPU" side on the CPU, so (a) its comparisons must pass
 # CPU against CPU, and (b) they must fail, naming the tensor or step and the error, when one side
-# really differs (another seed, another learning rate). Without this a GPU test could pass
+# really differs (another seed, a learning rate 10% off). Without this a GPU test could pass
 # vacuously (a comparison of a file with itself, a tolerance nothing exceeds) and nobody would know
 # until a GPU machine ran it. Sizes are tiny (8x8 images, a few steps) to stay near a minute on 2
 # busy cores; on a GPU the same scripts run at their full sizes.
@@ -45,12 +45,12 @@ expect_text resnet20_seed "FAIL: params: relative L2 error"
 expect_text resnet20_seed "largest in tensor model/"
 expect_text resnet20_seed "FAIL: loss curves: step 1:"
 
-# resnet50, one step on 32x32 images: the update agrees CPU against CPU; a learning rate 1% larger
-# on one side is a 1e-2 update error, ten times the tolerance.
+# resnet50, one step on 32x32 images: the update agrees CPU against CPU; a learning rate 10% larger
+# on one side is a 1e-1 update error, three times the tolerance.
 r50=(ST_GPU_TEST_BATCH=4 ST_GPU_TEST_IMAGE=32,32,3)
 run_case resnet50_same 0 test_resnet50_step.sh "${r50[@]}"
 expect_text resnet50_same "ok: params: relative L2 error of the update"
-run_case resnet50_lr 1 test_resnet50_step.sh "${r50[@]}" ST_GPU_TEST_ARGS="--base-lr 0.101"
+run_case resnet50_lr 1 test_resnet50_step.sh "${r50[@]}" ST_GPU_TEST_ARGS="--base-lr 0.11"
 expect_text resnet50_lr "FAIL: params: relative L2 error of the update"
 expect_text resnet50_lr "largest in tensor model/"
 

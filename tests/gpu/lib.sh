@@ -60,32 +60,76 @@ run_train() {
   done
   rm -rf "${T:?}/$name"
   local start=$SECONDS
-  mpirun -np "$np" --oversubscribe --bind-to none "$BIN/scaletrain" train --device "$device" --threads "$THREADS" \
-    --output-dir "$T/$name" --overwrite "${kept[@]}" "${extra_args[@]}" >"$T/$name.log" 2>&1 ||
-    fail "$name: train --device $device failed: $(tail -20 "$T/$name.log")"
+  # ST_GPU_TEST_STREAM=1: the progress lines go to this test's output as well, so that a run
+  # stopped at its time limit still shows how far it got and at what pace.
+  local stream=() rc=0
+  [ "${ST_GPU_TEST_STREAM:-0}" = 1 ] && stream=(grep --line-buffered -E "step [0-9]+/|epoch [0-9]+ done|device:|all-reduce:")
+  if [ ${#stream[@]} -gt 0 ]; then
+    mpirun -np "$np" --oversubscribe --bind-to none "$BIN/scaletrain" train --device "$device" --threads "$THREADS" \
+      --output-dir "$T/$name" --overwrite "${kept[@]}" "${extra_args[@]}" 2>&1 | tee "$T/$name.log" |
+      { "${stream[@]}" || true; } || rc=$?
+    [ "$rc" = 0 ] || fail "$name: train --device $device failed: $(tail -20 "$T/$name.log")"
+  else
+    mpirun -np "$np" --oversubscribe --bind-to none "$BIN/scaletrain" train --device "$device" --threads "$THREADS" \
+      --output-dir "$T/$name" --overwrite "${kept[@]}" "${extra_args[@]}" >"$T/$name.log" 2>&1 ||
+      fail "$name: train --device $device failed: $(tail -20 "$T/$name.log")"
+  fi
   echo "ok: $name: trained on --device $device with $np rank(s) in $((SECONDS - start)) s"
 }
 
-# compare_losses TEST_LOG REF_LOG RTOL ATOL: rank 0's per-step losses (--log-every 1 progress
-# lines) agree step by step: |test - ref| <= RTOL * |ref| + ATOL. Prints the largest difference;
-# fails naming the first step over the tolerance.
+# compare_losses TEST_LOG REF_LOG RTOL ATOL [FIRST]: rank 0's per-step losses (--log-every 1
+# progress lines) agree step by step: |test - ref| <= RTOL * |ref| + ATOL, over every step or over
+# the FIRST steps only. Prints the largest difference; fails naming the first step over the
+# tolerance.
 compare_losses() {
   "$PY" - "$@" <<'PY'
 import re, sys
 test_log, ref_log, rtol, atol = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+first = int(sys.argv[5]) if len(sys.argv) > 5 else None
 def losses(path):
     return [float(m.group(1)) for m in re.finditer(r"step \d+/\d+  loss ([-+0-9.eEnaif]+)", open(path).read())]
 a, b = losses(test_log), losses(ref_log)
 if not b or len(a) != len(b):
     sys.exit(f"FAIL: loss curves: {len(a)} steps logged in {test_log}, {len(b)} in {ref_log}")
+if first is not None:
+    a, b = a[:first], b[:first]
+what = f"the first {len(b)} steps" if first is not None else f"{len(b)} steps"
 worst = max(range(len(b)), key=lambda i: abs(a[i] - b[i]) / (rtol * abs(b[i]) + atol))
-print(f"loss curves: {len(b)} steps; first {a[0]:.4f} / {b[0]:.4f}, last {a[-1]:.4f} / {b[-1]:.4f} (test / ref); "
-      f"largest difference at step {worst + 1}: {a[worst]:.4f} vs {b[worst]:.4f}")
+print(f"loss curves, {what}: first {a[0]:.5f} / {b[0]:.5f}, last {a[-1]:.5f} / {b[-1]:.5f} (test / ref); "
+      f"largest difference at step {worst + 1}: {a[worst]:.5f} vs {b[worst]:.5f}")
 for i, (x, y) in enumerate(zip(a, b)):
     if not abs(x - y) <= rtol * abs(y) + atol:
-        sys.exit(f"FAIL: loss curves: step {i + 1}: loss {x:.4f} (test) vs {y:.4f} (ref), over the tolerance "
+        sys.exit(f"FAIL: loss curves: step {i + 1}: loss {x:.5f} (test) vs {y:.5f} (ref), over the tolerance "
                  f"{rtol:g} x |ref| + {atol:g}")
-print(f"ok: loss curves agree within {rtol:g} x |ref| + {atol:g} at every step")
+print(f"ok: loss curves agree within {rtol:g} x |ref| + {atol:g} over {what}")
+PY
+}
+
+# compare_learning TEST_LOG REF_LOG LAST RTOL: both runs learn alike: the mean of rank 0's last
+# LAST step losses agree within RTOL of the reference's, and (in a run of at least 2 x LAST steps)
+# both are below the first step's loss.
+# Over tens of steps, fp32 training on two devices follows two trajectories (SGD with momentum and
+# batch norm amplify the last-bit differences of the first step), so losses are compared step by
+# step only at the start (compare_losses ... FIRST) and by what the run achieved at the end.
+compare_learning() {
+  "$PY" - "$@" <<'PY'
+import re, sys
+test_log, ref_log, last, rtol = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+def losses(path):
+    return [float(m.group(1)) for m in re.finditer(r"step \d+/\d+  loss ([-+0-9.eEnaif]+)", open(path).read())]
+a, b = losses(test_log), losses(ref_log)
+if not b or len(a) != len(b) or len(b) < last:
+    sys.exit(f"FAIL: learning: {len(a)} steps logged in {test_log}, {len(b)} in {ref_log}, {last} needed")
+ma, mb = sum(a[-last:]) / last, sum(b[-last:]) / last
+print(f"learning: mean loss of the last {last} steps {ma:.4f} (test) vs {mb:.4f} (ref); first step {a[0]:.4f} / {b[0]:.4f}")
+if not abs(ma - mb) <= rtol * abs(mb):
+    sys.exit(f"FAIL: learning: mean loss of the last {last} steps {ma:.4f} (test) vs {mb:.4f} (ref), over {rtol:g} x |ref|")
+if len(b) < 2 * last:  # a short run (the harness's): too few steps to ask for learning
+    print(f"ok: the last {last} steps' mean losses agree within {rtol:g} x |ref| ({len(b)} steps: too few to ask for learning)")
+    sys.exit(0)
+if not (ma < a[0] and mb < b[0]):
+    sys.exit(f"FAIL: learning: a run did not learn (the last {last} steps' mean loss is not below the first step's)")
+print(f"ok: both runs learn alike (last {last} steps' mean loss within {rtol:g} x |ref|, below the first step's)")
 PY
 }
 

@@ -21,18 +21,44 @@ common=(--model resnet20 --data "$T/data" --epochs 1 --max-steps "$steps" --batc
 run_train gpu 1 "$DEV" "$TEST_ARGS" "${common[@]}"
 run_train cpu 1 cpu "" "${common[@]}"
 [ "$DEV" != cuda ] || grep -q "device: cuda" "$T/gpu.log" || fail "the GPU run did not say it ran on cuda: $(head -30 "$T/gpu.log")"
+# What cuDNN chose per convolution shape is in report.json; without --tf32 every choice runs FMA math.
+if [ "$DEV" = cuda ]; then
+  "$PY" - "$T/gpu/report.json" "$TEST_ARGS" <<'PY' || fail "report.json's device.conv_algorithms (above)"
+import collections, json, sys
+algos = json.load(open(sys.argv[1]))["device"].get("conv_algorithms") or []
+if not algos:
+    sys.exit("FAIL: report.json has no device.conv_algorithms")
+count = collections.Counter((a["direction"], a["algo"], a["math"], a["deterministic"]) for a in algos)
+for (direction, algo, math, det), n in sorted(count.items()):
+    print(f"cuDNN {direction}: algo {algo}, math {math}, deterministic {det}: {n} shape(s)")
+if "--tf32" not in sys.argv[2] and any(a["math"] != "fma" for a in algos):
+    sys.exit("FAIL: a convolution without --tf32 runs another math than fma")
+PY
+fi
+# One rank on a GPU has nothing to all-reduce: no staging through the host (make_single_rank_reducer).
+if [ "$DEV" = cuda ]; then
+  grep -q "all-reduce: none: one rank" "$T/gpu.log" ||
+    fail "the one-rank GPU run did not skip the all-reduce: $(grep -m1 'all-reduce:' "$T/gpu.log")"
+fi
 
 # Tolerances. Both sides compute in fp32, but not the same sums in the same order: cuDNN picks its
-# convolution algorithms (Winograd, FFT, implicit GEMM) and reduction orders, oneDNN its own, and
-# batch norm's statistics are reduced differently. One step differs by ~1e-6 relative; SGD with
-# momentum and batch norm then amplifies the difference step after step (the training trajectory
-# is chaotic), so after 50 steps a few 1e-3 in the weights is normal. A bug (a wrong gradient,
-# a skipped update, a stale batch) shows at once as 1e-1 or more.
-#   loss:    2% of the loss plus 0.02 at every step (the loss is ~2.3 at the start)
-#   weights: relative L2 1e-2 over all parameters, and over the batch-norm running statistics
+# convolution algorithms and reduction orders, oneDNN its own. The first step differs in the last
+# bits; SGD with momentum and batch norm then amplify the difference step after step (the training
+# trajectory is chaotic), so after tens of steps two correct runs are on different trajectories.
+# Measured on an H200 (2026-11-26, docs/gpu.md): PyTorch's own fp32 GPU run against its CPU run
+# of this model and recipe (tools/torch_gpu_cpu_divergence.py) is 7.8e-6 apart in the parameters
+# after step 1, 6.6e-2 after step 10 and 3.7e-1 after step 50 (batch-norm statistics 1.3); ours,
+# 1.3e-1 and 2.8e-1 after 50 steps. So the run is checked where each check can hold:
+#   arithmetic: the first 3 steps' losses within 1e-3 x |loss| + 1e-3 (the forward of step 1 from
+#               the same weights, then two updates: the trajectories have not parted yet);
+#   learning:   the mean loss of the last 10 steps within 10% of the CPU's, and below step 1's;
+#   state:      parameters within 0.3 and batch-norm statistics within 0.6 relative L2 after the
+#               50 steps: a gross error (a skipped update, a stale or zero gradient, statistics
+#               never updated) is O(1) there, beyond any drift.
 status=0
-compare_losses "$T/gpu.log" "$T/cpu.log" 0.02 0.02 || status=1
-compare_checkpoints --what params --tolerance 1e-2 "$T/gpu" "$T/cpu" || status=1
-compare_checkpoints --what buffers --tolerance 1e-2 "$T/gpu" "$T/cpu" || status=1
+compare_losses "$T/gpu.log" "$T/cpu.log" 1e-3 1e-3 3 || status=1
+compare_learning "$T/gpu.log" "$T/cpu.log" "$((steps < 10 ? steps : 10))" 0.1 || status=1
+compare_checkpoints --what params --tolerance 0.3 "$T/gpu" "$T/cpu" || status=1
+compare_checkpoints --what buffers --tolerance 0.6 "$T/gpu" "$T/cpu" || status=1
 [ $status = 0 ] || fail "resnet20 on --device $DEV ${TEST_ARGS:+($TEST_ARGS) }differs from the CPU run (above)"
 echo "PASS"

@@ -27,14 +27,17 @@ if [ "$DEV" = cuda ]; then
   grep -q "ranks share a GPU" "$T/gpu.log" || fail "two ranks on one GPU gave no sharing warning: $(head -30 "$T/gpu.log")"
 fi
 
-# Tolerances as in test_resnet20_training.sh (fp32 on both sides, different convolution and
-# reduction orders, differences grown over the steps by SGD and batch norm): loss within 2% + 0.02
-# per step (rank 0's), parameters and the ranks' mean batch-norm statistics within 1e-2 relative
-# L2. The all-reduce itself sums the same fp32 values in the same order on both devices (MPI on the
-# host), so it adds nothing; a bucket reduced twice, missed or copied back stale is far over.
+# Tolerances as in test_resnet20_training.sh, which says why a run of tens of steps is compared step
+# by step only at its start: the first 3 steps' losses (rank 0's) within 1e-3 x |loss| + 1e-3, the
+# mean loss of the last 10 steps within 10%, parameters within 0.15 and the ranks' mean batch-norm
+# statistics within 0.2 relative L2 after 30 steps (measured on an H200, 2026-11-26: 5.3e-2 and
+# 6.6e-2; PyTorch's own GPU against CPU drift after 30 steps of one rank: 3.2e-1 and 1.0). The
+# all-reduce itself sums the same fp32 values in the same order on both devices (MPI on the host),
+# so it adds nothing; a bucket reduced twice, missed or copied back stale is far over.
 status=0
-compare_losses "$T/gpu.log" "$T/cpu.log" 0.02 0.02 || status=1
-compare_checkpoints --what params --tolerance 1e-2 "$T/gpu" "$T/cpu" || status=1
-compare_checkpoints --what buffers --tolerance 1e-2 "$T/gpu" "$T/cpu" || status=1
+compare_losses "$T/gpu.log" "$T/cpu.log" 1e-3 1e-3 3 || status=1
+compare_learning "$T/gpu.log" "$T/cpu.log" "$((steps < 10 ? steps : 10))" 0.1 || status=1
+compare_checkpoints --what params --tolerance 0.15 "$T/gpu" "$T/cpu" || status=1
+compare_checkpoints --what buffers --tolerance 0.2 "$T/gpu" "$T/cpu" || status=1
 [ $status = 0 ] || fail "2 ranks on --device $DEV ${TEST_ARGS:+($TEST_ARGS) }differ from the 2-rank CPU run (above)"
 echo "PASS"

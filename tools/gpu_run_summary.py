@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""One run's report.json in a few lines, for the GPU check's logs (tools/bench_gpu_resnet50.sh,
+tests/gpu/test_demo.sh): where a step's time goes (host phases, and the GPU's own time of forward,
+backward and optimizer from CUDA events), the peak GPU memory, and what cuDNN chose per
+convolution (algorithm, math type, workspace), so that a slow first GPU run says why.
+
+  python3 tools/gpu_run_summary.py RUN_DIR/report.json
+"""
+import collections
+import json
+import sys
+
+
+def main(path):
+    r = json.load(open(path))
+    steps = max(int(r.get("steps") or 1), 1)
+    st = r.get("step_time") or {}
+    if st.get("median_p50_s") is not None:
+        print(f"  step time: median {st['median_p50_s'] * 1e3:.1f} ms ({st.get('excluded', '')} excluded)")
+    # The phases are seconds over the whole run (rank mean), first step included: per step here.
+    phases = r.get("phases") or {}
+    host = ", ".join(f"{name} {p.get('mean_s', 0) * 1e3 / steps:.1f}" for name, p in phases.items()
+                     if isinstance(p, dict))
+    print(f"  host time per step, {steps} steps (ms): {host}")
+    d = r.get("device") or {}
+    gpu = d.get("phases") or {}
+    if gpu:
+        print("  GPU time per step (ms, CUDA events): " +
+              ", ".join(f"{name} {p.get('mean_s', 0) * 1e3 / steps:.1f}" for name, p in gpu.items()))
+    if d.get("peak_memory_bytes") is not None:
+        print(f"  peak GPU memory: {d['peak_memory_bytes'] / 2**20:.0f} MiB")
+    algos = d.get("conv_algorithms") or []
+    count = collections.Counter((a["direction"], a["algo"], a["math"]) for a in algos)
+    for (direction, algo, math), n in sorted(count.items()):
+        ws = max(a["workspace_bytes"] for a in algos if (a["direction"], a["algo"], a["math"]) == (direction, algo, math))
+        print(f"  cuDNN {direction}: algo {algo} math {math}: {n} shape(s), workspace up to {ws / 2**20:.1f} MiB")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
