@@ -1,5 +1,5 @@
-// NCF's leave-one-out ranking evaluation (ranking_evaluation.hpp): users sharded over ranks,
-// scored in batches, hits and NDCG all-reduced. Each batch is progress for the stall watchdog,
+// NCF's leave-one-out ranking evaluation (ranking_evaluation.hpp): users sharded over ranks in
+// whole chunks of one forward each, every forward the same shape, hits and NDCG all-reduced. Each batch is progress for the stall watchdog,
 // as in evaluation.cpp.
 #include "scaletrain/train/ranking_evaluation.hpp"
 
@@ -20,6 +20,35 @@ UserRanking rank_heldout_item(float heldout_score, const float* negative_scores,
   return r;
 }
 
+UserSlice ranking_user_slice(int64_t rows, int64_t users_per_batch, int rank, int size) {
+  ST_CHECK(users_per_batch >= 1, "ranking evaluation: users per batch must be at least 1, got " << users_per_batch);
+  const int64_t chunks = (rows + users_per_batch - 1) / users_per_batch;
+  UserSlice s;
+  s.begin = std::min(rows, chunks * rank / size * users_per_batch);
+  s.end = std::min(rows, chunks * (rank + 1) / size * users_per_batch);
+  return s;
+}
+
+namespace {
+
+// Rows [first, first + n) of val into the chunk's (users, items) pairs, the rows after n (the
+// padding of the split's last chunk) copies of its last row.
+void fill_chunk(const data::RecommendationSplit& val, int64_t first, int64_t n, Tensor& users, Tensor& items) {
+  const int64_t negatives = val.negatives_per_user, per_user = 1 + negatives;
+  const int64_t chunk_users = users.numel() / per_user;
+  int32_t* u = users.data<int32_t>();
+  int32_t* it = items.data<int32_t>();
+  for (int64_t r = 0; r < chunk_users; ++r) {
+    const int64_t row = first + std::min(r, n - 1);
+    std::fill(u + r * per_user, u + (r + 1) * per_user, val.user[row]);
+    it[r * per_user] = val.item[row];
+    std::copy(val.negatives.begin() + row * negatives, val.negatives.begin() + (row + 1) * negatives,
+              it + r * per_user + 1);
+  }
+}
+
+}  // namespace
+
 RankingResult evaluate_ranking(const comm::Communicator& comm, Context& ctx, models::NeuMF& model,
                                const data::RecommendationSplit& val, int64_t users_per_batch, int k,
                                std::vector<float>* scores) {
@@ -28,47 +57,43 @@ RankingResult evaluate_ranking(const comm::Communicator& comm, Context& ctx, mod
   ST_CHECK(users_per_batch >= 1, "ranking evaluation: users per batch must be at least 1, got " << users_per_batch);
   ST_CHECK(k >= 1, "ranking evaluation: the cut-off k must be at least 1, got " << k);
   progress::enter("ranking evaluation");
-  const int64_t rows = val.rows(), negatives = val.negatives_per_user, per_user = 1 + negatives;
-  const int64_t begin = rows * comm.rank() / comm.size(), end = rows * (comm.rank() + 1) / comm.size();
-  if (scores) scores->assign(static_cast<size_t>((end - begin) * per_user), 0.0f);
+  const int64_t negatives = val.negatives_per_user, per_user = 1 + negatives;
+  const UserSlice slice = ranking_user_slice(val.rows(), users_per_batch, comm.rank(), comm.size());
+  if (scores) scores->assign(static_cast<size_t>((slice.end - slice.begin) * per_user), 0.0f);
 
-  const int64_t batch_users = std::min(users_per_batch, std::max<int64_t>(end - begin, 1));
-  Tensor users = Tensor::empty({batch_users * per_user}, DType::i32);
-  Tensor items = Tensor::empty({batch_users * per_user}, DType::i32);
+  // Every forward has users_per_batch users: the same GEMM shapes on every rank and rank count.
+  Tensor users = Tensor::empty({users_per_batch * per_user}, DType::i32);
+  Tensor items = Tensor::empty({users_per_batch * per_user}, DType::i32);
   std::vector<float> probability;
-  int64_t hits = 0;
-  double ndcg_sum = 0.0;
-  for (int64_t first = begin; first < end; first += batch_users) {
-    const int64_t n = std::min(batch_users, end - first);
-    int32_t* u = users.data<int32_t>();
-    int32_t* it = items.data<int32_t>();
-    for (int64_t r = 0; r < n; ++r) {
-      const int64_t row = first + r;
-      std::fill(u + r * per_user, u + (r + 1) * per_user, val.user[row]);
-      it[r * per_user] = val.item[row];
-      std::copy(val.negatives.begin() + row * negatives, val.negatives.begin() + (row + 1) * negatives,
-                it + r * per_user + 1);
-    }
-    const Tensor batch_u = Tensor::view_of(users, 0, {n * per_user});
-    const Tensor batch_i = Tensor::view_of(items, 0, {n * per_user});
-    const Tensor logits = model.forward(ctx, batch_u, batch_i);
+  std::vector<int64_t> hits_at(static_cast<std::size_t>(k), 0);  // users whose held-out item ranks r < k
+  for (int64_t first = slice.begin; first < slice.end; first += users_per_batch) {
+    const int64_t n = std::min(users_per_batch, slice.end - first);
+    fill_chunk(val, first, n, users, items);
+    const Tensor logits = model.forward(ctx, users, items);
     const float* x = logits.data<float>();
     probability.resize(static_cast<size_t>(n * per_user));
     for (int64_t i = 0; i < n * per_user; ++i) probability[i] = 1.0f / (1.0f + std::exp(-x[i]));
     for (int64_t r = 0; r < n; ++r) {
       const float* p = probability.data() + r * per_user;
       const UserRanking result = rank_heldout_item(p[0], p + 1, negatives, k);
-      hits += result.hit;
-      ndcg_sum += result.ndcg;
+      if (result.hit) ++hits_at[static_cast<std::size_t>(result.rank)];
     }
-    if (scores) std::copy(probability.begin(), probability.end(), scores->begin() + (first - begin) * per_user);
+    if (scores) std::copy(probability.begin(), probability.end(), scores->begin() + (first - slice.begin) * per_user);
     progress::tick();
   }
   progress::enter("ranking evaluation results", /*waiting=*/true);
+  // Integer counts per rank position, summed exactly (one gather; counts are far below 2^53), then
+  // NDCG summed in one fixed order: the same double on every rank count (a sum of the ranks'
+  // partial sums would round by partition).
+  const std::vector<double> all = comm.allgather(std::vector<double>(hits_at.begin(), hits_at.end()));
   RankingResult result;
-  result.users = comm.allreduce_sum(end - begin);
-  result.hits = comm.allreduce_sum(hits);
-  result.ndcg_sum = comm.allreduce_sum(ndcg_sum);
+  result.users = comm.allreduce_sum(slice.end - slice.begin);
+  for (int r = 0; r < k; ++r) {
+    double count = 0.0;
+    for (int p = 0; p < comm.size(); ++p) count += all[static_cast<std::size_t>(p) * k + r];
+    result.hits += static_cast<int64_t>(count);
+    result.ndcg_sum += count * (1.0 / std::log2(static_cast<double>(r) + 2.0));
+  }
   return result;
 }
 

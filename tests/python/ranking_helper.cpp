@@ -46,7 +46,7 @@ void run(const st::comm::Communicator& comm, const std::string& data, const std:
   std::vector<float> scores;
   const st::train::RankingResult r = st::train::evaluate_ranking(comm, ctx, model, val, users_per_batch, k, &scores);
   const int64_t per_user = 1 + val.negatives_per_user;
-  const int64_t first_row = val.rows() * comm.rank() / comm.size();
+  const int64_t first_row = st::train::ranking_user_slice(val.rows(), users_per_batch, comm.rank(), comm.size()).begin;
   st::Tensor s = st::Tensor::empty({static_cast<int64_t>(scores.size()) / per_user, per_user});
   std::copy(scores.begin(), scores.end(), s.data<float>());
   {

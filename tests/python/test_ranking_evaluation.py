@@ -7,8 +7,12 @@ held-out item in column 0), then from those scores:
 - the reference's eval_one (mlcommons/training, recommendation/pytorch/ncf.py): the negatives then
   the held-out item into a dict item -> score, heapq.nlargest(k, ...), hit = held-out in it,
   NDCG = log(2) / log(position + 2);
-must give exactly scaletrain's hit count, and its NDCG sum to 1e-12 relative, at k = 10 and 1. The
-scores of 1 and 2 ranks agree (contiguous user slices). Needs numpy and h5py only.
+must give exactly scaletrain's hit count, and its NDCG sum to 1e-12 relative, at k = 10 and 1.
+What the evaluation promises across runs: with the same users per forward, 1, 2 and 3 ranks give
+bitwise the same scores, hits and NDCG (every user is scored in the same forward of the same shape,
+whatever the rank count); another number of users per forward gives other GEMM shapes, which
+oneDNN may round differently: scores within 1e-6 (a few float32 ulps of a probability) and the same
+hits but for users whose held-out item ties a negative within that. Needs numpy and h5py only.
 """
 import heapq
 import math
@@ -95,20 +99,34 @@ def reference_metrics(scores, k):
     return hits, ndcg
 
 
+def near_ties(scores, tol):
+    """Users whose held-out score is within tol of a negative's: their rank may differ by shape."""
+    return int((np.abs(scores[:, 1:] - scores[:, :1]) <= tol).any(axis=1).sum())
+
+
 for k in (10, 1):
     s1, n1, h1, sum1, hr1, nd1 = scaletrain(1, k, 16)
-    s2, n2, h2, sum2, hr2, nd2 = scaletrain(2, k, 7)
     check(s1.shape == (users, K + 1), f"k={k}: scores of {s1.shape[0]} users x {s1.shape[1]} items")
-    check(np.array_equal(s1, s2), f"k={k}: 1 and 2 ranks score alike")
-    check(n1 == users and n2 == users, f"k={k}: every user evaluated once ({n1}, {n2} of {users})")
+    for ranks in (2, 3):
+        s2, n2, h2, sum2, _, _ = scaletrain(ranks, k, 16)
+        check(np.array_equal(s1, s2) and h2 == h1 and sum2 == sum1 and n2 == users,
+              f"k={k}: 1 and {ranks} ranks, 16 users per forward: bitwise the same scores, hits and NDCG")
+    s7, n7, h7, sum7, _, _ = scaletrain(2, k, 7)
+    tol = 1e-6
+    ties = near_ties(s1, tol)
+    worst = float(np.abs(s7 - s1).max())
+    check(worst <= tol, f"k={k}: 7 users per forward on 2 ranks: scores within {tol:g} of 16 per forward (largest {worst:.2e})")
+    check(abs(h7 - h1) <= ties and n7 == users,
+          f"k={k}: 7 users per forward: hits {h7} vs {h1}, {ties} user(s) with a near tie")
+    check(n1 == users, f"k={k}: every user evaluated once ({n1} of {users})")
     nh, ns = numpy_metrics(s1, k)
     rh, rs = reference_metrics(s1, k)
     print(f"k={k}: scaletrain HR {hr1:.4f} NDCG {nd1:.4f}; numpy HR {nh / users:.4f} NDCG {ns / users:.4f}; "
           f"reference HR {rh / users:.4f} NDCG {rs / users:.4f}")
     check(0 < h1 < users, f"k={k}: hits {h1} of {users} (neither none nor all, so the test can fail)")
-    check(h1 == nh == rh and h2 == h1, f"k={k}: hits scaletrain {h1} / {h2}, numpy {nh}, reference {rh}")
-    check(abs(sum1 - ns) <= 1e-12 * max(1.0, ns) and abs(sum1 - rs) <= 1e-12 * max(1.0, rs)
-          and abs(sum2 - sum1) <= 1e-12 * max(1.0, sum1), f"k={k}: NDCG sums {sum1!r} {sum2!r} {ns!r} {rs!r}")
+    check(h1 == nh == rh, f"k={k}: hits scaletrain {h1}, numpy {nh}, reference {rh}")
+    check(abs(sum1 - ns) <= 1e-12 * max(1.0, ns) and abs(sum1 - rs) <= 1e-12 * max(1.0, rs),
+          f"k={k}: NDCG sums {sum1!r} {ns!r} {rs!r}")
     check(abs(hr1 - h1 / users) < 1e-15 and abs(nd1 - sum1 / users) < 1e-15, f"k={k}: HR and NDCG are the means")
 
 # Ties: scores equal to the held-out item's count against it, in numpy as in the reference.

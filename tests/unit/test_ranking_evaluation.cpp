@@ -72,4 +72,22 @@ BOOST_AUTO_TEST_CASE(bad_cutoff_throws) {
   BOOST_CHECK_EQUAL(some.ndcg(), 0.375);
 }
 
+BOOST_AUTO_TEST_CASE(slices_are_whole_chunks_covering_every_user_once) {
+  for (int64_t rows : {0, 1, 37, 64, 65}) {
+    for (int64_t per_batch : {1, 4, 16, 100}) {
+      for (int size : {1, 2, 3, 8}) {
+        int64_t next = 0;
+        for (int rank = 0; rank < size; ++rank) {
+          const train::UserSlice s = train::ranking_user_slice(rows, per_batch, rank, size);
+          BOOST_CHECK_EQUAL(s.begin, next);  // contiguous, in rank order
+          BOOST_CHECK(s.begin % per_batch == 0);  // starts on a chunk boundary
+          BOOST_CHECK(s.end == rows || s.end % per_batch == 0);  // ends on one, or at the split's end
+          next = s.end;
+        }
+        BOOST_CHECK_EQUAL(next, rows);  // every user once
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -43,12 +43,23 @@ struct RankingResult {
   double ndcg() const { return users ? ndcg_sum / users : 0.0; }
 };
 
-// Collective. val: an evaluation split (throws otherwise). Users (rows of val) are sharded over
-// ranks in contiguous slices of floor(U / P) or floor(U / P) + 1 rows (rank r: rows
-// [floor(r U / P), floor((r + 1) U / P))), every user exactly once; users_per_batch users at a
-// time, (1 + K) items each, go through model.forward; the counts are all-reduced, so every rank
-// returns the same result. scores (optional): this rank's scores, row-major [its users, 1 + K],
-// column 0 the held-out item and column 1 + j its negative j.
+// The users (rows of an evaluation split) a rank scores: whole chunks of users_per_batch
+// consecutive users, the chunks dealt out in contiguous runs of floor(C / P) or floor(C / P) + 1
+// (rank r: chunks [floor(r C / P), floor((r + 1) C / P)), C = ceil(rows / users_per_batch)).
+struct UserSlice {
+  int64_t begin = 0, end = 0;  // rows [begin, end)
+};
+UserSlice ranking_user_slice(int64_t rows, int64_t users_per_batch, int rank, int size);
+
+// Collective. val: an evaluation split (throws otherwise). Each rank scores its ranking_user_slice,
+// one chunk of users_per_batch users, (1 + K) items each, per model.forward; the last chunk of the
+// split is padded to the full size with copies of its last user (scored and dropped), so that
+// every forward has the same shape and every user is scored in the same forward, at the same
+// place, whatever the number of ranks: on one machine the scores, hits and NDCG are bitwise the
+// same on 1 rank or 80 (oneDNN picks its kernels by shape; another users_per_batch may round
+// differently). The counts are all-reduced, so every rank returns the same result. scores
+// (optional): this rank's scores, row-major [its users, 1 + K], column 0 the held-out item and
+// column 1 + j its negative j.
 RankingResult evaluate_ranking(const comm::Communicator& comm, Context& ctx, models::NeuMF& model,
                                const data::RecommendationSplit& val, int64_t users_per_batch,
                                int k = kDefaultRankingCutoff, std::vector<float>* scores = nullptr);
