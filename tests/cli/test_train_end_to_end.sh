@@ -58,7 +58,7 @@ print("report and checkpoint ok")
 PY
 ! ls "$T/run/checkpoints/"*.tmp 2>/dev/null || fail "temporary checkpoint left behind"
 
-# eval (sharded over 2 ranks) must agree with predict's logits scored in Python.
+# eval (sharded over 2 ranks) must agree with predict's logits scored in Python, but for near ties.
 acc=$(mpirun -np 2 --oversubscribe "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/run" --data "$T/data" \
   --threads 1 | sed -n 's/^top-1 accuracy \([0-9.]*\).*/\1/p')
 [ -n "$acc" ] || fail "eval printed no accuracy"
@@ -75,12 +75,17 @@ with h5py.File(T + "/in.h5", "w") as f:
     f["inputs"] = np.ascontiguousarray(x)
 subprocess.run([os.environ.get("ST_BIN", "build/bin") + "/scaletrain", "predict", "--model", "resnet20",
                 "--checkpoint", T + "/run", "--input", T + "/in.h5", "--output", T + "/out.h5",
-                "--batch-size", "7"], check=True)
+                "--batch-size", "7", "--threads", "1"], check=True)
 with h5py.File(T + "/out.h5", "r") as f:
     logits = np.array(f["logits"])
 assert logits.shape == (x.shape[0], 5)
 mine = float((logits.argmax(1) == np.concatenate(labels)).mean())
-assert abs(mine - acc) < 1e-3, (mine, acc)
-print(f"eval {acc:.4f} == predict {mine:.4f}")
+# eval forwards 25 images a rank, predict 7 at a time: other convolution shapes, which oneDNN may
+# round differently in the last bits. Only a sample whose two largest logits are that close (1e-4
+# of the logits' size, a hundred times fp32 rounding) may then be counted differently.
+top2 = np.sort(logits, axis=1)[:, -2:]
+near_ties = int((top2[:, 1] - top2[:, 0] <= 1e-4 * (1.0 + np.abs(logits).max(axis=1))).sum())
+assert abs(mine - acc) * len(logits) <= near_ties + 0.5, (mine, acc, near_ties)
+print(f"eval {acc:.4f} == predict {mine:.4f} ({near_ties} near tie(s) allowed)")
 PY
 echo "end to end passed"
