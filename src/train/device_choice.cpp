@@ -28,11 +28,6 @@ const char* device_request_name(DeviceRequest request) {
   return "?";
 }
 
-int gpu_for_local_rank(int local_rank, int visible) {
-  ST_CHECK(visible > 0, "no GPU visible to choose from");
-  return local_rank % visible;
-}
-
 std::vector<std::string> describe_gpus(const GpuInventory& inventory) {
   std::vector<std::string> lines;
   for (const GpuInfo& g : inventory.gpus) {
@@ -94,10 +89,52 @@ void add_gpu_lines(const comm::Communicator& comm, const GpuInventory& mine, con
   }
 }
 
+// This rank's GPU ordinal: every rank's view of its GPUs gathered, the same assignment computed
+// on every rank (assign_gpus), warnings for the GPUs that ranks share. Collective.
+int take_gpu(const comm::Communicator& comm, const GpuInventory& mine, const std::vector<std::string>& hosts,
+             std::vector<std::string>& warnings) {
+  RankGpuView view;
+  view.host = hosts[comm.rank()];
+  for (const GpuInfo& g : mine.gpus) {
+    view.uuids.push_back(g.uuid);
+    view.bus_ids.push_back(g.pci_bus_id);
+  }
+  std::vector<RankGpuView> views;
+  for (const std::string& text : comm.allgather(encode_view(view))) views.push_back(decode_view(text));
+  const std::vector<GpuAssignment> assignments = assign_gpus(views);
+  warnings = sharing_warnings(views, assignments);
+  return assignments[comm.rank()].ordinal;
+}
+
+// Every rank's row of the binding table (its GPU, the GPU's NUMA node, its cores and theirs), the
+// table, the sharing warnings and the NUMA warnings into rank 0's start-up lines. Collective.
+void add_binding(const comm::Communicator& comm, const std::vector<std::string>& sharing, DeviceChoice& choice) {
+  BindingRow row;
+  row.rank = comm.rank();
+  row.host = comm.host();
+  for (const GpuInfo& g : choice.inventory.gpus)
+    if (g.index == choice.gpu_index) row.bus_id = g.pci_bus_id, row.uuid = g.uuid;
+  row.gpu_numa_node = pci_numa_node(row.bus_id);
+  row.cpus = affinity_cpus();
+  row.cpu_numa_nodes = numa_nodes_of(row.cpus);
+  for (const std::string& text : comm.allgather(encode_row(row))) choice.binding.push_back(decode_row(text));
+  constexpr std::size_t kTableRows = 64;  // a larger job's table is in report.json
+  for (const std::string& line : binding_table(choice.binding, kTableRows)) choice.log_lines.push_back(line);
+  for (const std::string& line : sharing) choice.log_lines.push_back(line);
+  for (const std::string& line : binding_warnings(choice.binding)) choice.log_lines.push_back(line);
+}
+
 }  // namespace
 
 DeviceChoice choose_device(const comm::Communicator& comm, DeviceRequest request, const std::string& command,
                            const std::string& not_on_gpu) {
+  // --device cpu never touches the driver.
+  return choose_device_among(comm, request, command, not_on_gpu,
+                             request == DeviceRequest::cpu ? GpuInventory{} : list_visible_gpus());
+}
+
+DeviceChoice choose_device_among(const comm::Communicator& comm, DeviceRequest request, const std::string& command,
+                                 const std::string& not_on_gpu, const GpuInventory& inventory) {
   DeviceChoice choice;
   const std::vector<std::string> hosts = comm.all_hosts();
   find_local_rank(hosts, comm.rank(), choice);
@@ -105,7 +142,7 @@ DeviceChoice choose_device(const comm::Communicator& comm, DeviceRequest request
     choice.log_lines.push_back("device: cpu (--device cpu)");
     return choice;
   }
-  choice.inventory = list_visible_gpus();
+  choice.inventory = inventory;
   const GpuInventory& mine = choice.inventory;
   const std::string missing = first_rank_without_gpu(comm, mine);
   if (!missing.empty()) {
@@ -121,16 +158,12 @@ DeviceChoice choose_device(const comm::Communicator& comm, DeviceRequest request
     return choice;
   }
   choice.device = Device::cuda;
-  const int visible = static_cast<int>(mine.gpus.size());
-  choice.gpu_index = gpu_for_local_rank(choice.local_rank, visible);
+  std::vector<std::string> sharing;
+  choice.gpu_index = take_gpu(comm, mine, hosts, sharing);
   choice.log_lines.push_back(std::string("device: cuda (--device ") + device_request_name(request) +
-                             "), each rank the GPU of its local rank on its host modulo the GPUs it sees");
+                             "), each rank its own GPU among those it sees, shared out by UUID in rank order");
   add_gpu_lines(comm, mine, hosts, choice);
-  const bool shared = choice.ranks_on_host > visible;
-  if (comm.allreduce_max(static_cast<int64_t>(shared)) > 0)
-    choice.log_lines.push_back(
-        "warning: some host has more ranks than visible GPUs, so ranks share a GPU: allowed (it is how the "
-        "multi-rank path is tested on one GPU), but they compete for it; launch one rank per GPU for speed");
+  add_binding(comm, sharing, choice);
   return choice;
 }
 

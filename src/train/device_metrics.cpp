@@ -23,6 +23,7 @@ DeviceMetrics::DeviceMetrics(Context& ctx, const DeviceChoice& choice) : ctx_(ct
   gpu_.set("runtime", cuda_version_string(inventory.runtime_version));
   gpu_.set("cudnn", *SCALETRAIN_CUDNN_VERSION ? Json(SCALETRAIN_CUDNN_VERSION) : Json());
   gpu_.set("nccl", *SCALETRAIN_NCCL_VERSION ? Json(SCALETRAIN_NCCL_VERSION) : Json());
+  gpu_.set("binding", binding_json(choice.binding));  // every rank's GPU, its NUMA node and the rank's cores
   energy_ = std::make_unique<GpuEnergyMeter>(pci_bus_id_);
 }
 

@@ -24,7 +24,9 @@ run_train gpu 2 "$DEV" "$TEST_ARGS" "${common[@]}"
 run_train cpu 2 cpu "" "${common[@]}"
 if [ "$DEV" = cuda ]; then
   grep -q "device: cuda" "$T/gpu.log" || fail "the GPU run did not say it ran on cuda: $(head -30 "$T/gpu.log")"
-  grep -q "ranks share a GPU" "$T/gpu.log" || fail "two ranks on one GPU gave no sharing warning: $(head -30 "$T/gpu.log")"
+  grep -q "warning: ranks 0 and 1 on host .* share a GPU" "$T/gpu.log" ||
+    fail "two ranks on one GPU gave no sharing warning naming them: $(head -30 "$T/gpu.log")"
+  grep -q "^binding: rank" "$T/gpu.log" || fail "no binding table in the start-up lines: $(head -30 "$T/gpu.log")"
 fi
 
 # Tolerances as in test_resnet20_training.sh, which says why a run of tens of steps is compared step

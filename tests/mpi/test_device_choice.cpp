@@ -1,6 +1,8 @@
 // --device decided by all ranks together: local ranks from the host names, and on a machine
 // without a GPU (this one, or any CI machine) cuda refused on every rank alike and auto on the CPU.
 // With a GPU, the same holds for a run whose options keep it on the CPU (the reason passed in).
+// With made-up GPUs, the ranks share them out by UUID (10 ranks: more than a DGX-1's 8 GPUs).
+// ST_MPI_RANKS: 1 2 4 10
 #include <boost/test/unit_test.hpp>
 
 #include "scaletrain/backend/device_info.hpp"
@@ -43,6 +45,72 @@ BOOST_AUTO_TEST_CASE(without_a_usable_gpu_cuda_is_refused_on_every_rank_and_auto
                                                              "--model ncf (recommendation) runs on the CPU only");
   BOOST_TEST((a.device == st::Device::cpu));
   BOOST_TEST(a.log_lines.at(0).rfind("device: cpu (--device auto: ", 0) == 0u, a.log_lines.at(0));
+}
+
+namespace {
+
+// A made-up inventory: this rank sees `gpus` (their numbers in a DGX-1's eight), in that order.
+st::GpuInventory made_up(const std::vector<int>& gpus) {
+  st::GpuInventory inv;
+  inv.availability = st::GpuAvailability::visible;
+  inv.runtime_version = inv.driver_version = 13000;
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    st::GpuInfo g;
+    g.index = static_cast<int>(i);
+    g.name = "Tesla V100-SXM2-16GB";
+    g.memory_bytes = std::size_t{16} << 30;
+    g.pci_bus_id = "0000:0" + std::to_string(6 + gpus[i]) + ":00.0";
+    if (6 + gpus[i] >= 10) g.pci_bus_id = "0000:" + std::to_string(6 + gpus[i]) + ":00.0";
+    g.uuid = "GPU-" + std::to_string(gpus[i]) + "0000000-aaaa-bbbb-cccc-dddddddddddd";
+    inv.gpus.push_back(g);
+  }
+  return inv;
+}
+
+}  // namespace
+
+// Every rank of this (one-host) test sees the GPUs of its "socket", as srun --gpu-bind=closest
+// leaves them under Slurm's default cyclic distribution: even ranks 0-3, odd ranks 4-7, each as
+// ordinals 0-3. The exchange must give each rank its own GPU where there are enough, agree on
+// every rank, and print the binding table and the sharing warnings on rank 0's lines.
+BOOST_AUTO_TEST_CASE(ranks_share_out_the_gpus_they_see_by_uuid) {
+  const st::comm::Communicator comm = st::comm::Communicator::world();
+  const std::vector<int> socket = comm.rank() % 2 == 0 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{4, 5, 6, 7};
+  const st::train::DeviceChoice c =
+      st::train::choose_device_among(comm, DeviceRequest::automatic, "train", "", made_up(socket));
+  BOOST_TEST((c.device == st::Device::cuda));
+  // Rank r is the (r / 2)-th on its socket: GPU socket[r / 2], at that ordinal.
+  BOOST_TEST(c.gpu_index == (comm.rank() / 2) % 4);
+  const std::string mine = c.inventory.gpus.at(static_cast<std::size_t>(c.gpu_index)).uuid;
+  const std::vector<std::string> all = comm.allgather(mine);
+  BOOST_REQUIRE_EQUAL(c.binding.size(), static_cast<std::size_t>(comm.size()));
+  for (int r = 0; r < comm.size(); ++r) BOOST_TEST(c.binding[r].uuid == all[r]);  // every rank's table agrees
+  const bool shared = comm.size() > 8;
+  bool warned = false, table = false;
+  for (const std::string& line : c.log_lines) {
+    warned = warned || line.find("share a GPU") != std::string::npos;
+    table = table || line.rfind("binding: rank", 0) == 0;
+  }
+  BOOST_TEST(table);
+  BOOST_TEST(warned == shared);
+}
+
+// Two ranks that see one GPU share it, and the warning names both.
+BOOST_AUTO_TEST_CASE(ranks_that_see_one_gpu_share_it_with_a_warning_naming_them) {
+  const st::comm::Communicator comm = st::comm::Communicator::world();
+  const st::train::DeviceChoice c = st::train::choose_device_among(comm, DeviceRequest::cuda, "train", "", made_up({0}));
+  BOOST_TEST(c.gpu_index == 0);
+  std::string warning;
+  for (const std::string& line : c.log_lines)
+    if (line.find("share a GPU") != std::string::npos) warning = line;
+  if (comm.size() == 1) {
+    BOOST_TEST(warning.empty());
+  } else {
+    BOOST_TEST(warning.rfind("warning: ranks 0", 0) == 0u, warning);
+    BOOST_TEST(warning.find(" and " + std::to_string(comm.size() - 1) + " on host " + comm.host() + " share a GPU") !=
+                   std::string::npos,
+               warning);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -28,14 +28,6 @@ BOOST_AUTO_TEST_CASE(parses_auto_cpu_and_cuda_and_refuses_the_rest_naming_the_ch
   BOOST_TEST(std::string(st::train::device_request_name(DeviceRequest::automatic)) == "auto");
 }
 
-BOOST_AUTO_TEST_CASE(a_local_rank_takes_its_gpu_modulo_the_visible_ones) {
-  const int eight[] = {0, 1, 2, 3, 4, 5, 6, 7};
-  for (int r : eight) BOOST_TEST(st::train::gpu_for_local_rank(r, 8) == r);  // a DGX-1: one GPU per rank
-  BOOST_TEST(st::train::gpu_for_local_rank(5, 2) == 1);                      // shared: 0,1,0,1,...
-  BOOST_TEST(st::train::gpu_for_local_rank(3, 1) == 0);                      // the one-GPU test machine
-  BOOST_CHECK_THROW(st::train::gpu_for_local_rank(0, 0), st::Error);
-}
-
 BOOST_AUTO_TEST_CASE(describes_each_gpu_and_the_versions) {
   st::GpuInventory inv;
   inv.availability = st::GpuAvailability::visible;

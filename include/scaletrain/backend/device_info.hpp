@@ -17,7 +17,10 @@ struct GpuInfo {
   int compute_minor = 0;
   std::size_t memory_bytes = 0;  // total device memory
   int multiprocessors = 0;
-  std::string pci_bus_id;  // "0000:3b:00.0": tells the GPUs of one node apart
+  std::string pci_bus_id;  // "0000:3b:00.0": tells the GPUs of one node apart (not MIG instances)
+  // "GPU-1c2a5f4e-...", the UUID the CUDA runtime reports: the same GPU whatever its ordinal in a
+  // rank's CUDA_VISIBLE_DEVICES; a MIG instance has its own (its bus id is its GPU's).
+  std::string uuid;
 };
 
 enum class GpuAvailability {

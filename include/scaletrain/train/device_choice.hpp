@@ -1,9 +1,10 @@
 // --device auto|cpu|cuda: which device each rank computes on, decided by all ranks together so
 // that a job never runs half on GPUs and half on CPUs, and a refusal reaches every rank alike.
-// A rank on a GPU uses the GPU of its local rank among the ranks of its physical host (host
-// name, not an emulated node of --ranks-per-node), modulo the GPUs visible to it, so the
-// CUDA_VISIBLE_DEVICES that Slurm or the user sets is respected. More ranks than GPUs on a host is
-// allowed with a warning: it is how the multi-rank path is tested on a one-GPU machine.
+// On a GPU, the ranks of each physical host (host name, not an emulated node of --ranks-per-node)
+// share out the GPUs they see by UUID, one each where there are enough (gpu_binding.hpp), so the
+// CUDA_VISIBLE_DEVICES that Slurm or the user sets is respected whatever the task distribution.
+// More ranks than GPUs on a host is allowed with a warning naming them: it is how the multi-rank
+// path is tested on a one-GPU machine. Rank 0 prints a binding table (rank, GPU, NUMA, cores).
 #pragma once
 
 #include <string>
@@ -12,6 +13,7 @@
 #include "scaletrain/backend/device_info.hpp"
 #include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/tensor/tensor.hpp"
+#include "scaletrain/train/gpu_binding.hpp"
 
 namespace scaletrain::train {
 
@@ -27,12 +29,10 @@ struct DeviceChoice {
   int local_rank = 0;  // among the ranks of this rank's host
   int ranks_on_host = 1;
   GpuInventory inventory;  // the GPUs this rank sees, as listed for the choice (not listed for --device cpu)
+  std::vector<BindingRow> binding;  // on Device::cuda: every rank's GPU and cores (report.json device.binding)
   // What rank 0 prints at start-up: the device, each host's GPUs and versions, and warnings.
   std::vector<std::string> log_lines;
 };
-
-// The GPU of local rank `local_rank` when `visible` GPUs are visible (visible > 0).
-int gpu_for_local_rank(int local_rank, int visible);
 
 // "GPU 0: NVIDIA H100 80GB HBM3, 79.1 GiB, compute 9.0, 132 SMs (0000:3b:00.0)", one line per GPU,
 // then "driver 13.0, runtime 13.0, cuDNN 9.19.0, NCCL 2.28.9" (the versions this binary carries).
@@ -46,5 +46,9 @@ std::vector<std::string> describe_gpus(const GpuInventory& inventory);
 // then cuda is refused with that reason and auto chooses the CPU, saying so.
 DeviceChoice choose_device(const comm::Communicator& comm, DeviceRequest request, const std::string& command,
                            const std::string& not_on_gpu);
+// The same choice from a given inventory of this rank's GPUs instead of the runtime's: the MPI
+// tests pass made-up GPUs to check the exchange and the assignment on machines without any.
+DeviceChoice choose_device_among(const comm::Communicator& comm, DeviceRequest request, const std::string& command,
+                                 const std::string& not_on_gpu, const GpuInventory& inventory);
 
 }  // namespace scaletrain::train

@@ -37,6 +37,16 @@ std::string pci_bus_id(const cudaDeviceProp& prop) {
   return text;
 }
 
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" from the 16 bytes of cudaDeviceProp::uuid, as
+// nvidia-smi -L writes a GPU's.
+std::string uuid_text(const cudaUUID_t& uuid) {
+  const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
+  char text[48];
+  std::snprintf(text, sizeof text, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return text;
+}
+
 GpuInfo describe_gpu(int index, const cudaDeviceProp& prop) {
   GpuInfo gpu;
   gpu.index = index;
@@ -46,6 +56,7 @@ GpuInfo describe_gpu(int index, const cudaDeviceProp& prop) {
   gpu.memory_bytes = prop.totalGlobalMem;
   gpu.multiprocessors = prop.multiProcessorCount;
   gpu.pci_bus_id = pci_bus_id(prop);
+  gpu.uuid = uuid_text(prop.uuid);
   return gpu;
 }
 
