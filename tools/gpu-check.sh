@@ -80,6 +80,9 @@ export LD_LIBRARY_PATH="$BUNDLE/lib$compat:$ompi_libdir$cuda_dirs${LD_LIBRARY_PA
 export OPAL_PREFIX=$BUNDLE/ompi
 export HWLOC_PLUGINS_PATH=$BUNDLE/lib/hwloc
 export OMPI_MCA_mca_base_param_files=$BUNDLE/ompi/etc/openmpi-mca-params.conf
+# The GPU image has a PMIx of its own whose plugins do not load into the bundle's (an undefined
+# symbol, seen on the H200 image on 2026-11-26): harmless, but 30 lines of noise per mpirun.
+export PMIX_MCA_mca_base_component_show_load_errors=0 PMIX_MCA_pcompress_base_silence_warning=1
 # The device machine runs commands as root; a CI machine may not.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export PATH="$BUNDLE/bin:$BUNDLE/ompi/bin:$PATH"
