@@ -29,6 +29,7 @@
 #include "scaletrain/models/model.hpp"
 #include "scaletrain/models/neumf.hpp"
 #include "scaletrain/models/registry.hpp"
+#include "scaletrain/ops/registry.hpp"
 #include "scaletrain/train/checkpointing.hpp"
 #include "scaletrain/train/device_choice.hpp"
 #include "scaletrain/train/task.hpp"
@@ -463,10 +464,15 @@ int cmd_train(int argc, char** argv) {
 // eval
 
 // --device for eval and predict: the collective choice, its start-up lines, and the Context on it.
+// `needs`: the ops the command runs (its model's evaluation forward and its own), which --device
+// asks of the GPU's kernels.
 std::unique_ptr<Context> open_context(const comm::Communicator& comm, const std::string& device,
-                                      const std::string& command, const std::string& model, int threads) {
-  const train::DeviceChoice choice =
-      train::choose_device(comm, train::parse_device_request(device), command, train::gpu_limitation_of_model(model));
+                                      const std::string& command, const std::string& model, const ops::OpNames& needs,
+                                      int threads) {
+  const train::DeviceRequest request = train::parse_device_request(device);
+  const std::string missing =
+      request == train::DeviceRequest::cpu ? "" : train::kernels_missing(Device::cuda, {{"--model " + model, needs}});
+  const train::DeviceChoice choice = train::choose_device(comm, request, command, missing);
   for (const std::string& line : choice.log_lines) ST_LOG(line);
   return std::make_unique<Context>(choice.device, threads, choice.gpu_index);
 }
@@ -483,8 +489,8 @@ void eval_through_task(const std::string& model, const std::string& checkpoint, 
   c.data_dir = data_dir;
   const comm::Communicator comm = comm::Communicator::world();
   const std::unique_ptr<train::Task> task = train::open_task(c, comm);
-  const std::unique_ptr<Context> context =
-      open_context(comm, device, "eval", model, threads > 0 ? threads : train::default_threads(comm));
+  const std::unique_ptr<Context> context = open_context(comm, device, "eval", model, task->ops(/*training=*/false),
+                                                        threads > 0 ? threads : train::default_threads(comm));
   Context& ctx = *context;
   const std::unique_ptr<models::Network> network = task->make_network(c.seed);
   const checkpoint::CheckpointData weights = checkpoint::read_newest_checkpoint(checkpoint);
@@ -545,10 +551,12 @@ int cmd_eval(int argc, char** argv) {
   const comm::Communicator comm = comm::Communicator::world();
   if (data_options.verify_data) data::require_intact((std::filesystem::path(data_dir) / split).string(), comm);
   const data::SplitInfo info = data::open_split(data_dir, split);
-  const std::unique_ptr<Context> context =
-      open_context(comm, device, "eval", model, threads > 0 ? threads : train::default_threads(comm));
-  Context& ctx = *context;
   auto m = models::make_model(model, info.num_classes, info.channels);
+  ops::OpNames needs = m->ops(/*training=*/false);  // and the input's normalisation, the loss, top-1
+  needs.insert({"normalize_images", "softmax_cross_entropy", "count_correct"});
+  const std::unique_ptr<Context> context =
+      open_context(comm, device, "eval", model, needs, threads > 0 ? threads : train::default_threads(comm));
+  Context& ctx = *context;
   const checkpoint::CheckpointData weights = checkpoint::read_newest_checkpoint(checkpoint);
   train::check_checkpoint_fits(weights, info.channels, info.num_classes, data_dir);
   checkpoint::restore_model(weights, model, m->params(), nullptr);
@@ -592,7 +600,8 @@ int cmd_predict(int argc, char** argv) {
   train::parse_device_request(device);
   const comm::Communicator comm = comm::Communicator::world();
   // Every rank takes part in the device choice, so that a refusal reaches them all alike.
-  const std::unique_ptr<Context> context = open_context(comm, device, "predict", model, threads);
+  const std::unique_ptr<Context> context =
+      open_context(comm, device, "predict", model, models::model_ops(model, /*training=*/false), threads);
   if (comm.rank() != 0) return 0;  // small inference job: rank 0 does it all
   ST_CHECK(fs::exists(input), "--input " << input << " does not exist");
   ST_CHECK(fs::exists(checkpoint), "--checkpoint " << checkpoint << " does not exist");
@@ -645,17 +654,38 @@ int cmd_predict(int argc, char** argv) {
 // ---------------------------------------------------------------------------------------------
 // info
 
-// Without --model: every model of the registry with its task and the defaults it brings.
+// The devices whose kernels cover every op of `names`: in the source (`built` false) or in this
+// binary (`built` true; a build without CUDA has no CUDA kernel).
+Json devices_with_all(const ops::OpNames& names, bool built) {
+  Json devices = Json::array();
+  for (Device d : {Device::cpu, Device::cuda}) {
+    bool all = true;
+    for (const std::string& op : names) {
+      const ops::OpInfo info = ops::op_info(op);
+      all = all && (built ? info.kernel[ops::device_index(d)] : info.declared[ops::device_index(d)]);
+    }
+    if (all) devices.push_back(device_name(d));
+  }
+  return devices;
+}
+
+// Without --model: every model of the registry with its task, the defaults it brings, the ops a
+// training run of it dispatches (the model's; its task adds input, loss and evaluation ops, the
+// optimizer its update) and the devices that have kernels for them all.
 void print_model_list(bool json) {
   Json list = Json::array();
   for (const models::ModelEntry& e : models::model_registry()) {
     Json defaults = Json::object();
     for (const auto& [option, value] : e.defaults) defaults.set("--" + option, value);
+    const ops::OpNames model_ops = models::model_ops(e.name, /*training=*/true);
     Json m = Json::object();
     m.set("model", e.name);
     m.set("task", e.task);
     m.set("description", e.description);
     m.set("defaults", defaults);
+    m.set("ops", Json::array_of(std::vector<std::string>(model_ops.begin(), model_ops.end())));
+    m.set("devices", devices_with_all(model_ops, /*built=*/false));
+    m.set("devices_in_this_build", devices_with_all(model_ops, /*built=*/true));
     list.push_back(m);
   }
   if (json) {
@@ -666,6 +696,10 @@ void print_model_list(bool json) {
   for (const models::ModelEntry& e : models::model_registry()) {
     std::cout << "  " << e.name << std::string(e.name.size() < 10 ? 10 - e.name.size() : 1, ' ') << e.task << ": "
               << e.description << "\n";
+    const Json devices = devices_with_all(models::model_ops(e.name, /*training=*/true), /*built=*/false);
+    std::cout << "            ops on:";
+    for (std::size_t i = 0; i < devices.size(); ++i) std::cout << " " << devices.at(i).as_string();
+    std::cout << " ('scaletrain info --ops' lists every op's devices)\n";
     if (e.defaults.empty()) continue;
     std::cout << "            defaults:";
     for (const auto& [option, value] : e.defaults) std::cout << " --" << option << " " << value;
@@ -698,7 +732,7 @@ int cmd_info(int argc, char** argv) {
   std::string model, input_shape;
   int num_classes = 1000;
   int64_t num_users = 138493, num_items = 26744;  // MovieLens-20M
-  bool json = false;
+  bool json = false, list_ops = false;
   po::options_description desc("scaletrain info", kHelpWidth);
   desc.add_options()("help,h", "print this help")(
       "model", po::value(&model), "resnet50 | resnet20 | ncf; without it, the list of models and their tasks")(
@@ -706,10 +740,17 @@ int cmd_info(int argc, char** argv) {
       "input-shape", po::value(&input_shape), "C,H,W (default 3,224,224 for resnet50, 3,32,32 for resnet20)")(
       "num-users", po::value(&num_users)->default_value(num_users), "ncf: users (embedding rows; ml-20m's)")(
       "num-items", po::value(&num_items)->default_value(num_items), "ncf: items (embedding rows; ml-20m's)")(
-      "json", po::bool_switch(&json), "print a JSON object instead of a table");
+      "json", po::bool_switch(&json), "print a JSON object instead of a table")(
+      "ops", po::bool_switch(&list_ops),
+      "the op registry: every op, its dtypes and the devices with a kernel for it, and whether that kernel is "
+      "deterministic (docs/ops.md is this table)");
   po::variables_map vm;
   if (!parse("info", argc, argv, desc, vm)) return 0;
   notify("info", vm);
+  if (list_ops) {
+    if (log_rank() == 0) std::cout << (json ? ops::registry_json().dump(2) + "\n" : ops::registry_markdown());
+    return 0;
+  }
   if (model.empty()) {
     if (log_rank() == 0) print_model_list(json);
     return 0;

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/models/neumf.hpp"
 #include "scaletrain/models/resnet.hpp"
 
 namespace scaletrain::models {
@@ -43,6 +44,18 @@ void Model::backward(Context& ctx, const Tensor& dlogits) {
                     << last_batch_ << ", " << num_classes_ << "]");
   // The input needs no gradient: the first conv skips its data gradient.
   network_->backward(ctx, dlogits, false);
+}
+
+ops::OpNames model_ops(const std::string& name, bool training) {
+  // An uninitialised instance, as small as the model allows: the ops do not depend on the sizes.
+  if (model_entry(name).task == kTaskRecommendation) return NeuMF(1, 1).ops(training);
+  return make_model(name, 2, 3)->ops(training);
+}
+
+ops::OpNames Model::ops(bool training) const {
+  ops::OpNames ops;
+  network_->list_ops(ops, training);
+  return ops;
 }
 
 void Model::initialize(uint64_t seed) {

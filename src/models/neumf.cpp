@@ -118,6 +118,15 @@ void NeuMF::backward(Context& ctx, const Tensor& dlogits) {
   params_.mark_grad_ready(mf_user_);
 }
 
+ops::OpNames NeuMF::ops(bool training) const {
+  ops::OpNames ops{"embedding_forward", "multiply_forward", "concat_features_forward"};
+  if (training) ops.insert({"embedding_backward", "multiply_backward", "concat_features_backward"});
+  for (const auto& layer : mlp_) layer->list_ops(ops, training);
+  for (const auto& relu : relu_) relu->list_ops(ops, training);
+  final_->list_ops(ops, training);
+  return ops;
+}
+
 void NeuMF::initialize(uint64_t seed) {
   Rng rng(seed);
   for (int index : {mf_user_, mf_item_, mlp_user_, mlp_item_}) {

@@ -23,6 +23,14 @@ void ResidualBlock::add_downsample(nn::ParameterSet& params, const std::string& 
   downsample_->emplace<BatchNorm2d>(params, join_name(ds, "1"), out_channels);
 }
 
+void ResidualBlock::list_ops(ops::OpNames& ops, bool training) const {
+  main_.list_ops(ops, training);
+  if (downsample_) downsample_->list_ops(ops, training);
+  relu_.list_ops(ops, training);
+  ops.insert("add_forward");  // the residual sum; backward sums the two branches' gradients
+  if (training) ops.insert("add_inplace");
+}
+
 Tensor ResidualBlock::forward(Context& ctx, const Tensor& x, bool training) {
   // The main branch ends in batch norm, whose output buffer is free to take the sum in place
   // (batch norm's backward reads its input, not its output); x itself is left untouched.

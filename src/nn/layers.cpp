@@ -44,6 +44,11 @@ Conv2d::Conv2d(ParameterSet& params, const std::string& name, int in_channels, i
   weight_ = params.add_parameter(join_name(name, "weight"), {out_channels, in_channels, kernel, kernel});
 }
 
+void Conv2d::list_ops(ops::OpNames& ops, bool training) const {
+  ops.insert("conv2d_forward");
+  if (training) ops.insert({"conv2d_backward_data", "conv2d_backward_filter"});
+}
+
 Tensor Conv2d::forward(Context& ctx, const Tensor& x, bool training) {
   check_channels_last(x, in_channels_, name_);
   const Tensor& w = params_->value(weight_);
@@ -83,6 +88,11 @@ BatchNorm2d::BatchNorm2d(ParameterSet& params, const std::string& name, int chan
   bias_ = params.add_parameter(join_name(name, "bias"), {channels});
   running_mean_ = params.add_buffer(join_name(name, "running_mean"), {channels});
   running_var_ = params.add_buffer(join_name(name, "running_var"), {channels});
+}
+
+void BatchNorm2d::list_ops(ops::OpNames& ops, bool training) const {
+  ops.insert("batch_norm_forward_inference");
+  if (training) ops.insert({"batch_norm_forward_training", "batch_norm_backward"});
 }
 
 Tensor BatchNorm2d::forward(Context& ctx, const Tensor& x, bool training) {
@@ -126,6 +136,11 @@ void BatchNorm2d::initialize(Rng&) {
 
 // ---- ReLU ----
 
+void ReLU::list_ops(ops::OpNames& ops, bool training) const {
+  ops.insert("relu_forward");
+  if (training) ops.insert("relu_backward");
+}
+
 Tensor ReLU::forward(Context& ctx, const Tensor& x, bool training) {
   Tensor y = inplace_ ? x : reuse_buffer(y_buffer_, x.shape(), ctx.device());
   ops::relu_forward(ctx, x, y);
@@ -142,6 +157,11 @@ Tensor ReLU::backward(Context& ctx, const Tensor& dy, bool need_dx) {
 }
 
 // ---- MaxPool2d ----
+
+void MaxPool2d::list_ops(ops::OpNames& ops, bool training) const {
+  ops.insert("max_pool2d_forward");
+  if (training) ops.insert("max_pool2d_backward");
+}
 
 Tensor MaxPool2d::forward(Context& ctx, const Tensor& x, bool training) {
   ST_CHECK(x.ndim() == 4, "MaxPool2d expects input (N, H, W, C), got " << shape_string(x.shape()));
@@ -163,6 +183,11 @@ Tensor MaxPool2d::backward(Context& ctx, const Tensor& dy, bool need_dx) {
 }
 
 // ---- GlobalAvgPool ----
+
+void GlobalAvgPool::list_ops(ops::OpNames& ops, bool training) const {
+  ops.insert("global_avg_pool_forward");
+  if (training) ops.insert("global_avg_pool_backward");
+}
 
 Tensor GlobalAvgPool::forward(Context& ctx, const Tensor& x, bool training) {
   ST_CHECK(x.ndim() == 4, "GlobalAvgPool expects input (N, H, W, C), got " << shape_string(x.shape()));
@@ -186,6 +211,11 @@ Linear::Linear(ParameterSet& params, const std::string& name, int in_features, i
     : params_(&params), name_(name), in_features_(in_features), out_features_(out_features) {
   weight_ = params.add_parameter(join_name(name, "weight"), {out_features, in_features});
   bias_ = params.add_parameter(join_name(name, "bias"), {out_features});
+}
+
+void Linear::list_ops(ops::OpNames& ops, bool training) const {
+  ops.insert("linear_forward");
+  if (training) ops.insert("linear_backward");
 }
 
 Tensor Linear::forward(Context& ctx, const Tensor& x, bool training) {
@@ -233,6 +263,10 @@ Tensor Sequential::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   Tensor g = dy;
   for (std::size_t i = modules_.size(); i-- > 0;) g = modules_[i]->backward(ctx, g, i > 0 || need_dx);
   return g;
+}
+
+void Sequential::list_ops(ops::OpNames& ops, bool training) const {
+  for (const ModulePtr& m : modules_) m->list_ops(ops, training);
 }
 
 void Sequential::initialize(Rng& rng) {

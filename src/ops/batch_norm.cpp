@@ -1,13 +1,50 @@
 // batch norm: argument checks and per-device dispatch. The kernels live in src/ops/<device>/.
 #include "scaletrain/ops/batch_norm.hpp"
 
-#include "ops/cpu/batch_norm_cpu.hpp"
-#include "ops/cuda/batch_norm_cuda.hpp"
-#include "ops/op_checks.hpp"
+#include "ops/op.hpp"
 #include "scaletrain/config.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
+
+// The kernels, declared from the public signatures, and the one dispatch point per op (ops/op.hpp).
+using BatchNormForwardTrainingFn = void(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
+                                        const Tensor& beta, Tensor& running_mean, Tensor& running_var, Tensor& y,
+                                        Tensor& saved_mean, Tensor& saved_inv_std);
+namespace cpu {
+BatchNormForwardTrainingFn batch_norm_forward_training;
+}
+namespace cuda {
+BatchNormForwardTrainingFn batch_norm_forward_training;
+}
+const Op<BatchNormForwardTrainingFn> batch_norm_forward_training_op{
+    "batch_norm_forward_training",
+    {cpu::batch_norm_forward_training},
+    {ST_CUDA_KERNEL(cuda::batch_norm_forward_training)}};
+using BatchNormForwardInferenceFn = void(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
+                                         const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
+                                         Tensor& y);
+namespace cpu {
+BatchNormForwardInferenceFn batch_norm_forward_inference;
+}
+namespace cuda {
+BatchNormForwardInferenceFn batch_norm_forward_inference;
+}
+const Op<BatchNormForwardInferenceFn> batch_norm_forward_inference_op{
+    "batch_norm_forward_inference",
+    {cpu::batch_norm_forward_inference},
+    {ST_CUDA_KERNEL(cuda::batch_norm_forward_inference)}};
+using BatchNormBackwardFn = void(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& dy,
+                                 const Tensor& gamma, const Tensor& saved_mean, const Tensor& saved_inv_std, Tensor& dx,
+                                 Tensor& dgamma, Tensor& dbeta);
+namespace cpu {
+BatchNormBackwardFn batch_norm_backward;
+}
+namespace cuda {
+BatchNormBackwardFn batch_norm_backward;
+}
+const Op<BatchNormBackwardFn> batch_norm_backward_op{
+    "batch_norm_backward", {cpu::batch_norm_backward}, {ST_CUDA_KERNEL(cuda::batch_norm_backward)}};
 
 namespace {
 
@@ -49,19 +86,8 @@ void batch_norm_forward_training(Context& ctx, const BatchNormParams& p, const T
   check_channel_tensor(ctx, saved_inv_std, c, op, "saved_inv_std");
   check_tensor(ctx, y, op, "y");
   check_shape(y, x.shape(), op, "y");
-  switch (ctx.device()) {
-    case Device::cpu:
-      return cpu::batch_norm_forward_training(ctx, p, x, gamma, beta, running_mean, running_var, y, saved_mean,
-                                              saved_inv_std);
-    case Device::cuda:
-#if SCALETRAIN_HAVE_CUDA
-      return cuda::batch_norm_forward_training(ctx, p, x, gamma, beta, running_mean, running_var, y, saved_mean,
-                                               saved_inv_std);
-#else
-      break;
-#endif
-  }
-  no_kernel(op, ctx.device());
+  return batch_norm_forward_training_op(ctx, p, x, gamma, beta, running_mean, running_var, y, saved_mean,
+                                        saved_inv_std);
 }
 
 void batch_norm_forward_inference(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
@@ -76,17 +102,7 @@ void batch_norm_forward_inference(Context& ctx, const BatchNormParams& p, const 
   check_channel_tensor(ctx, running_var, c, op, "running_var");
   check_tensor(ctx, y, op, "y");
   check_shape(y, x.shape(), op, "y");
-  switch (ctx.device()) {
-    case Device::cpu:
-      return cpu::batch_norm_forward_inference(ctx, p, x, gamma, beta, running_mean, running_var, y);
-    case Device::cuda:
-#if SCALETRAIN_HAVE_CUDA
-      return cuda::batch_norm_forward_inference(ctx, p, x, gamma, beta, running_mean, running_var, y);
-#else
-      break;
-#endif
-  }
-  no_kernel(op, ctx.device());
+  return batch_norm_forward_inference_op(ctx, p, x, gamma, beta, running_mean, running_var, y);
 }
 
 void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& gamma,
@@ -104,17 +120,7 @@ void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x
   check_channel_tensor(ctx, saved_inv_std, c, op, "saved_inv_std");
   check_channel_tensor(ctx, dgamma, c, op, "dgamma");
   check_channel_tensor(ctx, dbeta, c, op, "dbeta");
-  switch (ctx.device()) {
-    case Device::cpu:
-      return cpu::batch_norm_backward(ctx, p, x, dy, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta);
-    case Device::cuda:
-#if SCALETRAIN_HAVE_CUDA
-      return cuda::batch_norm_backward(ctx, p, x, dy, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta);
-#else
-      break;
-#endif
-  }
-  no_kernel(op, ctx.device());
+  return batch_norm_backward_op(ctx, p, x, dy, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta);
 }
 
 BatchNormDescriptorDims batch_norm_descriptor_dims(const Shape& x) {

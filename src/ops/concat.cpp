@@ -2,11 +2,24 @@
 // src/ops/<device>/.
 #include "scaletrain/ops/concat.hpp"
 
-#include "ops/cpu/concat_cpu.hpp"
-#include "ops/op_checks.hpp"
+#include "ops/op.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
+
+// The kernels, declared from the public signatures, and the one dispatch point per op (ops/op.hpp).
+using ConcatFeaturesForwardFn = void(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y);
+namespace cpu {
+ConcatFeaturesForwardFn concat_features_forward;
+}
+const Op<ConcatFeaturesForwardFn> concat_features_forward_op{
+    "concat_features_forward", {cpu::concat_features_forward}, {}};
+using ConcatFeaturesBackwardFn = void(Context& ctx, const Tensor& dy, Tensor& da, Tensor& db);
+namespace cpu {
+ConcatFeaturesBackwardFn concat_features_backward;
+}
+const Op<ConcatFeaturesBackwardFn> concat_features_backward_op{
+    "concat_features_backward", {cpu::concat_features_backward}, {}};
 namespace {
 
 // t is (N, something) for the N of the first operand.
@@ -24,13 +37,7 @@ void concat_features_forward(Context& ctx, const Tensor& a, const Tensor& b, Ten
   ST_CHECK(a.dim(0) == b.dim(0), op << ": a " << shape_string(a.shape()) << " and b " << shape_string(b.shape())
                                     << " have different numbers of rows");
   check_tensor(ctx, y, {a.dim(0), a.dim(1) + b.dim(1)}, op, "y");
-  switch (ctx.device()) {
-    case Device::cpu:
-      return cpu::concat_features_forward(ctx, a, b, y);
-    case Device::cuda:
-      break;  // no kernel yet
-  }
-  no_kernel(op, ctx.device());
+  return concat_features_forward_op(ctx, a, b, y);
 }
 
 void concat_features_backward(Context& ctx, const Tensor& dy, Tensor& da, Tensor& db) {
@@ -40,13 +47,7 @@ void concat_features_backward(Context& ctx, const Tensor& dy, Tensor& da, Tensor
   ST_CHECK(da.dim(0) == db.dim(0), op << ": da " << shape_string(da.shape()) << " and db " << shape_string(db.shape())
                                       << " have different numbers of rows");
   check_tensor(ctx, dy, {da.dim(0), da.dim(1) + db.dim(1)}, op, "dy");
-  switch (ctx.device()) {
-    case Device::cpu:
-      return cpu::concat_features_backward(ctx, dy, da, db);
-    case Device::cuda:
-      break;  // no kernel yet
-  }
-  no_kernel(op, ctx.device());
+  return concat_features_backward_op(ctx, dy, da, db);
 }
 
 }  // namespace scaletrain::ops

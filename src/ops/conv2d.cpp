@@ -1,13 +1,44 @@
 // conv2d: argument checks and per-device dispatch. The kernels live in src/ops/<device>/.
 #include "scaletrain/ops/conv2d.hpp"
 
-#include "ops/cpu/conv2d_cpu.hpp"
-#include "ops/cuda/conv2d_cuda.hpp"
-#include "ops/op_checks.hpp"
+#include "ops/op.hpp"
 #include "scaletrain/config.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
+
+// The kernels, declared from the public signatures, and the one dispatch point per op (ops/op.hpp).
+using Conv2dForwardFn = void(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, Tensor& y);
+namespace cpu {
+Conv2dForwardFn conv2d_forward;
+}
+namespace cuda {
+Conv2dForwardFn conv2d_forward;
+}
+const Op<Conv2dForwardFn> conv2d_forward_op{
+    "conv2d_forward", {cpu::conv2d_forward}, {ST_CUDA_KERNEL(cuda::conv2d_forward)}};
+using Conv2dBackwardDataFn = void(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx);
+namespace cpu {
+Conv2dBackwardDataFn conv2d_backward_data;
+}
+namespace cuda {
+Conv2dBackwardDataFn conv2d_backward_data;
+}
+// cuDNN's backward passes prefer a deterministic algorithm but take another (atomics) where none
+// fits the workspace: not deterministic as a promise.
+const Op<Conv2dBackwardDataFn> conv2d_backward_data_op{
+    "conv2d_backward_data", {cpu::conv2d_backward_data}, {ST_CUDA_KERNEL(cuda::conv2d_backward_data), false}};
+using Conv2dBackwardFilterFn = void(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw);
+namespace cpu {
+Conv2dBackwardFilterFn conv2d_backward_filter;
+}
+namespace cuda {
+Conv2dBackwardFilterFn conv2d_backward_filter;
+}
+const Op<Conv2dBackwardFilterFn> conv2d_backward_filter_op{
+    "conv2d_backward_filter", {cpu::conv2d_backward_filter}, {ST_CUDA_KERNEL(cuda::conv2d_backward_filter), false}};
+
+
 Shape conv2d_output_shape(const Conv2dParams& p, const Shape& x, const Shape& w) {
   ST_CHECK(x.size() == 4, "conv2d: input must be (N, H, W, C), got " << shape_string(x));
   ST_CHECK(w.size() == 4, "conv2d: weight must be (O, C, KH, KW), got " << shape_string(w));
@@ -28,17 +59,7 @@ void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const 
   check_tensor(ctx, w, "conv2d_forward", "w");
   check_tensor(ctx, y, "conv2d_forward", "y");
   check_shape(y, conv2d_output_shape(p, x.shape(), w.shape()), "conv2d_forward", "y");
-  switch (ctx.device()) {
-    case Device::cpu:
-      return cpu::conv2d_forward(ctx, p, x, w, y);
-    case Device::cuda:
-#if SCALETRAIN_HAVE_CUDA
-      return cuda::conv2d_forward(ctx, p, x, w, y);
-#else
-      break;
-#endif
-  }
-  no_kernel("conv2d_forward", ctx.device());
+  return conv2d_forward_op(ctx, p, x, w, y);
 }
 
 void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
@@ -46,17 +67,7 @@ void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy,
   check_tensor(ctx, w, "conv2d_backward_data", "w");
   check_tensor(ctx, dx, "conv2d_backward_data", "dx");
   check_shape(dy, conv2d_output_shape(p, dx.shape(), w.shape()), "conv2d_backward_data", "dy");
-  switch (ctx.device()) {
-    case Device::cpu:
-      return cpu::conv2d_backward_data(ctx, p, dy, w, dx);
-    case Device::cuda:
-#if SCALETRAIN_HAVE_CUDA
-      return cuda::conv2d_backward_data(ctx, p, dy, w, dx);
-#else
-      break;
-#endif
-  }
-  no_kernel("conv2d_backward_data", ctx.device());
+  return conv2d_backward_data_op(ctx, p, dy, w, dx);
 }
 
 void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw) {
@@ -64,17 +75,7 @@ void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x
   check_tensor(ctx, dy, "conv2d_backward_filter", "dy");
   check_tensor(ctx, dw, "conv2d_backward_filter", "dw");
   check_shape(dy, conv2d_output_shape(p, x.shape(), dw.shape()), "conv2d_backward_filter", "dy");
-  switch (ctx.device()) {
-    case Device::cpu:
-      return cpu::conv2d_backward_filter(ctx, p, x, dy, dw);
-    case Device::cuda:
-#if SCALETRAIN_HAVE_CUDA
-      return cuda::conv2d_backward_filter(ctx, p, x, dy, dw);
-#else
-      break;
-#endif
-  }
-  no_kernel("conv2d_backward_filter", ctx.device());
+  return conv2d_backward_filter_op(ctx, p, x, dy, dw);
 }
 
 }  // namespace scaletrain::ops

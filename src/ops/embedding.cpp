@@ -3,11 +3,22 @@
 // where they live (host memory for the CPU, device memory for a GPU).
 #include "scaletrain/ops/embedding.hpp"
 
-#include "ops/cpu/embedding_cpu.hpp"
-#include "ops/op_checks.hpp"
+#include "ops/op.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
+
+// The kernels, declared from the public signatures, and the one dispatch point per op (ops/op.hpp).
+using EmbeddingForwardFn = void(Context& ctx, const Tensor& table, const Tensor& indices, Tensor& out);
+namespace cpu {
+EmbeddingForwardFn embedding_forward;
+}
+const Op<EmbeddingForwardFn> embedding_forward_op{"embedding_forward", {cpu::embedding_forward}, {}};
+using EmbeddingBackwardFn = void(Context& ctx, const Tensor& indices, const Tensor& dout, Tensor& dtable);
+namespace cpu {
+EmbeddingBackwardFn embedding_backward;
+}
+const Op<EmbeddingBackwardFn> embedding_backward_op{"embedding_backward", {cpu::embedding_backward}, {}};
 namespace {
 
 // indices: (N) int32 on the context's device.
@@ -32,13 +43,7 @@ void embedding_forward(Context& ctx, const Tensor& table, const Tensor& indices,
   check_table(ctx, table, op, "table");
   check_indices(ctx, indices, op);
   check_tensor(ctx, out, {indices.dim(0), table.dim(1)}, op, "out");
-  switch (ctx.device()) {
-    case Device::cpu:
-      return cpu::embedding_forward(ctx, table, indices, out);
-    case Device::cuda:
-      break;  // no kernel yet
-  }
-  no_kernel(op, ctx.device());
+  return embedding_forward_op(ctx, table, indices, out);
 }
 
 void embedding_backward(Context& ctx, const Tensor& indices, const Tensor& dout, Tensor& dtable) {
@@ -46,13 +51,7 @@ void embedding_backward(Context& ctx, const Tensor& indices, const Tensor& dout,
   check_table(ctx, dtable, op, "dtable");
   check_indices(ctx, indices, op);
   check_tensor(ctx, dout, {indices.dim(0), dtable.dim(1)}, op, "dout");
-  switch (ctx.device()) {
-    case Device::cpu:
-      return cpu::embedding_backward(ctx, indices, dout, dtable);
-    case Device::cuda:
-      break;  // no kernel yet
-  }
-  no_kernel(op, ctx.device());
+  return embedding_backward_op(ctx, indices, dout, dtable);
 }
 
 }  // namespace scaletrain::ops

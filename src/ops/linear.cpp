@@ -1,13 +1,32 @@
 // linear: argument checks and per-device dispatch. The kernels live in src/ops/<device>/.
 #include "scaletrain/ops/linear.hpp"
 
-#include "ops/cpu/linear_cpu.hpp"
-#include "ops/cuda/linear_cuda.hpp"
-#include "ops/op_checks.hpp"
+#include "ops/op.hpp"
 #include "scaletrain/config.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
+
+// The kernels, declared from the public signatures, and the one dispatch point per op (ops/op.hpp).
+using LinearForwardFn = void(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
+namespace cpu {
+LinearForwardFn linear_forward;
+}
+namespace cuda {
+LinearForwardFn linear_forward;
+}
+const Op<LinearForwardFn> linear_forward_op{
+    "linear_forward", {cpu::linear_forward}, {ST_CUDA_KERNEL(cuda::linear_forward)}};
+using LinearBackwardFn = void(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                              Tensor& db);
+namespace cpu {
+LinearBackwardFn linear_backward;
+}
+namespace cuda {
+LinearBackwardFn linear_backward;
+}
+const Op<LinearBackwardFn> linear_backward_op{
+    "linear_backward", {cpu::linear_backward}, {ST_CUDA_KERNEL(cuda::linear_backward)}};
 namespace {
 
 // Checks x (N, IN) and w (OUT, IN) and returns {N, IN, OUT}.
@@ -30,17 +49,7 @@ void linear_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor
   check_tensor(ctx, w, {s[2], s[1]}, op, "w");
   check_tensor(ctx, b, {s[2]}, op, "b");
   check_tensor(ctx, y, {s[0], s[2]}, op, "y");
-  switch (ctx.device()) {
-    case Device::cpu:
-      return cpu::linear_forward(ctx, x, w, b, y);
-    case Device::cuda:
-#if SCALETRAIN_HAVE_CUDA
-      return cuda::linear_forward(ctx, x, w, b, y);
-#else
-      break;
-#endif
-  }
-  no_kernel(op, ctx.device());
+  return linear_forward_op(ctx, x, w, b, y);
 }
 
 void linear_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
@@ -53,17 +62,7 @@ void linear_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tenso
   if (dx.defined()) check_tensor(ctx, dx, {s[0], s[1]}, op, "dx");
   check_tensor(ctx, dw, {s[2], s[1]}, op, "dw");
   check_tensor(ctx, db, {s[2]}, op, "db");
-  switch (ctx.device()) {
-    case Device::cpu:
-      return cpu::linear_backward(ctx, x, w, dy, dx, dw, db);
-    case Device::cuda:
-#if SCALETRAIN_HAVE_CUDA
-      return cuda::linear_backward(ctx, x, w, dy, dx, dw, db);
-#else
-      break;
-#endif
-  }
-  no_kernel(op, ctx.device());
+  return linear_backward_op(ctx, x, w, dy, dx, dw, db);
 }
 
 }  // namespace scaletrain::ops

@@ -4,13 +4,31 @@
 // for the CPU, on the device for CUDA (reading them here would cost the GPU a copy).
 #include "scaletrain/ops/loss.hpp"
 
-#include "ops/cpu/loss_cpu.hpp"
-#include "ops/cuda/loss_cuda.hpp"
-#include "ops/op_checks.hpp"
+#include "ops/op.hpp"
 #include "scaletrain/config.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
+
+// The kernels, declared from the public signatures, and the one dispatch point per op (ops/op.hpp).
+using SoftmaxCrossEntropyFn = double(Context& ctx, const Tensor& logits, const Tensor& labels, float label_smoothing,
+                                     Tensor& dlogits);
+namespace cpu {
+SoftmaxCrossEntropyFn softmax_cross_entropy;
+}
+namespace cuda {
+SoftmaxCrossEntropyFn softmax_cross_entropy;
+}
+const Op<SoftmaxCrossEntropyFn> softmax_cross_entropy_op{
+    "softmax_cross_entropy", {cpu::softmax_cross_entropy}, {ST_CUDA_KERNEL(cuda::softmax_cross_entropy)}};
+using CountCorrectFn = int64_t(Context& ctx, const Tensor& logits, const Tensor& labels);
+namespace cpu {
+CountCorrectFn count_correct;
+}
+namespace cuda {
+CountCorrectFn count_correct;
+}
+const Op<CountCorrectFn> count_correct_op{"count_correct", {cpu::count_correct}, {ST_CUDA_KERNEL(cuda::count_correct)}};
 namespace {
 
 // Checks logits (N, K) f32 with K > 0 and labels (N) i32, both on the context's device.
@@ -43,33 +61,13 @@ double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& l
              op << ": dlogits must be float32 " << shape_string(logits.shape()) << " like the logits, got "
                 << dtype_name(dlogits.dtype()) << shape_string(dlogits.shape()));
   }
-  switch (ctx.device()) {
-    case Device::cpu:
-      return cpu::softmax_cross_entropy(ctx, logits, labels, label_smoothing, dlogits);
-    case Device::cuda:
-#if SCALETRAIN_HAVE_CUDA
-      return cuda::softmax_cross_entropy(ctx, logits, labels, label_smoothing, dlogits);
-#else
-      break;
-#endif
-  }
-  no_kernel(op, ctx.device());
+  return softmax_cross_entropy_op(ctx, logits, labels, label_smoothing, dlogits);
 }
 
 int64_t count_correct(Context& ctx, const Tensor& logits, const Tensor& labels) {
   const char* op = "count_correct";
   check_logits_labels(ctx, logits, labels, op);
-  switch (ctx.device()) {
-    case Device::cpu:
-      return cpu::count_correct(ctx, logits, labels);
-    case Device::cuda:
-#if SCALETRAIN_HAVE_CUDA
-      return cuda::count_correct(ctx, logits, labels);
-#else
-      break;
-#endif
-  }
-  no_kernel(op, ctx.device());
+  return count_correct_op(ctx, logits, labels);
 }
 
 }  // namespace scaletrain::ops

@@ -1,13 +1,23 @@
 // Image normalisation: argument checks and per-device dispatch. Kernels in src/ops/<device>/.
 #include "scaletrain/ops/normalize.hpp"
 
-#include "ops/cpu/normalize_cpu.hpp"
-#include "ops/cuda/normalize_cuda.hpp"
-#include "ops/op_checks.hpp"
+#include "ops/op.hpp"
 #include "scaletrain/config.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
+
+// The kernels, declared from the public signatures, and the one dispatch point per op (ops/op.hpp).
+using NormalizeImagesFn = void(Context& ctx, const Tensor& x, const std::vector<double>& mean,
+                               const std::vector<double>& std, Tensor& y);
+namespace cpu {
+NormalizeImagesFn normalize_images;
+}
+namespace cuda {
+NormalizeImagesFn normalize_images;
+}
+const Op<NormalizeImagesFn> normalize_images_op{
+    "normalize_images", {cpu::normalize_images}, {ST_CUDA_KERNEL(cuda::normalize_images)}};
 
 void normalize_images(Context& ctx, const Tensor& x, const std::vector<double>& mean, const std::vector<double>& std,
                       Tensor& y) {
@@ -25,17 +35,7 @@ void normalize_images(Context& ctx, const Tensor& x, const std::vector<double>& 
            "normalize_images: " << c << " channels but " << mean.size() << " means and " << std.size()
                                 << " standard deviations");
   for (double s : std) ST_CHECK(s > 0.0, "normalize_images: standard deviation " << s << " is not positive");
-  switch (ctx.device()) {
-    case Device::cpu:
-      return cpu::normalize_images(ctx, x, mean, std, y);
-    case Device::cuda:
-#if SCALETRAIN_HAVE_CUDA
-      return cuda::normalize_images(ctx, x, mean, std, y);
-#else
-      break;
-#endif
-  }
-  no_kernel("normalize_images", ctx.device());
+  return normalize_images_op(ctx, x, mean, std, y);
 }
 
 }  // namespace scaletrain::ops

@@ -2,13 +2,50 @@
 // The kernels live in src/ops/<device>/.
 #include "scaletrain/ops/pool.hpp"
 
-#include "ops/cpu/pool_cpu.hpp"
-#include "ops/cuda/pool_cuda.hpp"
-#include "ops/op_checks.hpp"
+#include "ops/op.hpp"
 #include "scaletrain/config.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
+
+// The kernels, declared from the public signatures, and the one dispatch point per op (ops/op.hpp).
+using MaxPool2dForwardFn = void(Context& ctx, const MaxPool2dParams& p, const Tensor& x, Tensor& y);
+namespace cpu {
+MaxPool2dForwardFn max_pool2d_forward;
+}
+namespace cuda {
+MaxPool2dForwardFn max_pool2d_forward;
+}
+const Op<MaxPool2dForwardFn> max_pool2d_forward_op{
+    "max_pool2d_forward", {cpu::max_pool2d_forward}, {ST_CUDA_KERNEL(cuda::max_pool2d_forward)}};
+using MaxPool2dBackwardFn = void(Context& ctx, const MaxPool2dParams& p, const Tensor& x, const Tensor& y,
+                                 const Tensor& dy, Tensor& dx);
+namespace cpu {
+MaxPool2dBackwardFn max_pool2d_backward;
+}
+namespace cuda {
+MaxPool2dBackwardFn max_pool2d_backward;
+}
+const Op<MaxPool2dBackwardFn> max_pool2d_backward_op{
+    "max_pool2d_backward", {cpu::max_pool2d_backward}, {ST_CUDA_KERNEL(cuda::max_pool2d_backward)}};
+using GlobalAvgPoolForwardFn = void(Context& ctx, const Tensor& x, Tensor& y);
+namespace cpu {
+GlobalAvgPoolForwardFn global_avg_pool_forward;
+}
+namespace cuda {
+GlobalAvgPoolForwardFn global_avg_pool_forward;
+}
+const Op<GlobalAvgPoolForwardFn> global_avg_pool_forward_op{
+    "global_avg_pool_forward", {cpu::global_avg_pool_forward}, {ST_CUDA_KERNEL(cuda::global_avg_pool_forward)}};
+using GlobalAvgPoolBackwardFn = void(Context& ctx, const Tensor& dy, Tensor& dx);
+namespace cpu {
+GlobalAvgPoolBackwardFn global_avg_pool_backward;
+}
+namespace cuda {
+GlobalAvgPoolBackwardFn global_avg_pool_backward;
+}
+const Op<GlobalAvgPoolBackwardFn> global_avg_pool_backward_op{
+    "global_avg_pool_backward", {cpu::global_avg_pool_backward}, {ST_CUDA_KERNEL(cuda::global_avg_pool_backward)}};
 
 namespace {
 
@@ -38,17 +75,7 @@ void max_pool2d_forward(Context& ctx, const MaxPool2dParams& p, const Tensor& x,
   check_tensor(ctx, x, op, "x");
   check_tensor(ctx, y, op, "y");
   check_shape(y, max_pool2d_output_shape(p, x.shape()), op, "y");
-  switch (ctx.device()) {
-    case Device::cpu:
-      return cpu::max_pool2d_forward(ctx, p, x, y);
-    case Device::cuda:
-#if SCALETRAIN_HAVE_CUDA
-      return cuda::max_pool2d_forward(ctx, p, x, y);
-#else
-      break;
-#endif
-  }
-  no_kernel(op, ctx.device());
+  return max_pool2d_forward_op(ctx, p, x, y);
 }
 
 void max_pool2d_backward(Context& ctx, const MaxPool2dParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
@@ -62,17 +89,7 @@ void max_pool2d_backward(Context& ctx, const MaxPool2dParams& p, const Tensor& x
   check_shape(y, out, op, "y");
   check_shape(dy, out, op, "dy");
   check_shape(dx, x.shape(), op, "dx");
-  switch (ctx.device()) {
-    case Device::cpu:
-      return cpu::max_pool2d_backward(ctx, p, x, y, dy, dx);
-    case Device::cuda:
-#if SCALETRAIN_HAVE_CUDA
-      return cuda::max_pool2d_backward(ctx, p, x, y, dy, dx);
-#else
-      break;
-#endif
-  }
-  no_kernel(op, ctx.device());
+  return max_pool2d_backward_op(ctx, p, x, y, dy, dx);
 }
 
 void global_avg_pool_forward(Context& ctx, const Tensor& x, Tensor& y) {
@@ -82,17 +99,7 @@ void global_avg_pool_forward(Context& ctx, const Tensor& x, Tensor& y) {
   ST_CHECK(x.dim(1) > 0 && x.dim(2) > 0, op << ": x has no pixels: " << shape_string(x.shape()));
   check_tensor(ctx, y, op, "y");
   check_shape(y, {x.dim(0), x.dim(3)}, op, "y");
-  switch (ctx.device()) {
-    case Device::cpu:
-      return cpu::global_avg_pool_forward(ctx, x, y);
-    case Device::cuda:
-#if SCALETRAIN_HAVE_CUDA
-      return cuda::global_avg_pool_forward(ctx, x, y);
-#else
-      break;
-#endif
-  }
-  no_kernel(op, ctx.device());
+  return global_avg_pool_forward_op(ctx, x, y);
 }
 
 void global_avg_pool_backward(Context& ctx, const Tensor& dy, Tensor& dx) {
@@ -102,17 +109,7 @@ void global_avg_pool_backward(Context& ctx, const Tensor& dy, Tensor& dx) {
   ST_CHECK(dx.dim(1) > 0 && dx.dim(2) > 0, op << ": dx has no pixels: " << shape_string(dx.shape()));
   check_tensor(ctx, dy, op, "dy");
   check_shape(dy, {dx.dim(0), dx.dim(3)}, op, "dy");
-  switch (ctx.device()) {
-    case Device::cpu:
-      return cpu::global_avg_pool_backward(ctx, dy, dx);
-    case Device::cuda:
-#if SCALETRAIN_HAVE_CUDA
-      return cuda::global_avg_pool_backward(ctx, dy, dx);
-#else
-      break;
-#endif
-  }
-  no_kernel(op, ctx.device());
+  return global_avg_pool_backward_op(ctx, dy, dx);
 }
 
 }  // namespace scaletrain::ops

@@ -1,28 +1,26 @@
 // sgd_update: argument checks and per-device dispatch. Kernels in src/ops/<device>/.
 #include "scaletrain/ops/sgd.hpp"
 
-#include "ops/cpu/sgd_cpu.hpp"
-#include "ops/cuda/sgd_cuda.hpp"
-#include "ops/op_checks.hpp"
+#include "ops/op.hpp"
 #include "scaletrain/config.hpp"
 
 namespace scaletrain::ops {
+
+// The kernels, declared from the public signatures, and the one dispatch point per op (ops/op.hpp).
+using SgdUpdateFn = void(Context& ctx, const SgdUpdateParams& p, Tensor& w, const Tensor& grad, Tensor& momentum);
+namespace cpu {
+SgdUpdateFn sgd_update;
+}
+namespace cuda {
+SgdUpdateFn sgd_update;
+}
+const Op<SgdUpdateFn> sgd_update_op{"sgd_update", {cpu::sgd_update}, {ST_CUDA_KERNEL(cuda::sgd_update)}};
 
 void sgd_update(Context& ctx, const SgdUpdateParams& p, Tensor& w, const Tensor& grad, Tensor& momentum) {
   check_tensor(ctx, w, "sgd_update", "w");
   check_tensor(ctx, grad, {w.numel()}, "sgd_update", "grad");
   check_tensor(ctx, momentum, {w.numel()}, "sgd_update", "momentum");
-  switch (ctx.device()) {
-    case Device::cpu:
-      return cpu::sgd_update(ctx, p, w, grad, momentum);
-    case Device::cuda:
-#if SCALETRAIN_HAVE_CUDA
-      return cuda::sgd_update(ctx, p, w, grad, momentum);
-#else
-      break;
-#endif
-  }
-  no_kernel("sgd_update", ctx.device());
+  return sgd_update_op(ctx, p, w, grad, momentum);
 }
 
 }  // namespace scaletrain::ops

@@ -2,11 +2,18 @@
 // src/ops/<device>/.
 #include "scaletrain/ops/sigmoid_bce.hpp"
 
-#include "ops/cpu/sigmoid_bce_cpu.hpp"
-#include "ops/op_checks.hpp"
+#include "ops/op.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
+
+// The kernels, declared from the public signatures, and the one dispatch point per op (ops/op.hpp).
+using SigmoidBceWithLogitsFn = double(Context& ctx, const Tensor& logits, const Tensor& targets, Tensor& dlogits);
+namespace cpu {
+SigmoidBceWithLogitsFn sigmoid_bce_with_logits;
+}
+const Op<SigmoidBceWithLogitsFn> sigmoid_bce_with_logits_op{
+    "sigmoid_bce_with_logits", {cpu::sigmoid_bce_with_logits}, {}};
 
 double sigmoid_bce_with_logits(Context& ctx, const Tensor& logits, const Tensor& targets, Tensor& dlogits) {
   const char* op = "sigmoid_bce_with_logits";
@@ -16,13 +23,7 @@ double sigmoid_bce_with_logits(Context& ctx, const Tensor& logits, const Tensor&
   ST_CHECK(logits.dim(0) > 0, op << ": empty batch (the mean over no samples is undefined)");
   check_tensor(ctx, targets, logits.shape(), op, "targets");
   if (dlogits.defined()) check_tensor(ctx, dlogits, logits.shape(), op, "dlogits");
-  switch (ctx.device()) {
-    case Device::cpu:
-      return cpu::sigmoid_bce_with_logits(ctx, logits, targets, dlogits);
-    case Device::cuda:
-      break;  // no kernel yet
-  }
-  no_kernel(op, ctx.device());
+  return sigmoid_bce_with_logits_op(ctx, logits, targets, dlogits);
 }
 
 }  // namespace scaletrain::ops

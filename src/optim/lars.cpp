@@ -1,11 +1,13 @@
-// LARS update on the flat buffers: a parallel pass for the per-tensor norms, the trust ratios in
-// double, then a parallel pass for the momentum update in float (see lars.hpp for the rule).
+// LARS update on the flat buffers: the op lars_sums_of_squares for the per-tensor norms, the
+// trust ratios in double, then the op lars_update for the momentum update (see lars.hpp for the
+// rule; ops/lars.hpp for the passes).
 #include "scaletrain/optim/lars.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/ops/lars.hpp"
 
 namespace scaletrain::optim {
 
@@ -14,8 +16,6 @@ namespace {
 // Elements per chunk: large enough that a chunk's loop dwarfs the scheduling cost, small enough
 // that ResNet-50's largest tensors (2.4 M elements) split over many threads.
 constexpr int64_t kChunkElements = int64_t{1} << 14;
-// Below this many parameters, threads cost more than they save (the same bound as Sgd).
-constexpr int64_t kParallelElements = int64_t{1} << 15;
 
 void check_options(const LarsOptions& o) {
   ST_CHECK(o.momentum >= 0.0 && std::isfinite(o.momentum),
@@ -60,76 +60,52 @@ void Lars::plan_chunks() {
   for (int t = 0; t < params_.num_parameters(); ++t) {
     const nn::TensorInfo& info = params_.parameter_info(t);
     const int64_t end = info.offset + shape_numel(info.shape);
-    for (int64_t b = info.offset; b < end; b += kChunkElements)
-      chunks_.push_back({t, b, std::min(end, b + kChunkElements)});
-  }
-  chunk_w_sq_.assign(chunks_.size(), 0.0);
-  chunk_g_sq_.assign(chunks_.size(), 0.0);
-}
-
-void Lars::compute_trust_ratios() {
-  const float* w = params_.flat_values().data<float>();
-  const float* g = params_.flat_grads().data<float>();
-  const int64_t num_chunks = static_cast<int64_t>(chunks_.size());
-  const bool parallel = params_.parameter_count() > kParallelElements;
-  // Squares in double: a 2.4 M-element float sum would lose digits the ratio needs.
-#pragma omp parallel for schedule(dynamic, 8) if (parallel)
-  for (int64_t c = 0; c < num_chunks; ++c) {
-    const Chunk& chunk = chunks_[c];
-    double w_sq = 0.0, g_sq = 0.0;
-    if (adapted_[chunk.tensor]) {
-#pragma omp simd reduction(+ : w_sq, g_sq)
-      for (int64_t i = chunk.begin; i < chunk.end; ++i) {
-        w_sq += static_cast<double>(w[i]) * w[i];
-        g_sq += static_cast<double>(g[i]) * g[i];
+    for (int64_t b = info.offset; b < end; b += kChunkElements) {
+      chunks_.push_back({b, std::min(end, b + kChunkElements)});
+      chunk_tensor_.push_back(t);
+      if (adapted_[t]) {
+        adapted_chunks_.push_back(chunks_.back());
+        adapted_chunk_tensor_.push_back(t);
       }
     }
-    chunk_w_sq_[c] = w_sq;
-    chunk_g_sq_[c] = g_sq;
   }
-  // Chunks in order, so every tensor's sum is the same for any thread count.
+}
+
+// The op lars_sums_of_squares over the adapted tensors' chunks, the chunk sums added in order
+// (so every tensor's sum is the same for any thread count), the trust ratios in double.
+void Lars::compute_trust_ratios(Context& ctx) {
+  ops::lars_sums_of_squares(ctx, params_.flat_values(), params_.flat_grads(), adapted_chunks_, chunk_w_sq_,
+                            chunk_g_sq_);
   std::vector<double> w_sq(params_.num_parameters(), 0.0), g_sq(params_.num_parameters(), 0.0);
-  for (int64_t c = 0; c < num_chunks; ++c) {
-    w_sq[chunks_[c].tensor] += chunk_w_sq_[c];
-    g_sq[chunks_[c].tensor] += chunk_g_sq_[c];
+  for (std::size_t c = 0; c < adapted_chunks_.size(); ++c) {
+    w_sq[adapted_chunk_tensor_[c]] += chunk_w_sq_[c];
+    g_sq[adapted_chunk_tensor_[c]] += chunk_g_sq_[c];
   }
   for (int t = 0; t < params_.num_parameters(); ++t)
     trust_[t] = adapted_[t] ? guarded_trust_ratio(std::sqrt(w_sq[t]), std::sqrt(g_sq[t]), options_) : 1.0;
 }
 
-void Lars::apply_update(double lr) {
-  float* w = params_.flat_values().data<float>();
-  const float* g = params_.flat_grads().data<float>();
-  float* v = momentum_.data<float>();
-  const float mu = static_cast<float>(options_.momentum);
-  const int64_t num_chunks = static_cast<int64_t>(chunks_.size());
-  const bool parallel = params_.parameter_count() > kParallelElements;
-#pragma omp parallel for schedule(dynamic, 8) if (parallel)
-  for (int64_t c = 0; c < num_chunks; ++c) {
-    const Chunk& chunk = chunks_[c];
-    const bool adapted = adapted_[chunk.tensor] != 0;
-    // The reference's apply_momentum(var, mom, 1, (g + wd * w) * lr * trust, mu).
-    const float scaled_lr = static_cast<float>(lr * trust_[chunk.tensor]);
-    const float wd = adapted ? static_cast<float>(options_.weight_decay) : 0.0f;
-#pragma omp simd
-    for (int64_t i = chunk.begin; i < chunk.end; ++i) {
-      const float vi = mu * v[i] + scaled_lr * (g[i] + wd * w[i]);
-      v[i] = vi;
-      w[i] = w[i] - vi;
-    }
+// The reference's apply_momentum(var, mom, 1, (g + wd * w) * lr * trust, mu): the op lars_update
+// with each chunk's lr * trust and weight decay (none for excluded tensors).
+void Lars::apply_update(Context& ctx, double lr) {
+  std::vector<float> scaled_lr(chunks_.size()), weight_decay(chunks_.size());
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    const int t = chunk_tensor_[c];
+    scaled_lr[c] = static_cast<float>(lr * trust_[t]);
+    weight_decay[c] = adapted_[t] ? static_cast<float>(options_.weight_decay) : 0.0f;
   }
+  ops::lars_update(ctx, static_cast<float>(options_.momentum), chunks_, scaled_lr, weight_decay, params_.flat_values(),
+                   params_.flat_grads(), momentum_);
 }
 
 void Lars::step(Context& ctx, double lr) {
   ST_CHECK(std::isfinite(lr), "learning rate " << lr << " is not finite");
-  // Its kernels are host loops over the flat buffers: no GPU version yet (the CUDA backend's
-  // first models train with SGD).
-  ST_CHECK(ctx.device() == Device::cpu,
-           "--optimizer lars runs on the CPU only; its parameters are on " << device_name(ctx.device()));
-  compute_trust_ratios();
-  apply_update(lr);
+  compute_trust_ratios(ctx);
+  apply_update(ctx, lr);
   count_step();
 }
+
+ops::OpNames Lars::ops() const { return {"lars_sums_of_squares", "lars_update"}; }
 
 Json Lars::describe() const {
   int adapted_count = 0;

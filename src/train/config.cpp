@@ -17,11 +17,13 @@
 #include "scaletrain/data/loader.hpp"
 #include "scaletrain/models/model.hpp"
 #include "scaletrain/models/registry.hpp"
+#include "scaletrain/ops/registry.hpp"
 #include "scaletrain/optim/adam.hpp"
 #include "scaletrain/optim/lars.hpp"
 #include "scaletrain/optim/lr_schedule.hpp"
 #include "scaletrain/optim/sgd.hpp"
 #include "scaletrain/train/device_choice.hpp"
+#include "scaletrain/train/task.hpp"
 
 namespace scaletrain::train {
 namespace {
@@ -191,21 +193,28 @@ void check_task_options(const TrainConfig& c) {
 
 }  // namespace
 
-std::string gpu_limitation_of_model(const std::string& model) {
-  const std::string task = models::model_entry(model).task;
-  if (task != models::kTaskImageClassification)
-    return "--model " + model + " (" + task + ") runs on the CPU only: its ops have no CUDA kernels yet";
-  return "";
+std::string kernels_missing(Device device, const std::vector<std::pair<std::string, ops::OpNames>>& needs) {
+  std::string parts;
+  for (const auto& [what, names] : needs) {
+    const std::vector<std::string> missing =
+        ops::unsupported_ops(std::vector<std::string>(names.begin(), names.end()), device);
+    if (missing.empty()) continue;
+    parts += (parts.empty() ? "" : "; ") + ops::op_list(missing) + " (" + what + ")";
+  }
+  if (parts.empty()) return "";
+  return std::string("no ") + (device == Device::cuda ? "CUDA" : device_name(device)) + " kernel for " + parts;
 }
 
-std::string gpu_limitation(const TrainConfig& c) {
-  const std::string model = gpu_limitation_of_model(c.model);
-  if (!model.empty()) return model;
-  if (c.optimizer != "sgd") return "--optimizer " + c.optimizer + " runs on the CPU only: its update is a host loop";
+std::string train_kernels_missing(const TrainConfig& c, const Task& task, Device device) {
+  nn::ParameterSet one;  // the optimizer's ops do not depend on the parameters: one of one value
+  one.add_parameter("w", {1});
+  one.finalize();
+  std::vector<std::pair<std::string, ops::OpNames>> needs = {
+      {"--model " + c.model + ", " + task.name(), task.ops(/*training=*/true)},
+      {"--optimizer " + c.optimizer, make_optimizer(c, one)->ops()}};
   if (c.accumulate_steps > 1)
-    return "--accumulate-steps " + std::to_string(c.accumulate_steps) +
-           " runs on the CPU only: its gradient sums are host loops";
-  return "";
+    needs.push_back({"--accumulate-steps " + std::to_string(c.accumulate_steps), {"accumulate_gradient"}});
+  return kernels_missing(device, needs);
 }
 
 void check_train_config(const TrainConfig& c) {

@@ -161,6 +161,14 @@ class ImageClassification : public Task {
     check_checkpoint_fits(data, train_.channels, train_.num_classes, cfg_.data_dir);
   }
 
+  // The model's (from an uninitialised instance: its ops do not depend on its weights), the
+  // input's normalisation, the loss, and top-1 counting in evaluation.
+  ops::OpNames ops(bool training) const override {
+    ops::OpNames all = models::make_model(cfg_.model, train_.num_classes, train_.channels)->ops(training);
+    all.insert({"normalize_images", "softmax_cross_entropy", "count_correct"});
+    return all;
+  }
+
   // The loader's uint8 pixels, normalised with the split's mean and std, through the model, then
   // cross-entropy with --label-smoothing.
   double forward_and_loss(Context& ctx, models::Network& network, const Batch& batch) override {

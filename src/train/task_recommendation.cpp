@@ -138,6 +138,14 @@ class Recommendation : public Task {
     return model;
   }
 
+  // NeuMF's (from a one-user, one-item instance: its ops do not depend on its sizes) and the
+  // loss in training; the evaluation scores with the model's forward alone.
+  ops::OpNames ops(bool training) const override {
+    ops::OpNames all = models::NeuMF(1, 1).ops(training);
+    if (training) all.insert("sigmoid_bce_with_logits");
+    return all;
+  }
+
   // The embedding tables' rows are the dataset's users and items.
   void check_fits(const checkpoint::CheckpointData& data) const override {
     struct Table {

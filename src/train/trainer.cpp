@@ -257,7 +257,10 @@ Training::Training(const comm::Communicator& comm, const TrainConfig& config, co
 
 // --device: every rank agrees on the device; a CUDA context on the rank's GPU, or the CPU.
 void Training::open_context() {
-  device_ = choose_device(comm_, parse_device_request(cfg_.device), "train", gpu_limitation(cfg_));
+  const DeviceRequest request = parse_device_request(cfg_.device);
+  // Which ops lack a CUDA kernel matters only where a GPU may be chosen.
+  const std::string missing = request == DeviceRequest::cpu ? "" : train_kernels_missing(cfg_, *task_, Device::cuda);
+  device_ = choose_device(comm_, request, "train", missing);
   ctx_ = std::make_unique<Context>(device_.device, threads_, device_.gpu_index);
   ctx_->set_allow_tf32(cfg_.tf32);
   if (cfg_.tf32 && device_.device == Device::cpu) device_.log_lines.push_back("--tf32 has no effect on the CPU");
@@ -313,7 +316,7 @@ void Training::build_communication() {
     if (ctx_->device() != Device::cpu) staging = DeviceStaging::create(*ctx_, params.flat_grads());
     reducer_ = comm::make_gradient_reducer(*topology_, params, allreduce_options(cfg_), bucket_options(cfg_), staging);
   }
-  accumulator_ = std::make_unique<GradientAccumulator>(params, cfg_.accumulate_steps,
+  accumulator_ = std::make_unique<GradientAccumulator>(*ctx_, params, cfg_.accumulate_steps,
                                                        [this](int i) { reducer_->on_grad_ready(i); });
   params.set_grad_ready_hook([this](int i) { accumulator_->on_grad_ready(i); });
 }

@@ -71,7 +71,7 @@ BOOST_AUTO_TEST_CASE(micro_batches_equal_one_large_batch) {
   Net parts;
   std::vector<int> announced(parts.params.num_parameters(), 0);
   int announced_early = 0;
-  train::GradientAccumulator acc(parts.params, k, [&](int i) { ++announced[i]; });
+  train::GradientAccumulator acc(ctx, parts.params, k, [&](int i) { ++announced[i]; });
   parts.params.set_grad_ready_hook([&](int i) { acc.on_grad_ready(i); });
   for (int m = 0; m < k; ++m) {
     acc.start_micro_batch(m);
@@ -113,7 +113,7 @@ BOOST_AUTO_TEST_CASE(one_micro_batch_passes_gradients_through) {
   Net plain, hooked;
   plain.forward_backward(ctx, x, labels, 0, n);
   int calls = 0;
-  train::GradientAccumulator acc(hooked.params, 1, [&](int) { ++calls; });
+  train::GradientAccumulator acc(ctx, hooked.params, 1, [&](int) { ++calls; });
   hooked.params.set_grad_ready_hook([&](int i) { acc.on_grad_ready(i); });
   acc.start_micro_batch(0);
   hooked.forward_backward(ctx, x, labels, 0, n);

@@ -47,6 +47,7 @@ class Model : public Network {
   // batch norm weight 1, bias 0, running_mean 0, running_var 1; Linear: PyTorch's default
   // (weight and bias uniform(-1/sqrt(in), 1/sqrt(in))).
   void initialize(uint64_t seed) override;
+  ops::OpNames ops(bool training) const override;
 
  private:
   std::string name_;
@@ -60,6 +61,10 @@ class Model : public Network {
 // name (listing the known ones) and for a model of another task.
 // in_channels: from the dataset (1 for Fashion-MNIST, 3 for RGB).
 std::unique_ptr<Model> make_model(const std::string& name, int num_classes, int in_channels);
+
+// The ops a model of the registry runs (Network::ops), of any task: from a small uninitialised
+// instance. Throws for an unknown name.
+ops::OpNames model_ops(const std::string& name, bool training);
 
 // The state_dict entries (parameters and batch-norm buffers) in torchvision's state_dict order:
 // module by module, each module's parameters then its buffers.

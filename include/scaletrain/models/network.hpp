@@ -8,6 +8,7 @@
 #include <string>
 
 #include "scaletrain/nn/parameters.hpp"
+#include "scaletrain/ops/registry.hpp"
 
 namespace scaletrain::models {
 
@@ -19,6 +20,9 @@ class Network {
   virtual nn::ParameterSet& params() = 0;
   // The model's own seeded initialisation (torchvision's, the MLPerf reference's).
   virtual void initialize(uint64_t seed) = 0;
+  // The ops its forward runs in evaluation, and with `training` in training and backward too
+  // (nn::Module::list_ops): --device asks each of them of the device.
+  virtual ops::OpNames ops(bool training) const = 0;
 };
 
 }  // namespace scaletrain::models

@@ -70,6 +70,7 @@ class NeuMF : public Network {
   // uniform, limit sqrt(6 / (fan_in + fan_out)); final weight LeCun uniform, limit
   // sqrt(3 / fan_in); biases keep nn.Linear's default, uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)).
   void initialize(uint64_t seed) override;
+  ops::OpNames ops(bool training) const override;
 
  private:
   std::string name_ = "ncf";

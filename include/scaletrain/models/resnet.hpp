@@ -19,6 +19,7 @@ class ResidualBlock : public nn::Module {
   Tensor forward(Context& ctx, const Tensor& x, bool training) override;
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) override;
   void initialize(Rng& rng) override;
+  void list_ops(ops::OpNames& ops, bool training) const override;
 
  protected:
   ResidualBlock() = default;

@@ -37,6 +37,7 @@ class Conv2d : public Module {
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) override;
   // kaiming_normal_(mode='fan_out', nonlinearity='relu'): N(0, 2 / (O * KH * KW)).
   void initialize(Rng& rng) override;
+  void list_ops(ops::OpNames& ops, bool training) const override;
   int weight_index() const { return weight_; }
 
  private:
@@ -61,6 +62,7 @@ class BatchNorm2d : public Module {
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) override;
   // weight 1, bias 0, running_mean 0, running_var 1.
   void initialize(Rng& rng) override;
+  void list_ops(ops::OpNames& ops, bool training) const override;
   int weight_index() const { return weight_; }
   int bias_index() const { return bias_; }
 
@@ -85,6 +87,7 @@ class ReLU : public Module {
   Tensor forward(Context& ctx, const Tensor& x, bool training) override;
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) override;
   void initialize(Rng&) override {}
+  void list_ops(ops::OpNames& ops, bool training) const override;
 
  private:
   bool inplace_;
@@ -99,6 +102,7 @@ class MaxPool2d : public Module {
   Tensor forward(Context& ctx, const Tensor& x, bool training) override;
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) override;
   void initialize(Rng&) override {}
+  void list_ops(ops::OpNames& ops, bool training) const override;
 
  private:
   ops::MaxPool2dParams pool_;
@@ -112,6 +116,7 @@ class GlobalAvgPool : public Module {
   Tensor forward(Context& ctx, const Tensor& x, bool training) override;
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) override;
   void initialize(Rng&) override {}
+  void list_ops(ops::OpNames& ops, bool training) const override;
 
  private:
   Shape x_shape_;
@@ -127,6 +132,7 @@ class Linear : public Module {
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) override;
   // PyTorch's default: weight and bias uniform(-1/sqrt(in), 1/sqrt(in)).
   void initialize(Rng& rng) override;
+  void list_ops(ops::OpNames& ops, bool training) const override;
   int weight_index() const { return weight_; }
   int bias_index() const { return bias_; }
 
@@ -154,6 +160,7 @@ class Sequential : public Module {
   Tensor forward(Context& ctx, const Tensor& x, bool training) override;
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) override;
   void initialize(Rng& rng) override;
+  void list_ops(ops::OpNames& ops, bool training) const override;
 
  private:
   std::vector<ModulePtr> modules_;

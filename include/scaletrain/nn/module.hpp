@@ -12,6 +12,7 @@
 #include "scaletrain/backend/context.hpp"
 #include "scaletrain/core/rng.hpp"
 #include "scaletrain/nn/parameters.hpp"
+#include "scaletrain/ops/registry.hpp"
 
 namespace scaletrain::nn {
 
@@ -25,6 +26,10 @@ class Module {
   virtual Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) = 0;
   // Fills parameters with their initial values (after ParameterSet::finalize).
   virtual void initialize(Rng& rng) = 0;
+  // Adds the ops (ops/registry.hpp) its forward runs in evaluation, and with `training` also in
+  // training and in backward: what --device checks against the device's kernels. unit.models
+  // checks every model's list against the ops its forward and backward really dispatch.
+  virtual void list_ops(ops::OpNames& ops, bool training) const = 0;
 };
 
 using ModulePtr = std::unique_ptr<Module>;

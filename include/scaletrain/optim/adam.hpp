@@ -49,6 +49,7 @@ class Adam : public Optimizer {
   Adam(nn::ParameterSet& params, const AdamOptions& options);
   // One update of every parameter from params.flat_grads() with learning rate lr.
   void step(Context& ctx, double lr) override;
+  ops::OpNames ops() const override;
   const char* name() const override { return "adam"; }
   // {"name": "adam", "beta1", "beta2", "epsilon"}
   Json describe() const override;

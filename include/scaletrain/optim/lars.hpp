@@ -35,6 +35,7 @@
 
 #include "scaletrain/core/json.hpp"
 #include "scaletrain/nn/parameters.hpp"
+#include "scaletrain/ops/lars.hpp"
 #include "scaletrain/optim/optimizer.hpp"
 
 namespace scaletrain::optim {
@@ -64,6 +65,7 @@ class Lars : public Optimizer {
   Lars(nn::ParameterSet& params, const LarsOptions& options);
   void step(Context& ctx, double lr) override;
   const char* name() const override { return "lars"; }
+  ops::OpNames ops() const override;
   // {"name": "lars", "momentum", "weight_decay", "trust_coefficient", "epsilon", "exclusion",
   //  "adapted_tensors", "excluded_tensors"}
   Json describe() const override;
@@ -75,20 +77,18 @@ class Lars : public Optimizer {
   double trust_ratio(int i) const { return trust_.at(i); }
 
  private:
-  // A slice [begin, end) of the flat buffers inside one parameter tensor.
-  struct Chunk {
-    int tensor;
-    int64_t begin, end;
-  };
   void plan_chunks();
-  void compute_trust_ratios();
-  void apply_update(double lr);
+  void compute_trust_ratios(Context& ctx);
+  void apply_update(Context& ctx, double lr);
 
   LarsOptions options_;
-  std::vector<char> adapted_;  // per parameter
-  std::vector<double> trust_;  // per parameter, last step
-  std::vector<Chunk> chunks_;  // every parameter's elements, in order
-  std::vector<double> chunk_w_sq_, chunk_g_sq_;
+  std::vector<char> adapted_;                   // per parameter
+  std::vector<double> trust_;                   // per parameter, last step
+  std::vector<ops::LarsChunk> chunks_;          // every parameter's elements, in order, in slices
+  std::vector<int> chunk_tensor_;               // the parameter of each chunk
+  std::vector<ops::LarsChunk> adapted_chunks_;  // the chunks of adapted parameters
+  std::vector<int> adapted_chunk_tensor_;
+  std::vector<double> chunk_w_sq_, chunk_g_sq_;  // per adapted chunk, last step
 };
 
 }  // namespace scaletrain::optim

@@ -19,6 +19,7 @@
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/json.hpp"
 #include "scaletrain/nn/parameters.hpp"
+#include "scaletrain/ops/registry.hpp"
 #include "scaletrain/tensor/tensor.hpp"
 
 namespace scaletrain::optim {
@@ -32,6 +33,8 @@ class Optimizer {
   // One update of every parameter from params().flat_grads() with learning rate lr, on ctx's
   // device (where the parameters live).
   virtual void step(Context& ctx, double lr) = 0;
+  // The ops its step runs (ops/registry.hpp): --device asks each of them of the device.
+  virtual ops::OpNames ops() const = 0;
   // "sgd", "lars" or "adam": the value of --optimizer and of MLPerf's opt_name.
   virtual const char* name() const = 0;
   // Name and hyper-parameters, for report.json.

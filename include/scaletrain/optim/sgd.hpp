@@ -27,6 +27,7 @@ class Sgd : public Optimizer {
   Sgd(nn::ParameterSet& params, const SgdOptions& options);
   // One update of every parameter from params.flat_grads() with learning rate lr.
   void step(Context& ctx, double lr) override;
+  ops::OpNames ops() const override { return {"sgd_update"}; }
   const char* name() const override { return "sgd"; }
   // {"name": "sgd", "momentum", "weight_decay", "nesterov"}
   Json describe() const override;

@@ -7,7 +7,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "scaletrain/ops/registry.hpp"
 
 namespace scaletrain {
 class Context;
@@ -38,6 +41,9 @@ struct BucketOptions;
 struct StallOptions;
 }  // namespace scaletrain::comm
 
+namespace scaletrain::train {
+class Task;
+}  // namespace scaletrain::train
 namespace scaletrain::train {
 
 struct TrainConfig {
@@ -164,12 +170,14 @@ int allowed_cpus();
 // size, an unknown schedule, --resume with --init-from, ...). Checks nothing on disk.
 void check_train_config(const TrainConfig& config);
 
-// Why `model` cannot run on a GPU yet ("" when it can): the models of tasks whose ops have no
-// CUDA kernels (ncf's embedding, concat, product and BCE). For --device (device_choice.hpp).
-std::string gpu_limitation_of_model(const std::string& model);
-// The same for a training run: the model, then the options whose kernels are host loops
-// (--optimizer lars and adam, --accumulate-steps above 1).
-std::string gpu_limitation(const TrainConfig& config);
+// Why a run cannot compute on `device`, from the op registry (ops/registry.hpp): "" when every op
+// it runs has a kernel there, else "no CUDA kernel for embedding_forward, ... (--model ncf,
+// recommendation); lars_sums_of_squares and lars_update (--optimizer lars)": the ops without
+// one, grouped by what brings them. For --device (device_choice.hpp).
+std::string kernels_missing(Device device, const std::vector<std::pair<std::string, ops::OpNames>>& needs);
+// A training run's: its task's ops (model, input, loss, evaluation), its optimizer's, and
+// accumulate_gradient with --accumulate-steps above 1.
+std::string train_kernels_missing(const TrainConfig& config, const Task& task, Device device);
 
 // The pieces' options. batch_size: per rank (a resumed run may rescale it, trainer.cpp).
 // ranks_on_node: for the check that every rank's batch buffers fit in the node's memory.

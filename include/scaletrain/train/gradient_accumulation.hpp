@@ -16,6 +16,7 @@
 
 #include <functional>
 
+#include "scaletrain/backend/context.hpp"
 #include "scaletrain/nn/parameters.hpp"
 #include "scaletrain/tensor/tensor.hpp"
 
@@ -23,8 +24,9 @@ namespace scaletrain::train {
 
 class GradientAccumulator {
  public:
-  // micro_batches >= 1; with 1 every gradient passes straight to `ready`.
-  GradientAccumulator(nn::ParameterSet& params, int micro_batches, std::function<void(int)> ready);
+  // micro_batches >= 1; with 1 every gradient passes straight to `ready`. The sums run as the op
+  // accumulate_gradient on ctx's device (where the gradients are).
+  GradientAccumulator(Context& ctx, nn::ParameterSet& params, int micro_batches, std::function<void(int)> ready);
 
   // Before micro-batch k's backward (k = 0 .. micro_batches - 1).
   void start_micro_batch(int k) { micro_ = k; }
@@ -35,6 +37,7 @@ class GradientAccumulator {
   void on_grad_ready(int i);
 
  private:
+  Context& ctx_;
   nn::ParameterSet& params_;
   int micro_batches_;
   std::function<void(int)> ready_;

@@ -24,6 +24,7 @@
 #include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/core/json.hpp"
 #include "scaletrain/models/network.hpp"
+#include "scaletrain/ops/registry.hpp"
 #include "scaletrain/tensor/tensor.hpp"
 #include "scaletrain/train/config.hpp"
 
@@ -108,6 +109,10 @@ class Task {
   // The model, initialised with seed; and the check that a checkpoint's weights (--init-from)
   // fit this dataset, naming both.
   virtual std::unique_ptr<models::Network> make_network(uint64_t seed) const = 0;
+  // The ops a run of this task dispatches besides the optimizer's (ops/registry.hpp): its
+  // network's, its input's, its loss's and its evaluation's; training false: an evaluation
+  // alone (scaletrain eval). --device asks each of them of the device.
+  virtual ops::OpNames ops(bool training) const = 0;
   virtual void check_fits(const checkpoint::CheckpointData& data) const = 0;
 
   // One micro-batch: forward and the mean loss over its samples (the gradient of the loss is

@@ -3,9 +3,9 @@
 // so a loop the compiler vectorises runs at the same bandwidth without a primitive lookup per
 // call. Every output element depends only on the same element of the inputs, so outputs may
 // alias inputs.
-#include "ops/cpu/activation_cpu.hpp"
-
 #include <cstdint>
+
+#include "scaletrain/ops/activation.hpp"
 
 namespace scaletrain::ops::cpu {
 namespace {

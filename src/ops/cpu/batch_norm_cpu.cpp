@@ -8,8 +8,6 @@
 // float pair (hi + lo), so that x - mean is nearly exact in float.
 // Threads split the rows statically and reduce their partial sums in a fixed order, so results
 // are deterministic for a given thread count.
-#include "ops/cpu/batch_norm_cpu.hpp"
-
 #include <omp.h>
 
 #include <algorithm>
@@ -17,6 +15,7 @@
 #include <vector>
 
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/ops/batch_norm.hpp"
 
 namespace scaletrain::ops::cpu {
 namespace {

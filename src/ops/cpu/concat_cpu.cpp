@@ -1,9 +1,9 @@
 // CPU feature concatenation and its split: two row copies per sample, split statically over the
 // threads by row.
-#include "ops/cpu/concat_cpu.hpp"
-
 #include <cstdint>
 #include <cstring>
+
+#include "scaletrain/ops/concat.hpp"
 
 namespace scaletrain::ops::cpu {
 namespace {

@@ -4,11 +4,10 @@
 // (format_tag::any), reordered from our OIHW each call (and diff weights back to OIHW). Weights
 // are small next to activations, and change every step anyway. Primitives, descriptors and the
 // blocked weight buffers are cached per thread, keyed by shapes and parameters.
-#include "ops/cpu/conv2d_cpu.hpp"
-
 #include <optional>
 
 #include "ops/cpu/dnnl_util.hpp"
+#include "scaletrain/ops/conv2d.hpp"
 
 namespace scaletrain::ops::cpu {
 namespace {

@@ -10,13 +10,12 @@
 // ranks with the same data stay bit-identical. The cost is N index reads per thread, small next
 // to the N * D additions. The gradient is written over the whole table (zeroed first), as every
 // other op's parameter gradient is.
-#include "ops/cpu/embedding_cpu.hpp"
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/ops/embedding.hpp"
 
 #ifdef _OPENMP
 #include <omp.h>

@@ -2,9 +2,8 @@
 // gradient), on our plain layouts: x (N, IN) "nc", w (OUT, IN) "oi", b (OUT). oneDNN rather than
 // OpenBLAS so that every kernel shares one threading runtime (OpenMP): Debian's OpenBLAS runs
 // its own pthread pool, which would oversubscribe cores next to oneDNN's threads and MPI ranks.
-#include "ops/cpu/linear_cpu.hpp"
-
 #include "ops/cpu/dnnl_util.hpp"
+#include "scaletrain/ops/linear.hpp"
 
 namespace scaletrain::ops::cpu {
 namespace {

@@ -3,13 +3,12 @@
 // neither overflow nor lose the small terms.
 // With q = (1 - eps) * onehot(y) + eps / K:  loss_i = -sum_k q_k log p_k, and
 // d loss_i / d logit_k = p_k - q_k.
-#include "ops/cpu/loss_cpu.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "ops/op_checks.hpp"
+#include "scaletrain/ops/loss.hpp"
 
 namespace scaletrain::ops::cpu {
 namespace {
@@ -24,7 +23,9 @@ void check_labels(const Tensor& labels, int64_t k, const char* op) {
 
 }  // namespace
 
-double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels, double eps, Tensor& dlogits) {
+double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels, float label_smoothing,
+                             Tensor& dlogits) {
+  const double eps = label_smoothing;  // the smoothing in double, as every sum here
   const int64_t n = logits.dim(0), k = logits.dim(1);
   check_labels(labels, k, "softmax_cross_entropy");
   const float* x = logits.data<float>();

@@ -1,8 +1,8 @@
 // CPU element-wise product: one vectorised pass, split statically over the threads, as the add
 // kernel in activation_cpu.cpp (pure memory traffic; no oneDNN primitive is worth its lookup).
-#include "ops/cpu/multiply_cpu.hpp"
-
 #include <cstdint>
+
+#include "scaletrain/ops/multiply.hpp"
 
 namespace scaletrain::ops::cpu {
 namespace {

@@ -1,9 +1,9 @@
 // CPU image normalisation through a per-channel 256-entry table (each entry computed in double
 // and rounded once): one table load per value, so the op runs at memory speed. Pixels are split
 // statically over the threads in whole pixels, so every thread starts at channel 0.
-#include "ops/cpu/normalize_cpu.hpp"
-
 #include <cstdint>
+
+#include "scaletrain/ops/normalize.hpp"
 
 namespace scaletrain::ops::cpu {
 namespace {

@@ -4,12 +4,12 @@
 // can follow PyTorch's rule exactly (the gradient goes to the first maximum of each window in
 // row-major order), which oneDNN's workspace does not promise. Forward parallelises over output
 // rows; max-pool backward over images, because overlapping windows of one image write the same dx.
-#include "ops/cpu/pool_cpu.hpp"
-
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
+
+#include "scaletrain/ops/pool.hpp"
 
 namespace scaletrain::ops::cpu {
 namespace {

@@ -1,5 +1,5 @@
 // The SGD update on the CPU: one vectorised OpenMP loop over the flat buffers.
-#include "ops/cpu/sgd_cpu.hpp"
+#include "scaletrain/ops/sgd.hpp"
 
 namespace scaletrain::ops::cpu {
 

@@ -2,12 +2,12 @@
 // (exp and log1p of a float argument cost little next to the reads) and the gradient rounded
 // once. The mean is a sum over fixed chunks of samples, computed in parallel and added in chunk
 // order, so the loss is the same bits for any thread count (NCF's batches reach 10^6 samples).
-#include "ops/cpu/sigmoid_bce_cpu.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
+
+#include "scaletrain/ops/sigmoid_bce.hpp"
 
 namespace scaletrain::ops::cpu {
 namespace {

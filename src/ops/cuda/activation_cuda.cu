@@ -3,8 +3,8 @@
 // depends only on the same element of the inputs and is read before it is written by the same
 // thread, so outputs may alias inputs (no __restrict__).
 #include "backend/cuda/cuda_context.hpp"
-#include "ops/cuda/activation_cuda.hpp"
 #include "ops/cuda/grid_stride.cuh"
+#include "scaletrain/ops/activation.hpp"
 
 namespace scaletrain::ops::cuda {
 namespace {

@@ -31,8 +31,8 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_context.hpp"
-#include "ops/cuda/batch_norm_cuda.hpp"
 #include "ops/cuda/cudnn_util.hpp"
+#include "scaletrain/ops/batch_norm.hpp"
 
 namespace scaletrain::ops::cuda {
 namespace {

@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "backend/cuda/cuda_context.hpp"
-#include "ops/cuda/conv2d_cuda.hpp"
 #include "ops/cuda/cudnn_util.hpp"
+#include "scaletrain/ops/conv2d.hpp"
 #include "scaletrain/ops/conv_algorithm.hpp"
 
 namespace scaletrain::ops::cuda {
@@ -104,7 +104,7 @@ struct ConvPlan {
   TensorDesc x, y;  // x: input (dx for backward data), y: output (dy for the backward passes)
   FilterDesc w;     // the OHWI filter (dw for backward filter)
   ConvDesc conv;
-  int algo = 0;  // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, per the key's direction
+  int algo = 0;                   // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, per the key's direction
   ConvMath math = ConvMath::fma;  // the descriptor's math type
   bool deterministic = false;
   std::size_t workspace_bytes = 0;
@@ -157,7 +157,8 @@ const Perf& adopt_algorithm(ConvPlan& plan, Direction dir, const ConvDims& d, co
 void record_plan(const ConvPlan& plan, Direction dir, const ConvDims& d, bool tf32) {
   ConvAlgorithmRecord r;
   r.direction = direction_name(dir);
-  r.n = d.n, r.h = d.h, r.w = d.w, r.c = d.c, r.o = d.o, r.kh = d.kh, r.kw = d.kw, r.stride = d.stride, r.padding = d.pad;
+  r.n = d.n, r.h = d.h, r.w = d.w, r.c = d.c, r.o = d.o, r.kh = d.kh, r.kw = d.kw, r.stride = d.stride,
+  r.padding = d.pad;
   r.tf32 = tf32;
   r.algo = plan.algo;
   r.math = plan.math;

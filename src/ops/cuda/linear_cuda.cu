@@ -23,7 +23,7 @@
 
 #include "backend/cuda/cuda_context.hpp"
 #include "ops/cuda/cudnn_util.hpp"
-#include "ops/cuda/linear_cuda.hpp"
+#include "scaletrain/ops/linear.hpp"
 
 namespace scaletrain::ops::cuda {
 namespace {

@@ -10,8 +10,8 @@
 #include <cuda/std/limits>
 
 #include "backend/cuda/cuda_context.hpp"
-#include "ops/cuda/loss_cuda.hpp"
 #include "ops/op_checks.hpp"
+#include "scaletrain/ops/loss.hpp"
 
 namespace scaletrain::ops::cuda {
 namespace {
@@ -170,7 +170,9 @@ int32_t label_at(const Tensor& labels, int64_t row, cudaStream_t stream) {
 
 }  // namespace
 
-double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels, double eps, Tensor& dlogits) {
+double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels, float label_smoothing,
+                             Tensor& dlogits) {
+  const double eps = label_smoothing;  // the smoothing in double, as every sum here
   const int64_t n = logits.dim(0), k = logits.dim(1);
   const double inv_n = 1.0 / static_cast<double>(n);
   cudaStream_t stream = scaletrain::cuda::compute_stream(ctx);

@@ -8,10 +8,13 @@
 
 #include "backend/cuda/cuda_context.hpp"
 #include "ops/cuda/grid_stride.cuh"
-#include "ops/cuda/normalize_cuda.hpp"
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/ops/normalize.hpp"
 
 namespace scaletrain::ops::cuda {
+
+// At most kMaxNormalizeChannels channels (the per-channel statistics travel as kernel arguments).
+constexpr int kMaxNormalizeChannels = 16;
 namespace {
 
 using scaletrain::cuda::blocks_for;

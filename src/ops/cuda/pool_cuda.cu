@@ -9,7 +9,7 @@
 
 #include "backend/cuda/cuda_context.hpp"
 #include "ops/cuda/grid_stride.cuh"
-#include "ops/cuda/pool_cuda.hpp"
+#include "scaletrain/ops/pool.hpp"
 
 namespace scaletrain::ops::cuda {
 namespace {

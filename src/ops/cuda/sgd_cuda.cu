@@ -4,7 +4,7 @@
 // backends' updates bitwise alike (the GPU-vs-CPU tests then compare with fp32 tolerances that
 // leave room for the gradients' own differences, not the update's).
 #include "backend/cuda/cuda_context.hpp"
-#include "ops/cuda/sgd_cuda.hpp"
+#include "scaletrain/ops/sgd.hpp"
 
 namespace scaletrain::ops::cuda {
 namespace {

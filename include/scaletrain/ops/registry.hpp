@@ -1,0 +1,71 @@
+// The op registry: every op of src/ops, by name, with the devices that have a kernel for it and
+// whether each kernel is deterministic (the same bits from run to run on the same inputs). One
+// fact, one place: the op's own file declares its kernels (src/ops/op.hpp), the dispatch, the
+// --device decision (supports), `scaletrain info --json`, docs/ops.md and the op-case coverage
+// test all read it from here.
+//
+// An op is registered by its file's static initialisation, so a program knows the ops it links:
+// every program that links the models or the optimizers links every op.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "scaletrain/core/json.hpp"
+#include "scaletrain/tensor/tensor.hpp"
+
+namespace scaletrain::ops {
+
+// A set of op names: what a model, an optimizer or a task runs.
+using OpNames = std::set<std::string>;
+
+constexpr int kNumDevices = 2;  // Device::cpu, Device::cuda
+inline int device_index(Device d) { return static_cast<int>(d); }
+
+struct OpInfo {
+  std::string name;                      // the public function's name, e.g. "conv2d_forward"
+  std::string dtypes;                    // the dtypes of its float tensors, e.g. "f32"
+  bool kernel[kNumDevices] = {};         // a kernel for that device is in this build
+  bool declared[kNumDevices] = {};       // the source has one (a build without CUDA leaves CUDA's out)
+  bool deterministic[kNumDevices] = {};  // that kernel gives the same bits run to run
+};
+
+// Every registered op, sorted by name.
+std::vector<OpInfo> registered_ops();
+// The op's entry; throws naming the op when none is registered.
+OpInfo op_info(const std::string& op);
+// Whether `op` has a kernel on `device` in this build; throws for an unknown op.
+bool supports(const std::string& op, Device device);
+// The ops of `ops` without a kernel on `device`, in their order.
+std::vector<std::string> unsupported_ops(const std::vector<std::string>& ops, Device device);
+
+// "op_a, op_b and op_c".
+std::string op_list(const std::vector<std::string>& ops);
+
+// Records the ops dispatched on this thread while it lives (nested recorders each see every op):
+// what a model's forward and backward really run, against what the model says it runs.
+class OpRecorder {
+ public:
+  OpRecorder();
+  ~OpRecorder();
+  OpRecorder(const OpRecorder&) = delete;
+  OpRecorder& operator=(const OpRecorder&) = delete;
+  const OpNames& ops() const { return ops_; }
+  void add(const char* op);  // the dispatch point's
+
+ private:
+  OpNames ops_;
+  OpRecorder* outer_;
+};
+
+// Called by an op's declaration (src/ops/op.hpp); a name registered twice is an error at start-up.
+void register_op(const OpInfo& info);
+
+// The registry as JSON: {"op": {"dtypes": "f32", "devices": {"cpu": {"deterministic": true,
+// "built": true}, ...}}}, a device listed where the source has a kernel for it.
+Json registry_json();
+// docs/ops.md's table: op, dtypes, and per device "yes", "yes (not deterministic)" or "no".
+std::string registry_markdown();
+
+}  // namespace scaletrain::ops

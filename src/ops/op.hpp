@@ -1,0 +1,102 @@
+// Private: how an op declares its kernels, once, and how every call reaches them. An op file
+// (src/ops/<op>.cpp) writes, for each public function:
+//
+//   using ReluForwardFn = void(Context& ctx, const Tensor& x, Tensor& y);  // the public signature
+//   namespace cpu { ReluForwardFn relu_forward; }                         // the kernels, declared
+//   namespace cuda { ReluForwardFn relu_forward; }                        // from that signature
+//   const Op<ReluForwardFn> relu_forward_op{"relu_forward", {cpu::relu_forward},
+//                                           {ST_CUDA_KERNEL(cuda::relu_forward)}};
+//
+// and its public function checks the arguments and calls relu_forward_op(ctx, x, y). The Op
+// registers itself (ops/registry.hpp) and is the one dispatch point: the kernel of the Context's
+// device or `no_kernel`, never a silent fallback to the CPU; an NVTX range and, with --trace, a
+// trace event per call.
+//
+// ST_CUDA_KERNEL(fn) names the CUDA kernel where the CUDA backend is built, and elsewhere a kernel
+// the source has but this build does not (NotBuilt), so that no op file needs `#if` and a build
+// without CUDA references no CUDA symbol. A device without a kernel is `{}`; a kernel that is not
+// deterministic is `{fn, false}`.
+#pragma once
+
+#include <utility>
+
+#include "ops/op_checks.hpp"
+#include "scaletrain/backend/context.hpp"
+#include "scaletrain/config.hpp"
+#include "scaletrain/ops/registry.hpp"
+
+namespace scaletrain::ops {
+
+// A kernel declared in the source whose backend this build leaves out (CUDA without the CUDA
+// backend): the registry still lists it as the source's, the dispatch refuses it.
+struct NotBuilt {};
+
+// One device's kernel of an op, and whether it gives the same bits run to run (a kernel that
+// accumulates with float atomics does not).
+template <typename Fn>
+struct Kernel {
+  Fn* fn = nullptr;
+  bool deterministic = true;
+  bool declared = false;  // the source has a kernel for this device, built or not
+
+  Kernel() = default;
+  Kernel(Fn* f, bool is_deterministic = true) : fn(f), deterministic(is_deterministic), declared(f != nullptr) {}
+  Kernel(NotBuilt, bool is_deterministic = true) : deterministic(is_deterministic), declared(true) {}
+};
+
+}  // namespace scaletrain::ops
+
+#if SCALETRAIN_HAVE_CUDA
+#define ST_CUDA_KERNEL(fn) fn
+#else
+#define ST_CUDA_KERNEL(fn) \
+  ::scaletrain::ops::NotBuilt {}
+#endif
+
+namespace scaletrain::ops {
+
+// An op call's NVTX range and (with --trace) trace event, from construction to destruction.
+class OpScope {
+ public:
+  explicit OpScope(const char* name) noexcept;
+  ~OpScope();
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+
+ private:
+  const char* name_;
+  double start_s_ = -1.0;  // when traced
+};
+
+template <typename Fn>
+class Op {
+ public:
+  Op(const char* name, Kernel<Fn> cpu, Kernel<Fn> cuda, const char* dtypes = "f32") : name_(name) {
+    kernels_[device_index(Device::cpu)] = cpu;
+    kernels_[device_index(Device::cuda)] = cuda;
+    OpInfo info;
+    info.name = name;
+    info.dtypes = dtypes;
+    for (int d = 0; d < kNumDevices; ++d) {
+      info.kernel[d] = kernels_[d].fn != nullptr;
+      info.declared[d] = kernels_[d].declared;
+      info.deterministic[d] = info.declared[d] && kernels_[d].deterministic;
+    }
+    register_op(info);
+  }
+
+  // The kernel of ctx's device with these arguments (the public function has checked them).
+  template <typename... Args>
+  decltype(auto) operator()(Context& ctx, Args&&... args) const {
+    const int d = device_index(ctx.device());
+    if (d < 0 || d >= kNumDevices || kernels_[d].fn == nullptr) no_kernel(name_, ctx.device());
+    const OpScope scope(name_);
+    return kernels_[d].fn(ctx, std::forward<Args>(args)...);
+  }
+
+ private:
+  const char* name_;
+  Kernel<Fn> kernels_[kNumDevices];
+};
+
+}  // namespace scaletrain::ops

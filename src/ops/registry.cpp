@@ -1,0 +1,137 @@
+// The op registry (ops/registry.hpp) and the dispatch point's ranges (op.hpp).
+#include "scaletrain/ops/registry.hpp"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "ops/op.hpp"
+#include "scaletrain/backend/nvtx.hpp"
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/core/timer.hpp"
+#include "scaletrain/core/trace.hpp"
+
+namespace scaletrain::ops {
+
+namespace {
+
+// Filled during static initialisation (each op file's Op objects), read after main starts.
+std::map<std::string, OpInfo>& registry() {
+  static std::map<std::string, OpInfo> ops;
+  return ops;
+}
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+}  // namespace
+
+void register_op(const OpInfo& info) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  const bool inserted = registry().emplace(info.name, info).second;
+  ST_CHECK(inserted, "internal error: op " << info.name << " is declared twice");
+}
+
+std::vector<OpInfo> registered_ops() {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  std::vector<OpInfo> out;
+  for (const auto& [name, info] : registry()) out.push_back(info);
+  return out;
+}
+
+OpInfo op_info(const std::string& op) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  const auto it = registry().find(op);
+  ST_CHECK(it != registry().end(), "no op named " << op << " is registered");
+  return it->second;
+}
+
+bool supports(const std::string& op, Device device) {
+  const int d = device_index(device);
+  return d >= 0 && d < kNumDevices && op_info(op).kernel[d];
+}
+
+std::vector<std::string> unsupported_ops(const std::vector<std::string>& ops, Device device) {
+  std::vector<std::string> out;
+  for (const std::string& op : ops)
+    if (!supports(op, device) && std::find(out.begin(), out.end(), op) == out.end()) out.push_back(op);
+  return out;
+}
+
+Json registry_json() {
+  Json all = Json::object();
+  for (const OpInfo& info : registered_ops()) {
+    Json devices = Json::object();
+    for (Device d : {Device::cpu, Device::cuda}) {
+      if (!info.declared[device_index(d)]) continue;
+      Json k = Json::object();
+      k.set("deterministic", info.deterministic[device_index(d)]);
+      k.set("built", info.kernel[device_index(d)]);
+      devices.set(device_name(d), k);
+    }
+    Json j = Json::object();
+    j.set("dtypes", info.dtypes);
+    j.set("devices", devices);
+    all.set(info.name, j);
+  }
+  return all;
+}
+
+std::string registry_markdown() {
+  std::string out = "| op | dtypes | cpu | cuda |\n| --- | --- | --- | --- |\n";
+  for (const OpInfo& info : registered_ops()) {
+    out += "| `" + info.name + "` | " + info.dtypes;
+    for (Device d : {Device::cpu, Device::cuda}) {
+      const int i = device_index(d);
+      out += std::string(" | ") + (!info.declared[i]       ? "no"
+                                   : info.deterministic[i] ? "yes"
+                                                           : "yes (not deterministic)");
+    }
+    out += " |\n";
+  }
+  return out;
+}
+
+std::string op_list(const std::vector<std::string>& ops) {
+  std::string out;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (i > 0) out += i + 1 == ops.size() ? " and " : ", ";
+    out += ops[i];
+  }
+  return out;
+}
+
+namespace {
+thread_local OpRecorder* current_recorder = nullptr;
+}
+
+OpRecorder::OpRecorder() : outer_(current_recorder) { current_recorder = this; }
+OpRecorder::~OpRecorder() { current_recorder = outer_; }
+void OpRecorder::add(const char* op) {
+  ops_.insert(op);
+  if (outer_) outer_->add(op);
+}
+
+OpScope::OpScope(const char* name) noexcept : name_(name) {
+  if (current_recorder) {
+    try {
+      current_recorder->add(name);
+    } catch (...) {  // out of memory for a name: the recording is a test's, the op still runs
+    }
+  }
+  nvtx_push(name);
+  if (trace::enabled()) start_s_ = now_seconds();
+}
+
+OpScope::~OpScope() {
+  if (start_s_ >= 0.0) {
+    try {
+      trace::record(name_, "op", trace::kMainThread, start_s_, now_seconds());
+    } catch (...) {  // a trace event is not worth an exception out of a destructor
+    }
+  }
+  nvtx_pop();
+}
+
+}  // namespace scaletrain::ops

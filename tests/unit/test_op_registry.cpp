@@ -1,0 +1,167 @@
+// The op registry (ops/registry.hpp): every op of src/ops is registered once with a CPU kernel;
+// supports() and the refusal name the ops a device lacks; and what each model and optimizer says
+// it runs (Network::ops, Optimizer::ops) is exactly what its forward, backward and step dispatch,
+// recorded at the dispatch point (OpRecorder) on the CPU.
+#include <boost/test/unit_test.hpp>
+#include <algorithm>
+
+#include "scaletrain/config.hpp"
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/core/rng.hpp"
+#include "scaletrain/models/model.hpp"
+#include "scaletrain/models/neumf.hpp"
+#include "scaletrain/ops/registry.hpp"
+#include "scaletrain/optim/adam.hpp"
+#include "scaletrain/optim/lars.hpp"
+#include "scaletrain/optim/sgd.hpp"
+#include "scaletrain/train/config.hpp"
+
+namespace st = scaletrain;
+using st::ops::OpNames;
+
+namespace {
+
+std::string names(const OpNames& ops) {
+  std::string out;
+  for (const std::string& op : ops) out += (out.empty() ? "" : " ") + op;
+  return out;
+}
+
+// Random inputs of a shape, U(-1, 1).
+st::Tensor random_tensor(const st::Shape& shape, uint64_t seed) {
+  st::Tensor t = st::Tensor::empty(shape);
+  st::Rng rng(seed);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(rng.uniform() * 2.0 - 1.0);
+  return t;
+}
+
+// The ops an image classifier dispatches: a training forward and backward, then an evaluation forward.
+OpNames recorded_image_model_ops(st::models::Model& m, const st::Shape& input, bool training) {
+  st::Context ctx;
+  m.initialize(1);
+  const st::ops::OpRecorder recorder;
+  const st::Tensor x = random_tensor(input, 2);
+  if (training) {
+    const st::Tensor logits = m.forward(ctx, x, true);
+    m.backward(ctx, random_tensor(logits.shape(), 3));
+  }
+  m.forward(ctx, x, false);
+  return recorder.ops();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(op_registry)
+
+BOOST_AUTO_TEST_CASE(every_op_is_registered_once_with_a_cpu_kernel) {
+  const std::vector<st::ops::OpInfo> ops = st::ops::registered_ops();
+  BOOST_TEST(ops.size() >= 31u);  // the ops of src/ops when the registry came
+  for (const st::ops::OpInfo& op : ops) {
+    BOOST_TEST(op.kernel[st::ops::device_index(st::Device::cpu)], op.name);
+    BOOST_TEST(op.deterministic[st::ops::device_index(st::Device::cpu)], op.name);  // the CPU is the reference
+    BOOST_TEST(st::ops::supports(op.name, st::Device::cpu));
+    // A kernel in this build is one the source declares; CUDA's are built where the backend is.
+    const int cuda = st::ops::device_index(st::Device::cuda);
+    BOOST_TEST((op.kernel[cuda] == (op.declared[cuda] && SCALETRAIN_HAVE_CUDA)), op.name);
+  }
+  BOOST_TEST(std::is_sorted(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.name < b.name; }));
+  for (const char* op : {"conv2d_forward", "embedding_backward", "adam_update", "lars_update", "accumulate_gradient"})
+    BOOST_TEST(st::ops::op_info(op).name == op);
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_op_is_an_error_naming_it) {
+  try {
+    st::ops::supports("conv3d_forward", st::Device::cpu);
+    BOOST_FAIL("an unknown op was answered");
+  } catch (const st::Error& e) {
+    BOOST_TEST(std::string(e.what()).find("no op named conv3d_forward") != std::string::npos, e.what());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_refusal_names_the_ops_a_device_lacks_and_what_brings_them) {
+  // The CPU has every op: nothing to refuse.
+  BOOST_TEST(st::train::kernels_missing(st::Device::cpu, {{"--model ncf", st::models::model_ops("ncf", true)}}) == "");
+  // On CUDA, exactly the ops the registry says have no kernel in this build, grouped.
+  const OpNames ncf = st::models::model_ops("ncf", true);
+  std::vector<std::string> missing;
+  for (const std::string& op : ncf)
+    if (!st::ops::supports(op, st::Device::cuda)) missing.push_back(op);
+  const std::string refusal =
+      st::train::kernels_missing(st::Device::cuda, {{"--model ncf", ncf}, {"--optimizer sgd", {"sgd_update"}}});
+  if (missing.empty()) {
+    BOOST_TEST(refusal == "");
+  } else {
+    BOOST_TEST(refusal.rfind("no CUDA kernel for " + st::ops::op_list(missing) + " (--model ncf)", 0) == 0u, refusal);
+  }
+  BOOST_TEST(st::ops::op_list({"a", "b", "c"}) == "a, b and c");
+  BOOST_TEST(st::ops::op_list({"a"}) == "a");
+}
+
+BOOST_AUTO_TEST_CASE(resnet20_says_what_it_runs) {
+  auto m = st::models::make_model("resnet20", 10, 3);
+  BOOST_TEST(names(m->ops(true)) == names(recorded_image_model_ops(*m, {2, 8, 8, 3}, true)));
+  BOOST_TEST(names(m->ops(false)) == names(recorded_image_model_ops(*m, {2, 8, 8, 3}, false)));
+  BOOST_TEST(names(st::models::model_ops("resnet20", true)) == names(m->ops(true)));
+}
+
+BOOST_AUTO_TEST_CASE(resnet50_says_what_it_runs) {
+  auto m = st::models::make_model("resnet50", 5, 3);
+  BOOST_TEST(names(m->ops(true)) == names(recorded_image_model_ops(*m, {2, 32, 32, 3}, true)));
+  BOOST_TEST(names(m->ops(false)) == names(recorded_image_model_ops(*m, {2, 32, 32, 3}, false)));
+}
+
+BOOST_AUTO_TEST_CASE(neumf_says_what_it_runs) {
+  st::models::NeuMF m(7, 9, 4, {8, 4});
+  m.initialize(1);
+  st::Context ctx;
+  st::Tensor users = st::Tensor::empty({5}, st::DType::i32), items = st::Tensor::empty({5}, st::DType::i32);
+  for (int i = 0; i < 5; ++i) users.data<int32_t>()[i] = i, items.data<int32_t>()[i] = 8 - i;
+  OpNames evaluation, training;
+  {
+    const st::ops::OpRecorder recorder;
+    m.forward(ctx, users, items);
+    evaluation = recorder.ops();
+  }
+  {
+    const st::ops::OpRecorder recorder;
+    const st::Tensor logits = m.forward(ctx, users, items);
+    m.backward(ctx, random_tensor(logits.shape(), 4));
+    training = recorder.ops();
+  }
+  BOOST_TEST(names(m.ops(false)) == names(evaluation));
+  BOOST_TEST(names(m.ops(true)) == names(training));
+}
+
+BOOST_AUTO_TEST_CASE(optimizers_say_what_their_step_runs) {
+  st::nn::ParameterSet params;
+  params.add_parameter("conv.weight", {4, 3, 3, 3});
+  params.add_parameter("bn.bias", {4});
+  params.finalize();
+  for (int64_t i = 0; i < params.flat_values().numel(); ++i) {
+    params.flat_values().data<float>()[i] = 0.01f * static_cast<float>(i % 17);
+    params.flat_grads().data<float>()[i] = 0.02f * static_cast<float>(i % 5) - 0.04f;
+  }
+  st::Context ctx;
+  std::vector<std::unique_ptr<st::optim::Optimizer>> optimizers;
+  optimizers.push_back(std::make_unique<st::optim::Sgd>(params, st::optim::SgdOptions{}));
+  optimizers.push_back(std::make_unique<st::optim::Adam>(params, st::optim::AdamOptions{}));
+  optimizers.push_back(std::make_unique<st::optim::Lars>(params, st::optim::LarsOptions{}));
+  for (auto& o : optimizers) {
+    const st::ops::OpRecorder recorder;
+    o->step(ctx, 0.1);
+    BOOST_TEST(names(o->ops()) == names(recorder.ops()), o->name());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_table_has_a_row_per_op) {
+  const std::string table = st::ops::registry_markdown();
+  BOOST_TEST(static_cast<std::size_t>(std::count(table.begin(), table.end(), '\n')) ==
+             st::ops::registered_ops().size() + 2);
+  BOOST_TEST(table.find("| `conv2d_forward` | f32 | yes | yes |") != std::string::npos, table);
+  BOOST_TEST(table.find("| `lars_update` | f32 | yes | no |") != std::string::npos, table);
+  const st::Json j = st::ops::registry_json();
+  BOOST_TEST(j.at("conv2d_forward").at("devices").contains("cuda"));
+  BOOST_TEST(!j.at("lars_update").at("devices").contains("cuda"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
