@@ -17,12 +17,14 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "scaletrain/backend/context.hpp"
 #include "scaletrain/backend/device_info.hpp"
 #include "gpu_check.hpp"
+#include "scaletrain/ops/registry.hpp"
 #include "support/op_cases.hpp"
 
 namespace st = scaletrain;
@@ -110,12 +112,31 @@ int main(int argc, char** argv) {
 
     const auto start = std::chrono::steady_clock::now();
     std::vector<std::string> failures;
-    int run = 0;
+    std::set<std::string> exercised;  // the ops of the cases run on the device
+    int run = 0, skipped = 0;
     for (const auto& c : cases) {
       if (!selected(options, c.name)) continue;
+      // A case whose ops lack a kernel on the device (the registry says so) has nothing to compare.
+      std::vector<std::string> missing = st::ops::unsupported_ops(c.ops, device->device());
+      if (!missing.empty()) {
+        std::printf("skip %s | no %s kernel for %s\n", c.name.c_str(), st::device_name(device->device()),
+                    st::ops::op_list(missing).c_str());
+        ++skipped;
+        continue;
+      }
       ++run;
+      exercised.insert(c.ops.begin(), c.ops.end());
       for (std::string& f : run_case(c, *device, cpu)) failures.push_back(std::move(f));
     }
+    // Every kernel the device has is exercised by some case (not with --case filters).
+    if (options.filters.empty())
+      for (const st::ops::OpInfo& op : st::ops::registered_ops())
+        if (op.kernel[st::ops::device_index(device->device())] && !exercised.count(op.name)) {
+          std::printf("FAIL %s has a %s kernel that no case exercises\n", op.name.c_str(),
+                      st::device_name(device->device()));
+          failures.push_back(op.name + " (no case)");
+        }
+    if (skipped > 0) std::printf("%d case(s) skipped: their ops have no kernel on this device\n", skipped);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (run == 0) {
       std::printf("FAILED: no case matches the --case filters\n");

@@ -15,20 +15,32 @@
 
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/rng.hpp"
+#include "scaletrain/ops/accumulate.hpp"
 #include "scaletrain/ops/activation.hpp"
+#include "scaletrain/ops/adam.hpp"
 #include "scaletrain/ops/batch_norm.hpp"
+#include "scaletrain/ops/concat.hpp"
 #include "scaletrain/ops/conv2d.hpp"
+#include "scaletrain/ops/embedding.hpp"
+#include "scaletrain/ops/lars.hpp"
 #include "scaletrain/ops/linear.hpp"
 #include "scaletrain/ops/loss.hpp"
+#include "scaletrain/ops/multiply.hpp"
 #include "scaletrain/ops/normalize.hpp"
 #include "scaletrain/ops/pool.hpp"
+#include "scaletrain/ops/sgd.hpp"
+#include "scaletrain/ops/sigmoid_bce.hpp"
 #include "support/gradcheck.hpp"
 #include "support/reference_activation.hpp"
 #include "support/reference_batch_norm.hpp"
+#include "support/reference_concat.hpp"
 #include "support/reference_conv2d.hpp"
+#include "support/reference_embedding.hpp"
 #include "support/reference_linear.hpp"
 #include "support/reference_loss.hpp"
+#include "support/reference_multiply.hpp"
 #include "support/reference_pool.hpp"
+#include "support/reference_sigmoid_bce.hpp"
 
 namespace scaletrain::test {
 
@@ -539,6 +551,297 @@ OpCase normalize_images_case(const Shape& xs, uint64_t seed) {
   return c;
 }
 
+// ---- NCF's ops: embedding, concat, multiply, sigmoid BCE ----------------------------------------
+
+// indices: N ids in [0, rows), a third of them repeats of the first few ids (the gradient sums them).
+Tensor repeated_indices(int64_t n, int64_t rows, uint64_t seed) {
+  Rng rng(seed);
+  Tensor t = Tensor::empty({n}, DType::i32);
+  for (int64_t i = 0; i < n; ++i)
+    t.data<int32_t>()[i] = static_cast<int32_t>(i % 3 == 0 ? rng.below(3) : rng.below(static_cast<uint64_t>(rows)));
+  return t;
+}
+
+std::vector<int32_t> int_values(const Tensor& t) {
+  const int32_t* p = t.data<int32_t>();
+  return std::vector<int32_t>(p, p + t.numel());
+}
+
+OpCase embedding_case(int64_t rows, int64_t dim, int64_t n, uint64_t seed) {
+  const Shape ts{rows, dim}, os{n, dim};
+  OpCase c;
+  c.name = "embedding " + std::to_string(rows) + "x" + std::to_string(dim) + " N" + std::to_string(n);
+  c.ops = {"embedding_forward", "embedding_backward"};
+  c.make_inputs = [=] {
+    return NamedTensors{{"table", random_tensor(ts, seed)},
+                        {"indices", repeated_indices(n, rows, seed + 1)},
+                        {"dout", random_tensor(os, seed + 2)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    const Tensor indices = on(ctx, input(in, "indices"));
+    Tensor out = nan_on(ctx, os), dtable = nan_on(ctx, ts);
+    ops::embedding_forward(ctx, on(ctx, input(in, "table")), indices, out);
+    ops::embedding_backward(ctx, indices, on(ctx, input(in, "dout")), dtable);
+    ctx.synchronize();
+    return NamedTensors{{"out", to_cpu(out)}, {"dtable", to_cpu(dtable)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    const std::vector<int32_t> idx = int_values(input(in, "indices"));
+    return NamedValues{{"out", reference_embedding_forward(rows, dim, values(in, "table"), idx)},
+                       {"dtable", reference_embedding_backward(rows, dim, idx, values(in, "dout"))}};
+  };
+  // out copies rows; a row of dtable sums the dout of the positions naming it (a third of the
+  // positions name one of three rows: up to about n / 9 + a few terms).
+  const Tolerance tsum = fp32_sum(n / 3 + 4);
+  c.outputs = {{"out", kExact, kExact}, {"dtable", tsum, twice(tsum)}};
+  return c;
+}
+
+OpCase concat_case(int64_t n, int64_t wa, int64_t wb, uint64_t seed) {
+  const Shape as{n, wa}, bs{n, wb}, ys{n, wa + wb};
+  OpCase c;
+  c.name = "concat_features N" + std::to_string(n) + " " + std::to_string(wa) + "+" + std::to_string(wb);
+  c.ops = {"concat_features_forward", "concat_features_backward"};
+  c.make_inputs = [=] {
+    return NamedTensors{
+        {"a", random_tensor(as, seed)}, {"b", random_tensor(bs, seed + 1)}, {"dy", random_tensor(ys, seed + 2)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor y = nan_on(ctx, ys), da = nan_on(ctx, as), db = nan_on(ctx, bs);
+    ops::concat_features_forward(ctx, on(ctx, input(in, "a")), on(ctx, input(in, "b")), y);
+    ops::concat_features_backward(ctx, on(ctx, input(in, "dy")), da, db);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)}, {"da", to_cpu(da)}, {"db", to_cpu(db)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    std::vector<double> da, db;
+    reference_split_features(n, wa, wb, values(in, "dy"), da, db);
+    return NamedValues{{"y", reference_concat_features(n, wa, wb, values(in, "a"), values(in, "b"))},
+                       {"da", da},
+                       {"db", db}};
+  };
+  c.outputs = {{"y", kExact, kExact}, {"da", kExact, kExact}, {"db", kExact, kExact}};  // copies
+  return c;
+}
+
+OpCase multiply_case(const Shape& shape, uint64_t seed) {
+  OpCase c;
+  c.name = "multiply " + dims(shape);
+  c.ops = {"multiply_forward", "multiply_backward"};
+  c.make_inputs = [=] {
+    return NamedTensors{{"a", random_tensor(shape, seed)},
+                        {"b", random_tensor(shape, seed + 1)},
+                        {"dy", random_tensor(shape, seed + 2)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    const Tensor a = on(ctx, input(in, "a")), b = on(ctx, input(in, "b"));
+    Tensor y = nan_on(ctx, shape), da = nan_on(ctx, shape), db = nan_on(ctx, shape);
+    ops::multiply_forward(ctx, a, b, y);
+    ops::multiply_backward(ctx, a, b, on(ctx, input(in, "dy")), da, db);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)}, {"da", to_cpu(da)}, {"db", to_cpu(db)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    const auto a = values(in, "a"), b = values(in, "b");
+    std::vector<double> da, db;
+    reference_multiply_backward(a, b, values(in, "dy"), da, db);
+    return NamedValues{{"y", reference_multiply(a, b)}, {"da", da}, {"db", db}};
+  };
+  // A product of two floats rounded once, on every backend.
+  c.outputs = {{"y", kOneRounding, kExact}, {"da", kOneRounding, kExact}, {"db", kOneRounding, kExact}};
+  return c;
+}
+
+// targets 0 or 1 as NCF's; logit_scale 30 reaches the saturated range where a naive
+// log(sigmoid) underflows.
+OpCase sigmoid_bce_case(const Shape& shape, double logit_scale, uint64_t seed) {
+  const int64_t n = shape_numel(shape);
+  OpCase c;
+  c.name = "sigmoid_bce_with_logits " + dims(shape) + (logit_scale != 1.0 ? " logits x" + std::to_string(int(logit_scale)) : "");
+  c.ops = {"sigmoid_bce_with_logits"};
+  c.make_inputs = [=] {
+    std::vector<double> targets = random_floats(static_cast<std::size_t>(n), seed + 1, 0.0, 1.0);
+    for (double& t : targets) t = t < 0.5 ? 0.0 : 1.0;
+    return NamedTensors{{"logits", random_tensor(shape, seed, -logit_scale, logit_scale)},
+                        {"targets", to_tensor(targets, shape)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor dlogits = nan_on(ctx, shape);
+    const double loss =
+        ops::sigmoid_bce_with_logits(ctx, on(ctx, input(in, "logits")), on(ctx, input(in, "targets")), dlogits);
+    ctx.synchronize();
+    return NamedTensors{{"loss", scalar_f32(loss)}, {"dlogits", to_cpu(dlogits)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    std::vector<double> d;
+    const double loss = reference_sigmoid_bce(values(in, "logits"), values(in, "targets"), &d);
+    return NamedValues{{"loss", {loss}}, {"dlogits", d}};
+  };
+  // The loss: a mean of n terms of size up to logit_scale; dlogits: (sigmoid - y) / n.
+  const Tolerance tloss{1e-6 * logit_scale, 1e-6}, td{1e-9, 1e-5};
+  c.outputs = {{"loss", tloss, twice(tloss)}, {"dlogits", td, twice(td)}};
+  return c;
+}
+
+// ---- optimizer updates and gradient accumulation ----------------------------------------------
+
+// The float update's rounding against the double reference: a few ulps of the largest term.
+constexpr Tolerance kUpdateRounding{1e-6, 1e-5};
+
+OpCase sgd_update_case(int64_t n, bool nesterov, uint64_t seed) {
+  const ops::SgdUpdateParams p{0.1f, 0.9f, 5e-4f, nesterov};
+  OpCase c;
+  c.name = "sgd_update " + std::to_string(n) + (nesterov ? " nesterov" : "");
+  c.ops = {"sgd_update"};
+  c.make_inputs = [=] {
+    return NamedTensors{
+        {"w", random_tensor({n}, seed)}, {"grad", random_tensor({n}, seed + 1)}, {"v", random_tensor({n}, seed + 2)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor w = copy_on(ctx, input(in, "w")), v = copy_on(ctx, input(in, "v"));
+    ops::sgd_update(ctx, p, w, on(ctx, input(in, "grad")), v);
+    ctx.synchronize();
+    return NamedTensors{{"w", to_cpu(w)}, {"v", to_cpu(v)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    auto w = values(in, "w"), v = values(in, "v");
+    const auto g = values(in, "grad");
+    for (int64_t i = 0; i < n; ++i) {
+      const double gi = g[i] + double(p.weight_decay) * w[i];
+      v[i] = double(p.momentum) * v[i] + gi;
+      w[i] -= double(p.lr) * (nesterov ? gi + double(p.momentum) * v[i] : v[i]);
+    }
+    return NamedValues{{"w", w}, {"v", v}};
+  };
+  // Every backend rounds the same float operations in the same order (no FMA): the same bits.
+  c.outputs = {{"w", kUpdateRounding, kExact}, {"v", kUpdateRounding, kExact}};
+  return c;
+}
+
+OpCase adam_update_case(int64_t n, int step, uint64_t seed) {
+  const double beta1 = 0.9, beta2 = 0.999, lr = 0.01;
+  ops::AdamUpdateParams p;
+  p.beta1 = float(beta1), p.one_minus_beta1 = float(1.0 - beta1), p.beta2 = float(beta2);
+  p.one_minus_beta2 = float(1.0 - beta2), p.epsilon = 1e-8f;
+  p.bias_correction2_sqrt = float(std::sqrt(1.0 - std::pow(beta2, step)));
+  p.neg_step_size = float(-lr / (1.0 - std::pow(beta1, step)));
+  OpCase c;
+  c.name = "adam_update " + std::to_string(n) + " step " + std::to_string(step);
+  c.ops = {"adam_update"};
+  c.make_inputs = [=] {
+    return NamedTensors{{"w", random_tensor({n}, seed)},
+                        {"grad", random_tensor({n}, seed + 1)},
+                        {"m", random_tensor({n}, seed + 2, -0.1, 0.1)},
+                        {"v", random_tensor({n}, seed + 3, 0.0, 0.01)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor w = copy_on(ctx, input(in, "w")), m = copy_on(ctx, input(in, "m")), v = copy_on(ctx, input(in, "v"));
+    ops::adam_update(ctx, p, w, on(ctx, input(in, "grad")), m, v);
+    ctx.synchronize();
+    return NamedTensors{{"w", to_cpu(w)}, {"m", to_cpu(m)}, {"v", to_cpu(v)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    auto w = values(in, "w"), m = values(in, "m"), v = values(in, "v");
+    const auto g = values(in, "grad");
+    for (int64_t i = 0; i < n; ++i) {
+      m[i] = beta1 * m[i] + (1.0 - beta1) * g[i];
+      v[i] = beta2 * v[i] + (1.0 - beta2) * g[i] * g[i];
+      const double denom = std::sqrt(v[i]) / double(p.bias_correction2_sqrt) + 1e-8;
+      w[i] += double(p.neg_step_size) * m[i] / denom;
+    }
+    return NamedValues{{"w", w}, {"m", m}, {"v", v}};
+  };
+  // m / denom can reach ~1 with denom near eps-sized: the update's relative rounding, a few ulps.
+  // Backends: the same IEEE operations in the same order; a few ulps allowed for another sqrt.
+  const Tolerance tw{1e-6, 1e-5}, backend{1e-7, 5e-7};
+  c.outputs = {{"w", tw, backend}, {"m", kUpdateRounding, backend}, {"v", kUpdateRounding, backend}};
+  return c;
+}
+
+// Three tensors' worth of chunks in one flat buffer: sizes 5000, 17, 40000 in chunks of 4096.
+std::vector<ops::LarsChunk> lars_chunks(int64_t n) {
+  std::vector<ops::LarsChunk> chunks;
+  for (int64_t begin = 0; begin < n; begin += 4096) chunks.push_back({begin, std::min(n, begin + 4096)});
+  return chunks;
+}
+
+OpCase lars_case(int64_t n, uint64_t seed) {
+  const std::vector<ops::LarsChunk> chunks = lars_chunks(n);
+  std::vector<float> lr(chunks.size()), wd(chunks.size());
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    lr[c] = 0.05f * static_cast<float>(c + 1);
+    wd[c] = c % 2 ? 5e-5f : 0.0f;
+  }
+  OpCase c;
+  c.name = "lars " + std::to_string(n) + " in " + std::to_string(chunks.size()) + " chunks";
+  c.ops = {"lars_sums_of_squares", "lars_update"};
+  c.make_inputs = [=] {
+    return NamedTensors{
+        {"w", random_tensor({n}, seed)}, {"g", random_tensor({n}, seed + 1)}, {"v", random_tensor({n}, seed + 2)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    const Tensor g = on(ctx, input(in, "g"));
+    Tensor w = copy_on(ctx, input(in, "w")), v = copy_on(ctx, input(in, "v"));
+    std::vector<double> w_sq, g_sq;
+    ops::lars_sums_of_squares(ctx, w, g, chunks, w_sq, g_sq);
+    ops::lars_update(ctx, 0.9f, chunks, lr, wd, w, g, v);
+    ctx.synchronize();
+    return NamedTensors{{"w_sq", to_tensor(w_sq, {int64_t(chunks.size())})},
+                        {"g_sq", to_tensor(g_sq, {int64_t(chunks.size())})},
+                        {"w", to_cpu(w)},
+                        {"v", to_cpu(v)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    auto w = values(in, "w"), v = values(in, "v");
+    const auto g = values(in, "g");
+    std::vector<double> w_sq(chunks.size()), g_sq(chunks.size());
+    for (std::size_t k = 0; k < chunks.size(); ++k)
+      for (int64_t i = chunks[k].begin; i < chunks[k].end; ++i) {
+        w_sq[k] += w[i] * w[i];
+        g_sq[k] += g[i] * g[i];
+        v[i] = 0.9 * v[i] + double(lr[k]) * (g[i] + double(wd[k]) * w[i]);
+        w[i] -= v[i];
+      }
+    return NamedValues{{"w_sq", w_sq}, {"g_sq", g_sq}, {"w", w}, {"v", v}};
+  };
+  // The sums in double (a float32 result: one rounding); the update, float rounding as SGD's.
+  const Tolerance tsums{0.0, 1e-7};  // another backend's double sums in another order, rounded to float
+  c.outputs = {{"w_sq", kOneRounding, tsums},
+               {"g_sq", kOneRounding, tsums},
+               {"w", kUpdateRounding, kExact},
+               {"v", kUpdateRounding, kExact}};
+  return c;
+}
+
+OpCase accumulate_case(int64_t n, uint64_t seed) {
+  OpCase c;
+  c.name = "accumulate_gradient " + std::to_string(n) + " over 3 micro-batches";
+  c.ops = {"accumulate_gradient"};
+  c.make_inputs = [=] {
+    return NamedTensors{
+        {"g1", random_tensor({n}, seed)}, {"g2", random_tensor({n}, seed + 1)}, {"g3", random_tensor({n}, seed + 2)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor sum = nan_on(ctx, {n});
+    Tensor g1 = copy_on(ctx, input(in, "g1")), g2 = copy_on(ctx, input(in, "g2")), g3 = copy_on(ctx, input(in, "g3"));
+    ops::accumulate_gradient(ctx, ops::AccumulateStage::first, 1.0f / 3.0f, sum, g1);
+    ops::accumulate_gradient(ctx, ops::AccumulateStage::middle, 1.0f / 3.0f, sum, g2);
+    ops::accumulate_gradient(ctx, ops::AccumulateStage::last, 1.0f / 3.0f, sum, g3);
+    ctx.synchronize();
+    return NamedTensors{{"mean", to_cpu(g3)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    const auto a = values(in, "g1"), b = values(in, "g2"), d = values(in, "g3");
+    std::vector<double> mean(static_cast<std::size_t>(n));
+    for (int64_t i = 0; i < n; ++i) mean[i] = (a[i] + b[i] + d[i]) / 3.0;
+    return NamedValues{{"mean", mean}};
+  };
+  // Two float additions and a product by the float 1/3: a few ulps of the sum's terms.
+  const Tolerance tmean{2e-7, 1e-6};
+  c.outputs = {{"mean", tmean, kExact}};
+  return c;
+}
+
 std::vector<OpCase> build_cases() {
   std::vector<OpCase> cases;
   uint64_t seed = 1000;
@@ -603,6 +906,24 @@ std::vector<OpCase> build_cases() {
   cases.push_back(normalize_images_case({120, 224, 224, 3}, next_seed()));
   cases.push_back(batch_norm_training_case({1000000, 17}, 0.0, 1.0, next_seed()));
   cases.push_back(batch_norm_inference_case({1000000, 17}, next_seed()));
+  // NCF's ops: tables with repeated ids, odd widths, (N) and (N, 1) logits, saturated logits.
+  cases.push_back(embedding_case(11, 7, 40, next_seed()));
+  cases.push_back(embedding_case(300, 64, 1000, next_seed()));
+  cases.push_back(concat_case(5, 3, 13, next_seed()));
+  cases.push_back(concat_case(64, 64, 64, next_seed()));
+  cases.push_back(multiply_case({5, 13}, next_seed()));
+  cases.push_back(multiply_case({64, 64}, next_seed()));
+  cases.push_back(sigmoid_bce_case({37}, 1.0, next_seed()));
+  cases.push_back(sigmoid_bce_case({64, 1}, 30.0, next_seed()));
+  // Optimizer updates and accumulation, odd sizes and one past the CPU kernels' threading bound.
+  cases.push_back(sgd_update_case(1001, false, next_seed()));
+  cases.push_back(sgd_update_case(40000, true, next_seed()));
+  cases.push_back(adam_update_case(1001, 1, next_seed()));
+  cases.push_back(adam_update_case(40000, 37, next_seed()));
+  cases.push_back(lars_case(5017, next_seed()));
+  cases.push_back(lars_case(45017, next_seed()));
+  cases.push_back(accumulate_case(1001, next_seed()));
+  cases.push_back(accumulate_case(40000, next_seed()));
   return cases;
 }
 
