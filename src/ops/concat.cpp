@@ -12,14 +12,20 @@ using ConcatFeaturesForwardFn = void(Context& ctx, const Tensor& a, const Tensor
 namespace cpu {
 ConcatFeaturesForwardFn concat_features_forward;
 }
+namespace cuda {
+ConcatFeaturesForwardFn concat_features_forward;
+}
 const Op<ConcatFeaturesForwardFn> concat_features_forward_op{
-    "concat_features_forward", {cpu::concat_features_forward}, {}};
+    "concat_features_forward", {cpu::concat_features_forward}, {ST_CUDA_KERNEL(cuda::concat_features_forward)}};
 using ConcatFeaturesBackwardFn = void(Context& ctx, const Tensor& dy, Tensor& da, Tensor& db);
 namespace cpu {
 ConcatFeaturesBackwardFn concat_features_backward;
 }
+namespace cuda {
+ConcatFeaturesBackwardFn concat_features_backward;
+}
 const Op<ConcatFeaturesBackwardFn> concat_features_backward_op{
-    "concat_features_backward", {cpu::concat_features_backward}, {}};
+    "concat_features_backward", {cpu::concat_features_backward}, {ST_CUDA_KERNEL(cuda::concat_features_backward)}};
 namespace {
 
 // t is (N, something) for the N of the first operand.

@@ -38,7 +38,6 @@ Conv2dBackwardFilterFn conv2d_backward_filter;
 const Op<Conv2dBackwardFilterFn> conv2d_backward_filter_op{
     "conv2d_backward_filter", {cpu::conv2d_backward_filter}, {ST_CUDA_KERNEL(cuda::conv2d_backward_filter), false}};
 
-
 Shape conv2d_output_shape(const Conv2dParams& p, const Shape& x, const Shape& w) {
   ST_CHECK(x.size() == 4, "conv2d: input must be (N, H, W, C), got " << shape_string(x));
   ST_CHECK(w.size() == 4, "conv2d: weight must be (O, C, KH, KW), got " << shape_string(w));

@@ -13,12 +13,20 @@ using EmbeddingForwardFn = void(Context& ctx, const Tensor& table, const Tensor&
 namespace cpu {
 EmbeddingForwardFn embedding_forward;
 }
-const Op<EmbeddingForwardFn> embedding_forward_op{"embedding_forward", {cpu::embedding_forward}, {}};
+namespace cuda {
+EmbeddingForwardFn embedding_forward;
+}
+const Op<EmbeddingForwardFn> embedding_forward_op{
+    "embedding_forward", {cpu::embedding_forward}, {ST_CUDA_KERNEL(cuda::embedding_forward)}};
 using EmbeddingBackwardFn = void(Context& ctx, const Tensor& indices, const Tensor& dout, Tensor& dtable);
 namespace cpu {
 EmbeddingBackwardFn embedding_backward;
 }
-const Op<EmbeddingBackwardFn> embedding_backward_op{"embedding_backward", {cpu::embedding_backward}, {}};
+namespace cuda {
+EmbeddingBackwardFn embedding_backward;
+}
+const Op<EmbeddingBackwardFn> embedding_backward_op{
+    "embedding_backward", {cpu::embedding_backward}, {ST_CUDA_KERNEL(cuda::embedding_backward)}};
 namespace {
 
 // indices: (N) int32 on the context's device.

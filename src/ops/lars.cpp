@@ -1,5 +1,5 @@
 // lars_sums_of_squares, lars_update: argument checks and the dispatch points. Kernels in
-// src/ops/<device>/; none on CUDA yet.
+// src/ops/<device>/.
 #include "scaletrain/ops/lars.hpp"
 
 #include "ops/op.hpp"
@@ -11,7 +11,11 @@ using LarsSumsOfSquaresFn = void(Context& ctx, const Tensor& w, const Tensor& g,
 namespace cpu {
 LarsSumsOfSquaresFn lars_sums_of_squares;
 }
-const Op<LarsSumsOfSquaresFn> lars_sums_of_squares_op{"lars_sums_of_squares", {cpu::lars_sums_of_squares}, {}};
+namespace cuda {
+LarsSumsOfSquaresFn lars_sums_of_squares;
+}
+const Op<LarsSumsOfSquaresFn> lars_sums_of_squares_op{
+    "lars_sums_of_squares", {cpu::lars_sums_of_squares}, {ST_CUDA_KERNEL(cuda::lars_sums_of_squares)}};
 
 using LarsUpdateFn = void(Context& ctx, float momentum, const std::vector<LarsChunk>& chunks,
                           const std::vector<float>& scaled_lr, const std::vector<float>& weight_decay, Tensor& w,
@@ -19,7 +23,10 @@ using LarsUpdateFn = void(Context& ctx, float momentum, const std::vector<LarsCh
 namespace cpu {
 LarsUpdateFn lars_update;
 }
-const Op<LarsUpdateFn> lars_update_op{"lars_update", {cpu::lars_update}, {}};
+namespace cuda {
+LarsUpdateFn lars_update;
+}
+const Op<LarsUpdateFn> lars_update_op{"lars_update", {cpu::lars_update}, {ST_CUDA_KERNEL(cuda::lars_update)}};
 
 namespace {
 

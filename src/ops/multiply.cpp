@@ -11,13 +11,21 @@ using MultiplyForwardFn = void(Context& ctx, const Tensor& a, const Tensor& b, T
 namespace cpu {
 MultiplyForwardFn multiply_forward;
 }
-const Op<MultiplyForwardFn> multiply_forward_op{"multiply_forward", {cpu::multiply_forward}, {}};
+namespace cuda {
+MultiplyForwardFn multiply_forward;
+}
+const Op<MultiplyForwardFn> multiply_forward_op{
+    "multiply_forward", {cpu::multiply_forward}, {ST_CUDA_KERNEL(cuda::multiply_forward)}};
 using MultiplyBackwardFn = void(Context& ctx, const Tensor& a, const Tensor& b, const Tensor& dy, Tensor& da,
                                 Tensor& db);
 namespace cpu {
 MultiplyBackwardFn multiply_backward;
 }
-const Op<MultiplyBackwardFn> multiply_backward_op{"multiply_backward", {cpu::multiply_backward}, {}};
+namespace cuda {
+MultiplyBackwardFn multiply_backward;
+}
+const Op<MultiplyBackwardFn> multiply_backward_op{
+    "multiply_backward", {cpu::multiply_backward}, {ST_CUDA_KERNEL(cuda::multiply_backward)}};
 
 void multiply_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
   const char* op = "multiply_forward";

@@ -8,6 +8,7 @@
 
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/progress.hpp"
+#include "train/model_input.hpp"
 
 namespace scaletrain::train {
 
@@ -62,15 +63,19 @@ RankingResult evaluate_ranking(const comm::Communicator& comm, Context& ctx, mod
   if (scores) scores->assign(static_cast<size_t>((slice.end - slice.begin) * per_user), 0.0f);
 
   // Every forward has users_per_batch users: the same GEMM shapes on every rank and rank count.
+  // The pairs are made on the host and cross to the context's device; the logits come back.
   Tensor users = Tensor::empty({users_per_batch * per_user}, DType::i32);
   Tensor items = Tensor::empty({users_per_batch * per_user}, DType::i32);
+  Tensor device_users, device_items;
   std::vector<float> probability;
   std::vector<int64_t> hits_at(static_cast<std::size_t>(k), 0);  // users whose held-out item ranks r < k
   for (int64_t first = slice.begin; first < slice.end; first += users_per_batch) {
     const int64_t n = std::min(users_per_batch, slice.end - first);
     fill_chunk(val, first, n, users, items);
-    const Tensor logits = model.forward(ctx, users, items);
-    const float* x = logits.data<float>();
+    const Tensor logits = model.forward(ctx, on_context_device(ctx, users, device_users),
+                                        on_context_device(ctx, items, device_items));
+    const Tensor host_logits = logits.device() == Device::cpu ? logits : logits.to(Device::cpu);
+    const float* x = host_logits.data<float>();
     probability.resize(static_cast<size_t>(n * per_user));
     for (int64_t i = 0; i < n * per_user; ++i) probability[i] = 1.0f / (1.0f + std::exp(-x[i]));
     for (int64_t r = 0; r < n; ++r) {

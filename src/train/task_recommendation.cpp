@@ -16,6 +16,7 @@
 #include "scaletrain/models/registry.hpp"
 #include "scaletrain/ops/sigmoid_bce.hpp"
 #include "scaletrain/train/ranking_evaluation.hpp"
+#include "train/model_input.hpp"
 #include "train/tasks.hpp"
 
 namespace scaletrain::train {
@@ -164,10 +165,16 @@ class Recommendation : public Task {
     }
   }
 
+  // The batch's ids and labels copied to the context's device (they stay where they are on the
+  // CPU), then the model and the loss there.
   double forward_and_loss(Context& ctx, models::Network& network, const Batch& batch) override {
-    Tensor logits = neumf(network).forward(ctx, batch.at("users"), batch.at("items"));
-    if (!dlogits_.defined() || dlogits_.shape() != logits.shape()) dlogits_ = Tensor::empty(logits.shape());
-    return ops::sigmoid_bce_with_logits(ctx, logits, batch.at("labels"), dlogits_);
+    const Tensor& users = on_context_device(ctx, batch.at("users"), device_users_);
+    const Tensor& items = on_context_device(ctx, batch.at("items"), device_items_);
+    const Tensor& labels = on_context_device(ctx, batch.at("labels"), device_labels_);
+    Tensor logits = neumf(network).forward(ctx, users, items);
+    if (!dlogits_.defined() || dlogits_.shape() != logits.shape() || dlogits_.device() != ctx.device())
+      dlogits_ = Tensor::empty(logits.shape(), DType::f32, ctx.device());
+    return ops::sigmoid_bce_with_logits(ctx, logits, labels, dlogits_);
   }
 
   void backward(Context& ctx, models::Network& network) override { neumf(network).backward(ctx, dlogits_); }
@@ -193,6 +200,7 @@ class Recommendation : public Task {
   const TrainConfig& cfg_;
   data::RecommendationSplit train_, val_;
   Tensor dlogits_;
+  Tensor device_users_, device_items_, device_labels_;  // the batch on a GPU
 };
 
 }  // namespace

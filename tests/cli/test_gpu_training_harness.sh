@@ -60,6 +60,19 @@ expect_text shared_same "ok: buffers: relative L2 error"
 run_case shared_seed 1 test_shared_gpu_allreduce.sh "${small[@]}" ST_GPU_TEST_ARGS="--seed 2"
 expect_text shared_seed "largest in tensor model/"
 
+# NCF, 6 steps: the same run twice agrees; another seed fails at step 1.
+ncf=(ST_GPU_TEST_STEPS=6 ST_GPU_TEST_BATCH=256)
+run_case ncf_same 0 test_ncf_training.sh "${ncf[@]}"
+expect_text ncf_same "ok: HR@10 within 0.05"
+run_case ncf_seed 1 test_ncf_training.sh "${ncf[@]}" ST_GPU_TEST_ARGS="--seed 2"
+expect_text ncf_seed "FAIL: loss curves: step 1:"
+
+# Adam, LARS and accumulation, one step each: alike CPU against CPU; a rate 10% off on one side fails.
+steps=(ST_GPU_TEST_BATCH=8 ST_GPU_TEST_IMAGE=8,8,1)
+run_case optimizers_same 0 test_optimizer_steps.sh "${steps[@]}"
+run_case optimizers_lr 1 test_optimizer_steps.sh "${steps[@]}" ST_GPU_TEST_ARGS="--base-lr 0.0011"
+expect_text optimizers_lr "FAIL: params: relative L2 error of the update"
+
 # The demo: without its data it skips and says where it looked; a run that cannot reach 92% (one
 # short epoch on a tiny synthetic set) fails, naming the accuracy it reached.
 run_case demo_no_data 77 test_demo.sh ST_GPU_TEST_FASHION_MNIST="$T/none"

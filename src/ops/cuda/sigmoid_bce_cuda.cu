@@ -1,0 +1,66 @@
+// CUDA binary cross-entropy on logits, computing what the CPU kernel computes: each sample's loss
+// and gradient in double, the gradient rounded once to float. The mean is reduced in a fixed
+// order (per-sample values, then one block's strided sums and tree), so it is deterministic; it
+// differs from the CPU's chunked sum only in rounding. Returning a host value makes each call a
+// sync point, as the softmax loss's.
+#include "backend/cuda/cuda_context.hpp"
+#include "ops/cuda/grid_stride.cuh"
+#include "scaletrain/ops/sigmoid_bce.hpp"
+
+namespace scaletrain::ops::cuda {
+namespace {
+
+using scaletrain::cuda::kThreadsPerBlock;
+
+__device__ inline double stable_sigmoid(double x) {
+  if (x >= 0) return 1.0 / (1.0 + exp(-x));
+  const double e = exp(x);
+  return e / (1.0 + e);
+}
+
+__global__ void bce_samples_kernel(const float* x, const float* y, float* dx, double* loss, int64_t n, double inv_n) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) {
+    const double xi = x[i], yi = y[i];
+    loss[i] = fmax(xi, 0.0) - xi * yi + log1p(exp(-fabs(xi)));
+    if (dx) dx[i] = static_cast<float>((stable_sigmoid(xi) - yi) * inv_n);
+  }
+}
+
+__global__ void bce_total_kernel(const double* loss, int64_t n, double* total) {
+  __shared__ double sums[kThreadsPerBlock];
+  const int t = threadIdx.x;
+  double sum = 0.0;
+  for (int64_t i = t; i < n; i += kThreadsPerBlock) sum += loss[i];
+  sums[t] = sum;
+  __syncthreads();
+  for (int half = kThreadsPerBlock / 2; half > 0; half /= 2) {
+    if (t < half) sums[t] += sums[t + half];
+    __syncthreads();
+  }
+  if (t == 0) *total = sums[0];
+}
+
+}  // namespace
+
+double sigmoid_bce_with_logits(Context& ctx, const Tensor& logits, const Tensor& targets, Tensor& dlogits) {
+  const int64_t n = logits.numel();
+  const double inv_n = 1.0 / static_cast<double>(n);
+  cudaStream_t stream = scaletrain::cuda::compute_stream(ctx);
+  constexpr std::size_t kTotalBytes = 64;  // the total first (aligned by the allocator), then the samples' losses
+  char* scratch =
+      static_cast<char*>(scaletrain::cuda::workspace(ctx, kTotalBytes + static_cast<std::size_t>(n) * sizeof(double)));
+  auto* total = reinterpret_cast<double*>(scratch);
+  auto* loss = reinterpret_cast<double*>(scratch + kTotalBytes);
+  float* dx = dlogits.defined() ? static_cast<float*>(dlogits.raw()) : nullptr;
+  bce_samples_kernel<<<scaletrain::cuda::blocks_for(n), kThreadsPerBlock, 0, stream>>>(
+      static_cast<const float*>(logits.raw()), static_cast<const float*>(targets.raw()), dx, loss, n, inv_n);
+  ST_CHECK_LAUNCH();
+  bce_total_kernel<<<1, kThreadsPerBlock, 0, stream>>>(loss, n, total);
+  ST_CHECK_LAUNCH();
+  double host = 0.0;
+  ST_CHECK_CUDA(cudaMemcpyAsync(&host, total, sizeof host, cudaMemcpyDeviceToHost, stream));
+  ST_CHECK_CUDA(cudaStreamSynchronize(stream));
+  return host * inv_n;
+}
+
+}  // namespace scaletrain::ops::cuda
