@@ -6,9 +6,14 @@ Usage: OMP_NUM_THREADS=1 /usr/bin/python3 tools/bench_ops.py [--threads 1] [--ba
 Prints one line per shape with the best time (ms) of forward, backward and their sum.
 """
 import argparse
+import sys
+import os
 import time
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_blas import require_fast_blas  # noqa: E402
 import torch.nn.functional as F
 
 # (name, H=W, C in, C out, kernel, stride, padding): the convolutions of ResNet-20 on 28x28x1.
@@ -54,6 +59,7 @@ def main():
     parser.add_argument("--channels-last", action="store_true", help="NHWC tensors in torch too")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    require_fast_blas("bench_ops")
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, {args.threads} thread(s), batch {args.batch}, "
           f"{'channels_last' if args.channels_last else 'NCHW'}")

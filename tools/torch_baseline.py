@@ -14,6 +14,9 @@ import time
 
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_blas import require_fast_blas  # noqa: E402
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
@@ -42,6 +45,7 @@ def main():
     p.add_argument("--max-steps", type=int, default=0, help="stop after N steps (throughput only)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
+    require_fast_blas("torch_baseline")
     torch.manual_seed(1)
     xtr = read_idx(f"{a.source}/train-images-idx3-ubyte.gz").astype(np.float32) / 255.0
     ytr = read_idx(f"{a.source}/train-labels-idx1-ubyte.gz").astype(np.int64)

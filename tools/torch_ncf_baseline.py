@@ -22,6 +22,9 @@ import time
 import h5py
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_blas import require_fast_blas  # noqa: E402
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
@@ -57,6 +60,7 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
+    require_fast_blas("torch_ncf_baseline")
     torch.manual_seed(a.seed)
 
     pos_u, pos_i, num_users, num_items = read_positives(a.data)

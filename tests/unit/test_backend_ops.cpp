@@ -86,7 +86,8 @@ BOOST_AUTO_TEST_CASE(cpu_matches_float64_reference) {
 // added without a case fails here.
 BOOST_AUTO_TEST_CASE(cases_cover_every_op_and_are_seeded) {
   std::set<std::string> ops;
-  for (const st::ops::OpInfo& op : st::ops::registered_ops()) ops.insert(op.name);
+  for (const st::ops::OpInfo& op : st::ops::registered_ops())
+    if (op.name.rfind("test_only_", 0) != 0) ops.insert(op.name);  // unit.op_registry's own op has no case
   std::map<std::string, int> cases_per_op;
   std::set<std::string> names;
   for (const OpCase& c : st::test::op_cases()) {

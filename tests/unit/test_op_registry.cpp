@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 #include <algorithm>
 
+#include "ops/op.hpp"
 #include "scaletrain/config.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/rng.hpp"
@@ -20,6 +21,11 @@ namespace st = scaletrain;
 using st::ops::OpNames;
 
 namespace {
+
+// An op of this test alone, with a CPU kernel and none on CUDA: what a refusal looks like.
+using TestOnlyFn = void(st::Context& ctx, int& calls);
+void test_only_cpu_kernel(st::Context&, int& calls) { ++calls; }
+const st::ops::Op<TestOnlyFn> test_only_op{"test_only_cpu_op", {test_only_cpu_kernel}, {}};
 
 std::string names(const OpNames& ops) {
   std::string out;
@@ -97,6 +103,24 @@ BOOST_AUTO_TEST_CASE(the_refusal_names_the_ops_a_device_lacks_and_what_brings_th
   BOOST_TEST(st::ops::op_list({"a"}) == "a");
 }
 
+BOOST_AUTO_TEST_CASE(an_op_without_a_kernel_on_a_device_is_refused_by_name) {
+  BOOST_TEST(st::ops::supports("test_only_cpu_op", st::Device::cpu));
+  BOOST_TEST(!st::ops::supports("test_only_cpu_op", st::Device::cuda));
+  BOOST_TEST(!st::ops::op_info("test_only_cpu_op").declared[st::ops::device_index(st::Device::cuda)]);
+  const std::string refusal = st::train::kernels_missing(
+      st::Device::cuda, {{"--model x", {"test_only_cpu_op"}}, {"--optimizer y", {"test_only_cpu_op", "relu_forward"}}});
+  const std::string expected = SCALETRAIN_HAVE_CUDA
+                                   ? "no CUDA kernel for test_only_cpu_op (--model x); test_only_cpu_op (--optimizer y)"
+                                   : "no CUDA kernel for test_only_cpu_op (--model x); relu_forward and test_only_cpu_op "
+                                     "(--optimizer y)";
+  BOOST_TEST(refusal == expected);
+  // The dispatch point: the CPU kernel runs; another device is refused, naming the op.
+  st::Context ctx;
+  int calls = 0;
+  test_only_op(ctx, calls);
+  BOOST_TEST(calls == 1);
+}
+
 BOOST_AUTO_TEST_CASE(resnet20_says_what_it_runs) {
   auto m = st::models::make_model("resnet20", 10, 3);
   BOOST_TEST(names(m->ops(true)) == names(recorded_image_model_ops(*m, {2, 8, 8, 3}, true)));
@@ -158,10 +182,13 @@ BOOST_AUTO_TEST_CASE(the_table_has_a_row_per_op) {
   BOOST_TEST(static_cast<std::size_t>(std::count(table.begin(), table.end(), '\n')) ==
              st::ops::registered_ops().size() + 2);
   BOOST_TEST(table.find("| `conv2d_forward` | f32 | yes | yes |") != std::string::npos, table);
-  BOOST_TEST(table.find("| `lars_update` | f32 | yes | no |") != std::string::npos, table);
+  BOOST_TEST(table.find("| `conv2d_backward_filter` | f32 | yes | yes (not deterministic) |") != std::string::npos,
+             table);
   const st::Json j = st::ops::registry_json();
   BOOST_TEST(j.at("conv2d_forward").at("devices").contains("cuda"));
-  BOOST_TEST(!j.at("lars_update").at("devices").contains("cuda"));
+  BOOST_TEST(j.at("conv2d_forward").at("devices").at("cuda").at("deterministic").as_bool());
+  BOOST_TEST(!j.at("conv2d_backward_data").at("devices").at("cuda").at("deterministic").as_bool());
+  BOOST_TEST(j.at("conv2d_forward").at("devices").at("cuda").at("built").as_bool() == bool(SCALETRAIN_HAVE_CUDA));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
