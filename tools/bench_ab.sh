@@ -17,7 +17,7 @@ PY=${PY:-/usr/bin/python3}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 "$A/scaletrain-data" synthetic --task image_classification --samples 20000 --val-samples 64 --image-size 28,28,1 \
   --classes 10 --shards 4 --output "$OUT/img" --overwrite >/dev/null
-"$A/scaletrain-data" synthetic --task recommendation --users 6040 --items 3706 --groups 50 --positives-per-user 50 \
+"$A/scaletrain-data" synthetic --task recommendation --users 6040 --items 3706 --groups 20 --positives-per-user 50 \
   --eval-negatives 1 --output "$OUT/rec" --overwrite >/dev/null
 : >"$OUT/rates.txt"
 rate() {  # report.json -> steady-state samples/s

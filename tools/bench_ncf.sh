@@ -71,6 +71,7 @@ PY
 torch_run() {
   local out
   out=$("$PY" tools/torch_ncf_baseline.py --data "$OUT/$2" --threads 2 --batch-size "$3" --max-steps "$4")
+  grep -m1 '^PyTorch BLAS' <<<"$out" >&2 || true  # which BLAS the baseline ran on (tools/torch_blas.py)
   "$PY" - "$1" "$5" "$3" "$4" "$results" "$out" <<'PY'
 import json, re, sys
 out = sys.argv[6]
