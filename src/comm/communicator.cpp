@@ -163,51 +163,41 @@ void Communicator::allreduce_mean(Tensor& t) const {
   for (int64_t i = 0; i < t.numel(); ++i) p[i] /= size;
 }
 
-double Communicator::allreduce_sum(double v) const {
-  double out = 0.0;
-  ST_CHECK_MPI(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, impl_->comm));
+namespace {
+
+// The MPI datatype of a scalar type.
+template <typename T>
+MPI_Datatype mpi_type();
+template <>
+MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
+template <>
+MPI_Datatype mpi_type<int64_t>() { return MPI_INT64_T; }
+template <>
+MPI_Datatype mpi_type<uint32_t>() { return MPI_UINT32_T; }
+template <>
+MPI_Datatype mpi_type<int>() { return MPI_INT; }
+
+// One value reduced over the ranks: every scalar collective below.
+template <typename T>
+T allreduce_one(T v, MPI_Op op, MPI_Comm comm) {
+  T out{};
+  ST_CHECK_MPI(MPI_Allreduce(&v, &out, 1, mpi_type<T>(), op, comm));
   return out;
 }
 
-int64_t Communicator::allreduce_sum(int64_t v) const {
-  int64_t out = 0;
-  ST_CHECK_MPI(MPI_Allreduce(&v, &out, 1, MPI_INT64_T, MPI_SUM, impl_->comm));
-  return out;
-}
+}  // namespace
+
+double Communicator::allreduce_sum(double v) const { return allreduce_one(v, MPI_SUM, impl_->comm); }
+int64_t Communicator::allreduce_sum(int64_t v) const { return allreduce_one(v, MPI_SUM, impl_->comm); }
+double Communicator::allreduce_min(double v) const { return allreduce_one(v, MPI_MIN, impl_->comm); }
+double Communicator::allreduce_max(double v) const { return allreduce_one(v, MPI_MAX, impl_->comm); }
+int64_t Communicator::allreduce_max(int64_t v) const { return allreduce_one(v, MPI_MAX, impl_->comm); }
+uint32_t Communicator::allreduce_or(uint32_t flags) const { return allreduce_one(flags, MPI_BOR, impl_->comm); }
+bool Communicator::allreduce_and(bool v) const { return allreduce_one(v ? 1 : 0, MPI_LAND, impl_->comm) != 0; }
 
 void Communicator::allreduce_or(std::vector<uint64_t>& values) const {
   ST_CHECK_MPI(
       MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_UINT64_T, MPI_BOR, impl_->comm));
-}
-
-double Communicator::allreduce_min(double v) const {
-  double out = 0.0;
-  ST_CHECK_MPI(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MIN, impl_->comm));
-  return out;
-}
-
-double Communicator::allreduce_max(double v) const {
-  double out = 0.0;
-  ST_CHECK_MPI(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, impl_->comm));
-  return out;
-}
-
-int64_t Communicator::allreduce_max(int64_t v) const {
-  int64_t out = 0;
-  ST_CHECK_MPI(MPI_Allreduce(&v, &out, 1, MPI_INT64_T, MPI_MAX, impl_->comm));
-  return out;
-}
-
-uint32_t Communicator::allreduce_or(uint32_t flags) const {
-  uint32_t out = 0;
-  ST_CHECK_MPI(MPI_Allreduce(&flags, &out, 1, MPI_UINT32_T, MPI_BOR, impl_->comm));
-  return out;
-}
-
-bool Communicator::allreduce_and(bool v) const {
-  int in = v ? 1 : 0, out = 0;
-  ST_CHECK_MPI(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LAND, impl_->comm));
-  return out != 0;
 }
 
 void Communicator::broadcast(Tensor& t, int root) const {
