@@ -65,7 +65,11 @@ echo "== a read that never returns: named with its shard and sample, then the jo
 # (a hung file system, or a library looping on a damaged file): the loader names what it reads.
 hang_shard="$T/data/train/shard-00001-of-00002.h5"
 rc=0
-ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 ST_HANG_READS_OF="$hang_shard" ST_HANG_AFTER=20 \
+# In the sanitizer build, no leak check at exit here: LeakSanitizer suspends every thread of the
+# aborting rank with ptrace, and its tracer crashed (SIGSEGV) on the thread hung in its read,
+# turning the abort's exit code 3 into 1 (seen twice in full runs of make test-sanitize). The job
+# is aborted on purpose; its leaks are not the test's subject.
+ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0:detect_leaks=0 ST_HANG_READS_OF="$hang_shard" ST_HANG_AFTER=20 \
   LD_PRELOAD="$ST_FAULT_HANG_READS" "${TRAIN[@]}" --output-dir "$T/hung" --stall-warn-s 2 --stall-abort-s 8 \
   >"$T/hung.log" 2>&1 || rc=$?  # mpirun's local ranks inherit the environment
 [ "$rc" -eq 3 ] || fail "exit code $rc after a hung read, expected 3: $(tail -n 8 "$T/hung.log")"
