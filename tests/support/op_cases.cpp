@@ -122,14 +122,16 @@ std::string dims(const Shape& s) {
 
 struct ConvShape {
   int64_t n, h, w, c, o, k, stride, padding;
+  int64_t kw = 0;  // the kernel's width where it is not square (0: k)
 };
 
 OpCase conv2d_case(const ConvShape& s, uint64_t seed) {
-  const RefConv2dDims d{s.n, s.h, s.w, s.c, s.o, s.k, s.k, s.stride, s.padding};
+  const int64_t kw = s.kw > 0 ? s.kw : s.k;
+  const RefConv2dDims d{s.n, s.h, s.w, s.c, s.o, s.k, kw, s.stride, s.padding};
   const Shape xs{d.n, d.h, d.w, d.c}, ws{d.o, d.c, d.kh, d.kw}, ys{d.n, d.oh(), d.ow(), d.o};
   const ops::Conv2dParams p{static_cast<int>(s.stride), static_cast<int>(s.padding)};
   OpCase c;
-  c.name = "conv2d k" + std::to_string(s.k) + " s" + std::to_string(s.stride) + " p" + std::to_string(s.padding) +
+  c.name = "conv2d k" + std::to_string(s.k) + (kw != s.k ? "x" + std::to_string(kw) : "") + " s" + std::to_string(s.stride) + " p" + std::to_string(s.padding) +
            " N" + std::to_string(s.n) + " " + std::to_string(s.h) + "x" + std::to_string(s.w) + " C" +
            std::to_string(s.c) + "->O" + std::to_string(s.o);
   c.ops = {"conv2d_forward", "conv2d_backward_data", "conv2d_backward_filter"};
@@ -156,6 +158,7 @@ OpCase conv2d_case(const ConvShape& s, uint64_t seed) {
   const Tolerance ty = fp32_sum(d.c * d.kh * d.kw), tdx = fp32_sum(d.o * d.kh * d.kw),
                   tdw = fp32_sum(d.n * d.oh() * d.ow());
   c.outputs = {{"y", ty, twice(ty)}, {"dx", tdx, twice(tdx)}, {"dw", tdw, twice(tdw)}};
+  c.gradients = {{"x", "dx", "y", "dy"}, {"w", "dw", "y", "dy"}};
   return c;
 }
 
@@ -227,6 +230,7 @@ OpCase batch_norm_training_case(const Shape& shape, double offset, double scale,
                {"dx", tdx, twice(tdx)},
                {"dgamma", tsum, twice(tsum)},
                {"dbeta", tsum, twice(tsum)}};
+  c.gradients = {{"x", "dx", "y", "dy"}, {"gamma", "dgamma", "y", "dy"}, {"beta", "dbeta", "y", "dy"}};
   return c;
 }
 
@@ -295,6 +299,7 @@ OpCase relu_case(const Shape& shape, bool in_place, uint64_t seed) {
     return NamedValues{{"y", y}, {"dx", reference_relu_backward(y, values(in, "dy"))}};
   };
   c.outputs = {{"y", kExact, kExact}, {"dx", kExact, kExact}};
+  c.gradients = {{"x", "dx", "y", "dy"}};
   return c;
 }
 
@@ -350,6 +355,7 @@ OpCase max_pool_case(const PoolGeometry& g, uint64_t seed) {
   // maximum it is, in an order the backend picks.
   const Tolerance tdx{2e-6, 1e-6};
   c.outputs = {{"y", kExact, kExact}, {"dx", tdx, twice(tdx)}};
+  c.gradients = {{"x", "dx", "y", "dy"}};
   return c;
 }
 
@@ -374,6 +380,7 @@ OpCase global_avg_pool_case(const Shape& xs, uint64_t seed) {
   // y: a mean of H*W values; dx: dy / (H*W), one or two roundings.
   const Tolerance ty = fp32_sum(h * w), tdx{1e-7, 2e-7};
   c.outputs = {{"y", ty, twice(ty)}, {"dx", tdx, twice(tdx)}};
+  c.gradients = {{"x", "dx", "y", "dy"}};
   return c;
 }
 
@@ -419,6 +426,8 @@ OpCase linear_case(int64_t n, int64_t in_features, int64_t out_features, bool wi
   if (with_dx) c.outputs.push_back({"dx", tdx, twice(tdx)});
   c.outputs.push_back({"dw", tdw, twice(tdw)});
   c.outputs.push_back({"db", tdw, twice(tdw)});
+  c.gradients = {{"w", "dw", "y", "dy"}, {"b", "db", "y", "dy"}};
+  if (with_dx) c.gradients.push_back({"x", "dx", "y", "dy"});
   return c;
 }
 
@@ -461,6 +470,7 @@ OpCase softmax_cross_entropy_case(int64_t n, int64_t k, double smoothing, double
   // large, so their absolute slack is tiny.
   const Tolerance tloss{1e-6, 1e-6}, td{1e-8, 1e-5};
   c.outputs = {{"loss", tloss, twice(tloss)}, {"dlogits", td, twice(td)}};
+  c.gradients = {{"logits", "dlogits", "loss", ""}};
   return c;
 }
 
@@ -594,6 +604,7 @@ OpCase embedding_case(int64_t rows, int64_t dim, int64_t n, uint64_t seed) {
   // positions name one of three rows: up to about n / 9 + a few terms).
   const Tolerance tsum = fp32_sum(n / 3 + 4);
   c.outputs = {{"out", kExact, kExact}, {"dtable", tsum, twice(tsum)}};
+  c.gradients = {{"table", "dtable", "out", "dout"}};
   return c;
 }
 
@@ -621,6 +632,7 @@ OpCase concat_case(int64_t n, int64_t wa, int64_t wb, uint64_t seed) {
                        {"db", db}};
   };
   c.outputs = {{"y", kExact, kExact}, {"da", kExact, kExact}, {"db", kExact, kExact}};  // copies
+  c.gradients = {{"a", "da", "y", "dy"}, {"b", "db", "y", "dy"}};
   return c;
 }
 
@@ -649,6 +661,7 @@ OpCase multiply_case(const Shape& shape, uint64_t seed) {
   };
   // A product of two floats rounded once, on every backend.
   c.outputs = {{"y", kOneRounding, kExact}, {"da", kOneRounding, kExact}, {"db", kOneRounding, kExact}};
+  c.gradients = {{"a", "da", "y", "dy"}, {"b", "db", "y", "dy"}};
   return c;
 }
 
@@ -680,6 +693,7 @@ OpCase sigmoid_bce_case(const Shape& shape, double logit_scale, uint64_t seed) {
   // The loss: a mean of n terms of size up to logit_scale; dlogits: (sigmoid - y) / n.
   const Tolerance tloss{1e-6 * logit_scale, 1e-6}, td{1e-9, 1e-5};
   c.outputs = {{"loss", tloss, twice(tloss)}, {"dlogits", td, twice(td)}};
+  c.gradients = {{"logits", "dlogits", "loss", ""}};
   return c;
 }
 
@@ -858,6 +872,12 @@ std::vector<OpCase> build_cases() {
            {1, 7, 7, 16, 67, 1, 1, 0},   // bottleneck 1x1 expand to an odd count
            {2, 9, 9, 17, 24, 1, 2, 0},   // 1x1 stride 2 projection shortcut
            {1, 5, 6, 1, 3, 3, 1, 2},     // one input channel, padding wider than needed
+           {3, 7, 9, 5, 4, 3, 1, 1},     // N = 3, odd sizes
+           {3, 7, 9, 5, 7, 3, 1, 0},     // valid convolution
+           {3, 10, 10, 1, 16, 3, 1, 1},  // ResNet-20's stem on one-channel images
+           {2, 14, 14, 16, 32, 3, 2, 1}, // ResNet-20's stage transition
+           {2, 7, 7, 64, 64, 3, 1, 1},   // ResNet-20's last stage
+           {2, 5, 6, 3, 2, 1, 1, 1, 3},  // a 1x3 kernel: not square
        })
     cases.push_back(conv2d_case(s, next_seed()));
   // batch norm: N = 1, odd channels, a large mean (post-ReLU activations are not centred), 2-D.

@@ -37,6 +37,17 @@ struct OutputTolerance {
   Tolerance backend;                   // another backend against the CPU
 };
 
+// A backward output that finite differences of the forward can check on the CPU: `gradient` (an
+// output of run()) is d<cotangent, output>/d input, where `output` is a forward output of run()
+// and `cotangent` the input that backward took as d(loss)/d(output); an empty cotangent means a
+// scalar output (a loss) differentiated directly.
+struct GradientSpec {
+  std::string input;
+  std::string gradient;
+  std::string output;
+  std::string cotangent;
+};
+
 struct OpCase {
   std::string name;                           // "conv2d k7 s2 p3 N1 C3->O13"
   std::vector<std::string> ops;               // the op functions run() calls, e.g. "conv2d_forward"
@@ -45,6 +56,9 @@ struct OpCase {
   std::function<NamedTensors(Context& ctx, const NamedTensors& inputs)> run;
   std::function<NamedValues(const NamedTensors& inputs)> reference;
   std::vector<OutputTolerance> outputs;  // one per output of run(), in its order
+  // The gradients unit.backend_ops checks against central differences of run()'s forward outputs
+  // (float32 inputs only; none for ops without a gradient, such as count_correct).
+  std::vector<GradientSpec> gradients;
 };
 
 // Every case, built once.

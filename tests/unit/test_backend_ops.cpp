@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "scaletrain/ops/registry.hpp"
+#include "scaletrain/core/rng.hpp"
 #include "support/op_cases.hpp"
 
 namespace st = scaletrain;
@@ -79,6 +80,60 @@ BOOST_AUTO_TEST_CASE(cpu_matches_float64_reference) {
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   BOOST_TEST_MESSAGE(st::test::op_cases().size() << " op cases in " << seconds << " s");
+}
+
+// Every gradient a case names, against central differences of its own forward output on the CPU
+// (the forward and backward of one run must agree with each other, whatever the reference says):
+// for a few seeded elements e of the input, (<cotangent, y(x + h e)> - <cotangent, y(x - h e)>) / 2h
+// in double against the backward's element. float32 forwards make the difference noisy: h = 1e-2
+// and a tolerance of 2% of the gradient plus 1% of its largest element. Elements within 2h of a
+// kink (ReLU at 0, a max pool's tie) would differ by design: ReLU's inputs near 0 are skipped,
+// and a max pool's windows in these cases have no values that close (seeded).
+BOOST_AUTO_TEST_CASE(gradients_match_finite_differences) {
+  st::Context ctx;
+  constexpr double h = 1e-2;
+  constexpr int kElements = 6;
+  int checked = 0;
+  for (const OpCase& c : st::test::op_cases()) {
+    if (c.gradients.empty()) continue;
+    const NamedTensors inputs = c.make_inputs();
+    int64_t size = 0;
+    for (const auto& [name, t] : inputs) size += t.numel();
+    if (size > 200000) continue;  // the large cases check indexing, not calculus
+    NamedTensors base = c.run(ctx, inputs);
+    for (const st::test::GradientSpec& g : c.gradients) {
+      BOOST_TEST_CONTEXT(c.name << ": d" << g.output << "/d" << g.input) {
+        const std::vector<double> grad = st::test::tensor_values(output(base, g.gradient));
+        NamedTensors inputs_copy = copy_of(inputs);
+        const std::vector<double> cot = g.cotangent.empty() ? std::vector<double>{1.0}
+                                                            : st::test::tensor_values(output(inputs_copy, g.cotangent));
+        double largest = 0.0;
+        for (double v : grad) largest = std::max(largest, std::fabs(v));
+        st::Rng rng(std::hash<std::string>{}(c.name + g.input) % 1000003);
+        for (int k = 0; k < kElements; ++k) {
+          NamedTensors plus = copy_of(inputs), minus = copy_of(inputs);
+          st::Tensor& xp = output(plus, g.input);
+          st::Tensor& xm = output(minus, g.input);
+          const int64_t e = static_cast<int64_t>(rng.below(static_cast<uint64_t>(xp.numel())));
+          const float x0 = xp.data<float>()[e];
+          if (c.ops.front() == "relu_forward" && std::fabs(x0) < 2 * h) continue;
+          xp.data<float>()[e] = static_cast<float>(x0 + h);
+          xm.data<float>()[e] = static_cast<float>(x0 - h);
+          const double step = static_cast<double>(xp.data<float>()[e]) - xm.data<float>()[e];  // as rounded
+          NamedTensors out_plus = c.run(ctx, plus), out_minus = c.run(ctx, minus);
+          const std::vector<double> yp = st::test::tensor_values(output(out_plus, g.output));
+          const std::vector<double> ym = st::test::tensor_values(output(out_minus, g.output));
+          double fd = 0.0;
+          for (std::size_t i = 0; i < yp.size(); ++i) fd += cot[g.cotangent.empty() ? 0 : i] * (yp[i] - ym[i]);
+          fd /= step;
+          BOOST_TEST(std::fabs(fd - grad[e]) <= 2e-2 * std::fabs(grad[e]) + 1e-2 * largest + 1e-6,
+                     "element " << e << ": finite difference " << fd << ", backward " << grad[e]);
+          ++checked;
+        }
+      }
+    }
+  }
+  BOOST_TEST(checked >= 100, checked << " elements checked");
 }
 
 // The list is read against the op registry: every registered op has at least two cases (forward

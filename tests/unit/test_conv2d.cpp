@@ -1,6 +1,6 @@
-// conv2d: the oneDNN fp32 kernels against the float64 reference (forward, backward data,
-// backward filter) on odd and ResNet-like shapes, the reference's backward against central
-// finite differences, and the argument checks.
+// conv2d: the oneDNN primitive cache against new buffers, the float64 reference's backward against
+// central finite differences, the output shape and the argument checks. The kernels against the
+// reference on odd and ResNet-like shapes are op cases (tests/support/op_cases.cpp).
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
@@ -53,24 +53,8 @@ void check_against_reference(st::Context& ctx, const RefConv2dDims& d, uint64_t 
 
 BOOST_AUTO_TEST_SUITE(conv2d)
 
-BOOST_AUTO_TEST_CASE(kernels_match_float64_reference) {
-  st::Context ctx;
-  const RefConv2dDims cases[] = {
-      {3, 7, 9, 5, 4, 3, 3, 1, 1},      // odd sizes, 3x3 same padding
-      {3, 7, 9, 5, 4, 3, 3, 2, 1},      // odd sizes, stride 2
-      {2, 8, 6, 5, 6, 3, 3, 2, 0},      // stride 2 without padding: the last input row/column is unused
-      {3, 7, 9, 5, 7, 3, 3, 1, 0},      // valid convolution
-      {3, 7, 9, 5, 4, 1, 1, 1, 0},      // 1x1
-      {2, 9, 7, 6, 10, 1, 1, 2, 0},     // 1x1 stride 2 (projection shortcut)
-      {2, 15, 13, 3, 8, 7, 7, 2, 3},    // ResNet-50 stem: 7x7 stride 2 padding 3 on RGB
-      {3, 10, 10, 1, 16, 3, 3, 1, 1},   // ResNet-20 stem on one-channel images
-      {2, 14, 14, 16, 32, 3, 3, 2, 1},  // ResNet-20 stage transition
-      {2, 7, 7, 64, 64, 3, 3, 1, 1},    // ResNet-20 last stage
-      {2, 5, 6, 3, 2, 1, 3, 1, 1},      // non-square kernel
-  };
-  uint64_t seed = 100;
-  for (const auto& d : cases) check_against_reference(ctx, d, seed += 10);
-}
+// The kernels against the float64 reference on odd and ResNet-like shapes are op cases
+// (tests/support/op_cases.cpp: unit.backend_ops on the CPU, gpu.backend_ops on a GPU).
 
 BOOST_AUTO_TEST_CASE(cached_primitives_follow_new_buffers) {
   // The same shapes again after another shape, with new data: cached primitives must read the
