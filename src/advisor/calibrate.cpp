@@ -246,7 +246,7 @@ std::vector<BucketTiming> bucket_timings(const std::vector<comm::GradientBucket>
 BatchMeasurement measure_batch(Context& ctx, const SweepOptions& o, int64_t batch) {
   TimedTrainingStep step(ctx, o);
   const SyntheticBatch input = synthetic_batch(o, batch);
-  const std::vector<comm::GradientBucket> buckets = comm::plan_buckets(step.params(), o.bucket_mb);
+  const std::vector<comm::GradientBucket> buckets = comm::plan_buckets(step.params().gradient_layout(), o.bucket_mb);
   for (int i = 0; i < o.warmup_steps; ++i) step.run(input);
   std::vector<double> forward, backward, optimizer;
   std::vector<std::vector<double>> fractions(buckets.size());
@@ -311,7 +311,7 @@ Calibration run_sweep(Context& ctx, const SweepOptions& o, const std::function<v
   // The layout of the model as measured (parameters are fixed by model, classes and channels).
   const auto model = models::make_model(o.model, o.num_classes, o.in_channels);
   c.gradient_bytes = model->params().parameter_count() * static_cast<int64_t>(sizeof(float));
-  c.buckets = bucket_timings(comm::plan_buckets(model->params(), o.bucket_mb), largest.bucket_fractions);
+  c.buckets = bucket_timings(comm::plan_buckets(model->params().gradient_layout(), o.bucket_mb), largest.bucket_fractions);
   return c;
 }
 

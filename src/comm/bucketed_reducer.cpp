@@ -36,14 +36,14 @@
 
 namespace scaletrain::comm {
 
-std::vector<GradientBucket> plan_buckets(const nn::ParameterSet& params, double bucket_mb) {
+std::vector<GradientBucket> plan_buckets(const FlatLayout& gradients, double bucket_mb) {
   ST_CHECK(bucket_mb > 0, "--bucket-mb must be positive, got " << bucket_mb);
   const double capacity = bucket_mb * 1024.0 * 1024.0;  // bytes
   std::vector<GradientBucket> buckets;
   double bytes = 0.0;  // of the bucket being filled
-  for (int i = params.num_parameters() - 1; i >= 0; --i) {
-    const nn::TensorInfo& info = params.parameter_info(i);
-    const int64_t count = shape_numel(info.shape);
+  for (int i = gradients.num_segments() - 1; i >= 0; --i) {
+    const FlatSegment& info = gradients.segments[static_cast<std::size_t>(i)];
+    const int64_t count = info.count;
     const double param_bytes = static_cast<double>(count) * sizeof(float);
     if (buckets.empty() || bytes + param_bytes > capacity) {
       buckets.push_back({i, i, info.offset, 0});
@@ -63,13 +63,12 @@ namespace {
 class BucketedReducer final : public GradientReducer {
  public:
   // `owned` (may be null) is the AllReducer `reducer` refers to, when this reducer owns it.
-  BucketedReducer(AllReducer& reducer, nn::ParameterSet& params, const BucketOptions& options,
+  BucketedReducer(AllReducer& reducer, const FlatLayout& gradients, const BucketOptions& options,
                   std::shared_ptr<DeviceStaging> staging, std::unique_ptr<AllReducer> owned = nullptr)
-      : owned_(std::move(owned)), reducer_(reducer), params_(params), options_(options), staging_(std::move(staging)) {
-    ST_CHECK(params.finalized(), "the bucketed gradient reducer needs a finalized ParameterSet");
-    check_staging(params, staging_.get(), "bucketed");
-    buckets_ = plan_buckets(params, options.bucket_mb);
-    bucket_of_.assign(static_cast<std::size_t>(params.num_parameters()), 0);
+      : owned_(std::move(owned)), reducer_(reducer), grads_(gradients), options_(options), staging_(std::move(staging)) {
+    check_staging(grads_, staging_.get(), "bucketed");
+    buckets_ = plan_buckets(grads_, options.bucket_mb);
+    bucket_of_.assign(static_cast<std::size_t>(grads_.num_segments()), 0);
     for (std::size_t b = 0; b < buckets_.size(); ++b)
       for (int i = buckets_[b].first_param; i <= buckets_[b].last_param; ++i) bucket_of_[i] = static_cast<int>(b);
     ready_.assign(bucket_of_.size(), 0);
@@ -106,9 +105,9 @@ class BucketedReducer final : public GradientReducer {
 
   void on_grad_ready(int index) override {
     ST_CHECK(in_step_, "internal error: gradient of parameter " << index << " marked ready outside a step");
-    ST_CHECK(index >= 0 && index < params_.num_parameters(),
-             "internal error: gradient ready for parameter " << index << " of " << params_.num_parameters());
-    ST_CHECK(!ready_[index], "internal error: gradient of parameter " << params_.parameter_info(index).name
+    ST_CHECK(index >= 0 && index < grads_.num_segments(),
+             "internal error: gradient ready for parameter " << index << " of " << grads_.num_segments());
+    ST_CHECK(!ready_[index], "internal error: gradient of parameter " << name_of(index)
                                                                       << " marked ready twice in one step");
     ready_[index] = 1;
     const int b = bucket_of_[index];
@@ -139,9 +138,9 @@ class BucketedReducer final : public GradientReducer {
       // Some gradient never arrived: its bucket (and every later one) was never started.
       std::ostringstream missing;
       int n = 0;
-      for (int i = 0; i < params_.num_parameters(); ++i) {
+      for (int i = 0; i < grads_.num_segments(); ++i) {
         if (ready_[i]) continue;
-        if (n < 3) missing << (n ? ", " : "") << params_.parameter_info(i).name;
+        if (n < 3) missing << (n ? ", " : "") << name_of(i);
         ++n;
       }
       ST_THROW("internal error: backward never marked the gradient of " << n << " parameter(s) ready (" << missing.str()
@@ -150,7 +149,7 @@ class BucketedReducer final : public GradientReducer {
     }
   }
 
-  int64_t bytes_per_step() const override { return params_.parameter_count() * static_cast<int64_t>(sizeof(float)); }
+  int64_t bytes_per_step() const override { return grads_.elements() * static_cast<int64_t>(sizeof(float)); }
 
   Json layout() const override {
     Json list = Json::array();
@@ -163,8 +162,8 @@ class BucketedReducer final : public GradientReducer {
       j.set("offset_bytes", b.offset * static_cast<int64_t>(sizeof(float)));
       j.set("parameters", b.last_param - b.first_param + 1);
       // In the order backward completes them: the bucket's last registered parameter first.
-      j.set("first_parameter", params_.parameter_info(b.last_param).name);
-      j.set("last_parameter", params_.parameter_info(b.first_param).name);
+      j.set("first_parameter", name_of(b.last_param));
+      j.set("last_parameter", name_of(b.first_param));
       j.set("algorithm", algorithm_name(reducer_.algorithm_for(bytes)));
       list.push_back(j);
     }
@@ -234,7 +233,8 @@ class BucketedReducer final : public GradientReducer {
   };
 
   // Where the all-reduces run: the staging's host mirror, or the gradients themselves.
-  float* gradients() { return staging_ ? staging_->host() : params_.flat_grads().data<float>(); }
+  float* gradients() { return staging_ ? staging_->host() : grads_.flat->data<float>(); }
+  const std::string& name_of(int i) const { return grads_.segments[static_cast<std::size_t>(i)].name; }
 
   bool complete(int b) const {
     const GradientBucket& bucket = buckets_[b];
@@ -320,7 +320,7 @@ class BucketedReducer final : public GradientReducer {
 
   std::unique_ptr<AllReducer> owned_;  // first: destroyed after the completion thread is joined
   AllReducer& reducer_;
-  nn::ParameterSet& params_;
+  const FlatLayout grads_;
   const BucketOptions options_;
   const std::shared_ptr<DeviceStaging> staging_;  // null: all-reduce flat_grads in place
   std::vector<GradientBucket> buckets_;
@@ -344,19 +344,19 @@ class BucketedReducer final : public GradientReducer {
 
 }  // namespace
 
-std::unique_ptr<GradientReducer> make_bucketed_reducer(AllReducer& reducer, nn::ParameterSet& params,
+std::unique_ptr<GradientReducer> make_bucketed_reducer(AllReducer& reducer, const FlatLayout& gradients,
                                                        const BucketOptions& options,
                                                        std::shared_ptr<DeviceStaging> staging) {
-  return std::make_unique<BucketedReducer>(reducer, params, options, std::move(staging));
+  return std::make_unique<BucketedReducer>(reducer, gradients, options, std::move(staging));
 }
 
-std::unique_ptr<GradientReducer> make_gradient_reducer(const Topology& topology, nn::ParameterSet& params,
+std::unique_ptr<GradientReducer> make_gradient_reducer(const Topology& topology, const FlatLayout& gradients,
                                                        const AllReduceOptions& allreduce_options,
                                                        const BucketOptions& bucket_options,
                                                        std::shared_ptr<DeviceStaging> staging) {
   auto allreducer = std::make_unique<AllReducer>(topology, allreduce_options);
   AllReducer& ref = *allreducer;
-  return std::make_unique<BucketedReducer>(ref, params, bucket_options, std::move(staging), std::move(allreducer));
+  return std::make_unique<BucketedReducer>(ref, gradients, bucket_options, std::move(staging), std::move(allreducer));
 }
 
 }  // namespace scaletrain::comm

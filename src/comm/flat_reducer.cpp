@@ -19,22 +19,21 @@ namespace {
 
 class FlatReducer final : public GradientReducer {
  public:
-  // comm and params must outlive the reducer.
-  FlatReducer(const Communicator& comm, nn::ParameterSet& params, std::shared_ptr<DeviceStaging> staging)
-      : comm_(comm), params_(params), staging_(std::move(staging)) {
-    ST_CHECK(params.finalized(), "the flat gradient reducer needs a finalized ParameterSet");
-    check_staging(params, staging_.get(), "flat");
+  // comm and the gradients' buffer must outlive the reducer.
+  FlatReducer(const Communicator& comm, const FlatLayout& gradients, std::shared_ptr<DeviceStaging> staging)
+      : comm_(comm), grads_(*gradients.flat), staging_(std::move(staging)) {
+    check_staging(gradients, staging_.get(), "flat");
   }
 
   std::string name() const override { return "flat"; }
 
   void finish() override {
-    const int64_t n = params_.flat_grads().numel();
+    const int64_t n = grads_.numel();
     if (staging_) {
       staging_->copy_to_host_after_compute(0, n);
       staging_->wait_host(0, n);
     }
-    float* g = staging_ ? staging_->host() : params_.flat_grads().data<float>();
+    float* g = staging_ ? staging_->host() : grads_.data<float>();
     const double start = now_seconds();
     comm_.allreduce_sum(g, n);
     comm_seconds_ += now_seconds() - start;
@@ -50,7 +49,7 @@ class FlatReducer final : public GradientReducer {
     }
   }
 
-  int64_t bytes_per_step() const override { return static_cast<int64_t>(params_.flat_grads().bytes()); }
+  int64_t bytes_per_step() const override { return static_cast<int64_t>(grads_.bytes()); }
 
   Json layout() const override {
     Json j = Json::object();
@@ -84,16 +83,16 @@ class FlatReducer final : public GradientReducer {
 
  private:
   const Communicator& comm_;
-  nn::ParameterSet& params_;
+  Tensor& grads_;
   const std::shared_ptr<DeviceStaging> staging_;  // null: all-reduce flat_grads in place
   double comm_seconds_ = 0.0;
 };
 
 }  // namespace
 
-std::unique_ptr<GradientReducer> make_flat_reducer(const Communicator& comm, nn::ParameterSet& params,
+std::unique_ptr<GradientReducer> make_flat_reducer(const Communicator& comm, const FlatLayout& gradients,
                                                    std::shared_ptr<DeviceStaging> staging) {
-  return std::make_unique<FlatReducer>(comm, params, std::move(staging));
+  return std::make_unique<FlatReducer>(comm, gradients, std::move(staging));
 }
 
 }  // namespace scaletrain::comm

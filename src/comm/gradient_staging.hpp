@@ -5,16 +5,18 @@
 
 #include "scaletrain/backend/device_staging.hpp"
 #include "scaletrain/core/error.hpp"
-#include "scaletrain/nn/parameters.hpp"
+#include "scaletrain/tensor/flat_layout.hpp"
 
 namespace scaletrain::comm {
 
-inline void check_staging(nn::ParameterSet& params, const DeviceStaging* staging, const char* reducer) {
-  Tensor& grads = params.flat_grads();
+inline void check_staging(const FlatLayout& layout, const DeviceStaging* staging, const char* reducer) {
+  ST_CHECK(layout.flat != nullptr && layout.flat->defined(),
+           "the " << reducer << " gradient reducer needs a flat gradient buffer");
+  Tensor& grads = *layout.flat;
   if (staging == nullptr) {
     ST_CHECK(grads.device() == Device::cpu, "the " << reducer << " gradient reducer all-reduces through host memory: "
                                                    << "gradients on " << device_name(grads.device())
-                                                   << " need a DeviceStaging of params.flat_grads()");
+                                                   << " need a DeviceStaging of the flat gradients");
     return;
   }
   ST_CHECK(staging->device_data() == grads.raw() && staging->size() == grads.numel(),

@@ -12,22 +12,23 @@ constexpr const char* kNone = "none (one rank)";
 
 class SingleRankReducer final : public GradientReducer {
  public:
-  explicit SingleRankReducer(nn::ParameterSet& params)
-      : params_(params), ready_(static_cast<std::size_t>(params.num_parameters()), 0) {}
+  explicit SingleRankReducer(const FlatLayout& gradients)
+      : grads_(gradients), ready_(static_cast<std::size_t>(gradients.num_segments()), 0) {}
 
   std::string name() const override { return kNone; }
   void begin_step() override { std::fill(ready_.begin(), ready_.end(), 0); }
   void on_grad_ready(int index) override {
-    ST_CHECK(index >= 0 && index < params_.num_parameters(),
-             "internal error: gradient ready for parameter " << index << " of " << params_.num_parameters());
+    ST_CHECK(index >= 0 && index < grads_.num_segments(),
+             "internal error: gradient ready for parameter " << index << " of " << grads_.num_segments());
     ready_[static_cast<std::size_t>(index)] = 1;
   }
   // The gradients are the mean already; a gradient backward never announced is the same bug a
   // bucketed reducer reports (its bucket would never start on a run of several ranks).
   void finish() override {
-    for (int i = 0; i < params_.num_parameters(); ++i)
+    for (int i = 0; i < grads_.num_segments(); ++i)
       ST_CHECK(ready_[static_cast<std::size_t>(i)],
-               "internal error: backward never marked the gradient of " << params_.parameter_info(i).name << " ready");
+               "internal error: backward never marked the gradient of " << grads_.segments[static_cast<std::size_t>(i)].name
+                                                                       << " ready");
   }
   int64_t bytes_per_step() const override { return 0; }
   Json layout() const override {
@@ -51,14 +52,14 @@ class SingleRankReducer final : public GradientReducer {
   void allreduce_now(float*, int64_t) override {}  // the sum over one rank: the data itself
 
  private:
-  nn::ParameterSet& params_;
+  const FlatLayout grads_;
   std::vector<char> ready_;
 };
 
 }  // namespace
 
-std::unique_ptr<GradientReducer> make_single_rank_reducer(nn::ParameterSet& params) {
-  return std::make_unique<SingleRankReducer>(params);
+std::unique_ptr<GradientReducer> make_single_rank_reducer(const FlatLayout& gradients) {
+  return std::make_unique<SingleRankReducer>(gradients);
 }
 
 }  // namespace scaletrain::comm

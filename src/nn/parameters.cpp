@@ -65,4 +65,15 @@ std::vector<TensorInfo> ParameterSet::state_infos() const {
   return all;
 }
 
+FlatLayout ParameterSet::gradient_layout() {
+  ST_CHECK(finalized(), "gradient_layout(): the ParameterSet is not finalized");
+  FlatLayout layout;
+  layout.flat = &flat_grads_;
+  for (int i = 0; i < num_parameters(); ++i) {
+    const TensorInfo& info = parameter_info(i);
+    layout.segments.push_back({info.name, info.offset, shape_numel(info.shape)});
+  }
+  return layout;
+}
+
 }  // namespace scaletrain::nn

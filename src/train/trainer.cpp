@@ -310,11 +310,11 @@ void Training::build_run_state() {
 void Training::build_communication() {
   nn::ParameterSet& params = state_->params();
   if (ctx_->device() != Device::cpu && comm_.size() == 1) {
-    reducer_ = comm::make_single_rank_reducer(params);
+    reducer_ = comm::make_single_rank_reducer(params.gradient_layout());
   } else {
     std::shared_ptr<DeviceStaging> staging;
     if (ctx_->device() != Device::cpu) staging = DeviceStaging::create(*ctx_, params.flat_grads());
-    reducer_ = comm::make_gradient_reducer(*topology_, params, allreduce_options(cfg_), bucket_options(cfg_), staging);
+    reducer_ = comm::make_gradient_reducer(*topology_, params.gradient_layout(), allreduce_options(cfg_), bucket_options(cfg_), staging);
   }
   accumulator_ = std::make_unique<GradientAccumulator>(*ctx_, params, cfg_.accumulate_steps,
                                                        [this](int i) { reducer_->on_grad_ready(i); });

@@ -81,7 +81,7 @@ bool same_bits(ParameterSet& a, ParameterSet& b) {
 // The flat reducer's answer, for bitwise comparison.
 std::unique_ptr<ParameterSet> flat_reference(const comm::Communicator& world) {
   auto params = make_params();
-  auto flat = comm::make_flat_reducer(world, *params);
+  auto flat = comm::make_flat_reducer(world, params->gradient_layout());
   run_step(*flat, *params, world.rank(), backward_order(*params));
   return params;
 }
@@ -90,8 +90,8 @@ struct Expected {
   int first, last;
 };
 
-void check_plan(const ParameterSet& params, double bucket_mb, const std::vector<Expected>& expected) {
-  const auto buckets = comm::plan_buckets(params, bucket_mb);
+void check_plan(ParameterSet& params, double bucket_mb, const std::vector<Expected>& expected) {
+  const auto buckets = comm::plan_buckets(params.gradient_layout(), bucket_mb);
   BOOST_TEST_REQUIRE(buckets.size() == expected.size());
   for (std::size_t k = 0; k < buckets.size(); ++k) {
     BOOST_TEST_CONTEXT("bucket " << k << " at bucket_mb " << bucket_mb) {
@@ -123,14 +123,14 @@ BOOST_AUTO_TEST_CASE(bucket_plan_follows_backward_order) {
              {{9, 9}, {8, 8}, {7, 7}, {6, 6}, {5, 5}, {4, 4}, {3, 3}, {2, 2}, {1, 1}, {0, 0}});
   // The default 25 MiB: everything in one bucket.
   check_plan(*params, 25.0, {{0, 9}});
-  BOOST_CHECK_THROW(comm::plan_buckets(*params, 0.0), scaletrain::Error);
-  BOOST_CHECK_THROW(comm::plan_buckets(*params, -1.0), scaletrain::Error);
+  BOOST_CHECK_THROW(comm::plan_buckets(params->gradient_layout(), 0.0), scaletrain::Error);
+  BOOST_CHECK_THROW(comm::plan_buckets(params->gradient_layout(), -1.0), scaletrain::Error);
 }
 
 BOOST_AUTO_TEST_CASE(buckets_cover_the_buffer_contiguously) {
   auto params = make_params();
   for (int64_t floats : {1, 100, 1024, 3000, 5000}) {
-    const auto buckets = comm::plan_buckets(*params, mb_for_floats(floats));
+    const auto buckets = comm::plan_buckets(params->gradient_layout(), mb_for_floats(floats));
     int64_t end = params->parameter_count();  // walking backward from the end of the buffer
     int next_last = params->num_parameters() - 1;
     for (const auto& b : buckets) {
@@ -166,7 +166,7 @@ BOOST_AUTO_TEST_CASE(averages_exactly_and_as_flat_for_every_algorithm_and_layout
           BOOST_TEST_CONTEXT(algorithm << ", " << topo.describe() << ", buckets of " << floats << " floats, overlap "
                                        << overlap) {
             auto params = make_params();
-            auto reducer = comm::make_bucketed_reducer(allreducer, *params, {mb_for_floats(floats), overlap});
+            auto reducer = comm::make_bucketed_reducer(allreducer, params->gradient_layout(), {mb_for_floats(floats), overlap});
             BOOST_TEST(reducer->bytes_per_step() == params->parameter_count() * 4);
             // Two steps: the second reuses the same buckets.
             for (int step = 0; step < 2; ++step) {
@@ -192,7 +192,7 @@ BOOST_AUTO_TEST_CASE(out_of_order_readiness_still_averages_correctly) {
   ao.algorithm = "hierarchical";
   comm::AllReducer allreducer(topo, ao);
   auto params = make_params();
-  auto reducer = comm::make_bucketed_reducer(allreducer, *params, {mb_for_floats(1024), true});
+  auto reducer = comm::make_bucketed_reducer(allreducer, params->gradient_layout(), {mb_for_floats(1024), true});
   // Forward order, and a rank-dependent shuffle: every rank still starts the buckets in the same
   // sequence, so nothing hangs and the result is exact.
   std::vector<int> forward;
@@ -215,7 +215,7 @@ BOOST_AUTO_TEST_CASE(compressed_gradients_average_exactly) {
     ao.compression = compression;
     comm::AllReducer allreducer(topo, ao);
     auto params = make_params();
-    auto reducer = comm::make_bucketed_reducer(allreducer, *params, {mb_for_floats(1024), true});
+    auto reducer = comm::make_bucketed_reducer(allreducer, params->gradient_layout(), {mb_for_floats(1024), true});
     run_step(*reducer, *params, r, backward_order(*params));
     BOOST_TEST(count_wrong(*params, p) == 0, comm::compression_name(compression));
   }
@@ -229,7 +229,7 @@ BOOST_AUTO_TEST_CASE(misuse_is_a_clear_error) {
   ao.algorithm = "flat";
   comm::AllReducer allreducer(topo, ao);
   auto params = make_params();
-  auto reducer = comm::make_bucketed_reducer(allreducer, *params, {mb_for_floats(1024), true});
+  auto reducer = comm::make_bucketed_reducer(allreducer, params->gradient_layout(), {mb_for_floats(1024), true});
 
   // p4 (a bucket of its own) never marked ready: the buckets before it complete, the error names it.
   reducer->begin_step();

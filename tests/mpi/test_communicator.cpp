@@ -171,7 +171,7 @@ BOOST_AUTO_TEST_CASE(flat_reducer_averages_exactly) {
   params.add_parameter("fc.bias", {10});
   params.add_buffer("bn.running_mean", {4});
   params.finalize();
-  auto reducer = scaletrain::comm::make_flat_reducer(comm, params);
+  auto reducer = scaletrain::comm::make_flat_reducer(comm, params.gradient_layout());
   BOOST_TEST(reducer->name() == "flat");
   BOOST_TEST(reducer->bytes_per_step() == (4 * 27 + 40 + 10) * 4);
 

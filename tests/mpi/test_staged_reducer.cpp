@@ -93,10 +93,10 @@ BOOST_AUTO_TEST_CASE(bucketed_staged_equals_unstaged_and_copies_each_bucket_once
         BOOST_TEST_CONTEXT(algorithm << ", buckets of " << floats << " floats, overlap " << overlap) {
           auto plain_params = make_params();
           auto staged_params = make_params();
-          auto plain = comm::make_bucketed_reducer(allreducer, *plain_params, {mb_for_floats(floats), overlap});
+          auto plain = comm::make_bucketed_reducer(allreducer, plain_params->gradient_layout(), {mb_for_floats(floats), overlap});
           std::shared_ptr<DeviceStaging> staging = DeviceStaging::create(ctx, staged_params->flat_grads());
           auto staged =
-              comm::make_bucketed_reducer(allreducer, *staged_params, {mb_for_floats(floats), overlap}, staging);
+              comm::make_bucketed_reducer(allreducer, staged_params->gradient_layout(), {mb_for_floats(floats), overlap}, staging);
           BOOST_TEST(staged->describe().find("through pinned host buffers") != std::string::npos);
           for (int step = 0; step < kSteps; ++step) {
             run_step(*plain, *plain_params, r, step);
@@ -104,7 +104,7 @@ BOOST_AUTO_TEST_CASE(bucketed_staged_equals_unstaged_and_copies_each_bucket_once
             BOOST_TEST(count_wrong(*staged_params, p, step) == 0, "step " << step);
             BOOST_TEST(same_bits(*staged_params, *plain_params), "step " << step);
           }
-          const auto buckets = comm::plan_buckets(*staged_params, mb_for_floats(floats));
+          const auto buckets = comm::plan_buckets(staged_params->gradient_layout(), mb_for_floats(floats));
           int64_t covered = 0;
           for (std::size_t k = 0; k < buckets.size(); ++k) {
             const DeviceStaging::Copies c = staging->copies(buckets[k].offset);
@@ -125,9 +125,9 @@ BOOST_AUTO_TEST_CASE(flat_staged_equals_unstaged_and_copies_once_per_step) {
   Context ctx;
   auto plain_params = make_params();
   auto staged_params = make_params();
-  auto plain = comm::make_flat_reducer(world, *plain_params);
+  auto plain = comm::make_flat_reducer(world, plain_params->gradient_layout());
   std::shared_ptr<DeviceStaging> staging = DeviceStaging::create(ctx, staged_params->flat_grads());
-  auto staged = comm::make_flat_reducer(world, *staged_params, staging);
+  auto staged = comm::make_flat_reducer(world, staged_params->gradient_layout(), staging);
   BOOST_TEST(staged->describe().find("through pinned host buffers") != std::string::npos);
   for (int step = 0; step < kSteps; ++step) {
     run_step(*plain, *plain_params, r, step);
@@ -181,8 +181,8 @@ BOOST_AUTO_TEST_CASE(a_staging_of_another_buffer_is_refused) {
   auto params = make_params();
   auto other = make_params();
   std::shared_ptr<DeviceStaging> wrong = DeviceStaging::create(ctx, other->flat_grads());
-  BOOST_CHECK_THROW(comm::make_bucketed_reducer(allreducer, *params, {}, wrong), scaletrain::Error);
-  BOOST_CHECK_THROW(comm::make_flat_reducer(world, *params, wrong), scaletrain::Error);
+  BOOST_CHECK_THROW(comm::make_bucketed_reducer(allreducer, params->gradient_layout(), {}, wrong), scaletrain::Error);
+  BOOST_CHECK_THROW(comm::make_flat_reducer(world, params->gradient_layout(), wrong), scaletrain::Error);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -143,7 +143,7 @@ BOOST_AUTO_TEST_CASE(gradient_bytes_and_buckets_match_the_model) {
   const Calibration& c = sweep().calibration;
   BOOST_TEST(c.gradient_bytes == 4 * kResnet20Rgb10Parameters);
   const auto model = models::make_model("resnet20", 10, 3);
-  const std::vector<GradientBucket> plan = comm::plan_buckets(model->params(), 0.1);
+  const std::vector<GradientBucket> plan = comm::plan_buckets(model->params().gradient_layout(), 0.1);
   BOOST_TEST_REQUIRE(plan.size() >= 5u, "the test needs several buckets");
   BOOST_TEST_REQUIRE(c.buckets.size() == plan.size());
   int64_t sum = 0;

@@ -27,7 +27,7 @@ BOOST_AUTO_TEST_SUITE(single_rank_reducer)
 
 BOOST_AUTO_TEST_CASE(finish_leaves_the_gradients_as_backward_wrote_them) {
   auto params = make_params();
-  auto reducer = st::comm::make_single_rank_reducer(*params);
+  auto reducer = st::comm::make_single_rank_reducer(params->gradient_layout());
   st::Tensor& g = params->flat_grads();
   for (int step = 0; step < 2; ++step) {
     reducer->begin_step();
@@ -45,7 +45,7 @@ BOOST_AUTO_TEST_CASE(finish_leaves_the_gradients_as_backward_wrote_them) {
 
 BOOST_AUTO_TEST_CASE(a_gradient_never_announced_is_named) {
   auto params = make_params();
-  auto reducer = st::comm::make_single_rank_reducer(*params);
+  auto reducer = st::comm::make_single_rank_reducer(params->gradient_layout());
   reducer->begin_step();
   reducer->on_grad_ready(2);
   reducer->on_grad_ready(0);

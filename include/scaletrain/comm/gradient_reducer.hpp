@@ -21,7 +21,7 @@
 #include "scaletrain/comm/allreduce.hpp"
 #include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/core/json.hpp"
-#include "scaletrain/nn/parameters.hpp"
+#include "scaletrain/tensor/flat_layout.hpp"
 
 namespace scaletrain::comm {
 
@@ -33,7 +33,7 @@ class GradientReducer {
   virtual void begin_step() {}
   // Called during backward when parameter `index`'s gradient is written.
   virtual void on_grad_ready(int index) { (void)index; }
-  // Returns when params.flat_grads() holds the mean over ranks; the time spent waiting here
+  // Returns when the flat gradients holds the mean over ranks; the time spent waiting here
   // is the exposed communication time.
   virtual void finish() = 0;
   // Bytes all-reduced per step (for the report).
@@ -55,9 +55,9 @@ class GradientReducer {
 };
 
 // One MPI all-reduce of the whole flat gradient buffer after backward, then divide by size.
-// `staging` (a mirror of params.flat_grads()): copy all to the host, all-reduce and divide there,
+// `staging` (a mirror of the flat gradients): copy all to the host, all-reduce and divide there,
 // copy back. Required when the gradients are not on the CPU.
-std::unique_ptr<GradientReducer> make_flat_reducer(const Communicator& comm, nn::ParameterSet& params,
+std::unique_ptr<GradientReducer> make_flat_reducer(const Communicator& comm, const FlatLayout& gradients,
                                                    std::shared_ptr<DeviceStaging> staging = nullptr);
 
 struct BucketOptions {
@@ -68,8 +68,9 @@ struct BucketOptions {
   bool overlap = true;
 };
 
-// One bucket: parameters first_param..last_param (forward registration order, inclusive), i.e.
-// elements [offset, offset + count) of params.flat_grads(). Buckets are numbered in backward
+// One bucket: parameters (the layout's segments) first_param..last_param (forward registration
+// order, inclusive), i.e.
+// elements [offset, offset + count) of the flat gradients. Buckets are numbered in backward
 // order: bucket 0 holds the last parameters registered (the first gradients backward writes).
 struct GradientBucket {
   int first_param = 0;
@@ -81,21 +82,22 @@ struct GradientBucket {
 // The bucket plan: walking the parameters from the last registered to the first, a parameter
 // joins the current bucket while the bucket stays within bucket_mb; otherwise it starts a new
 // bucket. A parameter larger than a bucket thus gets a bucket of its own. bucket_mb must be > 0.
-std::vector<GradientBucket> plan_buckets(const nn::ParameterSet& params, double bucket_mb);
+std::vector<GradientBucket> plan_buckets(const FlatLayout& gradients, double bucket_mb);
 
-// Bucketed, optionally overlapped reducer on `reducer` (which must outlive it, as must
-// params). Buckets start in bucket order on every rank (a complete bucket waits for the ones
+// Bucketed, optionally overlapped reducer on `reducer` (which must outlive it, as must the
+// gradients' buffer; the layout is copied). Buckets start in bucket order on every rank (a complete bucket waits for the ones
 // before it), so every rank starts the same sequence of all-reduces even if gradients arrive in
 // another order. finish() throws a clear error naming any parameter never marked ready.
-// `staging` (a mirror of params.flat_grads(), DeviceStaging::create): every bucket is all-reduced
+// `staging` (a mirror of the flat gradients, DeviceStaging::create): every bucket is all-reduced
 // through it; required when the gradients are not on the CPU.
-std::unique_ptr<GradientReducer> make_bucketed_reducer(AllReducer& reducer, nn::ParameterSet& params,
+std::unique_ptr<GradientReducer> make_bucketed_reducer(AllReducer& reducer, const FlatLayout& gradients,
                                                        const BucketOptions& options = {},
                                                        std::shared_ptr<DeviceStaging> staging = nullptr);
 
 // The trainer's reducer: an AllReducer over `topology` (its communication thread; auto
-// calibrates here, collectively) owned by a bucketed reducer on params (which must outlive it).
-std::unique_ptr<GradientReducer> make_gradient_reducer(const Topology& topology, nn::ParameterSet& params,
+// calibrates here, collectively) owned by a bucketed reducer on the gradients (whose buffer must
+// outlive it).
+std::unique_ptr<GradientReducer> make_gradient_reducer(const Topology& topology, const FlatLayout& gradients,
                                                        const AllReduceOptions& allreduce_options,
                                                        const BucketOptions& bucket_options,
                                                        std::shared_ptr<DeviceStaging> staging = nullptr);
@@ -104,6 +106,6 @@ std::unique_ptr<GradientReducer> make_gradient_reducer(const Topology& topology,
 // nothing is copied to the host, all-reduced or copied back (a ResNet-50 step would otherwise move
 // its 102 MB of gradients out and in for nothing). It still checks at finish() that backward
 // announced every gradient, as a bucketed reducer's missing bucket would. Its report says "none".
-std::unique_ptr<GradientReducer> make_single_rank_reducer(nn::ParameterSet& params);
+std::unique_ptr<GradientReducer> make_single_rank_reducer(const FlatLayout& gradients);
 
 }  // namespace scaletrain::comm

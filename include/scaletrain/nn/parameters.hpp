@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "scaletrain/tensor/flat_layout.hpp"
 #include "scaletrain/tensor/tensor.hpp"
 
 namespace scaletrain::nn {
@@ -44,6 +45,9 @@ class ParameterSet {
   Tensor& buffer(int i) { return buffer_values_.at(i); }
   Tensor& flat_values() { return flat_values_; }
   Tensor& flat_grads() { return flat_grads_; }
+  // The flat gradient buffer as named segments, one per parameter in registration order: what
+  // gradient communication takes (comm does not depend on nn). Needs finalize().
+  FlatLayout gradient_layout();
   // All buffers (batch-norm running statistics) in one flat tensor, for broadcast/averaging.
   Tensor& flat_buffers() { return flat_buffers_; }
 
