@@ -1,4 +1,4 @@
-// Batches of named tensors, and the choice of task by model (task.hpp).
+// Batches of named tensors, and the task of a model, from the model registry (task.hpp).
 #include "scaletrain/train/task.hpp"
 
 #include <filesystem>
@@ -46,23 +46,51 @@ Batch Batch::rows(int64_t first, int64_t count) const {
   return out;
 }
 
+namespace {
+
+using TaskOpener = std::unique_ptr<Task> (*)(const TrainConfig&, const comm::Communicator&);
+
+// The tasks, by the name the model registry gives a model's task and a dataset's shards carry
+// (their `task` attribute; image shards written before it existed have none).
+struct TaskEntry {
+  const char* name;
+  const char* words;  // for messages
+  TaskOpener open;
+};
+constexpr TaskEntry kTasks[] = {
+    {models::kTaskImageClassification, "image classification", open_image_classification_task},
+    {models::kTaskRecommendation, "recommendation", open_recommendation_task},
+};
+
+const TaskEntry* find_task(const std::string& name) {
+  for (const TaskEntry& t : kTasks)
+    if (name == t.name) return &t;
+  return nullptr;
+}
+
+}  // namespace
+
 std::unique_ptr<Task> open_task(const TrainConfig& c, const comm::Communicator& comm) {
-  const models::ModelEntry& model = models::model_entry(c.model);
+  const TaskEntry* model_task_entry = find_task(models::model_entry(c.model).task);
+  ST_CHECK(model_task_entry, "internal: --model " << c.model << "'s task has no entry in the task table");
+  const TaskEntry& model_task = *model_task_entry;
   // --verify-data: whole shards first, before HDF5 reads any of them.
   if (c.verify_data)
     for (const char* split : {"train", "val"})
       data::require_intact((std::filesystem::path(c.data_dir) / split).string(), comm);
-  // The dataset's own task (its shards' `task` attribute; image shards may have none).
-  const std::string data_task = data::split_task(c.data_dir, "train");
-  const bool recommendation_data = data_task == data::kTaskRecommendation;
-  const bool recommendation_model = model.task == models::kTaskRecommendation;
-  if (recommendation_data != recommendation_model)
-    throw UsageError("dataset " + c.data_dir + " is for the " +
-                     (recommendation_data ? std::string("recommendation") : std::string("image classification")) +
-                     " task, but --model " + c.model + " is " +
-                     (recommendation_model ? "a recommendation" : "an image classification") + " model");
-  if (recommendation_model) return open_recommendation_task(c, comm);
-  return open_image_classification_task(c, comm);
+  // The dataset's own task; shards without the attribute are image classification's.
+  std::string data_task_name = data::split_task(c.data_dir, "train");
+  if (data_task_name.empty()) data_task_name = models::kTaskImageClassification;
+  const TaskEntry* data_task_entry = find_task(data_task_name);
+  if (!data_task_entry)
+    throw UsageError("dataset " + c.data_dir + " is for the task '" + data_task_name + "', which --model " + c.model +
+                     " (" + model_task.words + ") is not");
+  const TaskEntry& data_task = *data_task_entry;
+  if (&data_task != &model_task)
+    throw UsageError("dataset " + c.data_dir + " is for the " + data_task.words + " task, but --model " + c.model +
+                     " is " + (model_task.name == std::string(models::kTaskImageClassification) ? "an " : "a ") +
+                     model_task.words + " model");
+  return model_task.open(c, comm);
 }
 
 }  // namespace scaletrain::train
