@@ -1,9 +1,10 @@
-// The calibration sweep (calibrate.hpp): the trainer's step timed phase by phase on synthetic
-// batches, the bucket ready times recorded through the trainer's own grad-ready hook, and the
-// input pipeline's rate through the trainer's loader.
+// The calibration sweep (calibrate.hpp): the trainer's own step (train/training_step.hpp) timed
+// phase by phase on the task's synthetic batches, the bucket ready times recorded through the
+// step's grad-ready wiring, and the input pipeline's rate through the task's training batches.
 #include "scaletrain/advisor/calibrate.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <memory>
@@ -11,14 +12,10 @@
 
 #include "scaletrain/backend/context.hpp"
 #include "scaletrain/core/error.hpp"
-#include "scaletrain/core/rng.hpp"
 #include "scaletrain/core/timer.hpp"
-#include "scaletrain/data/loader.hpp"
-#include "scaletrain/models/model.hpp"
-#include "scaletrain/ops/loss.hpp"
-#include "scaletrain/ops/normalize.hpp"
 #include "scaletrain/optim/optimizer.hpp"
 #include "scaletrain/train/config.hpp"
+#include "scaletrain/train/training_step.hpp"
 
 namespace scaletrain::advisor {
 namespace {
@@ -29,16 +26,11 @@ constexpr double kMinReadyFraction = 1e-6;
 
 // The calibration's instrument: the gradient reducer of a one-rank run (the mean over one rank is
 // the gradient itself, so finish() has nothing to reduce) that records when backward announces
-// each parameter's gradient, seconds after begin_step(). It is wired into backward as the
-// trainer wires its reducer (the grad-ready hook of the ParameterSet), so it sees the same calls.
+// each parameter's gradient, seconds after begin_step(). The training step wires it into backward
+// as the trainer's reducer, so it sees the same calls.
 class GradReadyRecorder final : public comm::GradientReducer {
  public:
-  explicit GradReadyRecorder(nn::ParameterSet& params) : params_(params), ready_s_(params.num_parameters(), -1.0) {
-    params_.set_grad_ready_hook([this](int i) { on_grad_ready(i); });
-  }
-  ~GradReadyRecorder() override { params_.set_grad_ready_hook(nullptr); }
-  GradReadyRecorder(const GradReadyRecorder&) = delete;
-  GradReadyRecorder& operator=(const GradReadyRecorder&) = delete;
+  explicit GradReadyRecorder(nn::ParameterSet& params) : params_(params), ready_s_(params.num_parameters(), -1.0) {}
 
   std::string name() const override { return "grad-ready recorder (one rank, calibration)"; }
   void begin_step() override {
@@ -74,87 +66,65 @@ class GradReadyRecorder final : public comm::GradientReducer {
   Stopwatch clock_;
 };
 
-// One synthetic batch: uint8 pixels (B, H, W, C), as the loader hands them over, and labels (B).
-struct SyntheticBatch {
-  Tensor pixels, labels;
-};
-
-SyntheticBatch synthetic_batch(const SweepOptions& o, int64_t batch) {
-  SyntheticBatch b;
-  b.pixels = Tensor::empty({batch, o.image_height, o.image_width, o.in_channels}, DType::u8);
-  b.labels = Tensor::empty({batch}, DType::i32);
-  Rng rng = Rng::derive(o.seed, static_cast<uint64_t>(batch));
-  uint8_t* pixels = b.pixels.data<uint8_t>();
-  for (int64_t i = 0; i < b.pixels.numel(); ++i) pixels[i] = static_cast<uint8_t>(rng.below(256));
-  int32_t* labels = b.labels.data<int32_t>();
-  for (int64_t i = 0; i < batch; ++i) labels[i] = static_cast<int32_t>(rng.below(o.num_classes));
-  return b;
-}
-
 struct StepTimes {
   double forward_s = 0.0, backward_s = 0.0, optimizer_s = 0.0;
   std::vector<double> ready_s;  // per parameter, from the start of backward
 };
 
-// A freshly initialised model with the trainer's default optimizer, stepped as the trainer steps
-// it (trainer.cpp train_step, forward_and_backward, forward_and_loss), each phase timed.
+// The calibration's watch on the step: each phase's seconds to the end of its work on the device
+// (synchronize: a no-op on the CPU).
+class PhaseStopwatch final : public train::StepPhaseWatcher {
+ public:
+  explicit PhaseStopwatch(Context& ctx) : ctx_(ctx) {}
+  void begin(report::Phase) override { clock_.reset(); }
+  void end(report::Phase phase) noexcept override {
+    ctx_.synchronize();
+    seconds_[static_cast<int>(phase)] = clock_.elapsed();
+  }
+  double seconds(report::Phase phase) const { return seconds_[static_cast<int>(phase)]; }
+
+ private:
+  Context& ctx_;
+  Stopwatch clock_;
+  std::array<double, report::kNumPhases> seconds_{};
+};
+
+// A freshly initialised network of the subject's task with the trainer's optimizer for it, stepped
+// by the trainer's own step (train/training_step.hpp), each phase timed.
 class TimedTrainingStep {
  public:
-  TimedTrainingStep(Context& ctx, const SweepOptions& o)
-      : ctx_(ctx), model_(models::make_model(o.model, o.num_classes, o.in_channels)) {
-    model_->initialize(o.seed);
-    config_.model = o.model;
-    optimizer_ = train::make_optimizer(config_, model_->params());
-    recorder_ = std::make_unique<GradReadyRecorder>(model_->params());
-    mean_.assign(o.in_channels, 0.5);  // any normalisation costs the same
-    std_.assign(o.in_channels, 0.25);
+  TimedTrainingStep(Context& ctx, const SweepSubject& subject, uint64_t seed)
+      : ctx_(ctx), config_(subject.config), network_(subject.task.make_network(seed)) {
+    optimizer_ = train::make_optimizer(config_, network_->params());
+    recorder_ = std::make_unique<GradReadyRecorder>(network_->params());
+    step_ = std::make_unique<train::TrainingStep>(ctx_, subject.task, *network_, *optimizer_, *recorder_,
+                                                  /*accumulate_steps=*/1);
   }
 
-  StepTimes run(const SyntheticBatch& batch) {
-    StepTimes t;
-    double loss = 0.0;
-    t.forward_s = timed([&] { loss = forward_and_loss(batch); });
-    t.backward_s = timed([&] {
-      recorder_->begin_step();
-      model_->backward(ctx_, dlogits_);
-    });
-    recorder_->finish();
-    t.ready_s = recorder_->ready_seconds();
-    t.optimizer_s = timed([&] { optimizer_->step(ctx_, config_.base_lr); });
+  StepTimes run(const train::Batch& batch) {
+    PhaseStopwatch watch(ctx_);
+    const double loss = step_->run(batch, batch.size(), config_.base_lr, watch);
     // As the trainer: a diverged model would be timed on NaNs, which some CPUs run slower.
-    ST_CHECK(std::isfinite(loss), "calibration of " << model_->name() << " at batch " << batch.labels.numel()
+    ST_CHECK(std::isfinite(loss), "calibration of " << network_->name() << " at batch " << batch.size()
                                                     << ": the loss is " << loss << " after " << optimizer_->steps()
                                                     << " steps");
+    StepTimes t;
+    t.forward_s = watch.seconds(report::Phase::forward);
+    t.backward_s = watch.seconds(report::Phase::backward);
+    t.optimizer_s = watch.seconds(report::Phase::optimizer);
+    t.ready_s = recorder_->ready_seconds();
     return t;
   }
 
-  nn::ParameterSet& params() { return model_->params(); }
+  nn::ParameterSet& params() { return network_->params(); }
 
  private:
-  // Seconds a phase takes, to the end of its work on the device (synchronize: a no-op on the CPU).
-  double timed(const std::function<void()>& phase) {
-    Stopwatch clock;
-    phase();
-    ctx_.synchronize();
-    return clock.elapsed();
-  }
-
-  double forward_and_loss(const SyntheticBatch& batch) {
-    if (!input_.defined() || input_.shape() != batch.pixels.shape()) input_ = Tensor::empty(batch.pixels.shape());
-    ops::normalize_images(ctx_, batch.pixels, mean_, std_, input_);
-    Tensor logits = model_->forward(ctx_, input_, /*training=*/true);
-    if (!dlogits_.defined() || dlogits_.shape() != logits.shape()) dlogits_ = Tensor::empty(logits.shape());
-    return ops::softmax_cross_entropy(ctx_, logits, batch.labels, static_cast<float>(config_.label_smoothing),
-                                      dlogits_);
-  }
-
   Context& ctx_;
-  train::TrainConfig config_;  // the trainer's defaults: SGD, learning rate, label smoothing
-  std::unique_ptr<models::Model> model_;
+  const train::TrainConfig& config_;
+  std::unique_ptr<models::Network> network_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<GradReadyRecorder> recorder_;
-  std::vector<double> mean_, std_;
-  Tensor input_, dlogits_;
+  std::unique_ptr<train::TrainingStep> step_;
 };
 
 void check_sweep_options(const SweepOptions& o) {
@@ -167,20 +137,38 @@ void check_sweep_options(const SweepOptions& o) {
   ST_CHECK(o.steps >= 1, "calibration: " << o.steps << " timed steps per batch size (at least 1)");
   ST_CHECK(o.warmup_steps >= 0, "calibration: " << o.warmup_steps << " warm-up steps");
   ST_CHECK(o.bucket_mb > 0 && std::isfinite(o.bucket_mb), "calibration: bucket capacity " << o.bucket_mb << " MiB");
-  ST_CHECK(o.image_height > 0 && o.image_width > 0,
-           "calibration: image size " << o.image_height << "x" << o.image_width);
+}
+
+}  // namespace
+
+namespace {
+
+train::DataShape images(int classes, int size) {
+  train::DataShape s;
+  s.num_classes = classes;
+  s.channels = 3;
+  s.height = s.width = size;
+  return s;
 }
 
 }  // namespace
 
 ModelDefaults model_defaults(const std::string& model) {
   train::check_model_name(model);
-  // ILSVRC2012's training set (the MLPerf ResNet-50 benchmark) and CIFAR-10's (He et al. 2016,
-  // section 4.2). Batches: a CPU does a ResNet-50 sample at 224x224 in about 50x the time of a
-  // ResNet-20 sample at 32x32.
+  // ILSVRC2012's training set (the MLPerf ResNet-50 benchmark), CIFAR-10's (He et al. 2016,
+  // section 4.2) and MovieLens-20M's leave-one-out training positives (20,000,263 ratings less
+  // one held out for each of 138,493 users) with 4 negatives each, an epoch of the MLPerf NCF
+  // reference. Batches: a CPU does a ResNet-50 sample at 224x224 in about 50x the time of a
+  // ResNet-20 sample at 32x32; an NCF sample is a few embedding rows and a small MLP.
   if (model == "resnet50")
-    return {"ImageNet (ILSVRC2012 train)", 1281167, 1000, 3, train::default_image_size(model), {2, 4, 8}};
-  return {"CIFAR-10 train", 50000, 10, 3, train::default_image_size(model), {8, 16, 32}};
+    return {"ImageNet (ILSVRC2012 train)", 1281167, images(1000, train::default_image_size(model)), {2, 4, 8}};
+  if (model == "ncf") {
+    train::DataShape ml20m;
+    ml20m.num_users = 138493;
+    ml20m.num_items = 26744;
+    return {"MovieLens-20M (ml-20m) train, 4 negatives per positive", 19861770 * 5, ml20m, {256, 1024, 4096}};
+  }
+  return {"CIFAR-10 train", 50000, images(10, train::default_image_size(model)), {8, 16, 32}};
 }
 
 double median(std::vector<double> values) {
@@ -243,9 +231,9 @@ std::vector<BucketTiming> bucket_timings(const std::vector<comm::GradientBucket>
   return out;
 }
 
-BatchMeasurement measure_batch(Context& ctx, const SweepOptions& o, int64_t batch) {
-  TimedTrainingStep step(ctx, o);
-  const SyntheticBatch input = synthetic_batch(o, batch);
+BatchMeasurement measure_batch(Context& ctx, const SweepSubject& subject, const SweepOptions& o, int64_t batch) {
+  TimedTrainingStep step(ctx, subject, o.seed);
+  const train::Batch input = subject.task.synthetic_batch(batch, o.seed);
   const std::vector<comm::GradientBucket> buckets = comm::plan_buckets(step.params().gradient_layout(), o.bucket_mb);
   for (int i = 0; i < o.warmup_steps; ++i) step.run(input);
   std::vector<double> forward, backward, optimizer;
@@ -274,32 +262,34 @@ LinearCurve fitted_curve(const std::vector<BatchPoint>& points, double BatchPoin
   return fit_batch_curve(xy);
 }
 
-// measure_batch, its errors naming the model, batch and image size (an op's own message does not
+// measure_batch, its errors naming the model, batch and input shape (an op's own message does not
 // say which step of the sweep it was in: a batch of 1 at a small image size leaves batch norm one
 // value per channel, for instance).
-BatchMeasurement measure_batch_in_context(Context& ctx, const SweepOptions& o, int64_t batch) {
+BatchMeasurement measure_batch_in_context(Context& ctx, const SweepSubject& subject, const SweepOptions& o,
+                                          int64_t batch) {
   try {
-    return measure_batch(ctx, o, batch);
+    return measure_batch(ctx, subject, o, batch);
   } catch (const Error& e) {
-    ST_THROW("calibration of " << o.model << " at batch " << batch << ", " << o.image_height << "x" << o.image_width
-                               << "x" << o.in_channels << ": " << error_text(e));
+    ST_THROW("calibration of " << subject.config.model << " at batch " << batch << ", " << subject.task.describe_shape()
+                               << ": " << error_text(e));
   }
 }
 
 }  // namespace
 
-Calibration run_sweep(Context& ctx, const SweepOptions& o, const std::function<void(const BatchPoint&)>& on_point) {
+Calibration run_sweep(Context& ctx, const SweepSubject& subject, const SweepOptions& o,
+                      const std::function<void(const BatchPoint&)>& on_point) {
   check_sweep_options(o);
   std::vector<int64_t> batches = o.batches;
   std::sort(batches.begin(), batches.end());
   Calibration c;
-  c.model = o.model;
+  c.model = subject.config.model;
   c.precision = "fp32";
   c.bucket_mb = o.bucket_mb;
-  c.default_batch = train::TrainConfig().batch_size;
+  c.default_batch = subject.config.batch_size;
   BatchMeasurement largest;  // batches ascend: the last one measured
   for (int64_t b : batches) {
-    largest = measure_batch_in_context(ctx, o, b);
+    largest = measure_batch_in_context(ctx, subject, o, b);
     c.points.push_back(largest.point);
     if (on_point) on_point(largest.point);
   }
@@ -308,34 +298,32 @@ Calibration run_sweep(Context& ctx, const SweepOptions& o, const std::function<v
   std::vector<double> optimizer;
   for (const BatchPoint& p : c.points) optimizer.push_back(p.optimizer_s);
   c.optimizer_s = median(optimizer);
-  // The layout of the model as measured (parameters are fixed by model, classes and channels).
-  const auto model = models::make_model(o.model, o.num_classes, o.in_channels);
-  c.gradient_bytes = model->params().parameter_count() * static_cast<int64_t>(sizeof(float));
-  c.buckets = bucket_timings(comm::plan_buckets(model->params().gradient_layout(), o.bucket_mb), largest.bucket_fractions);
+  // The layout of the network as measured (its parameters are fixed by the model and the dataset's
+  // shape: classes and channels, users and items).
+  const auto network = subject.task.make_network(o.seed);
+  c.gradient_bytes = network->params().parameter_count() * static_cast<int64_t>(sizeof(float));
+  c.buckets =
+      bucket_timings(comm::plan_buckets(network->params().gradient_layout(), o.bucket_mb), largest.bucket_fractions);
   return c;
 }
 
-double measure_input_rate(const data::SplitInfo& split, const data::LoaderOptions& options, int batches) {
+double measure_input_rate(train::BatchSource& source, int64_t skipped, int batches, const std::string& dataset) {
   ST_CHECK(batches >= 1, "calibration: " << batches << " input batches to time (at least 1)");
-  data::Loader loader(split, 0, 1, options);
-  // The first prefetch + 1 batches start together with the epoch: they measure the threads' start
-  // and the first reads, not the pipeline's rate. Timing starts when the last of them arrives.
-  const int64_t skipped = options.prefetch + 1;
-  const int64_t available = loader.steps_per_epoch();
-  ST_CHECK(available > skipped, "dataset " << split.dir << " has " << split.samples << " samples: " << available
-                                           << " batches of " << options.batch_size
-                                           << ", too few to time its input pipeline (it needs more than " << skipped
-                                           << ": use a smaller batch or more samples)");
+  const int64_t available = source.steps_per_epoch();
+  ST_CHECK(available > skipped, "dataset " << dataset << ": " << available
+                                           << " batches per epoch, too few to time its input pipeline (it needs "
+                                              "more than "
+                                           << skipped << ": use a smaller batch or more samples)");
   const int64_t timed = std::min<int64_t>(batches, available - skipped);
-  loader.start_epoch(0);
-  Tensor images, labels;
-  for (int64_t i = 0; i < skipped; ++i) loader.next(images, labels);
+  source.start_epoch(0, 0);
+  // Timing starts when the last of the batches that start with the epoch arrives.
+  train::Batch batch;
+  for (int64_t i = 0; i < skipped; ++i) source.next(batch);
   Stopwatch clock;
   int64_t samples = 0;
   for (int64_t i = 0; i < timed; ++i) {
-    ST_CHECK(loader.next(images, labels),
-             "internal: the loader ended after " << skipped + i << " of " << available << " batches");
-    samples += labels.numel();
+    ST_CHECK(source.next(batch), "internal: the training batches ended after " << skipped + i << " of " << available);
+    samples += batch.size();
   }
   return static_cast<double>(samples) / std::max(clock.elapsed(), 1e-9);
 }

@@ -9,21 +9,22 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
-#include <optional>
 #include <sstream>
 #include <tuple>
 
 #include "cli/advisor_commands.hpp"
 #include "cli/option_ranges.hpp"
 #include "cli/subcommand.hpp"
+#include "cli/train_options.hpp"
 #include "scaletrain/advisor/calibrate.hpp"
 #include "scaletrain/backend/context.hpp"
 #include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/log.hpp"
 #include "scaletrain/data/dataset.hpp"
-#include "scaletrain/data/loader.hpp"
+#include "scaletrain/models/registry.hpp"
 #include "scaletrain/train/config.hpp"
+#include "scaletrain/train/task.hpp"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -64,13 +65,16 @@ po::options_description calibrate_options(CalibrateCommand& c) {
       "untimed steps before them (oneDNN primitive creation, first-touch allocation)")(
       "threads", po::value(&c.threads)->default_value(c.threads), "CPU threads (0 = the node's cores)")(
       "image-size", po::value<std::string>(),
-      "H,W: the model's input size (default 224,224 for resnet50, 32,32 for resnet20; a raw --data's own size)")(
+      "H,W: an image model's input size (default 224,224 for resnet50, 32,32 for resnet20; a raw --data's own "
+      "size)")(
       "bucket-mb", po::value(&c.bucket_mb)->default_value(c.bucket_mb, "25"),
       "gradient bucket size in MiB, as the trainer's --bucket-mb: the bucket layout and ready times are for it")(
       "data", po::value(&c.data_dir),
-      "dataset directory (docs/dataset-format.md): time its train split's input pipeline, one rank, with the "
-      "trainer's loader, and take its sample count and image shape; without it input_samples_per_s is 0 (not "
-      "measured) and train_samples is the model's standard dataset (ImageNet 1,281,167; CIFAR-10 50,000)")(
+      "dataset directory of the model's task (docs/dataset-format.md): time its train split's input pipeline, one "
+      "rank, with the trainer's batches, and take its sample count and shape (image size and classes; users and "
+      "items); without it input_samples_per_s is 0 (not measured) and the model's standard dataset gives "
+      "train_samples and the shape (ImageNet 1,281,167; CIFAR-10 50,000; MovieLens-20M 99,308,850 with 4 "
+      "negatives per positive)")(
       "io", po::value(&c.io)->default_value(c.io),
       "with --data: shard reader, posix | mmap | mpiio | mpiio-collective")(
       "data-threads", po::value(&c.data_threads)->default_value(c.data_threads), "with --data: decode/augment threads")(
@@ -120,8 +124,12 @@ bool parse_calibrate_command(int argc, char** argv, CalibrateCommand& c) {
     return false;
   train::check_model_name(c.model);
   if (vm.count("batches")) c.batches = parse_batches(vm["batches"].as<std::string>());
-  if (vm.count("image-size"))
+  if (vm.count("image-size")) {
+    const std::string task = models::model_entry(c.model).task;
+    if (task != models::kTaskImageClassification)
+      throw UsageError("--image-size: --model " + c.model + " takes no images (its task is " + task + ")");
     std::tie(c.image_height, c.image_width) = parse_image_size(vm["image-size"].as<std::string>());
+  }
   check_output_path(c.output);
   if (vm.count("data")) {
     if (c.data_dir.empty()) throw UsageError("--data needs a dataset directory");
@@ -131,43 +139,53 @@ bool parse_calibrate_command(int argc, char** argv, CalibrateCommand& c) {
   return true;
 }
 
-// The sweep's model shape: the model's defaults, or the classes, channels and (raw) image size of
-// --data's train split.
-advisor::SweepOptions sweep_options(const CalibrateCommand& c, const data::SplitInfo* split) {
-  const advisor::ModelDefaults defaults = advisor::model_defaults(c.model);
-  advisor::SweepOptions o;
-  o.model = c.model;
-  o.batches = c.batches.empty() ? defaults.batches : c.batches;
-  o.steps = c.steps;
-  o.warmup_steps = c.warmup_steps;
-  o.bucket_mb = c.bucket_mb;
-  o.num_classes = split ? split->num_classes : defaults.num_classes;
-  o.in_channels = split ? split->channels : defaults.in_channels;
-  const bool image_size_given = c.image_height > 0;
-  o.image_height = image_size_given ? c.image_height : defaults.image_size;
-  o.image_width = image_size_given ? c.image_width : defaults.image_size;
-  if (split && split->encoding == "raw") {
-    if (image_size_given && (o.image_height != split->height || o.image_width != split->width))
-      throw UsageError("--image-size " + std::to_string(c.image_height) + "," + std::to_string(c.image_width) +
-                       " differs from the " + std::to_string(split->height) + "x" + std::to_string(split->width) +
-                       " raw images of --data " + c.data_dir + " (the trainer feeds raw images at their stored size)");
-    o.image_height = split->height;
-    o.image_width = split->width;
-  }
-  return o;
-}
-
-// The trainer's loader options (train::train_loader_options) for calibrate's input options.
-data::LoaderOptions input_loader_options(const CalibrateCommand& c, const advisor::SweepOptions& sweep, int64_t batch,
-                                         const comm::Communicator& comm) {
-  train::TrainConfig config;
-  config.model = c.model;
+// `scaletrain train --model`'s configuration (the model's defaults: its optimizer, learning rate
+// and loss options), with calibrate's data and input options.
+train::TrainConfig trainer_config(const CalibrateCommand& c) {
+  train::TrainConfig config = train_defaults(c.model);
+  config.data_dir = c.data_dir;
   config.io = c.io;
   config.data_threads = c.data_threads;
   config.data_prefetch = c.prefetch;
-  config.image_height = sweep.image_height;
-  config.image_width = sweep.image_width;
-  return train::train_loader_options(config, batch, comm, /*ranks_on_node=*/1);
+  config.image_height = c.image_height;
+  config.image_width = c.image_width;
+  return config;
+}
+
+// --image-size against a raw --data: the trainer feeds raw images at their stored size, so
+// another size would time a step that training never runs.
+void check_image_size_fits_data(const CalibrateCommand& c) {
+  if (c.image_height == 0 || c.data_dir.empty()) return;
+  const data::SplitInfo split = data::open_split(c.data_dir, "train");
+  if (split.encoding == "raw" && (c.image_height != split.height || c.image_width != split.width))
+    throw UsageError("--image-size " + std::to_string(c.image_height) + "," + std::to_string(c.image_width) +
+                     " differs from the " + std::to_string(split.height) + "x" + std::to_string(split.width) +
+                     " raw images of --data " + c.data_dir + " (the trainer feeds raw images at their stored size)");
+}
+
+// The task whose step is timed: on --data, or on the model's standard dataset's shape (at
+// --image-size where given). config must outlive it.
+std::unique_ptr<train::Task> open_calibration_task(const CalibrateCommand& c, const train::TrainConfig& config,
+                                                   const comm::Communicator& comm) {
+  if (!c.data_dir.empty()) {
+    check_image_size_fits_data(c);
+    return train::open_task(config, comm);
+  }
+  train::DataShape shape = advisor::model_defaults(c.model).shape;
+  if (c.image_height > 0) {
+    shape.height = c.image_height;
+    shape.width = c.image_width;
+  }
+  return train::open_task_of_shape(config, shape);
+}
+
+advisor::SweepOptions sweep_options(const CalibrateCommand& c) {
+  advisor::SweepOptions o;
+  o.batches = c.batches.empty() ? advisor::model_defaults(c.model).batches : c.batches;
+  o.steps = c.steps;
+  o.warmup_steps = c.warmup_steps;
+  o.bucket_mb = c.bucket_mb;
+  return o;
 }
 
 std::string utc_now() {
@@ -191,28 +209,30 @@ std::string command_line(int argc, char** argv) {
 
 std::string count_of(int64_t n, const char* noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
 
-void log_start(const CalibrateCommand& c, const advisor::SweepOptions& sweep, int threads) {
+void log_start(const CalibrateCommand& c, const advisor::SweepOptions& sweep, const train::Task& task, int threads) {
   std::string batches;
   for (int64_t b : sweep.batches) batches += (batches.empty() ? "" : ",") + std::to_string(b);
-  ST_LOG("calibrating " << c.model << " at " << sweep.image_height << "x" << sweep.image_width << "x"
-                        << sweep.in_channels << ", batches " << batches << ": " << sweep.warmup_steps << " warm-up and "
-                        << sweep.steps << " timed steps each, " << count_of(threads, "thread"));
+  ST_LOG("calibrating " << c.model << " on " << task.describe_shape() << ", batches " << batches << ": "
+                        << sweep.warmup_steps << " warm-up and " << sweep.steps << " timed steps each, "
+                        << count_of(threads, "thread"));
   ST_LOG("   batch    forward s   backward s  optimizer s    samples/s");
 }
 
 // The dataset's part of the calibration: with --data, the input pipeline's rate at the sweep's
 // largest batch and the train split's sample count; without, the model's standard dataset.
 // Returns where train_samples came from, for the source.
-std::string add_dataset(advisor::Calibration& cal, const CalibrateCommand& c, const advisor::SweepOptions& sweep,
-                        const data::SplitInfo* split, const comm::Communicator& comm) {
-  if (!split) {
+std::string add_dataset(advisor::Calibration& cal, const CalibrateCommand& c, const train::Task& task,
+                        const comm::Communicator& comm) {
+  if (c.data_dir.empty()) {
     const advisor::ModelDefaults defaults = advisor::model_defaults(c.model);
     cal.train_samples = defaults.train_samples;
     return defaults.dataset;
   }
-  const data::LoaderOptions loader = input_loader_options(c, sweep, cal.points.back().batch, comm);
-  cal.input_samples_per_s = advisor::measure_input_rate(*split, loader, c.input_batches);
-  cal.train_samples = split->samples;
+  const std::unique_ptr<train::BatchSource> batches =
+      task.training_batches(comm, cal.points.back().batch, /*ranks_on_node=*/1);
+  cal.input_samples_per_s =
+      advisor::measure_input_rate(*batches, /*skipped=*/c.prefetch + 1, c.input_batches, c.data_dir + "/train");
+  cal.train_samples = task.train_samples();
   return "--data " + c.data_dir + " train split";
 }
 
@@ -252,15 +272,16 @@ int cmd_advisor_calibrate(int argc, char** argv) {
   if (comm.size() != 1)
     throw UsageError("calibrate measures one rank; this job has " + std::to_string(comm.size()) +
                      " (run it without mpirun/srun, or with one task)");
-  std::optional<data::SplitInfo> split;
-  if (!c.data_dir.empty()) split = data::open_split(c.data_dir, "train");
-  const advisor::SweepOptions sweep = sweep_options(c, split ? &*split : nullptr);
+  const train::TrainConfig config = trainer_config(c);
+  const std::unique_ptr<train::Task> task = open_calibration_task(c, config, comm);
+  const advisor::SweepOptions sweep = sweep_options(c);
   const int threads = c.threads > 0 ? c.threads : train::default_threads(comm);
   Context ctx(Device::cpu, threads);
 
-  log_start(c, sweep, threads);
-  advisor::Calibration cal = advisor::run_sweep(ctx, sweep, [](const advisor::BatchPoint& p) { ST_LOG(table_row(p)); });
-  const std::string samples_from = add_dataset(cal, c, sweep, split ? &*split : nullptr, comm);
+  log_start(c, sweep, *task, threads);
+  advisor::Calibration cal = advisor::run_sweep(ctx, {config, *task}, sweep,
+                                                [](const advisor::BatchPoint& p) { ST_LOG(table_row(p)); });
+  const std::string samples_from = add_dataset(cal, c, *task, comm);
   cal.device = c.device_name.empty() ? advisor::cpu_device_name(threads) : c.device_name;
   cal.source = "scaletrain-advisor calibrate on " + comm.host() + ", " + utc_now() + ", " +
                count_of(threads, "thread") + ", " + command_line(argc, argv) + "; train_samples from " + samples_from;

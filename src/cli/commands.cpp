@@ -27,7 +27,6 @@
 #include "scaletrain/data/dataset.hpp"
 #include "scaletrain/io/hdf5.hpp"
 #include "scaletrain/models/model.hpp"
-#include "scaletrain/models/neumf.hpp"
 #include "scaletrain/models/registry.hpp"
 #include "scaletrain/ops/registry.hpp"
 #include "scaletrain/train/checkpointing.hpp"
@@ -448,6 +447,18 @@ bool parse_train_command(int argc, char** argv, train::TrainConfig& c, std::stri
   return true;
 }
 
+train::TrainConfig train_defaults(const std::string& model) {
+  train::TrainConfig c;
+  std::string config_file;
+  po::options_description desc = train_options(c, config_file);
+  po::variables_map vm;
+  const std::vector<std::string> args = {"--model=" + model};
+  po::store(po::command_line_parser(args).options(desc).run(), vm);
+  apply_model_defaults(desc, vm);
+  notify("train", vm);
+  return c;
+}
+
 namespace {
 
 int cmd_train(int argc, char** argv) {
@@ -477,97 +488,57 @@ std::unique_ptr<Context> open_context(const comm::Communicator& comm, const std:
   return std::make_unique<Context>(choice.device, threads, choice.gpu_index);
 }
 
-// A model of a task other than image classification (ncf) evaluates through its task: the val
-// split, the task's metrics, every rank reading the checkpoint (as below).
-void eval_through_task(const std::string& model, const std::string& checkpoint, const std::string& data_dir,
-                       const std::string& split, int64_t batch_size, int threads, const std::string& device) {
-  if (split != "val")
-    throw UsageError("--split " + split + ": --model " + model + " evaluates its dataset's val split (the held-out " +
-                     "items and their negatives)");
-  train::TrainConfig c;
-  c.model = model;
-  c.data_dir = data_dir;
+// The checkpoint's network evaluated by its task on one split of the dataset (the task's metric:
+// top-1 over every image once, HR@10 and NDCG@10 over every user once), sharded over the ranks,
+// every rank reading the checkpoint.
+void evaluate_checkpoint(const train::TrainConfig& c, const std::string& checkpoint, const std::string& split,
+                         int64_t batch_size, int threads, const std::string& device) {
   const comm::Communicator comm = comm::Communicator::world();
-  const std::unique_ptr<train::Task> task = train::open_task(c, comm);
-  const std::unique_ptr<Context> context = open_context(comm, device, "eval", model, task->ops(/*training=*/false),
+  const std::unique_ptr<train::Task> task = train::open_task_for_evaluation(c, split, comm);
+  const std::unique_ptr<Context> context = open_context(comm, device, "eval", c.model, task->ops(/*training=*/false),
                                                         threads > 0 ? threads : train::default_threads(comm));
   Context& ctx = *context;
   const std::unique_ptr<models::Network> network = task->make_network(c.seed);
   const checkpoint::CheckpointData weights = checkpoint::read_newest_checkpoint(checkpoint);
   task->check_fits(weights);
-  checkpoint::restore_model(weights, model, network->params(), nullptr);
+  checkpoint::restore_model(weights, c.model, network->params(), nullptr);
   network->params().move_to(ctx.device());
   ST_LOG("checkpoint " << weights.path << " (step " << weights.meta.step << ")");
-  const train::Evaluation e = task->evaluate(comm, ctx, *network, batch_size, 1);
-  std::string metrics;
-  for (const auto& [name, value] : e.metrics.items()) {
-    char part[64];
-    std::snprintf(part, sizeof part, "%s%s %.4f", metrics.empty() ? "" : ", ", name.c_str(), value.as_double());
-    metrics += part;
-  }
-  ST_LOG(metrics << " on " << data_dir << "/" << split << " (" << task->eval_samples() << " users)");
+  const train::Evaluation e = task->evaluate(comm, ctx, *network, batch_size, /*ranks_on_node=*/1);
+  ST_LOG(task->describe_evaluation(e, c.data_dir + "/" + split));
 }
 
 int cmd_eval(int argc, char** argv) {
-  std::string model, checkpoint, data_dir, split = "val", device = "auto";
+  std::string checkpoint, split = "val", device = "auto";
   int64_t batch_size = 128;
   int threads = 0;
-  train::EvalDataOptions data_options;
+  train::TrainConfig c;  // the task's options: the dataset and how it is read
   po::options_description desc("scaletrain eval", kHelpWidth);
-  desc.add_options()("help,h", "print this help")("model", po::value(&model)->required(),
+  desc.add_options()("help,h", "print this help")("model", po::value(&c.model)->required(),
                                                   "resnet50 | resnet20 (top-1) | ncf (HR@10 and NDCG@10)")(
       "checkpoint", po::value(&checkpoint)->required(),
       "a checkpoint file, or a run directory (train --output-dir): its newest valid checkpoint")(
-      "data", po::value(&data_dir)->required(), "dataset directory")("split", po::value(&split)->default_value(split),
-                                                                     "split to evaluate")(
+      "data", po::value(&c.data_dir)->required(), "dataset directory")(
+      "split", po::value(&split)->default_value(split), "split to evaluate (ncf: val only)")(
       "batch-size", po::value(&batch_size)->default_value(batch_size), "samples per rank per batch")(
       "threads", po::value(&threads)->default_value(threads), "CPU threads per rank (0 = cores / ranks on the node)")(
       "device", po::value(&device)->default_value(device), kDeviceHelp)(
-      "io", po::value(&data_options.io)->default_value(data_options.io),
-      "shard reader: posix | mmap | mpiio | mpiio-collective")(
-      "data-threads", po::value(&data_options.data_threads)->default_value(data_options.data_threads),
-      "decode threads per rank")("image-size", po::value<std::string>(),
-                                 "H,W: model input size for JPEG datasets (default 224,224 for resnet50, 32,32 for "
-                                 "resnet20)")(
-      "verify-data", po::bool_switch(&data_options.verify_data),
+      "io", po::value(&c.io)->default_value(c.io), "image shards: reader, posix | mmap | mpiio | mpiio-collective")(
+      "data-threads", po::value(&c.data_threads)->default_value(c.data_threads), "image shards: decode threads per rank")(
+      "image-size", po::value<std::string>(),
+      "H,W: model input size for JPEG datasets (default 224,224 for resnet50, 32,32 for resnet20)")(
+      "verify-data", po::bool_switch(&c.verify_data),
       "first compare the split's shards with its manifest.json (checksums, shared by the ranks)");
   po::variables_map vm;
   if (!parse("eval", argc, argv, desc, vm)) return 0;
   notify("eval", vm);
-  train::check_model_name(model);
+  train::check_model_name(c.model);
   if (batch_size <= 0) throw UsageError("--batch-size must be positive");
   train::parse_device_request(device);
-  if (models::model_entry(model).task != models::kTaskImageClassification) {
-    eval_through_task(model, checkpoint, data_dir, split, batch_size, threads, device);
-    return 0;
-  }
-  train::check_io_mode(data_options.io);
-  train::check_data_threads(data_options.data_threads);
-  std::tie(data_options.image_height, data_options.image_width) = image_size_option(vm);
-  if (data_options.image_height == 0) {
-    data_options.image_height = data_options.image_width = train::default_image_size(model);
-  }
-
-  const comm::Communicator comm = comm::Communicator::world();
-  if (data_options.verify_data) data::require_intact((std::filesystem::path(data_dir) / split).string(), comm);
-  const data::SplitInfo info = data::open_split(data_dir, split);
-  auto m = models::make_model(model, info.num_classes, info.channels);
-  ops::OpNames needs = m->ops(/*training=*/false);  // and the input's normalisation, the loss, top-1
-  needs.insert({"normalize_images", "softmax_cross_entropy", "count_correct"});
-  const std::unique_ptr<Context> context =
-      open_context(comm, device, "eval", model, needs, threads > 0 ? threads : train::default_threads(comm));
-  Context& ctx = *context;
-  const checkpoint::CheckpointData weights = checkpoint::read_newest_checkpoint(checkpoint);
-  train::check_checkpoint_fits(weights, info.channels, info.num_classes, data_dir);
-  checkpoint::restore_model(weights, model, m->params(), nullptr);
-  m->params().move_to(ctx.device());
-  ST_LOG("checkpoint " << weights.path << " (step " << weights.meta.step << ")");
-  const train::EvalResult r = train::evaluate(comm, ctx, *m, info, batch_size, data_options);
-  char line[256];
-  std::snprintf(line, sizeof line, "top-1 accuracy %.4f (%lld/%lld) on %s/%s, loss %.4f", r.accuracy(),
-                static_cast<long long>(r.correct), static_cast<long long>(r.samples), data_dir.c_str(), split.c_str(),
-                r.loss);
-  ST_LOG(line);
+  train::check_io_mode(c.io);
+  train::check_data_threads(c.data_threads);
+  std::tie(c.image_height, c.image_width) = image_size_option(vm);
+  evaluate_checkpoint(c, checkpoint, split, batch_size, threads, device);
   return 0;
 }
 
@@ -707,25 +678,25 @@ void print_model_list(bool json) {
   }
 }
 
-// NeuMF's tensors for a dataset of num_users x num_items (MovieLens-20M's by default).
-Json describe_neumf(models::NeuMF& m) {
-  Json tensors = Json::array();
-  for (int i = 0; i < m.params().num_parameters(); ++i) {
-    const nn::TensorInfo& t = m.params().parameter_info(i);
-    Json e = Json::object();
-    e.set("name", t.name);
-    e.set("shape", Json::array_of(t.shape));
-    e.set("kind", "parameter");
-    tensors.push_back(e);
+// The network of --model as its task builds it for a dataset of `shape`: its JSON, or a header
+// and one line per state_dict tensor.
+void describe_network(const std::string& model, const train::DataShape& shape, bool json) {
+  train::TrainConfig c;
+  c.model = model;
+  const std::unique_ptr<train::Task> task = train::open_task_of_shape(c, shape);
+  const std::unique_ptr<models::Network> network = task->make_network(c.seed);
+  const Json d = task->describe_network(*network);
+  if (json) {
+    std::cout << d.dump(2) << "\n";
+    return;
   }
-  Json d = Json::object();
-  d.set("model", m.name());
-  d.set("task", models::kTaskRecommendation);
-  d.set("parameters", m.params().parameter_count());
-  d.set("num_users", m.num_users());
-  d.set("num_items", m.num_items());
-  d.set("tensors", tensors);
-  return d;
+  std::cout << model << ": " << d.at("parameters").as_int() << " parameters, " << task->describe_shape() << "\n";
+  const Json& tensors = d.at("tensors");
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    std::vector<int64_t> dims;
+    for (std::size_t k = 0; k < tensors.at(i).at("shape").size(); ++k) dims.push_back(tensors.at(i).at("shape").at(k).as_int());
+    std::cout << "  " << tensors.at(i).at("name").as_string() << " " << shape_string(dims) << "\n";
+  }
 }
 
 int cmd_info(int argc, char** argv) {
@@ -756,36 +727,19 @@ int cmd_info(int argc, char** argv) {
     return 0;
   }
   train::check_model_name(model);
-  if (models::model_entry(model).task == models::kTaskRecommendation) {
-    if (num_users <= 0 || num_items <= 0) throw UsageError("--num-users and --num-items must be positive");
-    if (log_rank() != 0) return 0;
-    models::NeuMF m(num_users, num_items);
-    const Json d = describe_neumf(m);
-    if (json) {
-      std::cout << d.dump(2) << "\n";
-      return 0;
-    }
-    std::cout << model << ": " << m.params().parameter_count() << " parameters, " << num_users << " users x "
-              << num_items << " items\n";
-    for (int i = 0; i < m.params().num_parameters(); ++i)
-      std::cout << "  " << m.params().parameter_info(i).name << " " << shape_string(m.params().parameter_info(i).shape)
-                << "\n";
-    return 0;
-  }
   if (num_classes <= 0) throw UsageError("--num-classes must be positive");
-  Shape chw = model == "resnet50" ? Shape{3, 224, 224} : Shape{3, 32, 32};
-  if (!input_shape.empty()) chw = parse_shape("input-shape", input_shape, 3);
-  if (log_rank() != 0) return 0;
-  auto m = models::make_model(model, num_classes, static_cast<int>(chw[0]));
-  const Json d = models::describe_model(*m, chw);
-  if (json) {
-    std::cout << d.dump(2) << "\n";
-    return 0;
-  }
-  std::cout << model << ": " << m->params().parameter_count() << " parameters, input " << shape_string(chw)
-            << " (C, H, W), " << num_classes << " classes\n";
-  for (const auto& t : models::state_dict_infos(m->params()))
-    std::cout << "  " << t.name << " " << shape_string(t.shape) << "\n";
+  if (num_users <= 0 || num_items <= 0) throw UsageError("--num-users and --num-items must be positive");
+  // The dataset shape the model is built for; each task reads its own part.
+  const int size = train::default_image_size(model);
+  const Shape chw = input_shape.empty() ? Shape{3, size, size} : parse_shape("input-shape", input_shape, 3);
+  train::DataShape shape;
+  shape.num_classes = num_classes;
+  shape.channels = static_cast<int>(chw[0]);
+  shape.height = static_cast<int>(chw[1]);
+  shape.width = static_cast<int>(chw[2]);
+  shape.num_users = num_users;
+  shape.num_items = num_items;
+  if (log_rank() == 0) describe_network(model, shape, json);
   return 0;
 }
 

@@ -14,4 +14,9 @@ namespace scaletrain::cli {
 // Throws UsageError naming the option, and for a value from the config file that file and line.
 bool parse_train_command(int argc, char** argv, train::TrainConfig& config, std::string& config_file);
 
+// What `scaletrain train --model MODEL` trains with when no other option is given: the command's
+// defaults under the model's own (models/registry.hpp: NCF's Adam, learning rate and batch size).
+// scaletrain-advisor calibrate times the step with them.
+train::TrainConfig train_defaults(const std::string& model);
+
 }  // namespace scaletrain::cli

@@ -2,6 +2,8 @@
 #include "scaletrain/train/task.hpp"
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/data/manifest.hpp"
@@ -49,6 +51,8 @@ Batch Batch::rows(int64_t first, int64_t count) const {
 namespace {
 
 using TaskOpener = std::unique_ptr<Task> (*)(const TrainConfig&, const comm::Communicator&);
+using ShapeOpener = std::unique_ptr<Task> (*)(const TrainConfig&, const DataShape&);
+using EvaluationOpener = std::unique_ptr<Task> (*)(const TrainConfig&, const std::string& split);
 
 // The tasks, by the name the model registry gives a model's task and a dataset's shards carry
 // (their `task` attribute; image shards written before it existed have none).
@@ -56,10 +60,15 @@ struct TaskEntry {
   const char* name;
   const char* words;  // for messages
   TaskOpener open;
+  ShapeOpener of_shape;
+  EvaluationOpener for_evaluation;
+  const char* evaluation_split;  // the one split it evaluates, and what that split holds; null: any
 };
 constexpr TaskEntry kTasks[] = {
-    {models::kTaskImageClassification, "image classification", open_image_classification_task},
-    {models::kTaskRecommendation, "recommendation", open_recommendation_task},
+    {models::kTaskImageClassification, "image classification", open_image_classification_task,
+     image_classification_of_shape, image_classification_for_evaluation, nullptr},
+    {models::kTaskRecommendation, "recommendation", open_recommendation_task, recommendation_of_shape,
+     recommendation_for_evaluation, "val split (the held-out items and their negatives)"},
 };
 
 const TaskEntry* find_task(const std::string& name) {
@@ -70,16 +79,34 @@ const TaskEntry* find_task(const std::string& name) {
 
 }  // namespace
 
-std::unique_ptr<Task> open_task(const TrainConfig& c, const comm::Communicator& comm) {
-  const TaskEntry* model_task_entry = find_task(models::model_entry(c.model).task);
-  ST_CHECK(model_task_entry, "internal: --model " << c.model << "'s task has no entry in the task table");
-  const TaskEntry& model_task = *model_task_entry;
-  // --verify-data: whole shards first, before HDF5 reads any of them.
+void require_files(const std::string& dir, const char* what) {
+  ST_CHECK(!dir.empty(), "internal: " << what << " of a dataset known by its shape only (it has no files)");
+}
+
+namespace {
+
+const TaskEntry& task_of_model(const std::string& model) {
+  const TaskEntry* entry = find_task(models::model_entry(model).task);
+  ST_CHECK(entry, "internal: --model " << model << "'s task has no entry in the task table");
+  return *entry;
+}
+
+}  // namespace
+
+std::unique_ptr<Task> open_task_of_shape(const TrainConfig& c, const DataShape& shape) {
+  return task_of_model(c.model).of_shape(c, shape);
+}
+
+namespace {
+
+// The dataset's split must be of the model's task (its shards' attribute; shards without one are
+// image classification's). --verify-data: the splits' whole shards first, before HDF5 reads any.
+void check_dataset_task(const TrainConfig& c, const TaskEntry& model_task, const std::vector<std::string>& splits,
+                        const comm::Communicator& comm) {
   if (c.verify_data)
-    for (const char* split : {"train", "val"})
+    for (const std::string& split : splits)
       data::require_intact((std::filesystem::path(c.data_dir) / split).string(), comm);
-  // The dataset's own task; shards without the attribute are image classification's.
-  std::string data_task_name = data::split_task(c.data_dir, "train");
+  std::string data_task_name = data::split_task(c.data_dir, splits.front());
   if (data_task_name.empty()) data_task_name = models::kTaskImageClassification;
   const TaskEntry* data_task_entry = find_task(data_task_name);
   if (!data_task_entry)
@@ -90,7 +117,24 @@ std::unique_ptr<Task> open_task(const TrainConfig& c, const comm::Communicator& 
     throw UsageError("dataset " + c.data_dir + " is for the " + data_task.words + " task, but --model " + c.model +
                      " is " + (model_task.name == std::string(models::kTaskImageClassification) ? "an " : "a ") +
                      model_task.words + " model");
+}
+
+}  // namespace
+
+std::unique_ptr<Task> open_task(const TrainConfig& c, const comm::Communicator& comm) {
+  const TaskEntry& model_task = task_of_model(c.model);
+  check_dataset_task(c, model_task, {"train", "val"}, comm);
   return model_task.open(c, comm);
+}
+
+std::unique_ptr<Task> open_task_for_evaluation(const TrainConfig& c, const std::string& split,
+                                               const comm::Communicator& comm) {
+  const TaskEntry& model_task = task_of_model(c.model);
+  const std::string only = model_task.evaluation_split ? model_task.evaluation_split : "";
+  if (!only.empty() && split != only.substr(0, only.find(' ')))
+    throw UsageError("--split " + split + ": --model " + c.model + " evaluates its dataset's " + only);
+  check_dataset_task(c, model_task, {split}, comm);
+  return model_task.for_evaluation(c, split);
 }
 
 }  // namespace scaletrain::train

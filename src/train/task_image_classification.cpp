@@ -8,6 +8,7 @@
 #include "scaletrain/checkpoint/checkpoint.hpp"
 #include "scaletrain/comm/topology.hpp"
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/core/rng.hpp"
 #include "scaletrain/data/dataset.hpp"
 #include "scaletrain/data/loader.hpp"
 #include "scaletrain/data/staging.hpp"
@@ -54,6 +55,8 @@ class ImageClassification : public Task {
     val_ = data::open_split(c.data_dir, "val");
     check_splits_match(train_, val_, c.data_dir);
   }
+  // A dataset known by its shape alone (task.hpp), or one split to evaluate: both splits that one.
+  ImageClassification(const TrainConfig& c, const data::SplitInfo& split) : cfg_(c), train_(split), val_(split) {}
 
   const char* name() const override { return models::kTaskImageClassification; }
   const char* quality_metric() const override { return "top1"; }
@@ -75,6 +78,7 @@ class ImageClassification : public Task {
 
   // --stage-to: one rank per node copies the shards to node-local storage (the topology's nodes).
   Json stage(const comm::Communicator& comm, const comm::Topology& topology) override {
+    require_files(train_.dir, "staging");
     const data::StagingResult train = data::stage_split(train_, cfg_.stage_to, topology);
     const data::StagingResult val = data::stage_split(val_, cfg_.stage_to, topology);
     train_ = train.split;
@@ -147,8 +151,26 @@ class ImageClassification : public Task {
 
   std::unique_ptr<BatchSource> training_batches(const comm::Communicator& comm, int64_t batch_size,
                                                 int ranks_on_node) const override {
+    require_files(train_.dir, "training batches");
     return std::make_unique<LoaderBatches>(train_, comm.rank(), comm.size(),
                                            train_loader_options(cfg_, batch_size, comm, ranks_on_node));
+  }
+
+  // Pixels of the model's input size and labels of the dataset's classes, as the loader hands
+  // them over.
+  Batch synthetic_batch(int64_t size, uint64_t seed) const override {
+    const std::vector<int64_t> hwc = image_shape();
+    Batch b;
+    Tensor& images = b.slot("images");
+    images = Tensor::empty({size, hwc[0], hwc[1], hwc[2]}, DType::u8);
+    Tensor& labels = b.slot("labels");
+    labels = Tensor::empty({size}, DType::i32);
+    Rng rng = Rng::derive(seed, static_cast<uint64_t>(size));
+    uint8_t* pixels = images.data<uint8_t>();
+    for (int64_t i = 0; i < images.numel(); ++i) pixels[i] = static_cast<uint8_t>(rng.below(256));
+    int32_t* label = labels.data<int32_t>();
+    for (int64_t i = 0; i < size; ++i) label[i] = static_cast<int32_t>(rng.below(train_.num_classes));
+    return b;
   }
 
   std::unique_ptr<models::Network> make_network(uint64_t seed) const override {
@@ -159,6 +181,19 @@ class ImageClassification : public Task {
 
   void check_fits(const checkpoint::CheckpointData& data) const override {
     check_checkpoint_fits(data, train_.channels, train_.num_classes, cfg_.data_dir);
+  }
+
+  std::string describe_shape() const override {
+    const std::vector<int64_t> hwc = image_shape();
+    return std::to_string(hwc[0]) + "x" + std::to_string(hwc[1]) + "x" + std::to_string(hwc[2]) + " images, " +
+           std::to_string(train_.num_classes) + " classes";
+  }
+
+  Json describe_network(models::Network& network) const override {
+    const std::vector<int64_t> hwc = image_shape();
+    Json d = models::describe_model(classifier(network), {hwc[2], hwc[0], hwc[1]});
+    d.set("task", name());
+    return d;
   }
 
   // The model's (from an uninitialised instance: its ops do not depend on its weights), the
@@ -184,13 +219,23 @@ class ImageClassification : public Task {
 
   Evaluation evaluate(const comm::Communicator& comm, Context& ctx, models::Network& network, int64_t batch_size,
                       int ranks_on_node) const override {
+    require_files(val_.dir, "evaluation");
     const EvalResult r =
         train::evaluate(comm, ctx, classifier(network), val_, batch_size, eval_data_options(cfg_, ranks_on_node));
     Evaluation e;
     e.quality = r.accuracy();
     e.loss = r.loss;
     e.metrics.set("top1", r.accuracy());
+    e.samples = r.samples;
     return e;
+  }
+
+  std::string describe_evaluation(const Evaluation& e, const std::string& where) const override {
+    char line[512];
+    std::snprintf(line, sizeof line, "top-1 accuracy %.4f (%lld/%lld) on %s, loss %.4f", e.quality,
+                  static_cast<long long>(std::llround(e.quality * static_cast<double>(e.samples))),
+                  static_cast<long long>(e.samples), where.c_str(), e.loss);
+    return line;
   }
 
  private:
@@ -212,6 +257,25 @@ class ImageClassification : public Task {
 
 std::unique_ptr<Task> open_image_classification_task(const TrainConfig& config, const comm::Communicator&) {
   return std::make_unique<ImageClassification>(config);
+}
+
+std::unique_ptr<Task> image_classification_for_evaluation(const TrainConfig& config, const std::string& split) {
+  return std::make_unique<ImageClassification>(config, data::open_split(config.data_dir, split));
+}
+
+std::unique_ptr<Task> image_classification_of_shape(const TrainConfig& config, const DataShape& shape) {
+  ST_CHECK(shape.num_classes > 0 && shape.channels > 0 && shape.height > 0 && shape.width > 0,
+           "internal: an image dataset of " << shape.num_classes << " classes and " << shape.height << "x"
+                                            << shape.width << "x" << shape.channels << " images");
+  data::SplitInfo split;
+  split.task = models::kTaskImageClassification;
+  split.height = shape.height;
+  split.width = shape.width;
+  split.channels = shape.channels;
+  split.num_classes = shape.num_classes;
+  split.mean.assign(shape.channels, 0.5);  // any normalisation costs the same
+  split.std.assign(shape.channels, 0.25);
+  return std::make_unique<ImageClassification>(config, split);
 }
 
 }  // namespace scaletrain::train

@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 #include "scaletrain/checkpoint/checkpoint.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/log.hpp"
+#include "scaletrain/core/rng.hpp"
 #include "scaletrain/data/negative_sampler.hpp"
 #include "scaletrain/data/recommendation.hpp"
 #include "scaletrain/data/recommendation_batches.hpp"
@@ -51,6 +53,10 @@ class Recommendation : public Task {
         val_(data::open_recommendation_split(c.data_dir, "val")) {
     data::check_train_and_eval_agree(train_, val_);
   }
+  // A dataset known by its shape alone (task.hpp: train and val without files or rows), or its val
+  // split alone (the training split then only its users and items).
+  Recommendation(const TrainConfig& c, data::RecommendationSplit train, data::RecommendationSplit val)
+      : cfg_(c), train_(std::move(train)), val_(std::move(val)) {}
 
   const char* name() const override { return models::kTaskRecommendation; }
   const char* quality_metric() const override { return "hr@10"; }
@@ -129,14 +135,60 @@ class Recommendation : public Task {
 
   std::unique_ptr<BatchSource> training_batches(const comm::Communicator& comm, int64_t batch_size,
                                                 int /*ranks_on_node*/) const override {
+    require_files(train_.dir, "training batches");
     return std::make_unique<RecommendationSource>(train_, comm.rank(), comm.size(), batch_size, cfg_.seed,
                                                   cfg_.shuffle);
+  }
+
+  // Random users and items, one label in 1 + negatives per positive a positive, as an epoch's
+  // samples are.
+  Batch synthetic_batch(int64_t size, uint64_t seed) const override {
+    Batch b;
+    Tensor& users = b.slot("users");
+    Tensor& items = b.slot("items");
+    Tensor& labels = b.slot("labels");
+    users = Tensor::empty({size}, DType::i32);
+    items = Tensor::empty({size}, DType::i32);
+    labels = Tensor::empty({size}, DType::f32);
+    Rng rng = Rng::derive(seed, static_cast<uint64_t>(size));
+    for (int64_t i = 0; i < size; ++i) {
+      users.data<int32_t>()[i] = static_cast<int32_t>(rng.below(train_.num_users));
+      items.data<int32_t>()[i] = static_cast<int32_t>(rng.below(train_.num_items));
+      labels.data<float>()[i] = rng.below(1 + data::kDefaultNegativesPerPositive) == 0 ? 1.0f : 0.0f;
+    }
+    return b;
   }
 
   std::unique_ptr<models::Network> make_network(uint64_t seed) const override {
     auto model = std::make_unique<models::NeuMF>(train_.num_users, train_.num_items);
     model->initialize(seed);
     return model;
+  }
+
+  std::string describe_shape() const override {
+    return std::to_string(train_.num_users) + " users x " + std::to_string(train_.num_items) + " items";
+  }
+
+  // NeuMF has parameters only (no buffers).
+  Json describe_network(models::Network& network) const override {
+    nn::ParameterSet& params = network.params();
+    Json tensors = Json::array();
+    for (int i = 0; i < params.num_parameters(); ++i) {
+      const nn::TensorInfo& t = params.parameter_info(i);
+      Json e = Json::object();
+      e.set("name", t.name);
+      e.set("shape", Json::array_of(t.shape));
+      e.set("kind", "parameter");
+      tensors.push_back(e);
+    }
+    Json d = Json::object();
+    d.set("model", network.name());
+    d.set("task", name());
+    d.set("parameters", params.parameter_count());
+    d.set("num_users", train_.num_users);
+    d.set("num_items", train_.num_items);
+    d.set("tensors", tensors);
+    return d;
   }
 
   // NeuMF's (from a one-user, one-item instance: its ops do not depend on its sizes) and the
@@ -185,6 +237,7 @@ class Recommendation : public Task {
   // (evaluate_ranking scores every user in the same forward whatever the number of ranks).
   Evaluation evaluate(const comm::Communicator& comm, Context& ctx, models::Network& network, int64_t /*batch_size*/,
                       int /*ranks_on_node*/) const override {
+    require_files(val_.dir, "evaluation");
     constexpr int64_t kPairsPerForward = 16000;
     const int64_t users_per_batch = std::max<int64_t>(1, kPairsPerForward / (1 + val_.negatives_per_user));
     const RankingResult r = evaluate_ranking(comm, ctx, neumf(network), val_, users_per_batch, kTopK);
@@ -193,7 +246,18 @@ class Recommendation : public Task {
     e.loss = std::numeric_limits<double>::quiet_NaN();
     e.metrics.set("hr@10", r.hit_rate());
     e.metrics.set("ndcg@10", r.ndcg());
+    e.samples = val_.rows();
     return e;
+  }
+
+  std::string describe_evaluation(const Evaluation& e, const std::string& where) const override {
+    std::string metrics;
+    for (const auto& [name, value] : e.metrics.items()) {
+      char part[64];
+      std::snprintf(part, sizeof part, "%s%s %.4f", metrics.empty() ? "" : ", ", name.c_str(), value.as_double());
+      metrics += part;
+    }
+    return metrics + " on " + where + " (" + std::to_string(e.samples) + " users)";
   }
 
  private:
@@ -207,6 +271,23 @@ class Recommendation : public Task {
 
 std::unique_ptr<Task> open_recommendation_task(const TrainConfig& config, const comm::Communicator&) {
   return std::make_unique<Recommendation>(config);
+}
+
+std::unique_ptr<Task> recommendation_of_shape(const TrainConfig& config, const DataShape& shape) {
+  ST_CHECK(shape.num_users > 0 && shape.num_items > 0,
+           "internal: a recommendation dataset of " << shape.num_users << " users and " << shape.num_items << " items");
+  data::RecommendationSplit split;
+  split.num_users = shape.num_users;
+  split.num_items = shape.num_items;
+  return std::make_unique<Recommendation>(config, split, split);
+}
+
+std::unique_ptr<Task> recommendation_for_evaluation(const TrainConfig& config, const std::string& split) {
+  data::RecommendationSplit val = data::open_recommendation_split(config.data_dir, split);
+  data::RecommendationSplit users_and_items;  // what the network and check_fits read of train
+  users_and_items.num_users = val.num_users;
+  users_and_items.num_items = val.num_items;
+  return std::make_unique<Recommendation>(config, std::move(users_and_items), std::move(val));
 }
 
 }  // namespace scaletrain::train

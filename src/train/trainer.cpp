@@ -47,10 +47,11 @@
 #include "scaletrain/train/checkpointing.hpp"
 #include "scaletrain/train/device_choice.hpp"
 #include "scaletrain/train/device_metrics.hpp"
-#include "scaletrain/train/gradient_accumulation.hpp"
 #include "scaletrain/train/run_state.hpp"
 #include "scaletrain/train/task.hpp"
+#include "scaletrain/train/training_step.hpp"
 #include "train/mlperf_log.hpp"
+#include "train/step_accounting.hpp"
 
 namespace scaletrain::train {
 namespace fs = std::filesystem;
@@ -63,17 +64,6 @@ namespace {
 constexpr uint32_t kSigusr1 = 1u << 0;
 constexpr uint32_t kSigterm = 1u << 1;
 constexpr uint32_t kTimedCheckpoint = 1u << 2;
-
-std::string format_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const long s = std::lround(seconds);
-  char buf[32];
-  if (s >= 3600)
-    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
-  else
-    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
-  return buf;
-}
 
 // Evaluation uses the running statistics' mean over ranks; each rank's own are put back after, so
 // that evaluating never changes the training state (and a resumed run that evaluates at other
@@ -97,22 +87,25 @@ class AveragedBuffers {
   Tensor own_;
 };
 
-// A compute phase of the step: its host timer (and NVTX range), and on a GPU its GPU time, marked
-// with events on the compute stream (device_metrics.hpp).
-class StepPhase {
+// The trainer's watch on the step's phases: each phase's host timer (and NVTX range, and the
+// progress beacon), and on a GPU its GPU time, marked with events on the compute stream
+// (device_metrics.hpp).
+class TimedPhases final : public StepPhaseWatcher {
  public:
-  StepPhase(report::PhaseTimers& timers, DeviceMetrics& device, Phase phase)
-      : host_(timers, phase), device_(device), phase_(phase) {
-    device_.begin(phase_);
+  TimedPhases(report::PhaseTimers& timers, DeviceMetrics& device) : timers_(timers), device_(device) {}
+  void begin(Phase phase) override {
+    host_.emplace(timers_, phase);
+    device_.begin(phase);
   }
-  ~StepPhase() { device_.end(phase_); }
-  StepPhase(const StepPhase&) = delete;
-  StepPhase& operator=(const StepPhase&) = delete;
+  void end(Phase phase) noexcept override {
+    device_.end(phase);
+    host_.reset();
+  }
 
  private:
-  ScopedPhase host_;
+  report::PhaseTimers& timers_;
   DeviceMetrics& device_;
-  Phase phase_;
+  std::optional<ScopedPhase> host_;  // the phase now running
 };
 
 // The per-rank samples of one optimizer step (all its micro-batches): --batch-size x
@@ -167,8 +160,6 @@ class Training {
   bool run_finished() const;
   void start_epoch();
   void train_step();
-  double forward_and_backward(int micro_batch);
-  void log_progress(double loss, double lr);
   void end_epoch();
   int64_t block_span() const { return cfg_.eval_every > 0 ? cfg_.eval_every : cfg_.epochs; }
   void evaluate_now(Json& record);
@@ -199,7 +190,7 @@ class Training {
   std::unique_ptr<BatchSource> batches_;
   std::unique_ptr<RunState> state_;
   std::unique_ptr<comm::GradientReducer> reducer_;
-  std::unique_ptr<GradientAccumulator> accumulator_;
+  std::unique_ptr<TrainingStep> step_;
   std::unique_ptr<comm::StallWatchdog> watchdog_;
   Json preflight_;
   MlperfLog mllog_;  // rank 0's mllog.txt; closed elsewhere
@@ -208,19 +199,17 @@ class Training {
   int64_t global_batch_ = 0;
   int64_t micro_batch_ = 0;  // samples per rank per forward/backward (batch_size / accumulate_steps)
 
-  // Progress of the segment.
+  // Progress of the segment, and those who account for it (training_observer.hpp): the step's
+  // times and samples, the progress line, the device's GPU times.
   report::PhaseTimers timers_;
-  report::PhaseTimers first_step_timers_;  // timers_ after the segment's first step
+  std::unique_ptr<TimedPhases> phases_;  // timers_ and the device's, as the step reports its phases
+  StepClock step_clock_{timers_};
+  ProgressLine progress_line_{cfg_.log_every};
+  std::vector<TrainingObserver*> observers_;
   Batch batch_;
-  Stopwatch loop_clock_, log_clock_, minutes_clock_;
+  Stopwatch loop_clock_, minutes_clock_;
   double clock_base_ = 0.0, train_base_ = 0.0;
-  double segment_train_s_ = 0.0;      // this rank, training steps
-  std::vector<double> step_seconds_;  // this rank, each step of the segment
-  int64_t segment_samples_ = 0;       // this rank
   int64_t first_step_ = 0, last_checkpoint_step_ = -1;
-  double first_step_done_unix_ms_ = -1.0;
-  int64_t log_steps_ = 0;
-  double log_loss_ = 0.0;
   int stop_signal_ = 0;
   int checkpoints_written_ = 0;
   double checkpoint_s_ = 0.0;
@@ -302,11 +291,11 @@ void Training::build_run_state() {
   first_step_ = state_->position.global_step;
 }
 
-// Gradient communication: topology -> reducer (its AllReducer's thread; auto calibrates here).
-// Gradients reach the reducer through the accumulator, which passes them on in a step's last
-// micro-batch. On a GPU the reducer all-reduces a pinned host mirror of the gradients, each
-// bucket copied out when backward has written it (DeviceStaging); a GPU run of one rank has
-// nothing to reduce and stages nothing (make_single_rank_reducer).
+// Gradient communication: topology -> reducer (its AllReducer's thread; auto calibrates here),
+// and the step that feeds it: gradients reach the reducer through the step's accumulator, which
+// passes them on in a step's last micro-batch. On a GPU the reducer all-reduces a pinned host
+// mirror of the gradients, each bucket copied out when backward has written it (DeviceStaging); a
+// GPU run of one rank has nothing to reduce and stages nothing (make_single_rank_reducer).
 void Training::build_communication() {
   nn::ParameterSet& params = state_->params();
   if (ctx_->device() != Device::cpu && comm_.size() == 1) {
@@ -314,11 +303,13 @@ void Training::build_communication() {
   } else {
     std::shared_ptr<DeviceStaging> staging;
     if (ctx_->device() != Device::cpu) staging = DeviceStaging::create(*ctx_, params.flat_grads());
-    reducer_ = comm::make_gradient_reducer(*topology_, params.gradient_layout(), allreduce_options(cfg_), bucket_options(cfg_), staging);
+    reducer_ = comm::make_gradient_reducer(*topology_, params.gradient_layout(), allreduce_options(cfg_),
+                                           bucket_options(cfg_), staging);
   }
-  accumulator_ = std::make_unique<GradientAccumulator>(*ctx_, params, cfg_.accumulate_steps,
-                                                       [this](int i) { reducer_->on_grad_ready(i); });
-  params.set_grad_ready_hook([this](int i) { accumulator_->on_grad_ready(i); });
+  step_ = std::make_unique<TrainingStep>(*ctx_, *task_, state_->model(), state_->optimizer(), *reducer_,
+                                         cfg_.accumulate_steps);
+  phases_ = std::make_unique<TimedPhases>(timers_, *device_metrics_);
+  observers_ = {&step_clock_, &progress_line_, device_metrics_.get()};
 }
 
 // --threads above the cores a rank is bound to: the threads take turns on them (Open MPI binds a
@@ -440,14 +431,11 @@ void Training::start_epoch() {
     mllog_.epoch_start(pos.epoch + 1);
   }
   batches_->start_epoch(static_cast<int>(state_->position.epoch), state_->position.step_in_epoch);
-  log_clock_.reset();
-  log_steps_ = 0;
-  log_loss_ = 0.0;
+  for (TrainingObserver* o : observers_) o->on_epoch_start(pos);
 }
 
-// One optimizer step. The data path, top to bottom: batch -> for each micro-batch: the task's
-// forward and loss -> backward (gradients summed; in the last micro-batch announced to
-// the reducer as they complete) -> mean over ranks -> optimizer with the schedule's learning rate.
+// One optimizer step: the next batch, the step (training_step.hpp) at the schedule's learning
+// rate, the position moved past it; then the observers account for it.
 void Training::train_step() {
   RunPosition& pos = state_->position;
   progress::set_step(pos.global_step + 1);
@@ -457,74 +445,17 @@ void Training::train_step() {
     ST_CHECK(batches_->next(batch_), "internal: the training batches ran out at step " << pos.step_in_epoch << " of "
                                                                                        << state_->steps_per_epoch);
   }
-  double loss = 0.0;
-  for (int k = 0; k < accumulator_->micro_batches(); ++k) loss += forward_and_backward(k);
-  loss /= accumulator_->micro_batches();
-  {
-    ScopedPhase t(timers_, Phase::allreduce);
-    reducer_->finish();
-  }
   const double lr = state_->learning_rate();
-  {
-    StepPhase t(timers_, *device_metrics_, Phase::optimizer);
-    state_->optimizer().step(*ctx_, lr);
-    ctx_->synchronize();  // the step's GPU work is done: the step's time is real, not queued
-  }
-  device_metrics_->end_step();
+  const double loss = step_->run(batch_, micro_batch_, lr, *phases_);
   ST_CHECK(std::isfinite(loss), "training diverged: loss is " << loss << " at epoch " << pos.epoch + 1 << " step "
                                                               << pos.step_in_epoch + 1 << " (try a smaller --base-lr)");
-  const double step_s = clock.elapsed();
-  if (trace::enabled()) {
-    const double end = now_seconds();
-    trace::record("step " + std::to_string(pos.global_step + 1), "step", trace::kMainThread, end - step_s, end);
-  }
-  segment_train_s_ += step_s;
-  step_seconds_.push_back(step_s);
-  if (step_seconds_.size() == 1) first_step_timers_ = timers_;  // the warm-up, left out of step_split
-  segment_samples_ += batch_.size();
   ++pos.step_in_epoch;
   ++pos.global_step;
   pos.samples_seen += global_batch_;
   state_->epoch_loss_here += loss;
-  if (first_step_done_unix_ms_ < 0) first_step_done_unix_ms_ = unix_time_ms();
-  log_progress(loss, lr);
-}
-
-// Micro-batch k of the step's batch (the whole batch without --accumulate-steps): forward and
-// loss, then backward. Returns the micro-batch's mean loss.
-double Training::forward_and_backward(int k) {
-  const Batch micro_batch = batch_.rows(k * micro_batch_, micro_batch_);
-  double loss = 0.0;
-  {
-    StepPhase t(timers_, *device_metrics_, Phase::forward);
-    loss = task_->forward_and_loss(*ctx_, state_->model(), micro_batch);
-  }
-  {
-    StepPhase t(timers_, *device_metrics_, Phase::backward);
-    accumulator_->start_micro_batch(k);
-    if (accumulator_->last_micro_batch()) reducer_->begin_step();
-    task_->backward(*ctx_, state_->model());
-  }
-  return loss;
-}
-
-void Training::log_progress(double loss, double lr) {
-  log_loss_ += loss;
-  ++log_steps_;
-  const RunPosition& pos = state_->position;
-  if (cfg_.log_every <= 0 || pos.global_step % cfg_.log_every != 0) return;
-  const double dt = log_clock_.elapsed();
-  const double rate = log_steps_ * global_batch_ / std::max(dt, 1e-9);
-  const double eta = (total_steps_ - pos.global_step) * dt / log_steps_;
-  char line[256];
-  std::snprintf(line, sizeof line, "epoch %lld/%d  step %lld/%lld  loss %.4f  lr %.5f  %.1f samples/s  eta %s",
-                static_cast<long long>(pos.epoch + 1), cfg_.epochs, static_cast<long long>(pos.step_in_epoch),
-                static_cast<long long>(state_->steps_per_epoch), log_loss_ / log_steps_, lr, rate,
-                format_duration(eta).c_str());
-  ST_LOG(line);
-  log_clock_.reset();
-  log_steps_ = 0;
-  log_loss_ = 0.0;
+  const StepEnd end{pos, state_->steps_per_epoch, total_steps_, cfg_.epochs, batch_, global_batch_, loss, lr,
+                    clock.elapsed()};
+  for (TrainingObserver* o : observers_) o->on_step_end(end);
 }
 
 // The end of an epoch (or of the run's steps inside one): the epoch's record, evaluation when
@@ -620,7 +551,7 @@ uint32_t Training::step_boundary() {
 void Training::checkpoint(const std::string& reason) {
   RunResults& results = state_->results;
   results.clock_s = clock_now();
-  results.train_s = train_base_ + comm_.allreduce_max(segment_train_s_);
+  results.train_s = train_base_ + comm_.allreduce_max(step_clock_.train_seconds());
   // The log a resumed run continues: all of it, or for the run's last checkpoint what precedes
   // the lines of its end (a run cut by --max-steps and resumed with more redoes that epoch's end).
   state_->mllog_bytes = run_ended_ ? mllog_bytes_at_epoch_end_ : mllog_.bytes();
@@ -653,8 +584,9 @@ Json Training::segment_json(const std::string& reason) {
   s.set("last_step", state_->position.global_step);
   s.set("start_unix_ms", start_unix_ms_);
   s.set("stop_unix_ms", unix_time_ms());
-  s.set("startup_s", first_step_done_unix_ms_ >= 0 ? Json((first_step_done_unix_ms_ - start_unix_ms_) / 1e3) : Json());
-  s.set("train_time_s", comm_.allreduce_max(segment_train_s_));
+  const double first_step_done = step_clock_.first_step_done_unix_ms();
+  s.set("startup_s", first_step_done >= 0 ? Json((first_step_done - start_unix_ms_) / 1e3) : Json());
+  s.set("train_time_s", comm_.allreduce_max(step_clock_.train_seconds()));
   return s;
 }
 
@@ -706,8 +638,6 @@ TrainResult Training::finish(RunEnd end) {
   summary.global_batch = global_batch_;
   summary.accumulate_steps = cfg_.accumulate_steps;
   summary.optimizer = state_->optimizer().describe();
-  summary.step_seconds = &step_seconds_;
-  summary.first_step_timers = &first_step_timers_;
   summary.steps_per_epoch = s.steps_per_epoch;
   summary.steps = s.position.global_step;
   summary.samples_trained = s.position.samples_seen;
@@ -725,8 +655,6 @@ TrainResult Training::finish(RunEnd end) {
   summary.checkpoint = last_checkpoint_;
   summary.reducer = reducer_.get();
   summary.timers = &timers_;
-  summary.segment_train_s = segment_train_s_;
-  summary.segment_samples = segment_samples_;
   summary.input = task_->input_json();
   summary.bytes_read = batches_->bytes_read();
   summary.skip_bad_samples = cfg_.skip_bad_samples;
@@ -734,7 +662,7 @@ TrainResult Training::finish(RunEnd end) {
   summary.checkpoints_written = checkpoints_written_;
   summary.checkpoint_s = checkpoint_s_;
   summary.checkpoint_bytes = checkpoint_bytes_;
-  device_metrics_->fill(summary);
+  for (TrainingObserver* o : observers_) o->fill(summary);
   if (trace::enabled()) write_trace();
   const Json report = report::build_train_report(comm_, summary);
   const std::string path = (fs::path(cfg_.output_dir) / "report.json").string();

@@ -2,8 +2,8 @@
 # scaletrain-advisor calibrate (docs/scaling-model.md): a short ResNet-20 sweep writes a calibration
 # whose gradient size and bucket layout match PyTorch's parameters bucketed by DDP's rule, whose
 # times grow with the batch and whose ready fractions are ordered; with --data it times the input
-# pipeline and takes the split's sample count; bad options fail before the sweep, naming the option
-# and the value.
+# pipeline and takes the split's sample count; NCF's sweep times the trainer's step with Adam on
+# ml-20m's shape or on --data; bad options fail before the sweep, naming the option and the value.
 source "$(dirname "$0")/lib.sh"
 T=$TMP_ROOT/advisor_calibrate
 rm -rf "$T" && mkdir -p "$T"
@@ -92,6 +92,37 @@ check_calibration "$T/data.json" 2,8 25 96 measured
 grep -qF -- "--data $T/rgb train split" "$T/data.json" || fail "source does not name --data"
 grep -qF "samples/s (one rank)" "$T/data.txt" || fail "no input rate printed: $(cat "$T/data.txt")"
 
+echo "== ncf: the trainer's step with the model's defaults (Adam), on ml-20m's shape and on --data"
+# check_ncf FILE USERS ITEMS TRAIN_SAMPLES INPUT(measured|none): NeuMF's parameters as the MLPerf
+# reference sizes them (GMF factor 64; MLP 256-256-128-64 from two 128-wide embeddings; the
+# prediction layer over 64 + 64), all in the buckets; the batches as asked.
+check_ncf() {
+  $PY - "$@" <<'EOF'
+import json, sys
+path, users, items, train_samples, input_kind = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+c = json.load(open(path))
+params = (users + items) * 64 + (users + items) * 128 + (256 * 256 + 256) + (256 * 128 + 128) + (128 * 64 + 64) + (128 + 1)
+assert c["model"] == "ncf" and c["gradient_bytes"] == 4 * params, (c["gradient_bytes"], 4 * params)
+assert sum(b["bytes"] for b in c["buckets"]) == c["gradient_bytes"], c["buckets"]
+assert [p["batch"] for p in c["points"]] == [64, 512], c["points"]
+assert c["points"][1]["forward_s"] > c["points"][0]["forward_s"], c["points"]
+assert c["default_batch"] == 1024 and c["train_samples"] == train_samples, c
+assert (c["input_samples_per_s"] > 0) == (input_kind == "measured"), c["input_samples_per_s"]
+print(f"ok: {path}: {params} parameters in {len(c['buckets'])} buckets")
+EOF
+}
+ncf=(--model ncf --batches 512,64 --steps 3 --warmup-steps 1 --threads 1)
+"$A" calibrate "${ncf[@]}" --output "$T/ncf.json" >"$T/ncf.txt"
+cat "$T/ncf.txt"
+check_ncf "$T/ncf.json" 138493 26744 $((19861770 * 5)) none
+grep -qF "calibrating ncf on 138493 users x 26744 items" "$T/ncf.txt" || fail "the start line does not give ml-20m's shape"
+grep -qF "MovieLens-20M" "$T/ncf.json" || fail "source does not say where train_samples comes from"
+"$BIN/scaletrain-data" synthetic --task recommendation --users 300 --items 300 --groups 5 --positives-per-user 20 \
+  --eval-negatives 99 --output "$T/ncf-data" >/dev/null
+"$A" calibrate "${ncf[@]}" --data "$T/ncf-data" --input-batches 5 --output "$T/ncf-data.json" >"$T/ncf-data.txt"
+check_ncf "$T/ncf-data.json" 300 300 $((300 * 19 * 5)) measured
+grep -qF "calibrating ncf on 300 users x 300 items" "$T/ncf-data.txt" || fail "the start line does not give --data's shape"
+
 echo "== usage errors, before any sweep"
 expect_failure "unknown model" "unknown model 'resnet51'" "$A" calibrate --model resnet51 --output "$T/x.json"
 expect_failure "missing --model" "--model" "$A" calibrate --output "$T/x.json"
@@ -113,6 +144,12 @@ expect_failure "output under a file" "--output $T/file/x.json: $T/file is not a 
 expect_failure "output is a directory" "--output $T is a directory" "$A" calibrate --model resnet20 --output "$T"
 expect_failure "raw data at another size" "--image-size 16,16 differs from the 32x32 raw images of --data $T/rgb" \
   "$A" calibrate "${quick[@]}" --image-size 16,16 --data "$T/rgb" --output "$T/x.json"
+expect_failure "ncf takes no images" "--image-size: --model ncf takes no images (its task is recommendation)" \
+  "$A" calibrate --model ncf --image-size 16,16 --output "$T/x.json"
+expect_failure "ncf on image data" "dataset $T/rgb is for the image classification task, but --model ncf is a recommendation model" \
+  "$A" calibrate "${ncf[@]}" --data "$T/rgb" --output "$T/x.json"
+expect_failure "resnet20 on ncf data" "dataset $T/ncf-data is for the recommendation task, but --model resnet20" \
+  "$A" calibrate "${quick[@]}" --data "$T/ncf-data" --output "$T/x.json"
 expect_failure "unknown --io" "unknown --io 'nfs'" \
   "$A" calibrate --model resnet20 --data "$T/rgb" --io nfs --output "$T/x.json"
 expect_failure "two ranks" "calibrate measures one rank; this job has 2" \

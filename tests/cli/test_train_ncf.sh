@@ -97,6 +97,16 @@ grep -qF "$expected" "$W/eval.log" || fail "eval printed $(tail -n 1 "$W/eval.lo
 echo "ok: eval: $expected"
 expect_failure "eval of another split" "--split train: --model ncf evaluates its dataset's val split" \
   "$BIN/scaletrain" eval --model ncf --checkpoint "$W/run" --data "$W/data" --split train
+# eval reads the split it evaluates and nothing else: a dataset of its val split alone will do.
+mkdir -p "$W/val-only" && cp -r "$W/data/val" "$W/val-only/"
+"$BIN/scaletrain" eval --model ncf --checkpoint "$W/run" --data "$W/val-only" --threads 1 >"$W/eval-val-only.log" 2>&1 ||
+  fail "eval of a val split alone: $(tail -n 5 "$W/eval-val-only.log")"
+grep -qF "${expected/$W\/data/$W/val-only}" "$W/eval-val-only.log" ||
+  fail "eval of a val split alone printed $(tail -n 1 "$W/eval-val-only.log")"
+"$BIN/scaletrain-data" synthetic --task image_classification --samples 8 --val-samples 8 --image-size 8,8,1 \
+  --classes 2 --output "$W/eval-images" >/dev/null
+expect_failure "eval of an image dataset" "dataset $W/eval-images is for the image classification task, but --model ncf is a recommendation model" \
+  "$BIN/scaletrain" eval --model ncf --checkpoint "$W/run" --data "$W/eval-images"
 
 expect_failure "predict of a recommendation model" "predict: --model ncf is not an image classifier" \
   "$BIN/scaletrain" predict --model ncf --checkpoint "$W/run" --input "$W/none.h5" --output "$W/out.h5"

@@ -2,7 +2,8 @@
 // ready times with exact answers; a real ResNet-20 sweep whose gradient size is checked against
 // the torchvision-verified parameter count, whose bucket layout is plan_buckets', whose ready
 // fractions are ordered and end near the end of backward, whose step times grow with the batch,
-// and whose file reads back; and the input pipeline's rate on a small dataset.
+// and whose file reads back; NeuMF through the same sweep; and the input pipeline's rate on a
+// small dataset through the task's training batches.
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,10 +17,12 @@
 #include "scaletrain/advisor/calibrate.hpp"
 #include "scaletrain/backend/context.hpp"
 #include "scaletrain/core/error.hpp"
+#include "support/one_rank_mpi.hpp"
 #include "scaletrain/data/dataset.hpp"
-#include "scaletrain/data/loader.hpp"
+#include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/io/hdf5.hpp"
 #include "scaletrain/models/model.hpp"
+#include "scaletrain/train/task.hpp"
 
 namespace fs = std::filesystem;
 using namespace scaletrain;
@@ -50,19 +53,22 @@ std::string message_of(const std::function<void()>& f) {
 // machine whose cores are busy with other work stalls at its barriers for far longer than a
 // step, and five timed steps, so that the median is a step the machine did not interrupt.
 struct Resnet20Sweep {
+  train::TrainConfig config;  // the trainer's defaults (ResNet-20 brings none of its own)
   advisor::SweepOptions options;
   Calibration calibration;
   Resnet20Sweep() {
-    options.model = "resnet20";
-    options.num_classes = 10;
-    options.in_channels = 3;
-    options.image_height = options.image_width = 32;
+    config.model = "resnet20";
+    train::DataShape shape;
+    shape.num_classes = 10;
+    shape.channels = 3;
+    shape.height = shape.width = 32;
+    const std::unique_ptr<train::Task> task = train::open_task_of_shape(config, shape);
     options.batches = {32, 2, 8};  // measured in ascending order whatever order they are given in
     options.steps = 5;
     options.warmup_steps = 1;
     options.bucket_mb = 0.1;  // ResNet-20's 1.1 MB of gradients in a dozen buckets
     Context ctx(Device::cpu, 1);
-    calibration = advisor::run_sweep(ctx, options);
+    calibration = advisor::run_sweep(ctx, {config, *task}, options);
   }
 };
 
@@ -230,36 +236,79 @@ BOOST_AUTO_TEST_CASE(the_calibration_file_reads_back) {
 
 BOOST_AUTO_TEST_CASE(sweep_options_are_checked) {
   advisor::SweepOptions o;
+  train::TrainConfig config;
+  const std::unique_ptr<train::Task> task = train::open_task_of_shape(config, advisor::model_defaults("resnet20").shape);
+  const advisor::SweepSubject subject{config, *task};
   o.batches = {8, 0};
   Context ctx(Device::cpu, 1);
-  BOOST_TEST(message_of([&] { advisor::run_sweep(ctx, o); }).find("batch size 0") != std::string::npos);
+  BOOST_TEST(message_of([&] { advisor::run_sweep(ctx, subject, o); }).find("batch size 0") != std::string::npos);
   o.batches = {8, 16, 8};
-  BOOST_TEST(message_of([&] { advisor::run_sweep(ctx, o); }).find("listed twice") != std::string::npos);
+  BOOST_TEST(message_of([&] { advisor::run_sweep(ctx, subject, o); }).find("listed twice") != std::string::npos);
   o.batches = {};
-  BOOST_TEST(message_of([&] { advisor::run_sweep(ctx, o); }).find("no batch sizes") != std::string::npos);
+  BOOST_TEST(message_of([&] { advisor::run_sweep(ctx, subject, o); }).find("no batch sizes") != std::string::npos);
   const std::string unknown = message_of([] { advisor::model_defaults("resnet51"); });
   BOOST_TEST(unknown.find("--model") != std::string::npos, unknown);
   BOOST_TEST(unknown.find("resnet51") != std::string::npos, unknown);
 }
 
+// NeuMF through the same sweep: its gradient size and buckets are the network's, its step is the
+// trainer's with Adam (the model's optimizer), and a batch of 1 names the model and the shape
+// in the error of an op.
+BOOST_AUTO_TEST_CASE(an_ncf_sweep_measures_neumf) {
+  train::TrainConfig config;
+  config.model = "ncf";
+  config.optimizer = "adam";
+  train::DataShape shape;
+  shape.num_users = 300;
+  shape.num_items = 200;
+  const std::unique_ptr<train::Task> task = train::open_task_of_shape(config, shape);
+  const train::Batch batch = task->synthetic_batch(64, 5);
+  BOOST_TEST_REQUIRE(batch.size() == 64);
+  for (int64_t i = 0; i < 64; ++i) {
+    BOOST_TEST(batch.at("users").data<int32_t>()[i] < 300);
+    BOOST_TEST(batch.at("items").data<int32_t>()[i] < 200);
+  }
+  advisor::SweepOptions o;
+  o.batches = {64, 1024};
+  o.steps = 3;
+  o.bucket_mb = 0.25;
+  Context ctx(Device::cpu, 1);
+  const Calibration c = advisor::run_sweep(ctx, {config, *task}, o);
+  const std::unique_ptr<models::Network> neumf = task->make_network(0);
+  BOOST_TEST(c.model == "ncf");
+  BOOST_TEST(c.gradient_bytes == 4 * neumf->params().parameter_count());
+  const std::vector<GradientBucket> plan = comm::plan_buckets(neumf->params().gradient_layout(), 0.25);
+  BOOST_TEST_REQUIRE(c.buckets.size() == plan.size());
+  BOOST_TEST(c.points.size() == 2u);
+  BOOST_TEST(c.points[1].forward_s > c.points[0].forward_s);
+  BOOST_TEST(task->describe_shape() == "300 users x 200 items");
+  const std::string no_data = message_of([&] { task->evaluate(test::one_rank_world(), ctx, *neumf, 8, 1); });
+  BOOST_TEST(no_data.find("known by its shape only") != std::string::npos, no_data);
+}
+
+// The input rate through a task's training batches (the loader, for an image dataset).
 BOOST_AUTO_TEST_CASE(input_rate_of_a_small_dataset) {
   io::h5_silence_errors();
   const fs::path dir = fs::temp_directory_path() / ("scaletrain_calibrate_input_" + std::to_string(::getpid()));
   fs::remove_all(dir);
-  fs::create_directories(dir / "train");
-  const int64_t n = 96;
-  Tensor images = Tensor::zeros({n, 8, 8, 3}, DType::u8);
-  Tensor labels = Tensor::zeros({n}, DType::i32);
-  data::write_image_shard((dir / "train" / data::shard_file_name(0, 1)).string(), images, labels, 10, {0.5, 0.5, 0.5},
-                          {0.25, 0.25, 0.25}, 16);
-  const data::SplitInfo split = data::open_split(dir.string(), "train");
-  data::LoaderOptions o;
-  o.batch_size = 8;  // 12 batches: 3 to fill the pipeline, then up to 9 timed
-  o.prefetch = 2;
-  BOOST_TEST(advisor::measure_input_rate(split, o, 5) > 0.0);
-  o.batch_size = 32;  // 3 batches: none left to time after the first prefetch + 1
-  const std::string too_few = message_of([&] { advisor::measure_input_rate(split, o, 5); });
-  BOOST_TEST(too_few.find(split.dir) != std::string::npos, too_few);
+  for (const char* split : {"train", "val"}) {
+    fs::create_directories(dir / split);
+    const int64_t n = std::string(split) == "train" ? 96 : 16;
+    Tensor images = Tensor::zeros({n, 8, 8, 3}, DType::u8);
+    Tensor labels = Tensor::zeros({n}, DType::i32);
+    data::write_image_shard((dir / split / data::shard_file_name(0, 1)).string(), images, labels, 10,
+                            {0.5, 0.5, 0.5}, {0.25, 0.25, 0.25}, 16);
+  }
+  train::TrainConfig config;
+  config.data_dir = dir.string();
+  const comm::Communicator& comm = test::one_rank_world();
+  const std::unique_ptr<train::Task> task = train::open_task(config, comm);
+  // 12 batches of 8: 3 to fill the pipeline, then up to 9 timed.
+  BOOST_TEST(advisor::measure_input_rate(*task->training_batches(comm, 8, 1), 3, 5, "DATA/train") > 0.0);
+  // 3 batches of 32: none left to time after the first 3.
+  const std::string too_few =
+      message_of([&] { advisor::measure_input_rate(*task->training_batches(comm, 32, 1), 3, 5, "DATA/train"); });
+  BOOST_TEST(too_few.find("DATA/train: 3 batches") != std::string::npos, too_few);
   BOOST_TEST(too_few.find("too few") != std::string::npos, too_few);
   fs::remove_all(dir);
 }

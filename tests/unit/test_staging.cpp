@@ -19,6 +19,7 @@
 #include "scaletrain/data/dataset.hpp"
 #include "scaletrain/data/staging.hpp"
 #include "scaletrain/io/hdf5.hpp"
+#include "support/one_rank_mpi.hpp"
 
 namespace fs = std::filesystem;
 using namespace scaletrain;
@@ -66,13 +67,7 @@ void flip_image_byte(const std::string& path, int64_t row) {
 
 // One rank as an MPI singleton, initialised once for the whole binary.
 const comm::Topology& topology() {
-  static int argc = 1;
-  static char name[] = "scaletrain_unit_tests";
-  static char* args[] = {name, nullptr};
-  static char** argv = args;
-  static comm::MpiSession session(&argc, &argv);
-  static const comm::Communicator world = comm::Communicator::world();
-  static const comm::Topology topo = comm::Topology::build(world, 1);
+  static const comm::Topology topo = comm::Topology::build(test::one_rank_world(), 1);
   return topo;
 }
 

@@ -4,9 +4,10 @@
 // the Calibration that the scaling model needs (calibration.hpp, docs/scaling-model.md).
 //
 // Decisions: each batch size gets a freshly built and initialised model and optimizer, so one
-// measurement never depends on the one before it; the input is synthetic (random pixels and
-// labels of the right shape), since the content of a batch does not change the time of a dense
-// step; every phase's time is the median over the timed steps, after untimed warm-up steps that
+// measurement never depends on the one before it; the input is synthetic (the task's random
+// batch of the dataset's shapes: pixels and labels, or users, items and labels), since what a
+// batch holds changes little of a step's time (NCF's embedding backward sorts the batch's ids:
+// random ids are its common case); every phase's time is the median over the timed steps, after untimed warm-up steps that
 // pay for oneDNN's primitive creation and first-touch allocation. Bucket ready times are taken at
 // the largest batch, where a step is longest and the clock's resolution and the machine's noise
 // matter least.
@@ -19,40 +20,42 @@
 
 #include "scaletrain/advisor/calibration.hpp"
 #include "scaletrain/comm/gradient_reducer.hpp"
+#include "scaletrain/train/config.hpp"
+#include "scaletrain/train/task.hpp"
 
 namespace scaletrain {
 class Context;
 }
-namespace scaletrain::data {
-struct SplitInfo;
-struct LoaderOptions;
-}  // namespace scaletrain::data
 
 namespace scaletrain::advisor {
 
 // What calibrate assumes about a model when no dataset is given: the dataset it trains on in the
-// MLPerf/paper setting, and batch sizes cheap enough to measure on a CPU.
+// MLPerf/paper setting (its shape, for the model and the synthetic batches), and batch sizes cheap
+// enough to measure on a CPU.
 struct ModelDefaults {
-  std::string dataset;           // "ImageNet (ILSVRC2012 train)", "CIFAR-10 train"
-  int64_t train_samples;         // 1,281,167 and 50,000
-  int num_classes;               // 1000 and 10
-  int in_channels;               // 3
-  int image_size;                // 224 and 32 (train::default_image_size)
+  std::string dataset;           // "ImageNet (ILSVRC2012 train)", "CIFAR-10 train", "MovieLens-20M ..."
+  int64_t train_samples;         // 1,281,167, 50,000 and 99,308,850 (an epoch's, negatives included)
+  train::DataShape shape;        // classes, channels, image size (train::default_image_size); users, items
   std::vector<int64_t> batches;  // --batches' default
 };
 // Throws UsageError naming --model for a model calibrate does not know.
 ModelDefaults model_defaults(const std::string& model);
 
 struct SweepOptions {
-  std::string model = "resnet20";
-  int num_classes = 10;
-  int in_channels = 3;
-  int image_height = 32, image_width = 32;
   std::vector<int64_t> batches;  // per rank; positive and distinct, measured in ascending order
   int steps = 5;                 // timed steps per batch size
   int warmup_steps = 1;          // untimed steps before them
   double bucket_mb = 25.0;       // the gradient bucket capacity (comm::plan_buckets)
   uint64_t seed = 0;             // the model's initialisation and the synthetic batches
+};
+
+// What a sweep times: the trainer's step (train/training_step.hpp) for config.model, with the
+// trainer's configuration for it (its optimizer and learning rate, the loss's options: the
+// model's defaults) and its task, opened on a dataset or on a dataset's shape (the task gives the
+// network and the synthetic batches). The task keeps a reference to config.
+struct SweepSubject {
+  const train::TrainConfig& config;
+  train::Task& task;
 };
 
 // One batch size measured: the median of each phase, and, per bucket (in plan_buckets' order), the
@@ -64,14 +67,14 @@ struct BatchMeasurement {
 };
 
 // Times options.steps steps of forward + loss, backward and optimizer at `batch` on ctx.
-BatchMeasurement measure_batch(Context& ctx, const SweepOptions& options, int64_t batch);
+BatchMeasurement measure_batch(Context& ctx, const SweepSubject& subject, const SweepOptions& options, int64_t batch);
 
 // The whole sweep: every batch size measured (on_point is told each one as it is done, for
 // progress), the forward and backward curves fitted, the optimizer's median, the gradient size and
 // its bucket layout with the ready fractions of the largest batch. Also sets model, precision
-// ("fp32"), bucket_mb and default_batch (the trainer's --batch-size default); device, source,
-// input_samples_per_s (0) and train_samples (0) are the caller's to fill.
-Calibration run_sweep(Context& ctx, const SweepOptions& options,
+// ("fp32"), bucket_mb and default_batch (config.batch_size: the model's --batch-size default);
+// device, source, input_samples_per_s (0) and train_samples (0) are the caller's to fill.
+Calibration run_sweep(Context& ctx, const SweepSubject& subject, const SweepOptions& options,
                       const std::function<void(const BatchPoint&)>& on_point = nullptr);
 
 // Bucket k's share of backward in one step: the latest ready time of its parameters over the
@@ -99,10 +102,11 @@ void check_times_grow(const std::vector<std::pair<double, double>>& points, cons
 std::vector<BucketTiming> bucket_timings(const std::vector<comm::GradientBucket>& buckets,
                                          const std::vector<double>& fractions);
 
-// Samples per second that one rank's loader delivers to a consumer that takes each batch at once:
-// the pipeline's own rate, over `batches` batches after the first (which pays for the threads'
-// start and the first reads). Throws naming the split when it has fewer than two batches.
-double measure_input_rate(const data::SplitInfo& split, const data::LoaderOptions& options, int batches);
+// Samples per second that one rank's training batches (the task's: the loader for images) reach
+// a consumer that takes each batch at once: the pipeline's own rate, over up to `batches` batches
+// after the first `skipped` (the prefetch + 1 that start with the epoch pay for the threads'
+// start and the first reads). Throws naming `dataset` when the epoch has no batch left to time.
+double measure_input_rate(train::BatchSource& source, int64_t skipped, int batches, const std::string& dataset);
 
 // The median of values (the mean of the middle two for an even count); throws when empty.
 double median(std::vector<double> values);

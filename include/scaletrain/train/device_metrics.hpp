@@ -16,6 +16,7 @@
 #include "scaletrain/report/phase_timer.hpp"
 #include "scaletrain/report/train_report.hpp"
 #include "scaletrain/train/device_choice.hpp"
+#include "scaletrain/train/training_observer.hpp"
 
 namespace scaletrain::train {
 
@@ -23,7 +24,8 @@ namespace scaletrain::train {
 // cuDNN's algorithm number, the math type set on the descriptor, its workspace and determinism.
 Json conv_algorithms_json(const std::vector<ops::ConvAlgorithmRecord>& records);
 
-class DeviceMetrics {
+// A training observer (training_observer.hpp): each step's end adds the step's GPU times.
+class DeviceMetrics final : public TrainingObserver {
  public:
   // Starts the energy reading; ctx must outlive this.
   DeviceMetrics(Context& ctx, const DeviceChoice& choice);
@@ -33,8 +35,9 @@ class DeviceMetrics {
   void end(report::Phase phase) noexcept;
   // After the step's synchronize: adds the GPU time of the step's phases.
   void end_step();
+  void on_step_end(const StepEnd&) override { end_step(); }
   // The summary's device fields (reads the energy counter and the allocator's peak now).
-  void fill(report::TrainSummary& summary);
+  void fill(report::TrainSummary& summary) override;
 
  private:
   static bool timed(report::Phase phase);

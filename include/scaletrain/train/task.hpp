@@ -76,6 +76,7 @@ struct Evaluation {
   double quality = 0.0;
   double loss = 0.0;
   Json metrics = Json::object();
+  int64_t samples = 0;  // evaluated: images, or users
 };
 
 class Task {
@@ -105,10 +106,20 @@ class Task {
   // This rank's training batches of batch_size samples (all micro-batches of a step).
   virtual std::unique_ptr<BatchSource> training_batches(const comm::Communicator& comm, int64_t batch_size,
                                                         int ranks_on_node) const = 0;
+  // A batch of `size` samples of the dataset's shapes with random content, from seed: what
+  // scaletrain-advisor calibrate times the step on (a dense step's time does not depend on what
+  // the batch holds).
+  virtual Batch synthetic_batch(int64_t size, uint64_t seed) const = 0;
 
   // The model, initialised with seed; and the check that a checkpoint's weights (--init-from)
   // fit this dataset, naming both.
   virtual std::unique_ptr<models::Network> make_network(uint64_t seed) const = 0;
+  // The network's input as messages name it: "32x32x3 images, 10 classes", "138493 users x 26744
+  // items".
+  virtual std::string describe_shape() const = 0;
+  // `scaletrain info --model`'s JSON: the model, task, parameter count, the shape it was built for
+  // and its state_dict's tensors (name, shape, parameter or buffer), in torchvision's order.
+  virtual Json describe_network(models::Network& network) const = 0;
   // The ops a run of this task dispatches besides the optimizer's (ops/registry.hpp): its
   // network's, its input's, its loss's and its evaluation's; training false: an evaluation
   // alone (scaletrain eval). --device asks each of them of the device.
@@ -123,10 +134,32 @@ class Task {
   // The evaluation split, every sample (user) exactly once over the ranks, reduced. Collective.
   virtual Evaluation evaluate(const comm::Communicator& comm, Context& ctx, models::Network& network,
                               int64_t batch_size, int ranks_on_node) const = 0;
+  // scaletrain eval's line: "top-1 accuracy 0.9123 (9123/10000) on DIR/val, loss 0.3456",
+  // "hr@10 0.6350, ndcg@10 0.3800 on DIR/val (138493 users)"; where: the split evaluated.
+  virtual std::string describe_evaluation(const Evaluation& e, const std::string& where) const = 0;
 };
 
 // Opens config.data_dir for the task of config.model (checking that the dataset is of that task,
-// with a message naming the directory and both tasks).
+// with a message naming the directory and both tasks). The task keeps a reference to config.
 std::unique_ptr<Task> open_task(const TrainConfig& config, const comm::Communicator& comm);
+
+// A dataset described by its shape alone, without files: enough for a task to build its model
+// and make synthetic batches (scaletrain-advisor calibrate without --data). Image classification
+// reads classes, channels and the image size (raw images of that size, pixels normalised with
+// mean 0.5 and std 0.25); recommendation reads users and items.
+struct DataShape {
+  int num_classes = 0, channels = 0, height = 0, width = 0;
+  int64_t num_users = 0, num_items = 0;
+};
+
+// Split `split` of config.data_dir alone, for scaletrain eval: the task of config.model evaluates
+// it (evaluate() and everything but the training batches); the split must be of that task, and
+// one the task evaluates (recommendation: val). The task keeps a reference to config.
+std::unique_ptr<Task> open_task_for_evaluation(const TrainConfig& config, const std::string& split,
+                                               const comm::Communicator& comm);
+
+// The task of config.model on a dataset of that shape. Its data (training batches, evaluation,
+// staging) is not there: asking for it throws. The task keeps a reference to config.
+std::unique_ptr<Task> open_task_of_shape(const TrainConfig& config, const DataShape& shape);
 
 }  // namespace scaletrain::train

@@ -1,0 +1,65 @@
+// The training step, written once. The trainer runs it on the loader's batches, and
+// scaletrain-advisor calibrate times it on synthetic ones, so that what the advisor measures is
+// the step users train with, for any model.
+//
+// One optimizer step on a batch already in hand: for each micro-batch, the task's forward and
+// loss, then backward (each parameter's gradient announced as soon as it is written: summed by
+// the accumulator, in the last micro-batch passed on to the reducer); the reducer's mean over
+// ranks; the optimizer at the schedule's learning rate; then the device is synchronised, so that
+// the step's time is its work, not its queueing.
+//
+// Whoever runs the step watches its phases (forward, backward, allreduce, optimizer) through a
+// StepPhaseWatcher: the trainer's timers and GPU events, the calibration's stopwatch.
+#pragma once
+
+#include <cstdint>
+
+#include "scaletrain/backend/context.hpp"
+#include "scaletrain/comm/gradient_reducer.hpp"
+#include "scaletrain/models/network.hpp"
+#include "scaletrain/optim/optimizer.hpp"
+#include "scaletrain/report/phase_timer.hpp"
+#include "scaletrain/train/gradient_accumulation.hpp"
+#include "scaletrain/train/task.hpp"
+
+namespace scaletrain::train {
+
+// Told when each phase of a step begins and ends (in that order, one phase at a time; end also
+// when the phase throws).
+class StepPhaseWatcher {
+ public:
+  virtual ~StepPhaseWatcher() = default;
+  virtual void begin(report::Phase phase) = 0;
+  virtual void end(report::Phase phase) noexcept = 0;
+};
+
+class TrainingStep {
+ public:
+  // Wires the network's grad-ready hook to the accumulator of accumulate_steps micro-batches and
+  // the accumulator to the reducer; every part must outlive the step, which unhooks on
+  // destruction.
+  TrainingStep(Context& ctx, Task& task, models::Network& network, optim::Optimizer& optimizer,
+               comm::GradientReducer& reducer, int accumulate_steps);
+  ~TrainingStep();
+  TrainingStep(const TrainingStep&) = delete;
+  TrainingStep& operator=(const TrainingStep&) = delete;
+
+  // One optimizer step on `batch`, micro_batches() micro-batches of micro_batch samples each, at
+  // learning rate lr. Returns the mean of the micro-batches' losses (the caller judges it: a NaN
+  // means divergence).
+  double run(const Batch& batch, int64_t micro_batch, double lr, StepPhaseWatcher& watcher);
+
+  int micro_batches() const { return accumulator_.micro_batches(); }
+
+ private:
+  double forward_and_backward(const Batch& micro_batch, int k, StepPhaseWatcher& watcher);
+
+  Context& ctx_;
+  Task& task_;
+  models::Network& network_;
+  optim::Optimizer& optimizer_;
+  comm::GradientReducer& reducer_;
+  GradientAccumulator accumulator_;
+};
+
+}  // namespace scaletrain::train
