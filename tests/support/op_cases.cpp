@@ -270,13 +270,17 @@ OpCase batch_norm_inference_case(const Shape& shape, uint64_t seed) {
 
 // ---- relu and add ------------------------------------------------------------------------------
 
-// in_place: y aliases x and dx aliases dy, as the layers may run them.
-OpCase relu_case(const Shape& shape, bool in_place, uint64_t seed) {
+// in_place: y aliases x and dx aliases dy, as the layers may run them. zeros: every fifth input
+// is exactly 0, ReLU's kink, where y is 0 and the gradient is gated off.
+OpCase relu_case(const Shape& shape, bool in_place, uint64_t seed, bool zeros = false) {
   OpCase c;
-  c.name = "relu " + dims(shape) + (in_place ? " in place" : "");
+  c.name = "relu " + dims(shape) + (in_place ? " in place" : "") + (zeros ? " zeros" : "");
   c.ops = {"relu_forward", "relu_backward"};
   c.make_inputs = [=] {
-    return NamedTensors{{"x", random_tensor(shape, seed)}, {"dy", random_tensor(shape, seed + 1)}};
+    Tensor x = random_tensor(shape, seed);
+    if (zeros)
+      for (int64_t i = 3; i < x.numel(); i += 5) x.data<float>()[i] = 0.0f;
+    return NamedTensors{{"x", x}, {"dy", random_tensor(shape, seed + 1)}};
   };
   c.run = [=](Context& ctx, const NamedTensors& in) {
     Tensor y, dx;
@@ -567,8 +571,9 @@ OpCase normalize_images_case(const Shape& xs, uint64_t seed) {
 Tensor repeated_indices(int64_t n, int64_t rows, uint64_t seed) {
   Rng rng(seed);
   Tensor t = Tensor::empty({n}, DType::i32);
+  const auto urows = static_cast<uint64_t>(rows), first_few = std::min<uint64_t>(3, urows);
   for (int64_t i = 0; i < n; ++i)
-    t.data<int32_t>()[i] = static_cast<int32_t>(i % 3 == 0 ? rng.below(3) : rng.below(static_cast<uint64_t>(rows)));
+    t.data<int32_t>()[i] = static_cast<int32_t>(i % 3 == 0 ? rng.below(first_few) : rng.below(urows));
   return t;
 }
 
@@ -601,8 +606,9 @@ OpCase embedding_case(int64_t rows, int64_t dim, int64_t n, uint64_t seed) {
                        {"dtable", reference_embedding_backward(rows, dim, idx, values(in, "dout"))}};
   };
   // out copies rows; a row of dtable sums the dout of the positions naming it (a third of the
-  // positions name one of three rows: up to about n / 9 + a few terms).
-  const Tolerance tsum = fp32_sum(n / 3 + 4);
+  // positions name one of three rows: up to about n / 9 + a few terms; with fewer than three
+  // rows, up to all n).
+  const Tolerance tsum = fp32_sum(rows < 3 ? n : n / 3 + 4);
   c.outputs = {{"out", kExact, kExact}, {"dtable", tsum, twice(tsum)}};
   c.gradients = {{"table", "dtable", "out", "dout"}};
   return c;
@@ -944,6 +950,24 @@ std::vector<OpCase> build_cases() {
   cases.push_back(lars_case(45017, next_seed()));
   cases.push_back(accumulate_case(1001, next_seed()));
   cases.push_back(accumulate_case(40000, next_seed()));
+  // More shapes, after the rest so that the cases above keep their seeds (the max pools' windows
+  // have no near ties for the finite differences):
+  cases.push_back(relu_case({3, 5, 7, 3}, false, next_seed(), true));   // inputs exactly at the kink
+  cases.push_back(max_pool_case({2, 9, 8, 5, 3, 3, 0}, next_seed()));   // kernel = stride 3: the last column unused
+  cases.push_back(max_pool_case({2, 6, 6, 3, 4, 2, 2}, next_seed()));   // even kernel, padding half of it
+  cases.push_back(max_pool_case({1, 3, 3, 2, 1, 1, 0}, next_seed()));   // 1x1: a copy
+  cases.push_back(global_avg_pool_case({1, 8, 8, 1}, next_seed()));     // one channel
+  cases.push_back(global_avg_pool_case({2, 7, 7, 2048}, next_seed()));  // ResNet-50's head
+  cases.push_back(batch_norm_training_case({4, 3, 5, 1}, 0.0, 1.0, next_seed()));  // one channel
+  cases.push_back(linear_case(1, 1, 1, true, next_seed()));                        // every dimension 1
+  cases.push_back(linear_case(8, 2048, 100, true, next_seed()));  // a long reduction: 2048 inputs, as ResNet-50's head
+  cases.push_back(normalize_images_case({1, 1, 1, 1}, next_seed()));  // one pixel
+  cases.push_back(embedding_case(1, 3, 9, next_seed()));              // one row: every id the same
+  cases.push_back(concat_case(1, 1, 1, next_seed()));                 // one sample, width-1 sides
+  cases.push_back(concat_case(13, 1, 64, next_seed()));               // a width-1 side next to a wide one
+  // Above the CPU kernels' threading bound (1 << 15 elements).
+  cases.push_back(concat_case(4099, 64, 128, next_seed()));
+  cases.push_back(multiply_case({4099, 64}, next_seed()));
   return cases;
 }
 

@@ -1,6 +1,7 @@
-// ReLU and element-wise add: the fp32 kernels against the float64 reference on odd and large
-// shapes, ReLU's backward against central finite differences and its use of the forward output,
-// in-place aliasing, argument checks.
+// ReLU and element-wise add: ReLU's backward gated by the forward output and its forward at
+// signed zeros, NaN and tiny values, in-place aliasing, argument checks. The kernels' values
+// against the float64 reference (inputs at the kink included) and the backward against central
+// differences of the forward are op cases (tests/support/op_cases.cpp).
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
@@ -23,31 +24,9 @@ std::vector<double> random_floats(std::size_t n, uint64_t seed) {
   return v;
 }
 
-const std::vector<st::Shape>& shapes() {
-  static const std::vector<st::Shape> s = {{3, 5, 7, 3}, {1}, {17}, {2, 3}, {1, 1, 1, 1}, {8, 16, 16, 33}};
-  return s;
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(activation)
-
-BOOST_AUTO_TEST_CASE(relu_matches_reference) {
-  st::Context ctx;
-  uint64_t seed = 1;
-  for (const st::Shape& s : shapes()) {
-    BOOST_TEST_CONTEXT("shape " << st::shape_string(s)) {
-      const auto x = random_floats(st::shape_numel(s), seed++);
-      const auto dy = random_floats(st::shape_numel(s), seed++);
-      st::Tensor y = nan_tensor(s), dx = nan_tensor(s);
-      st::ops::relu_forward(ctx, st::test::to_tensor(x, s), y);
-      const auto want_y = st::test::reference_relu_forward(x);
-      BOOST_TEST(st::test::to_vector(y) == want_y);  // exact: no arithmetic
-      st::ops::relu_backward(ctx, y, st::test::to_tensor(dy, s), dx);
-      BOOST_TEST(st::test::to_vector(dx) == st::test::reference_relu_backward(want_y, dy));
-    }
-  }
-}
 
 // The gradient is gated by the forward output y, not the input: zero where y == 0.
 BOOST_AUTO_TEST_CASE(relu_backward_uses_output) {
@@ -69,46 +48,6 @@ BOOST_AUTO_TEST_CASE(relu_backward_uses_output) {
   BOOST_TEST(got[3] == 3.0);
   BOOST_TEST(std::isnan(got[4]));
   BOOST_TEST(got[5] == 0.0);
-}
-
-// d/dx sum(relu(x) * r) by central differences of the fp32 forward, away from the kink.
-BOOST_AUTO_TEST_CASE(relu_backward_matches_finite_differences) {
-  st::Context ctx;
-  const st::Shape s{3, 5, 7, 3};
-  auto x = st::test::random_vector(st::shape_numel(s), 7);
-  for (auto& v : x) v = static_cast<float>(v < 0 ? v - 0.1 : v + 0.1);
-  const auto r = st::test::random_vector(x.size(), 8);
-  auto f = [&] {
-    st::Tensor y = nan_tensor(s);
-    st::ops::relu_forward(ctx, st::test::to_tensor(x, s), y);
-    const auto yv = st::test::to_vector(y);
-    double sum = 0;
-    for (std::size_t i = 0; i < yv.size(); ++i) sum += yv[i] * r[i];
-    return sum;
-  };
-  st::Tensor y = nan_tensor(s), dx = nan_tensor(s);
-  st::ops::relu_forward(ctx, st::test::to_tensor(x, s), y);
-  st::ops::relu_backward(ctx, y, st::test::to_tensor(r, s), dx);
-  ST_CHECK_CLOSE_VECTORS(st::test::to_vector(dx), st::test::numeric_gradient(f, x, 1e-2), 1e-5, 1e-5);
-}
-
-BOOST_AUTO_TEST_CASE(add_matches_reference) {
-  st::Context ctx;
-  uint64_t seed = 100;
-  for (const st::Shape& s : shapes()) {
-    BOOST_TEST_CONTEXT("shape " << st::shape_string(s)) {
-      const auto a = random_floats(st::shape_numel(s), seed++), b = random_floats(st::shape_numel(s), seed++);
-      // The float sum of two floats is the correctly rounded double sum.
-      auto want = st::test::reference_add(a, b);
-      for (auto& v : want) v = static_cast<float>(v);
-      st::Tensor y = nan_tensor(s);
-      st::ops::add_forward(ctx, st::test::to_tensor(a, s), st::test::to_tensor(b, s), y);
-      BOOST_TEST(st::test::to_vector(y) == want);
-      st::Tensor acc = st::test::to_tensor(a, s);
-      st::ops::add_inplace(ctx, acc, st::test::to_tensor(b, s));
-      BOOST_TEST(st::test::to_vector(acc) == want);
-    }
-  }
 }
 
 // Outputs may alias inputs: relu in place, relu backward into dy, add into either operand.

@@ -1,10 +1,9 @@
-// Embedding lookup: the fp32 kernels against the float64 reference on odd and large shapes, the
-// backward's scatter-add with many repeated indices (exactly the position-order float sum, for
-// any thread count), central finite differences, and the index and argument checks.
+// Embedding lookup: the backward's scatter-add with many repeated indices (exactly the
+// position-order float sum, for any thread count), and the index and argument checks with their
+// messages. The kernels against the float64 reference (repeated ids, a one-row table) and the
+// backward against central differences of the forward are op cases (tests/support/op_cases.cpp).
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
-#include <cmath>
-#include <limits>
 #include <string>
 
 #include "scaletrain/core/error.hpp"
@@ -25,14 +24,6 @@ st::Tensor index_tensor(const std::vector<int32_t>& v) {
   return t;
 }
 
-// n indices in [0, rows) from a fixed seed.
-std::vector<int32_t> random_indices(int64_t n, int64_t rows, uint64_t seed) {
-  st::Rng rng(seed);
-  std::vector<int32_t> v(n);
-  for (auto& i : v) i = static_cast<int32_t>(std::min<double>(rows - 1, std::floor(rng.uniform(0.0, rows))));
-  return v;
-}
-
 auto mentions(const char* text) {
   return [text](const st::Error& e) {
     const bool found = std::string(e.what()).find(text) != std::string::npos;
@@ -41,32 +32,9 @@ auto mentions(const char* text) {
   };
 }
 
-struct Case {
-  int64_t rows, d, n;
-};
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(embedding)
-
-BOOST_AUTO_TEST_CASE(matches_reference) {
-  st::Context ctx;
-  const Case cases[] = {{7, 5, 13}, {1, 1, 1}, {1, 3, 9}, {1000, 64, 4099}, {31, 17, 2}};
-  uint64_t seed = 1;
-  for (const Case& c : cases) {
-    BOOST_TEST_CONTEXT("V " << c.rows << ", D " << c.d << ", N " << c.n) {
-      const auto table = random_floats(c.rows * c.d, seed++);
-      const auto idx = random_indices(c.n, c.rows, seed++);
-      const auto dout = random_floats(c.n * c.d, seed++);
-      st::Tensor out = nan_tensor({c.n, c.d}), dtable = nan_tensor({c.rows, c.d});
-      st::ops::embedding_forward(ctx, st::test::to_tensor(table, {c.rows, c.d}), index_tensor(idx), out);
-      BOOST_TEST(st::test::to_vector(out) == st::test::reference_embedding_forward(c.rows, c.d, table, idx));
-      st::ops::embedding_backward(ctx, index_tensor(idx), st::test::to_tensor(dout, {c.n, c.d}), dtable);
-      ST_CHECK_CLOSE_VECTORS(st::test::to_vector(dtable),
-                             st::test::reference_embedding_backward(c.rows, c.d, idx, dout), 1e-5, 1e-5);
-    }
-  }
-}
 
 // Three rows named 3000 times each in a shuffled order, one row never: every sum must be the float
 // sum in position order, bit for bit, whatever the number of threads; the unnamed row is zero.
@@ -96,27 +64,6 @@ BOOST_AUTO_TEST_CASE(repeated_indices_sum_in_position_order) {
   st::Context restore(st::Device::cpu, original);
   // And the float sum is the double sum to float accuracy.
   ST_CHECK_CLOSE_VECTORS(want, st::test::reference_embedding_backward(rows, d, idx, dout), 1e-4, 1e-5);
-}
-
-// d/dtable sum(out * r) by central differences of the fp32 forward, with repeats in the indices.
-BOOST_AUTO_TEST_CASE(backward_matches_finite_differences) {
-  st::Context ctx;
-  const int64_t rows = 6, d = 3, n = 11;
-  const std::vector<int32_t> idx = {0, 5, 5, 2, 0, 5, 3, 3, 1, 5, 0};  // row 4 never used
-  auto table = random_floats(rows * d, 11);
-  const auto r = random_floats(n * d, 12);
-  auto f = [&] {
-    st::Tensor out = nan_tensor({n, d});
-    st::ops::embedding_forward(ctx, st::test::to_tensor(table, {rows, d}), index_tensor(idx), out);
-    const auto o = st::test::to_vector(out);
-    double sum = 0;
-    for (std::size_t i = 0; i < o.size(); ++i) sum += o[i] * r[i];
-    return sum;
-  };
-  st::Tensor dtable = nan_tensor({rows, d});
-  st::ops::embedding_backward(ctx, index_tensor(idx), st::test::to_tensor(r, {n, d}), dtable);
-  // h = 2^-6: x +- h is exact in float for |x| < 1, so the differences are exact too.
-  ST_CHECK_CLOSE_VECTORS(st::test::to_vector(dtable), st::test::numeric_gradient(f, table, 1.0 / 64), 1e-6, 1e-6);
 }
 
 BOOST_AUTO_TEST_CASE(index_out_of_range_names_index_position_and_size) {

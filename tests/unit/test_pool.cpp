@@ -1,6 +1,8 @@
-// Max pooling and global average pooling: the fp32 kernels against the float64 reference on odd,
-// overlapping, padded and large geometries; ties and padding by hand; backward against central
-// finite differences; output shapes and argument checks.
+// Max pooling and global average pooling: max pooling's ties (to the first maximum) and padding,
+// at random and by hand; the float64 reference's max-pool backward, and the kernel's, against
+// central differences of the reference's forward; output shapes and argument checks. The kernels
+// against the reference on odd, overlapping, padded, 1x1 and large geometries, and global average
+// pooling's backward against central differences, are op cases (tests/support/op_cases.cpp).
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
@@ -79,20 +81,6 @@ BOOST_AUTO_TEST_CASE(max_pool_output_shape) {
   BOOST_CHECK_THROW(max_pool2d_output_shape({3, 2, 1}, {8, 8, 1}), st::Error);
 }
 
-BOOST_AUTO_TEST_CASE(max_pool_matches_reference) {
-  st::Context ctx;
-  uint64_t seed = 1;
-  for (const PoolGeometry& g : geometries()) {
-    BOOST_TEST_CONTEXT(describe(g)) {
-      const auto x = random_floats(g.n * g.h * g.w * g.c, seed++);
-      const auto dy = random_floats(g.n * g.oh() * g.ow() * g.c, seed++);
-      const MaxPoolOut got = run_max_pool(ctx, g, x, dy);
-      BOOST_TEST(got.y == st::test::reference_max_pool2d_forward(g, x));  // exact: a max is a copy
-      ST_CHECK_CLOSE_VECTORS(got.dx, st::test::reference_max_pool2d_backward(g, x, dy), 1e-6, 1e-6);
-    }
-  }
-}
-
 // Few distinct values, so most windows hold ties: the gradient goes to the first maximum in
 // row-major order within each window.
 BOOST_AUTO_TEST_CASE(max_pool_ties_go_to_the_first_maximum) {
@@ -138,41 +126,6 @@ BOOST_AUTO_TEST_CASE(max_pool_backward_matches_finite_differences) {
       ST_CHECK_CLOSE_VECTORS(run_max_pool(ctx, g, x, r).dx, numeric, 1e-6, 1e-6);
     }
   }
-}
-
-BOOST_AUTO_TEST_CASE(global_avg_pool_matches_reference) {
-  st::Context ctx;
-  uint64_t seed = 70;
-  for (const st::Shape& s : {st::Shape{3, 5, 7, 3}, st::Shape{2, 1, 1, 8}, st::Shape{1, 8, 8, 1},
-                             st::Shape{16, 8, 8, 64}, st::Shape{2, 7, 7, 2048}}) {
-    BOOST_TEST_CONTEXT("x " << st::shape_string(s)) {
-      const int64_t n = s[0], h = s[1], w = s[2], c = s[3];
-      const auto x = random_floats(st::shape_numel(s), seed++);
-      const auto dy = random_floats(n * c, seed++);
-      st::Tensor y = nan_tensor({n, c}), dx = nan_tensor(s);
-      st::ops::global_avg_pool_forward(ctx, st::test::to_tensor(x, s), y);
-      st::ops::global_avg_pool_backward(ctx, st::test::to_tensor(dy, {n, c}), dx);
-      ST_CHECK_CLOSE_VECTORS(st::test::to_vector(y), st::test::reference_global_avg_pool_forward(x, n, h, w, c), 1e-7,
-                             1e-6);
-      ST_CHECK_CLOSE_VECTORS(st::test::to_vector(dx), st::test::reference_global_avg_pool_backward(dy, n, h, w, c), 0.0,
-                             1e-6);
-    }
-  }
-}
-
-BOOST_AUTO_TEST_CASE(global_avg_pool_backward_matches_finite_differences) {
-  st::Context ctx;
-  const st::Shape s{2, 3, 5, 3}, ys{2, 3};
-  auto x = random_floats(st::shape_numel(s), 81);
-  const auto r = random_floats(6, 82);
-  auto f = [&] {
-    st::Tensor y = nan_tensor(ys);
-    st::ops::global_avg_pool_forward(ctx, st::test::to_tensor(x, s), y);
-    return dot(st::test::to_vector(y), r);
-  };
-  st::Tensor dx = nan_tensor(s);
-  st::ops::global_avg_pool_backward(ctx, st::test::to_tensor(r, ys), dx);
-  ST_CHECK_CLOSE_VECTORS(st::test::to_vector(dx), st::test::numeric_gradient(f, x, 1e-2), 1e-5, 1e-4);
 }
 
 BOOST_AUTO_TEST_CASE(argument_checks) {

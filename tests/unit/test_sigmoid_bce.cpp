@@ -49,6 +49,8 @@ BOOST_AUTO_TEST_CASE(hand_derived_values) {
   BOOST_TEST(std::fabs(s - 0.75) < 1e-7);
 }
 
+// The CPU's loss to 1e-10 of the reference, as it computes in double (the op cases allow any
+// backend fp32-level error), with soft targets, both shapes of logits and a sum over many chunks.
 BOOST_AUTO_TEST_CASE(kernel_matches_float64_reference) {
   st::Context ctx;
   uint64_t seed = 3;
@@ -70,7 +72,8 @@ BOOST_AUTO_TEST_CASE(kernel_matches_float64_reference) {
   }
 }
 
-// d(mean loss)/dx by central differences of the kernel's own loss.
+// d(mean loss)/dx by central differences of the kernel's own loss, taken from the loss-only call
+// (no dlogits): the one check in this file of that call's loss.
 BOOST_AUTO_TEST_CASE(gradient_matches_finite_differences) {
   st::Context ctx;
   const int64_t n = 9;
