@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <exception>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -72,21 +73,30 @@ struct StepTimes {
 };
 
 // The calibration's watch on the step: each phase's seconds to the end of its work on the device
-// (synchronize: a no-op on the CPU).
+// (synchronize: a no-op on the CPU). end() may not throw (it also runs while a phase's error
+// unwinds), so a failed synchronise is kept and rethrown by seconds().
 class PhaseStopwatch final : public train::StepPhaseWatcher {
  public:
   explicit PhaseStopwatch(Context& ctx) : ctx_(ctx) {}
   void begin(report::Phase) override { clock_.reset(); }
   void end(report::Phase phase) noexcept override {
-    ctx_.synchronize();
+    try {
+      ctx_.synchronize();
+    } catch (...) {
+      if (!failure_) failure_ = std::current_exception();
+    }
     seconds_[static_cast<int>(phase)] = clock_.elapsed();
   }
-  double seconds(report::Phase phase) const { return seconds_[static_cast<int>(phase)]; }
+  double seconds(report::Phase phase) const {
+    if (failure_) std::rethrow_exception(failure_);
+    return seconds_[static_cast<int>(phase)];
+  }
 
  private:
   Context& ctx_;
   Stopwatch clock_;
   std::array<double, report::kNumPhases> seconds_{};
+  std::exception_ptr failure_;
 };
 
 // A freshly initialised network of the subject's task with the trainer's optimizer for it, stepped

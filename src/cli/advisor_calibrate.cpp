@@ -56,10 +56,13 @@ po::options_description calibrate_options(CalibrateCommand& c) {
   c.data_threads = trainer.data_threads;
   c.prefetch = trainer.data_prefetch;
   po::options_description desc("scaletrain-advisor calibrate", kHelpWidth);
-  desc.add_options()("help,h", "print this help")("model", po::value(&c.model)->required(), "resnet20 | resnet50")(
+  desc.add_options()("help,h", "print this help")(
+      "model", po::value(&c.model)->required(),
+      "resnet20 | resnet50 | ncf: the step `scaletrain train --model` runs, with the model's defaults (its "
+      "optimizer and learning rate)")(
       "batches", po::value<std::string>(),
-      "per-rank batch sizes to time, comma-separated (default 8,16,32 for resnet20, 2,4,8 for resnet50: cheap on "
-      "a CPU; two or more sizes give the curves a fixed and a per-sample part)")(
+      "per-rank batch sizes to time, comma-separated (default 8,16,32 for resnet20, 2,4,8 for resnet50, "
+      "256,1024,4096 for ncf: cheap on a CPU; two or more sizes give the curves a fixed and a per-sample part)")(
       "steps", po::value(&c.steps)->default_value(c.steps), "timed steps per batch size (each phase: their median)")(
       "warmup-steps", po::value(&c.warmup_steps)->default_value(c.warmup_steps),
       "untimed steps before them (oneDNN primitive creation, first-touch allocation)")(
@@ -168,8 +171,9 @@ void check_image_size_fits_data(const CalibrateCommand& c) {
 std::unique_ptr<train::Task> open_calibration_task(const CalibrateCommand& c, const train::TrainConfig& config,
                                                    const comm::Communicator& comm) {
   if (!c.data_dir.empty()) {
+    std::unique_ptr<train::Task> task = train::open_task(config, comm);  // first: the dataset is of the model's task
     check_image_size_fits_data(c);
-    return train::open_task(config, comm);
+    return task;
   }
   train::DataShape shape = advisor::model_defaults(c.model).shape;
   if (c.image_height > 0) {

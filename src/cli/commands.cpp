@@ -732,6 +732,8 @@ int cmd_info(int argc, char** argv) {
   // The dataset shape the model is built for; each task reads its own part.
   const int size = train::default_image_size(model);
   const Shape chw = input_shape.empty() ? Shape{3, size, size} : parse_shape("input-shape", input_shape, 3);
+  if (chw[0] > 4096 || chw[1] > 8192 || chw[2] > 8192)
+    throw UsageError("--input-shape '" + input_shape + "' is too large (at most 4096,8192,8192)");
   train::DataShape shape;
   shape.num_classes = num_classes;
   shape.channels = static_cast<int>(chw[0]);

@@ -309,7 +309,9 @@ void Training::build_communication() {
   step_ = std::make_unique<TrainingStep>(*ctx_, *task_, state_->model(), state_->optimizer(), *reducer_,
                                          cfg_.accumulate_steps);
   phases_ = std::make_unique<TimedPhases>(timers_, *device_metrics_);
-  observers_ = {&step_clock_, &progress_line_, device_metrics_.get()};
+  // The device's first: its GPU times are collected (an event synchronise) before the step is
+  // counted, as when the step's end was one function.
+  observers_ = {device_metrics_.get(), &step_clock_, &progress_line_};
 }
 
 // --threads above the cores a rank is bound to: the threads take turns on them (Open MPI binds a

@@ -150,6 +150,8 @@ expect_failure "ncf on image data" "dataset $T/rgb is for the image classificati
   "$A" calibrate "${ncf[@]}" --data "$T/rgb" --output "$T/x.json"
 expect_failure "resnet20 on ncf data" "dataset $T/ncf-data is for the recommendation task, but --model resnet20" \
   "$A" calibrate "${quick[@]}" --data "$T/ncf-data" --output "$T/x.json"
+expect_failure "image size on ncf data" "dataset $T/ncf-data is for the recommendation task, but --model resnet20" \
+  "$A" calibrate "${quick[@]}" --image-size 16,16 --data "$T/ncf-data" --output "$T/x.json"
 expect_failure "unknown --io" "unknown --io 'nfs'" \
   "$A" calibrate --model resnet20 --data "$T/rgb" --io nfs --output "$T/x.json"
 expect_failure "two ranks" "calibrate measures one rank; this job has 2" \

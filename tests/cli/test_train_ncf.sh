@@ -39,6 +39,16 @@ assert d["parameters"] == expected == 31832577, (d["parameters"], expected)
 assert names[:4] == ["mf_user_embed.weight", "mf_item_embed.weight", "mlp_user_embed.weight", "mlp_item_embed.weight"], names
 assert names[-2:] == ["final.weight", "final.bias"] and d["task"] == "recommendation", names
 print("ok: ncf has", d["parameters"], "parameters at ml-20m size")'
+# Every model through its task: the header names the shape it was built for.
+"$BIN/scaletrain" info --model ncf --num-users 10 --num-items 7 | grep -qF "ncf: 110337 parameters, 10 users x 7 items" ||
+  fail "info --model ncf at 10 x 7: $("$BIN/scaletrain" info --model ncf --num-users 10 --num-items 7 | head -n 1)"
+"$BIN/scaletrain" info --model resnet20 --num-classes 10 --input-shape 1,28,28 |
+  grep -qF "resnet20: 272186 parameters, 28x28x1 images, 10 classes" ||
+  fail "info --model resnet20: $("$BIN/scaletrain" info --model resnet20 --num-classes 10 --input-shape 1,28,28 | head -n 1)"
+expect_failure "info with a huge input" "--input-shape '3,99999,32' is too large" \
+  "$BIN/scaletrain" info --model resnet20 --input-shape 3,99999,32
+expect_failure "info with no users" "--num-users and --num-items must be positive" \
+  "$BIN/scaletrain" info --model ncf --num-users 0
 
 echo "== HR@10 from chance to 0.5"
 "${MPIRUN[@]}" "$BIN/scaletrain" train "${NCF[@]}" --epochs 14 --target-accuracy 0.5 --output-dir "$W/run" \

@@ -252,8 +252,8 @@ BOOST_AUTO_TEST_CASE(sweep_options_are_checked) {
 }
 
 // NeuMF through the same sweep: its gradient size and buckets are the network's, its step is the
-// trainer's with Adam (the model's optimizer), and a batch of 1 names the model and the shape
-// in the error of an op.
+// trainer's with Adam (the model's optimizer), and a task of a shape alone has no data to
+// evaluate.
 BOOST_AUTO_TEST_CASE(an_ncf_sweep_measures_neumf) {
   train::TrainConfig config;
   config.model = "ncf";

@@ -153,13 +153,15 @@ struct DataShape {
 };
 
 // Split `split` of config.data_dir alone, for scaletrain eval: the task of config.model evaluates
-// it (evaluate() and everything but the training batches); the split must be of that task, and
-// one the task evaluates (recommendation: val). The task keeps a reference to config.
+// it (evaluate(); the network, its ops and check_fits); what concerns training (its batches,
+// staging, the dataset's description) is not meant to be asked of it. The split must be of that
+// task, and one the task evaluates (recommendation: val). The task keeps a reference to config.
 std::unique_ptr<Task> open_task_for_evaluation(const TrainConfig& config, const std::string& split,
                                                const comm::Communicator& comm);
 
-// The task of config.model on a dataset of that shape. Its data (training batches, evaluation,
-// staging) is not there: asking for it throws. The task keeps a reference to config.
+// The task of config.model on a dataset of that shape. Its data is not there: asking for its
+// training batches or an evaluation throws (staging is a no-op for a task that stages nothing).
+// The task keeps a reference to config.
 std::unique_ptr<Task> open_task_of_shape(const TrainConfig& config, const DataShape& shape);
 
 }  // namespace scaletrain::train
