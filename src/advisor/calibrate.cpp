@@ -149,10 +149,6 @@ void check_sweep_options(const SweepOptions& o) {
   ST_CHECK(o.bucket_mb > 0 && std::isfinite(o.bucket_mb), "calibration: bucket capacity " << o.bucket_mb << " MiB");
 }
 
-}  // namespace
-
-namespace {
-
 train::DataShape images(int classes, int size) {
   train::DataShape s;
   s.num_classes = classes;
@@ -259,6 +255,8 @@ BatchMeasurement measure_batch(Context& ctx, const SweepSubject& subject, const 
   BatchMeasurement m;
   m.point = {batch, median(forward), median(backward), median(optimizer)};
   for (const auto& per_step : fractions) m.bucket_fractions.push_back(median(per_step));
+  m.buckets = buckets;
+  m.gradient_bytes = step.params().parameter_count() * static_cast<int64_t>(sizeof(float));
   return m;
 }
 
@@ -308,12 +306,10 @@ Calibration run_sweep(Context& ctx, const SweepSubject& subject, const SweepOpti
   std::vector<double> optimizer;
   for (const BatchPoint& p : c.points) optimizer.push_back(p.optimizer_s);
   c.optimizer_s = median(optimizer);
-  // The layout of the network as measured (its parameters are fixed by the model and the dataset's
-  // shape: classes and channels, users and items).
-  const auto network = subject.task.make_network(o.seed);
-  c.gradient_bytes = network->params().parameter_count() * static_cast<int64_t>(sizeof(float));
-  c.buckets =
-      bucket_timings(comm::plan_buckets(network->params().gradient_layout(), o.bucket_mb), largest.bucket_fractions);
+  // The layout of the network as measured (the same at every batch: its parameters are fixed by
+  // the model and the dataset's shape).
+  c.gradient_bytes = largest.gradient_bytes;
+  c.buckets = bucket_timings(largest.buckets, largest.bucket_fractions);
   return c;
 }
 

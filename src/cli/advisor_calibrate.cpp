@@ -77,9 +77,8 @@ po::options_description calibrate_options(CalibrateCommand& c) {
       "rank, with the trainer's batches, and take its sample count and shape (image size and classes; users and "
       "items); without it input_samples_per_s is 0 (not measured) and the model's standard dataset gives "
       "train_samples and the shape (ImageNet 1,281,167; CIFAR-10 50,000; MovieLens-20M 99,308,850 with 4 "
-      "negatives per positive)")(
-      "io", po::value(&c.io)->default_value(c.io),
-      "with --data: shard reader, posix | mmap | mpiio | mpiio-collective")(
+      "negatives per positive)")("io", po::value(&c.io)->default_value(c.io),
+                                 "with --data: shard reader, posix | mmap | mpiio | mpiio-collective")(
       "data-threads", po::value(&c.data_threads)->default_value(c.data_threads), "with --data: decode/augment threads")(
       "prefetch", po::value(&c.prefetch)->default_value(c.prefetch), "with --data: batches prepared ahead")(
       "input-batches", po::value(&c.input_batches)->default_value(c.input_batches),
@@ -283,8 +282,8 @@ int cmd_advisor_calibrate(int argc, char** argv) {
   Context ctx(Device::cpu, threads);
 
   log_start(c, sweep, *task, threads);
-  advisor::Calibration cal = advisor::run_sweep(ctx, {config, *task}, sweep,
-                                                [](const advisor::BatchPoint& p) { ST_LOG(table_row(p)); });
+  advisor::Calibration cal =
+      advisor::run_sweep(ctx, {config, *task}, sweep, [](const advisor::BatchPoint& p) { ST_LOG(table_row(p)); });
   const std::string samples_from = add_dataset(cal, c, *task, comm);
   cal.device = c.device_name.empty() ? advisor::cpu_device_name(threads) : c.device_name;
   cal.source = "scaletrain-advisor calibrate on " + comm.host() + ", " + utc_now() + ", " +

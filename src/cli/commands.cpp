@@ -518,13 +518,14 @@ int cmd_eval(int argc, char** argv) {
                                                   "resnet50 | resnet20 (top-1) | ncf (HR@10 and NDCG@10)")(
       "checkpoint", po::value(&checkpoint)->required(),
       "a checkpoint file, or a run directory (train --output-dir): its newest valid checkpoint")(
-      "data", po::value(&c.data_dir)->required(), "dataset directory")(
-      "split", po::value(&split)->default_value(split), "split to evaluate (ncf: val only)")(
+      "data", po::value(&c.data_dir)->required(), "dataset directory")("split", po::value(&split)->default_value(split),
+                                                                       "split to evaluate (ncf: val only)")(
       "batch-size", po::value(&batch_size)->default_value(batch_size), "samples per rank per batch")(
       "threads", po::value(&threads)->default_value(threads), "CPU threads per rank (0 = cores / ranks on the node)")(
       "device", po::value(&device)->default_value(device), kDeviceHelp)(
       "io", po::value(&c.io)->default_value(c.io), "image shards: reader, posix | mmap | mpiio | mpiio-collective")(
-      "data-threads", po::value(&c.data_threads)->default_value(c.data_threads), "image shards: decode threads per rank")(
+      "data-threads", po::value(&c.data_threads)->default_value(c.data_threads),
+      "image shards: decode threads per rank")(
       "image-size", po::value<std::string>(),
       "H,W: model input size for JPEG datasets (default 224,224 for resnet50, 32,32 for resnet20)")(
       "verify-data", po::bool_switch(&c.verify_data),
@@ -694,7 +695,8 @@ void describe_network(const std::string& model, const train::DataShape& shape, b
   const Json& tensors = d.at("tensors");
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     std::vector<int64_t> dims;
-    for (std::size_t k = 0; k < tensors.at(i).at("shape").size(); ++k) dims.push_back(tensors.at(i).at("shape").at(k).as_int());
+    for (std::size_t k = 0; k < tensors.at(i).at("shape").size(); ++k)
+      dims.push_back(tensors.at(i).at("shape").at(k).as_int());
     std::cout << "  " << tensors.at(i).at("name").as_string() << " " << shape_string(dims) << "\n";
   }
 }

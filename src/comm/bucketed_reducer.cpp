@@ -65,7 +65,11 @@ class BucketedReducer final : public GradientReducer {
   // `owned` (may be null) is the AllReducer `reducer` refers to, when this reducer owns it.
   BucketedReducer(AllReducer& reducer, const FlatLayout& gradients, const BucketOptions& options,
                   std::shared_ptr<DeviceStaging> staging, std::unique_ptr<AllReducer> owned = nullptr)
-      : owned_(std::move(owned)), reducer_(reducer), grads_(gradients), options_(options), staging_(std::move(staging)) {
+      : owned_(std::move(owned)),
+        reducer_(reducer),
+        grads_(gradients),
+        options_(options),
+        staging_(std::move(staging)) {
     check_staging(grads_, staging_.get(), "bucketed");
     buckets_ = plan_buckets(grads_, options.bucket_mb);
     bucket_of_.assign(static_cast<std::size_t>(grads_.num_segments()), 0);
@@ -107,8 +111,8 @@ class BucketedReducer final : public GradientReducer {
     ST_CHECK(in_step_, "internal error: gradient of parameter " << index << " marked ready outside a step");
     ST_CHECK(index >= 0 && index < grads_.num_segments(),
              "internal error: gradient ready for parameter " << index << " of " << grads_.num_segments());
-    ST_CHECK(!ready_[index], "internal error: gradient of parameter " << name_of(index)
-                                                                      << " marked ready twice in one step");
+    ST_CHECK(!ready_[index],
+             "internal error: gradient of parameter " << name_of(index) << " marked ready twice in one step");
     ready_[index] = 1;
     const int b = bucket_of_[index];
     ++ready_count_[b];

@@ -169,13 +169,21 @@ namespace {
 template <typename T>
 MPI_Datatype mpi_type();
 template <>
-MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
+MPI_Datatype mpi_type<double>() {
+  return MPI_DOUBLE;
+}
 template <>
-MPI_Datatype mpi_type<int64_t>() { return MPI_INT64_T; }
+MPI_Datatype mpi_type<int64_t>() {
+  return MPI_INT64_T;
+}
 template <>
-MPI_Datatype mpi_type<uint32_t>() { return MPI_UINT32_T; }
+MPI_Datatype mpi_type<uint32_t>() {
+  return MPI_UINT32_T;
+}
 template <>
-MPI_Datatype mpi_type<int>() { return MPI_INT; }
+MPI_Datatype mpi_type<int>() {
+  return MPI_INT;
+}
 
 // One value reduced over the ranks: every scalar collective below.
 template <typename T>

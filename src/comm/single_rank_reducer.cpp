@@ -26,9 +26,9 @@ class SingleRankReducer final : public GradientReducer {
   // bucketed reducer reports (its bucket would never start on a run of several ranks).
   void finish() override {
     for (int i = 0; i < grads_.num_segments(); ++i)
-      ST_CHECK(ready_[static_cast<std::size_t>(i)],
-               "internal error: backward never marked the gradient of " << grads_.segments[static_cast<std::size_t>(i)].name
-                                                                       << " ready");
+      ST_CHECK(ready_[static_cast<std::size_t>(i)], "internal error: backward never marked the gradient of "
+                                                        << grads_.segments[static_cast<std::size_t>(i)].name
+                                                        << " ready");
   }
   int64_t bytes_per_step() const override { return 0; }
   Json layout() const override {

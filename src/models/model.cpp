@@ -109,10 +109,18 @@ Json describe_model(Model& model, const Shape& input_chw) {
   ST_CHECK(input_chw[0] == model.in_channels(), "input shape " << shape_string(input_chw) << " has " << input_chw[0]
                                                                << " channels but model " << model.name()
                                                                << " was built for " << model.in_channels());
-  nn::ParameterSet& params = model.params();
+  Json j = Json::object();
+  j.set("model", model.name());
+  j.set("parameters", model.params().parameter_count());
+  j.set("num_classes", model.num_classes());
+  j.set("input_shape", Json::array_of(input_chw));
+  j.set("tensors", describe_tensors(model.params()));
+  return j;
+}
+
+Json describe_tensors(const nn::ParameterSet& params) {
   std::set<std::string> buffer_names;
   for (int b = 0; b < params.num_buffers(); ++b) buffer_names.insert(params.buffer_info(b).name);
-
   Json tensors = Json::array();
   for (const auto& info : state_dict_infos(params)) {
     Json t = Json::object();
@@ -121,13 +129,7 @@ Json describe_model(Model& model, const Shape& input_chw) {
     t.set("kind", buffer_names.count(info.name) ? "buffer" : "parameter");
     tensors.push_back(std::move(t));
   }
-  Json j = Json::object();
-  j.set("model", model.name());
-  j.set("parameters", params.parameter_count());
-  j.set("num_classes", model.num_classes());
-  j.set("input_shape", Json::array_of(input_chw));
-  j.set("tensors", std::move(tensors));
-  return j;
+  return tensors;
 }
 
 }  // namespace scaletrain::models

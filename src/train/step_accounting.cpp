@@ -24,8 +24,8 @@ std::string format_duration(double seconds) {
 void StepClock::on_step_end(const StepEnd& step) {
   if (trace::enabled()) {
     const double end = now_seconds();
-    trace::record("step " + std::to_string(step.position.global_step), "step", trace::kMainThread,
-                  end - step.seconds, end);
+    trace::record("step " + std::to_string(step.position.global_step), "step", trace::kMainThread, end - step.seconds,
+                  end);
   }
   train_s_ += step.seconds;
   step_seconds_.push_back(step.seconds);

@@ -62,13 +62,14 @@ struct TaskEntry {
   TaskOpener open;
   ShapeOpener of_shape;
   EvaluationOpener for_evaluation;
-  const char* evaluation_split;  // the one split it evaluates, and what that split holds; null: any
+  const char* only_split;        // the one split it evaluates (null: any)
+  const char* only_split_holds;  // and what that split holds, for the refusal of another
 };
 constexpr TaskEntry kTasks[] = {
     {models::kTaskImageClassification, "image classification", open_image_classification_task,
-     image_classification_of_shape, image_classification_for_evaluation, nullptr},
+     image_classification_of_shape, image_classification_for_evaluation, nullptr, nullptr},
     {models::kTaskRecommendation, "recommendation", open_recommendation_task, recommendation_of_shape,
-     recommendation_for_evaluation, "val split (the held-out items and their negatives)"},
+     recommendation_for_evaluation, "val", "the held-out items and their negatives"},
 };
 
 const TaskEntry* find_task(const std::string& name) {
@@ -77,27 +78,11 @@ const TaskEntry* find_task(const std::string& name) {
   return nullptr;
 }
 
-}  // namespace
-
-void require_files(const std::string& dir, const char* what) {
-  ST_CHECK(!dir.empty(), "internal: " << what << " of a dataset known by its shape only (it has no files)");
-}
-
-namespace {
-
 const TaskEntry& task_of_model(const std::string& model) {
   const TaskEntry* entry = find_task(models::model_entry(model).task);
   ST_CHECK(entry, "internal: --model " << model << "'s task has no entry in the task table");
   return *entry;
 }
-
-}  // namespace
-
-std::unique_ptr<Task> open_task_of_shape(const TrainConfig& c, const DataShape& shape) {
-  return task_of_model(c.model).of_shape(c, shape);
-}
-
-namespace {
 
 // The dataset's split must be of the model's task (its shards' attribute; shards without one are
 // image classification's). --verify-data: the splits' whole shards first, before HDF5 reads any.
@@ -121,6 +106,14 @@ void check_dataset_task(const TrainConfig& c, const TaskEntry& model_task, const
 
 }  // namespace
 
+void require_files(const std::string& dir, const char* what) {
+  ST_CHECK(!dir.empty(), "internal: " << what << " of a dataset known by its shape only (it has no files)");
+}
+
+std::unique_ptr<Task> open_task_of_shape(const TrainConfig& c, const DataShape& shape) {
+  return task_of_model(c.model).of_shape(c, shape);
+}
+
 std::unique_ptr<Task> open_task(const TrainConfig& c, const comm::Communicator& comm) {
   const TaskEntry& model_task = task_of_model(c.model);
   check_dataset_task(c, model_task, {"train", "val"}, comm);
@@ -130,9 +123,9 @@ std::unique_ptr<Task> open_task(const TrainConfig& c, const comm::Communicator& 
 std::unique_ptr<Task> open_task_for_evaluation(const TrainConfig& c, const std::string& split,
                                                const comm::Communicator& comm) {
   const TaskEntry& model_task = task_of_model(c.model);
-  const std::string only = model_task.evaluation_split ? model_task.evaluation_split : "";
-  if (!only.empty() && split != only.substr(0, only.find(' ')))
-    throw UsageError("--split " + split + ": --model " + c.model + " evaluates its dataset's " + only);
+  if (model_task.only_split && split != model_task.only_split)
+    throw UsageError("--split " + split + ": --model " + c.model + " evaluates its dataset's " + model_task.only_split +
+                     " split (" + model_task.only_split_holds + ")");
   check_dataset_task(c, model_task, {split}, comm);
   return model_task.for_evaluation(c, split);
 }

@@ -14,6 +14,7 @@
 #include "scaletrain/data/negative_sampler.hpp"
 #include "scaletrain/data/recommendation.hpp"
 #include "scaletrain/data/recommendation_batches.hpp"
+#include "scaletrain/models/model.hpp"
 #include "scaletrain/models/neumf.hpp"
 #include "scaletrain/models/registry.hpp"
 #include "scaletrain/ops/sigmoid_bce.hpp"
@@ -150,11 +151,14 @@ class Recommendation : public Task {
     users = Tensor::empty({size}, DType::i32);
     items = Tensor::empty({size}, DType::i32);
     labels = Tensor::empty({size}, DType::f32);
+    int32_t* user = users.data<int32_t>();
+    int32_t* item = items.data<int32_t>();
+    float* label = labels.data<float>();
     Rng rng = Rng::derive(seed, static_cast<uint64_t>(size));
     for (int64_t i = 0; i < size; ++i) {
-      users.data<int32_t>()[i] = static_cast<int32_t>(rng.below(train_.num_users));
-      items.data<int32_t>()[i] = static_cast<int32_t>(rng.below(train_.num_items));
-      labels.data<float>()[i] = rng.below(1 + data::kDefaultNegativesPerPositive) == 0 ? 1.0f : 0.0f;
+      user[i] = static_cast<int32_t>(rng.below(train_.num_users));
+      item[i] = static_cast<int32_t>(rng.below(train_.num_items));
+      label[i] = rng.below(1 + data::kDefaultNegativesPerPositive) == 0 ? 1.0f : 0.0f;
     }
     return b;
   }
@@ -169,25 +173,14 @@ class Recommendation : public Task {
     return std::to_string(train_.num_users) + " users x " + std::to_string(train_.num_items) + " items";
   }
 
-  // NeuMF has parameters only (no buffers).
   Json describe_network(models::Network& network) const override {
-    nn::ParameterSet& params = network.params();
-    Json tensors = Json::array();
-    for (int i = 0; i < params.num_parameters(); ++i) {
-      const nn::TensorInfo& t = params.parameter_info(i);
-      Json e = Json::object();
-      e.set("name", t.name);
-      e.set("shape", Json::array_of(t.shape));
-      e.set("kind", "parameter");
-      tensors.push_back(e);
-    }
     Json d = Json::object();
     d.set("model", network.name());
     d.set("task", name());
-    d.set("parameters", params.parameter_count());
+    d.set("parameters", network.params().parameter_count());
     d.set("num_users", train_.num_users);
     d.set("num_items", train_.num_items);
-    d.set("tensors", tensors);
+    d.set("tensors", models::describe_tensors(network.params()));
     return d;
   }
 

@@ -455,8 +455,8 @@ void Training::train_step() {
   ++pos.global_step;
   pos.samples_seen += global_batch_;
   state_->epoch_loss_here += loss;
-  const StepEnd end{pos, state_->steps_per_epoch, total_steps_, cfg_.epochs, batch_, global_batch_, loss, lr,
-                    clock.elapsed()};
+  const StepEnd end{pos, state_->steps_per_epoch, total_steps_, cfg_.epochs, batch_, global_batch_, loss,
+                    lr,  clock.elapsed()};
   for (TrainingObserver* o : observers_) o->on_step_end(end);
 }
 

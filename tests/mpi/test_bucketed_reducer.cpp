@@ -166,7 +166,8 @@ BOOST_AUTO_TEST_CASE(averages_exactly_and_as_flat_for_every_algorithm_and_layout
           BOOST_TEST_CONTEXT(algorithm << ", " << topo.describe() << ", buckets of " << floats << " floats, overlap "
                                        << overlap) {
             auto params = make_params();
-            auto reducer = comm::make_bucketed_reducer(allreducer, params->gradient_layout(), {mb_for_floats(floats), overlap});
+            auto reducer =
+                comm::make_bucketed_reducer(allreducer, params->gradient_layout(), {mb_for_floats(floats), overlap});
             BOOST_TEST(reducer->bytes_per_step() == params->parameter_count() * 4);
             // Two steps: the second reuses the same buckets.
             for (int step = 0; step < 2; ++step) {

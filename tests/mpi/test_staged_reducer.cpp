@@ -93,10 +93,11 @@ BOOST_AUTO_TEST_CASE(bucketed_staged_equals_unstaged_and_copies_each_bucket_once
         BOOST_TEST_CONTEXT(algorithm << ", buckets of " << floats << " floats, overlap " << overlap) {
           auto plain_params = make_params();
           auto staged_params = make_params();
-          auto plain = comm::make_bucketed_reducer(allreducer, plain_params->gradient_layout(), {mb_for_floats(floats), overlap});
+          auto plain = comm::make_bucketed_reducer(allreducer, plain_params->gradient_layout(),
+                                                   {mb_for_floats(floats), overlap});
           std::shared_ptr<DeviceStaging> staging = DeviceStaging::create(ctx, staged_params->flat_grads());
-          auto staged =
-              comm::make_bucketed_reducer(allreducer, staged_params->gradient_layout(), {mb_for_floats(floats), overlap}, staging);
+          auto staged = comm::make_bucketed_reducer(allreducer, staged_params->gradient_layout(),
+                                                    {mb_for_floats(floats), overlap}, staging);
           BOOST_TEST(staged->describe().find("through pinned host buffers") != std::string::npos);
           for (int step = 0; step < kSteps; ++step) {
             run_step(*plain, *plain_params, r, step);

@@ -131,9 +131,9 @@ OpCase conv2d_case(const ConvShape& s, uint64_t seed) {
   const Shape xs{d.n, d.h, d.w, d.c}, ws{d.o, d.c, d.kh, d.kw}, ys{d.n, d.oh(), d.ow(), d.o};
   const ops::Conv2dParams p{static_cast<int>(s.stride), static_cast<int>(s.padding)};
   OpCase c;
-  c.name = "conv2d k" + std::to_string(s.k) + (kw != s.k ? "x" + std::to_string(kw) : "") + " s" + std::to_string(s.stride) + " p" + std::to_string(s.padding) +
-           " N" + std::to_string(s.n) + " " + std::to_string(s.h) + "x" + std::to_string(s.w) + " C" +
-           std::to_string(s.c) + "->O" + std::to_string(s.o);
+  c.name = "conv2d k" + std::to_string(s.k) + (kw != s.k ? "x" + std::to_string(kw) : "") + " s" +
+           std::to_string(s.stride) + " p" + std::to_string(s.padding) + " N" + std::to_string(s.n) + " " +
+           std::to_string(s.h) + "x" + std::to_string(s.w) + " C" + std::to_string(s.c) + "->O" + std::to_string(s.o);
   c.ops = {"conv2d_forward", "conv2d_backward_data", "conv2d_backward_filter"};
   c.make_inputs = [=] {
     return NamedTensors{
@@ -633,9 +633,8 @@ OpCase concat_case(int64_t n, int64_t wa, int64_t wb, uint64_t seed) {
   c.reference = [=](const NamedTensors& in) {
     std::vector<double> da, db;
     reference_split_features(n, wa, wb, values(in, "dy"), da, db);
-    return NamedValues{{"y", reference_concat_features(n, wa, wb, values(in, "a"), values(in, "b"))},
-                       {"da", da},
-                       {"db", db}};
+    return NamedValues{
+        {"y", reference_concat_features(n, wa, wb, values(in, "a"), values(in, "b"))}, {"da", da}, {"db", db}};
   };
   c.outputs = {{"y", kExact, kExact}, {"da", kExact, kExact}, {"db", kExact, kExact}};  // copies
   c.gradients = {{"a", "da", "y", "dy"}, {"b", "db", "y", "dy"}};
@@ -676,7 +675,8 @@ OpCase multiply_case(const Shape& shape, uint64_t seed) {
 OpCase sigmoid_bce_case(const Shape& shape, double logit_scale, uint64_t seed) {
   const int64_t n = shape_numel(shape);
   OpCase c;
-  c.name = "sigmoid_bce_with_logits " + dims(shape) + (logit_scale != 1.0 ? " logits x" + std::to_string(int(logit_scale)) : "");
+  c.name = "sigmoid_bce_with_logits " + dims(shape) +
+           (logit_scale != 1.0 ? " logits x" + std::to_string(int(logit_scale)) : "");
   c.ops = {"sigmoid_bce_with_logits"};
   c.make_inputs = [=] {
     std::vector<double> targets = random_floats(static_cast<std::size_t>(n), seed + 1, 0.0, 1.0);
@@ -868,22 +868,22 @@ std::vector<OpCase> build_cases() {
   auto next_seed = [&seed] { return seed += 100; };
   // conv2d: {n, h, w, c, o, k, stride, padding}.
   for (const ConvShape& s : std::vector<ConvShape>{
-           {1, 15, 15, 3, 13, 7, 2, 3},  // ResNet-50 stem (7x7 stride 2 padding 3 on RGB), N = 1
-           {2, 9, 11, 3, 8, 7, 1, 3},    // 7x7 stride 1, non-square input
-           {2, 9, 9, 17, 13, 3, 1, 1},   // 3x3 same padding, odd channels
-           {1, 10, 9, 13, 17, 3, 2, 1},  // 3x3 stride 2 (ResNet-50 stage transition), odd size
-           {2, 8, 8, 13, 5, 3, 2, 0},    // stride 2 without padding: the last row/column unused
-           {2, 7, 7, 64, 16, 1, 1, 0},   // bottleneck 1x1 reduce, 7x7 like stage 5
-           {2, 7, 7, 16, 16, 3, 1, 1},   // bottleneck 3x3
-           {1, 7, 7, 16, 67, 1, 1, 0},   // bottleneck 1x1 expand to an odd count
-           {2, 9, 9, 17, 24, 1, 2, 0},   // 1x1 stride 2 projection shortcut
-           {1, 5, 6, 1, 3, 3, 1, 2},     // one input channel, padding wider than needed
-           {3, 7, 9, 5, 4, 3, 1, 1},     // N = 3, odd sizes
-           {3, 7, 9, 5, 7, 3, 1, 0},     // valid convolution
-           {3, 10, 10, 1, 16, 3, 1, 1},  // ResNet-20's stem on one-channel images
-           {2, 14, 14, 16, 32, 3, 2, 1}, // ResNet-20's stage transition
-           {2, 7, 7, 64, 64, 3, 1, 1},   // ResNet-20's last stage
-           {2, 5, 6, 3, 2, 1, 1, 1, 3},  // a 1x3 kernel: not square
+           {1, 15, 15, 3, 13, 7, 2, 3},   // ResNet-50 stem (7x7 stride 2 padding 3 on RGB), N = 1
+           {2, 9, 11, 3, 8, 7, 1, 3},     // 7x7 stride 1, non-square input
+           {2, 9, 9, 17, 13, 3, 1, 1},    // 3x3 same padding, odd channels
+           {1, 10, 9, 13, 17, 3, 2, 1},   // 3x3 stride 2 (ResNet-50 stage transition), odd size
+           {2, 8, 8, 13, 5, 3, 2, 0},     // stride 2 without padding: the last row/column unused
+           {2, 7, 7, 64, 16, 1, 1, 0},    // bottleneck 1x1 reduce, 7x7 like stage 5
+           {2, 7, 7, 16, 16, 3, 1, 1},    // bottleneck 3x3
+           {1, 7, 7, 16, 67, 1, 1, 0},    // bottleneck 1x1 expand to an odd count
+           {2, 9, 9, 17, 24, 1, 2, 0},    // 1x1 stride 2 projection shortcut
+           {1, 5, 6, 1, 3, 3, 1, 2},      // one input channel, padding wider than needed
+           {3, 7, 9, 5, 4, 3, 1, 1},      // N = 3, odd sizes
+           {3, 7, 9, 5, 7, 3, 1, 0},      // valid convolution
+           {3, 10, 10, 1, 16, 3, 1, 1},   // ResNet-20's stem on one-channel images
+           {2, 14, 14, 16, 32, 3, 2, 1},  // ResNet-20's stage transition
+           {2, 7, 7, 64, 64, 3, 1, 1},    // ResNet-20's last stage
+           {2, 5, 6, 3, 2, 1, 1, 1, 3},   // a 1x3 kernel: not square
        })
     cases.push_back(conv2d_case(s, next_seed()));
   // batch norm: N = 1, odd channels, a large mean (post-ReLU activations are not centred), 2-D.

@@ -16,13 +16,13 @@
 
 #include "scaletrain/advisor/calibrate.hpp"
 #include "scaletrain/backend/context.hpp"
-#include "scaletrain/core/error.hpp"
-#include "support/one_rank_mpi.hpp"
-#include "scaletrain/data/dataset.hpp"
 #include "scaletrain/comm/communicator.hpp"
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/data/dataset.hpp"
 #include "scaletrain/io/hdf5.hpp"
 #include "scaletrain/models/model.hpp"
 #include "scaletrain/train/task.hpp"
+#include "support/one_rank_mpi.hpp"
 
 namespace fs = std::filesystem;
 using namespace scaletrain;
@@ -237,7 +237,8 @@ BOOST_AUTO_TEST_CASE(the_calibration_file_reads_back) {
 BOOST_AUTO_TEST_CASE(sweep_options_are_checked) {
   advisor::SweepOptions o;
   train::TrainConfig config;
-  const std::unique_ptr<train::Task> task = train::open_task_of_shape(config, advisor::model_defaults("resnet20").shape);
+  const std::unique_ptr<train::Task> task =
+      train::open_task_of_shape(config, advisor::model_defaults("resnet20").shape);
   const advisor::SweepSubject subject{config, *task};
   o.batches = {8, 0};
   Context ctx(Device::cpu, 1);
@@ -296,8 +297,8 @@ BOOST_AUTO_TEST_CASE(input_rate_of_a_small_dataset) {
     const int64_t n = std::string(split) == "train" ? 96 : 16;
     Tensor images = Tensor::zeros({n, 8, 8, 3}, DType::u8);
     Tensor labels = Tensor::zeros({n}, DType::i32);
-    data::write_image_shard((dir / split / data::shard_file_name(0, 1)).string(), images, labels, 10,
-                            {0.5, 0.5, 0.5}, {0.25, 0.25, 0.25}, 16);
+    data::write_image_shard((dir / split / data::shard_file_name(0, 1)).string(), images, labels, 10, {0.5, 0.5, 0.5},
+                            {0.25, 0.25, 0.25}, 16);
   }
   train::TrainConfig config;
   config.data_dir = dir.string();

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "scaletrain/ops/registry.hpp"
 #include "scaletrain/core/rng.hpp"
+#include "scaletrain/ops/registry.hpp"
 #include "support/op_cases.hpp"
 
 namespace st = scaletrain;
@@ -105,8 +105,8 @@ BOOST_AUTO_TEST_CASE(gradients_match_finite_differences) {
       BOOST_TEST_CONTEXT(c.name << ": d" << g.output << "/d" << g.input) {
         const std::vector<double> grad = st::test::tensor_values(output(base, g.gradient));
         NamedTensors inputs_copy = copy_of(inputs);
-        const std::vector<double> cot = g.cotangent.empty() ? std::vector<double>{1.0}
-                                                            : st::test::tensor_values(output(inputs_copy, g.cotangent));
+        const std::vector<double> cot =
+            g.cotangent.empty() ? std::vector<double>{1.0} : st::test::tensor_values(output(inputs_copy, g.cotangent));
         double largest = 0.0;
         for (double v : grad) largest = std::max(largest, std::fabs(v));
         st::Rng rng(std::hash<std::string>{}(c.name + g.input) % 1000003);

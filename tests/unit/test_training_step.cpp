@@ -10,9 +10,9 @@
 
 #include "scaletrain/comm/gradient_reducer.hpp"
 #include "scaletrain/core/error.hpp"
-#include "support/one_rank_mpi.hpp"
 #include "scaletrain/train/training_step.hpp"
 #include "support/gradcheck.hpp"
+#include "support/one_rank_mpi.hpp"
 
 using namespace scaletrain;
 using report::Phase;
@@ -79,7 +79,7 @@ BOOST_AUTO_TEST_CASE(two_micro_batches_update_as_one_batch) {
   }
   BOOST_TEST(moved > 1e-4, "the step moved no weight");
   BOOST_TEST(worst < 1e-4, "two micro-batches differ from one batch by " << worst << " of the update");
-  const std::vector<std::string> expected_one = {"begin forward",   "end forward",   "begin backward",
+  const std::vector<std::string> expected_one = {"begin forward",   "end forward",     "begin backward",
                                                  "end backward",    "begin allreduce", "end allreduce",
                                                  "begin optimizer", "end optimizer"};
   BOOST_TEST(one.events == expected_one, boost::test_tools::per_element());
@@ -103,7 +103,9 @@ BOOST_AUTO_TEST_CASE(a_task_of_a_shape_makes_batches_of_it_and_has_no_data) {
   BOOST_TEST((a.at("labels").dtype() == DType::i32));
   const int32_t* labels = a.at("labels").data<int32_t>();
   for (int i = 0; i < 5; ++i) BOOST_TEST((labels[i] >= 0 && labels[i] < 7), "label " << labels[i]);
-  const auto bytes = [](const Tensor& t) { return std::vector<uint8_t>(t.data<uint8_t>(), t.data<uint8_t>() + t.numel()); };
+  const auto bytes = [](const Tensor& t) {
+    return std::vector<uint8_t>(t.data<uint8_t>(), t.data<uint8_t>() + t.numel());
+  };
   BOOST_TEST((bytes(a.at("images")) == bytes(b.at("images"))), "one seed, one batch");
   BOOST_TEST((bytes(a.at("images")) != bytes(c.at("images"))), "another seed, another batch");
   const comm::Communicator& comm = test::one_rank_world();

@@ -7,10 +7,9 @@
 // measurement never depends on the one before it; the input is synthetic (the task's random
 // batch of the dataset's shapes: pixels and labels, or users, items and labels), since what a
 // batch holds changes little of a step's time (NCF's embedding backward sorts the batch's ids:
-// random ids are its common case); every phase's time is the median over the timed steps, after untimed warm-up steps that
-// pay for oneDNN's primitive creation and first-touch allocation. Bucket ready times are taken at
-// the largest batch, where a step is longest and the clock's resolution and the machine's noise
-// matter least.
+// random ids are its common case); every phase's time is the median over the timed steps, after untimed warm-up steps
+// that pay for oneDNN's primitive creation and first-touch allocation. Bucket ready times are taken at the largest
+// batch, where a step is longest and the clock's resolution and the machine's noise matter least.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +63,8 @@ struct SweepSubject {
 struct BatchMeasurement {
   BatchPoint point;
   std::vector<double> bucket_fractions;
+  std::vector<comm::GradientBucket> buckets;  // the measured network's plan (bucket_fractions' order)
+  int64_t gradient_bytes = 0;                 // its parameters x 4 (fp32)
 };
 
 // Times options.steps steps of forward + loss, backward and optimizer at `batch` on ctx.

@@ -85,11 +85,10 @@ struct GradientBucket {
 std::vector<GradientBucket> plan_buckets(const FlatLayout& gradients, double bucket_mb);
 
 // Bucketed, optionally overlapped reducer on `reducer` (which must outlive it, as must the
-// gradients' buffer; the layout is copied). Buckets start in bucket order on every rank (a complete bucket waits for the ones
-// before it), so every rank starts the same sequence of all-reduces even if gradients arrive in
-// another order. finish() throws a clear error naming any parameter never marked ready.
-// `staging` (a mirror of the flat gradients, DeviceStaging::create): every bucket is all-reduced
-// through it; required when the gradients are not on the CPU.
+// gradients' buffer; the layout is copied). Buckets start in bucket order on every rank (a complete bucket waits for
+// the ones before it), so every rank starts the same sequence of all-reduces even if gradients arrive in another order.
+// finish() throws a clear error naming any parameter never marked ready. `staging` (a mirror of the flat gradients,
+// DeviceStaging::create): every bucket is all-reduced through it; required when the gradients are not on the CPU.
 std::unique_ptr<GradientReducer> make_bucketed_reducer(AllReducer& reducer, const FlatLayout& gradients,
                                                        const BucketOptions& options = {},
                                                        std::shared_ptr<DeviceStaging> staging = nullptr);

@@ -74,5 +74,7 @@ std::vector<nn::TensorInfo> state_dict_infos(const nn::ParameterSet& params);
 //  "tensors": [{"name": ..., "shape": [...], "kind": "parameter" | "buffer"}, ...]}, tensors in
 // state_dict order (num_batches_tracked is not stored). input_chw must have the model's channels.
 Json describe_model(Model& model, const Shape& input_chw);
+// Its "tensors" list, for any network's parameters: [{"name", "shape", "kind"}, ...].
+Json describe_tensors(const nn::ParameterSet& params);
 
 }  // namespace scaletrain::models

@@ -143,8 +143,7 @@ struct EvalDataOptions {
   int prefetch = 2;
   int image_height = 0, image_width = 0;  // JPEG datasets: the model's input size
   bool skip_bad_samples = false;
-  bool verify_data = false;  // compare the split's checksums with its manifest first
-  int ranks_on_node = 1;     // for the memory check of the batch buffers
+  int ranks_on_node = 1;  // for the memory check of the batch buffers
 };
 
 // The model's default input size for JPEG datasets (--image-size): 224 for resnet50, 32 for resnet20.
