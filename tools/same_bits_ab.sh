@@ -2,7 +2,8 @@
 # same_bits_ab.sh A_BIN B_BIN: the checkpoints of three short runs are bitwise equal between two
 # builds (a refactor's "nothing else changes"): ResNet-20 with SGD (2 ranks, 20 steps), NCF with
 # Adam (2 ranks, 30 steps) and ResNet-20 with LARS and --accumulate-steps 2 (2 ranks, 6 steps), on
-# synthetic data, one thread per rank. Compared by tests/cli/checkpoints.py (h5py, every dataset).
+# synthetic data, one thread per rank. Compared by tests/cli/checkpoints.py (h5py, every dataset);
+# their MLPerf logs and reports by tools/same_records_ab.py (the same keys and values, times aside).
 # Build the previous commit with the same flags into A_BIN's folder.
 #   tools/same_bits_ab.sh /tmp/before/build/bin build/bin
 set -euo pipefail
@@ -35,6 +36,12 @@ for run in "${runs[@]}"; do
     echo "$name: bitwise the same checkpoints"
   else
     echo "$name: the checkpoints differ"
+    status=1
+  fi
+  if "$PY" "$HERE/tools/same_records_ab.py" "$OUT/$name-A" "$OUT/$name-B"; then
+    echo "$name: the same mllog.txt and report.json (times aside)"
+  else
+    echo "$name: mllog.txt or report.json differ"
     status=1
   fi
 done

@@ -206,13 +206,13 @@ Json device_report(const comm::Communicator& comm, const TrainSummary& s) {
 
 namespace {
 
-Json checkpoints(const TrainSummary& s) {
+Json checkpoints(const CheckpointTotals& t) {
   Json c = Json::object();
-  c.set("written", s.checkpoints_written);
-  c.set("seconds", s.checkpoint_s);
-  c.set("bytes", s.checkpoint_bytes);
-  c.set("mb_per_s", s.checkpoint_s > 0 ? Json(s.checkpoint_bytes / 1e6 / s.checkpoint_s) : Json());
-  c.set("last", s.checkpoint.empty() ? Json() : Json(s.checkpoint));
+  c.set("written", t.written);
+  c.set("seconds", t.seconds);
+  c.set("bytes", t.bytes);
+  c.set("mb_per_s", t.seconds > 0 ? Json(t.bytes / 1e6 / t.seconds) : Json());
+  c.set("last", t.last.empty() ? Json() : Json(t.last));
   return c;
 }
 
@@ -265,8 +265,8 @@ Json build_train_report(const comm::Communicator& comm, const TrainSummary& s) {
   r.set("preflight", s.preflight);
   r.set("data", input_pipeline(comm, s));
   r.set("staging", s.staging);
-  r.set("checkpoint", s.checkpoint.empty() ? Json() : Json(s.checkpoint));
-  r.set("checkpoints", checkpoints(s));
+  r.set("checkpoint", s.checkpoints.last.empty() ? Json() : Json(s.checkpoints.last));
+  r.set("checkpoints", checkpoints(s.checkpoints));
   r.set("provenance", provenance());
   return r;
 }

@@ -6,7 +6,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 
 #include "scaletrain/config.hpp"
 
@@ -158,6 +160,70 @@ void MlperfLog::run_stop(const std::string& status, int64_t epoch, const std::st
   m.set("epoch_num", epoch);
   if (!why.empty()) m.set("reason", why);
   log_.end("run_stop", Json(), ST_MLLOG_HERE, m);
+}
+
+namespace {
+std::string log_path(const TrainConfig& config) {
+  return (std::filesystem::path(config.output_dir) / "mllog.txt").string();
+}
+}  // namespace
+
+MlperfRecorder::MlperfRecorder(const TrainConfig& config, int rank, bool resumed)
+    : config_(config), rank_(rank), resumed_(resumed) {
+  if (resumed_ || rank_ != 0) return;
+  log_ = MlperfLog::open_new(log_path(config_));
+  log_.init_start();
+}
+
+void MlperfRecorder::start(const MlperfRunFacts& facts, int64_t resumed_bytes) {
+  if (resumed_ && rank_ == 0) log_ = MlperfLog::open_resumed(log_path(config_), resumed_bytes);
+  if (!resumed_) log_.run_start(config_, facts);
+}
+
+void MlperfRecorder::on_epoch_start(const RunPosition& position) {
+  if (position.step_in_epoch != 0) return;  // a resumed epoch's start is in the log already
+  if (position.epoch % block_span() == 0)
+    log_.block_start(position.epoch + 1, std::min<int64_t>(block_span(), config_.epochs - position.epoch));
+  log_.epoch_start(position.epoch + 1);
+}
+
+void MlperfRecorder::on_epoch_end(const RunPosition& position) {
+  bytes_at_epoch_end_ = log_.bytes();
+  log_.epoch_stop(position.epoch + 1, position.samples_seen);
+}
+
+void MlperfRecorder::on_evaluation_start(const RunPosition& position) {
+  log_.eval_start(position.epoch + 1, position.samples_seen);
+}
+
+void MlperfRecorder::on_evaluation_end(const RunPosition& position, const Evaluation& evaluation) {
+  log_.eval_stop(position.epoch + 1, position.samples_seen, evaluation.quality);
+}
+
+// A block ends at every --eval-every-th epoch, at --epochs, and where the run's steps end.
+void MlperfRecorder::on_epoch_record(const EpochRecord& record) {
+  const int64_t epoch = record.position.epoch;
+  if ((epoch + 1) % block_span() == 0 || epoch + 1 == config_.epochs || record.last)
+    log_.block_stop(epoch / block_span() * block_span() + 1);  // the block's first epoch
+}
+
+// run_stop: success when the run did what it was asked (reached --target-accuracy, or without a
+// target trained all its steps); aborted when it ended short of its target.
+void MlperfRecorder::on_run_end(const RunOutcome& outcome) {
+  run_ended_ = true;
+  const bool success = config_.target_accuracy > 0 ? outcome.target_reached : true;
+  const RunPosition& p = outcome.position;
+  const int64_t epoch = std::min<int64_t>(p.epoch + (p.step_in_epoch > 0 ? 1 : 0), config_.epochs);
+  log_.run_stop(success ? "success" : "aborted", std::max<int64_t>(epoch, 1),
+                success ? "" : "the run ended without reaching --target-accuracy");
+}
+
+void MlperfRecorder::on_run_aborted(const RunPosition& position, const std::string& why) noexcept {
+  if (run_ended_) return;  // its run_stop is written
+  try {
+    log_.run_stop("aborted", position.epoch + 1, why);
+  } catch (...) {  // last words: the job is failing for another reason, which is the one to report
+  }
 }
 
 }  // namespace scaletrain::train

@@ -10,6 +10,7 @@
 #include "scaletrain/core/json.hpp"
 #include "scaletrain/report/mllog.hpp"
 #include "scaletrain/train/config.hpp"
+#include "scaletrain/train/training_observer.hpp"
 
 namespace scaletrain::train {
 
@@ -59,6 +60,42 @@ class MlperfLog {
   void hyperparameters(const TrainConfig& config, const MlperfRunFacts& facts);
   void sgd_or_lars_hyperparameters(const TrainConfig& config, const MlperfRunFacts& facts);
   report::MlLog log_;
+};
+
+// The log as an observer of the loop: its blocks, epochs, evaluations and run_stop follow the
+// loop's events. MLPerf's blocks (block_start .. block_stop) are the epochs from one evaluation to
+// the next: --eval-every epochs each (all of them without it), the last one cut at --epochs.
+class MlperfRecorder final : public TrainingObserver {
+ public:
+  // Opens a new run's log on rank 0 and starts its set-up (init_start); a resumed run's log is
+  // opened by start().
+  MlperfRecorder(const TrainConfig& config, int rank, bool resumed);
+
+  // Set-up is done. A new run: its keys and run_start (the clock starts); a resumed one: its log
+  // cut back to `resumed_bytes`, as the checkpoint it resumes from left it.
+  void start(const MlperfRunFacts& facts, int64_t resumed_bytes);
+  // What a checkpoint records for a resumed run to continue from: all of the log, or for the
+  // run's last checkpoint what precedes the lines of its end (a run cut by --max-steps and
+  // resumed with more redoes that epoch's end).
+  int64_t bytes_to_resume_from() const { return run_ended_ ? bytes_at_epoch_end_ : log_.bytes(); }
+
+  void on_epoch_start(const RunPosition& position) override;
+  void on_epoch_end(const RunPosition& position) override;
+  void on_evaluation_start(const RunPosition& position) override;
+  void on_evaluation_end(const RunPosition& position, const Evaluation& evaluation) override;
+  void on_epoch_record(const EpochRecord& record) override;
+  void on_run_end(const RunOutcome& outcome) override;
+  void on_run_aborted(const RunPosition& position, const std::string& why) noexcept override;
+
+ private:
+  int64_t block_span() const { return config_.eval_every > 0 ? config_.eval_every : config_.epochs; }
+
+  const TrainConfig& config_;
+  int rank_;
+  bool resumed_;
+  MlperfLog log_;                    // rank 0's; closed on the others
+  int64_t bytes_at_epoch_end_ = -1;  // the log's size before the last epoch end's lines
+  bool run_ended_ = false;
 };
 
 }  // namespace scaletrain::train

@@ -64,4 +64,14 @@ void ProgressLine::on_step_end(const StepEnd& step) {
   on_epoch_start(pos);
 }
 
+void ProgressLine::on_epoch_record(const EpochRecord& record) {
+  char line[256];
+  std::snprintf(line, sizeof line, "epoch %lld done  train loss %.4f  val %s  elapsed %s",
+                static_cast<long long>(record.position.epoch + 1), record.train_loss, record.quality.c_str(),
+                format_duration(record.elapsed_s).c_str());
+  ST_LOG(line);
+  if (record.reached_target_after_s >= 0)
+    ST_LOG("reached target accuracy " << record.target << " after " << record.reached_target_after_s << " s");
+}
+
 }  // namespace scaletrain::train

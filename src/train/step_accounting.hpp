@@ -1,7 +1,8 @@
 // Private to src/train: the training loop's own observers (training_observer.hpp). StepClock keeps
 // each step's wall time, the segment's training time and samples, the phase timers after the
 // first step (the warm-up the report leaves out) and a trace event per step; ProgressLine prints
-// rank 0's progress line every --log-every steps. DeviceMetrics (device_metrics.hpp) is the third.
+// rank 0's progress line every --log-every steps and each epoch's line. DeviceMetrics
+// (device_metrics.hpp) and the MLPerf log (mlperf_log.hpp) are the others.
 #pragma once
 
 #include <cstdint>
@@ -38,12 +39,15 @@ class StepClock final : public TrainingObserver {
 };
 
 // "epoch 2/30  step 150/390  loss 1.2345  lr 0.10000  1234.5 samples/s  eta 5m12s": the mean loss
-// and the rate over the steps since the last line (log_every 0: no line).
+// and the rate over the steps since the last line (log_every 0: no line). At each epoch's end,
+// "epoch 2 done  train loss 1.2001  val top-1 46.62%  elapsed 5m12s", and the line saying when the
+// target was reached.
 class ProgressLine final : public TrainingObserver {
  public:
   explicit ProgressLine(int log_every) : log_every_(log_every) {}
   void on_epoch_start(const RunPosition& position) override;
   void on_step_end(const StepEnd& step) override;
+  void on_epoch_record(const EpochRecord& record) override;
 
  private:
   int log_every_;

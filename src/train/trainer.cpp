@@ -137,6 +137,46 @@ int64_t resumed_batch_size(const std::optional<ResumePoint>& resume, const Train
   return per_rank;
 }
 
+// An epoch's entry in report.json's "epochs" (docs/report.md).
+Json epoch_json(const EpochRecord& r) {
+  Json j = Json::object();
+  j.set("epoch", r.position.epoch + 1);
+  j.set("steps", r.position.step_in_epoch);
+  j.set("train_loss", r.train_loss);
+  const Evaluation* e = r.evaluation;
+  j.set("val_accuracy", e ? Json(e->quality) : Json());
+  j.set("val_loss", e && std::isfinite(e->loss) ? Json(e->loss) : Json());
+  if (e) j.set("val_metrics", e->metrics);
+  j.set("elapsed_s", r.elapsed_s);
+  j.set("timestamp_unix_ms", unix_time_ms());
+  return j;
+}
+
+// Appends an epoch's entry to the run's history. An epoch cut short by --max-steps and continued
+// later gets one entry, the last.
+void keep_epoch_record(Json& epochs, const Json& entry) {
+  const std::size_t n = epochs.size();
+  if (n > 0 && epochs.at(n - 1).at("epoch").as_int() == entry.at("epoch").as_int()) {
+    Json kept = Json::array();
+    for (std::size_t i = 0; i + 1 < n; ++i) kept.push_back(epochs.at(i));
+    epochs = kept;
+  }
+  epochs.push_back(entry);
+}
+
+// The report's part that the run state holds: how far the run went over all its segments so far,
+// its epochs and results, and its clocks (as the segment's last checkpoint left them).
+void record_run_state(const RunState& state, report::TrainSummary& s) {
+  s.steps = state.position.global_step;
+  s.samples_trained = state.position.samples_seen;
+  s.epochs = state.epochs;
+  s.segments = state.segments;
+  s.final_val_accuracy = state.results.last_accuracy;
+  s.time_to_target_s = state.results.time_to_target_s;
+  s.train_time_s = state.results.train_s;
+  s.total_time_s = state.results.clock_s;
+}
+
 // One job segment of a run.
 class Training {
  public:
@@ -154,6 +194,7 @@ class Training {
   void warn_if_threads_share_cores() const;
   void start_mlperf_run();
   MlperfRunFacts mlperf_facts() const;
+  void tell_aborted(const std::string& why) noexcept;
 
   // The loop.
   RunEnd train_until_done();
@@ -161,8 +202,8 @@ class Training {
   void start_epoch();
   void train_step();
   void end_epoch();
-  int64_t block_span() const { return cfg_.eval_every > 0 ? cfg_.eval_every : cfg_.epochs; }
-  void evaluate_now(Json& record);
+  bool evaluation_due() const;
+  Evaluation evaluate_now();
   uint32_t step_boundary();
   void checkpoint(const std::string& reason);
 
@@ -170,7 +211,7 @@ class Training {
   double clock_now() const { return clock_base_ + loop_clock_.elapsed(); }
   Json segment_json(const std::string& reason);
   TrainResult finish(RunEnd end);
-  void end_mlperf_run(RunEnd end);
+  report::TrainSummary setup_summary() const;
   void write_trace() const;
 
   // Fixed for the segment.
@@ -193,14 +234,14 @@ class Training {
   std::unique_ptr<TrainingStep> step_;
   std::unique_ptr<comm::StallWatchdog> watchdog_;
   Json preflight_;
-  MlperfLog mllog_;  // rank 0's mllog.txt; closed elsewhere
+  std::unique_ptr<MlperfRecorder> mlperf_;  // rank 0's mllog.txt
   int threads_ = 1;
   int64_t total_steps_ = 0;  // this run's: all epochs, or --max-steps
   int64_t global_batch_ = 0;
   int64_t micro_batch_ = 0;  // samples per rank per forward/backward (batch_size / accumulate_steps)
 
   // Progress of the segment, and those who account for it (training_observer.hpp): the step's
-  // times and samples, the progress line, the device's GPU times.
+  // times and samples, the progress and epoch lines, the device's GPU times, the MLPerf log.
   report::PhaseTimers timers_;
   std::unique_ptr<TimedPhases> phases_;  // timers_ and the device's, as the step reports its phases
   StepClock step_clock_{timers_};
@@ -211,12 +252,7 @@ class Training {
   double clock_base_ = 0.0, train_base_ = 0.0;
   int64_t first_step_ = 0, last_checkpoint_step_ = -1;
   int stop_signal_ = 0;
-  int checkpoints_written_ = 0;
-  double checkpoint_s_ = 0.0;
-  int64_t checkpoint_bytes_ = 0;
-  std::string last_checkpoint_;
-  int64_t mllog_bytes_at_epoch_end_ = -1;  // the log's size before the last end_epoch's lines
-  bool run_ended_ = false;
+  report::CheckpointTotals checkpoints_;
 };
 
 Training::Training(const comm::Communicator& comm, const TrainConfig& config, const Json& resolved_config)
@@ -224,10 +260,8 @@ Training::Training(const comm::Communicator& comm, const TrainConfig& config, co
   check_train_config(cfg_);
   hosts_ = comm_.all_hosts();
   resume_ = prepare_run_directory(comm_, cfg_);
-  if (!resume_ && comm_.rank() == 0) {  // a new run: its MLPerf log starts with its set-up
-    mllog_ = MlperfLog::open_new((fs::path(cfg_.output_dir) / "mllog.txt").string());
-    mllog_.init_start();
-  }
+  // A new run's MLPerf log starts with its set-up.
+  mlperf_ = std::make_unique<MlperfRecorder>(cfg_, comm_.rank(), resume_.has_value());
   task_ = open_task(cfg_, comm_);
   topology_.emplace(comm::Topology::build(comm_, cfg_.ranks_per_node));
   stage_data();
@@ -311,7 +345,7 @@ void Training::build_communication() {
   phases_ = std::make_unique<TimedPhases>(timers_, *device_metrics_);
   // The device's first: its GPU times are collected (an event synchronise) before the step is
   // counted, as when the step's end was one function.
-  observers_ = {device_metrics_.get(), &step_clock_, &progress_line_};
+  observers_ = {device_metrics_.get(), &step_clock_, &progress_line_, mlperf_.get()};
 }
 
 // --threads above the cores a rank is bound to: the threads take turns on them (Open MPI binds a
@@ -366,21 +400,23 @@ TrainResult Training::run() {
     // The allocator knows the bytes; the batch size is what the user can change. Every rank that
     // runs out throws, and main aborts the job, so no rank waits for it in a collective.
     const OutOfDeviceMemory explained(out_of_memory_at_batch_size(e.what(), micro_batch_));
-    mllog_.run_stop("aborted", state_->position.epoch + 1, error_text(explained));
+    tell_aborted(error_text(explained));
     throw explained;
   } catch (const std::exception& e) {
-    mllog_.run_stop("aborted", state_->position.epoch + 1, error_text(e));
+    tell_aborted(error_text(e));
     throw;
   }
 }
 
 // A new run's clock starts (run_start); a resumed run continues its log from the checkpoint.
-// From here, a rank that aborts the job from the watchdog records it in the log.
+// From here, a rank that aborts the job from the watchdog tells the observers (the log records it).
 void Training::start_mlperf_run() {
-  const std::string path = (fs::path(cfg_.output_dir) / "mllog.txt").string();
-  if (resume_ && comm_.rank() == 0) mllog_ = MlperfLog::open_resumed(path, state_->mllog_bytes);
-  if (!resume_) mllog_.run_start(cfg_, mlperf_facts());
-  set_last_words([this](const std::string& why) { mllog_.run_stop("aborted", state_->position.epoch + 1, why); });
+  mlperf_->start(mlperf_facts(), state_->mllog_bytes);
+  set_last_words([this](const std::string& why) { tell_aborted(why); });
+}
+
+void Training::tell_aborted(const std::string& why) noexcept {
+  for (TrainingObserver* o : observers_) o->on_run_aborted(state_->position, why);
 }
 
 MlperfRunFacts Training::mlperf_facts() const {
@@ -423,15 +459,8 @@ RunEnd Training::train_until_done() {
   }
 }
 
-// MLPerf's blocks (block_start .. block_stop) are the epochs from one evaluation to the next:
-// block_span() epochs each (all of them without --eval-every), the last one cut at --epochs.
 void Training::start_epoch() {
   const RunPosition& pos = state_->position;
-  if (pos.step_in_epoch == 0) {
-    if (pos.epoch % block_span() == 0)
-      mllog_.block_start(pos.epoch + 1, std::min<int64_t>(block_span(), cfg_.epochs - pos.epoch));
-    mllog_.epoch_start(pos.epoch + 1);
-  }
   batches_->start_epoch(static_cast<int>(state_->position.epoch), state_->position.step_in_epoch);
   for (TrainingObserver* o : observers_) o->on_epoch_start(pos);
 }
@@ -460,44 +489,26 @@ void Training::train_step() {
   for (TrainingObserver* o : observers_) o->on_step_end(end);
 }
 
-// The end of an epoch (or of the run's steps inside one): the epoch's record, evaluation when
-// due, and the position moved to the next epoch once this one is complete.
+// The end of an epoch (or of the run's steps inside one): its train loss, its evaluation when due,
+// its record; then the position moves to the next epoch once this one is complete.
 void Training::end_epoch() {
   RunPosition& pos = state_->position;
-  const bool last = pos.global_step >= total_steps_;
-  mllog_bytes_at_epoch_end_ = mllog_.bytes();
-  mllog_.epoch_stop(pos.epoch + 1, pos.samples_seen);
-  Json record = Json::object();
-  record.set("epoch", pos.epoch + 1);
-  record.set("steps", pos.step_in_epoch);
+  for (TrainingObserver* o : observers_) o->on_epoch_end(pos);
   const double train_loss = state_->epoch_loss_sum(comm_) / std::max<int64_t>(1, pos.step_in_epoch);
-  record.set("train_loss", train_loss);
-  record.set("val_accuracy", Json());
-  record.set("val_loss", Json());
-  if ((cfg_.eval_every > 0 && (pos.epoch + 1) % cfg_.eval_every == 0) || last) evaluate_now(record);
-  if ((pos.epoch + 1) % block_span() == 0 || pos.epoch + 1 == cfg_.epochs || last)
-    mllog_.block_stop(pos.epoch / block_span() * block_span() + 1);  // the block's first epoch
-  record.set("elapsed_s", clock_now());
-  record.set("timestamp_unix_ms", unix_time_ms());
-  {
-    const double quality = record.at("val_accuracy").is_null() ? std::nan("") : state_->results.last_accuracy;
-    char line[256];
-    std::snprintf(line, sizeof line, "epoch %lld done  train loss %.4f  val %s  elapsed %s",
-                  static_cast<long long>(pos.epoch + 1), train_loss, task_->describe_quality(quality).c_str(),
-                  format_duration(clock_now()).c_str());
-    ST_LOG(line);
-  }
-  if (run_finished() && cfg_.target_accuracy > 0 && state_->results.time_to_target_s >= 0)
-    ST_LOG("reached target accuracy " << cfg_.target_accuracy << " after " << state_->results.time_to_target_s << " s");
-  // An epoch cut short by --max-steps and continued later gets one record, the last.
-  Json& epochs = state_->epochs;
-  const std::size_t n = epochs.size();
-  if (n > 0 && epochs.at(n - 1).at("epoch").as_int() == pos.epoch + 1) {
-    Json kept = Json::array();
-    for (std::size_t i = 0; i + 1 < n; ++i) kept.push_back(epochs.at(i));
-    epochs = kept;
-  }
-  epochs.push_back(record);
+  std::optional<Evaluation> evaluation;
+  if (evaluation_due()) evaluation = evaluate_now();
+  const RunResults& results = state_->results;
+  const bool reached_now = evaluation && cfg_.target_accuracy > 0 && results.time_to_target_s >= 0;
+  const EpochRecord record{pos,
+                           pos.global_step >= total_steps_,
+                           train_loss,
+                           evaluation ? &*evaluation : nullptr,
+                           task_->describe_quality(evaluation ? results.last_accuracy : std::nan("")),
+                           clock_now(),
+                           reached_now ? results.time_to_target_s : -1.0,
+                           cfg_.target_accuracy};
+  keep_epoch_record(state_->epochs, epoch_json(record));
+  for (TrainingObserver* o : observers_) o->on_epoch_record(record);
   if (pos.step_in_epoch == state_->steps_per_epoch) {
     ++pos.epoch;
     pos.step_in_epoch = 0;
@@ -506,21 +517,30 @@ void Training::end_epoch() {
   }
 }
 
-void Training::evaluate_now(Json& record) {
+// Every --eval-every epochs, and after the run's last step.
+bool Training::evaluation_due() const {
+  const RunPosition& pos = state_->position;
+  return (cfg_.eval_every > 0 && (pos.epoch + 1) % cfg_.eval_every == 0) || pos.global_step >= total_steps_;
+}
+
+// The model evaluated at this position (with the ranks' mean running statistics), and the run's
+// results updated: the last and best quality, and the time to the target when first reached.
+Evaluation Training::evaluate_now() {
   ScopedPhase t(timers_, Phase::evaluation);
-  const int64_t epoch = state_->position.epoch + 1, samples = state_->position.samples_seen;
-  mllog_.eval_start(epoch, samples);
-  const AveragedBuffers mean(comm_, state_->params());
-  const Evaluation r = task_->evaluate(comm_, *ctx_, state_->model(), micro_batch_, topology_->local_size());
-  mllog_.eval_stop(epoch, samples, r.quality);
+  const RunPosition& pos = state_->position;
+  for (TrainingObserver* o : observers_) o->on_evaluation_start(pos);
+  Evaluation r;
+  {
+    const AveragedBuffers mean(comm_, state_->params());
+    r = task_->evaluate(comm_, *ctx_, state_->model(), micro_batch_, topology_->local_size());
+  }
+  for (TrainingObserver* o : observers_) o->on_evaluation_end(pos, r);
   RunResults& results = state_->results;
   results.last_accuracy = r.quality;
   results.best_accuracy = std::max(results.best_accuracy, r.quality);
-  record.set("val_accuracy", r.quality);
-  record.set("val_loss", std::isfinite(r.loss) ? Json(r.loss) : Json());
-  record.set("val_metrics", r.metrics);
   if (cfg_.target_accuracy > 0 && r.quality >= cfg_.target_accuracy && results.time_to_target_s < 0)
     results.time_to_target_s = clock_now();
+  return r;
 }
 
 // The step-boundary agreement (one small all-reduce), and the checkpoints it calls for: on a stop
@@ -554,18 +574,13 @@ void Training::checkpoint(const std::string& reason) {
   RunResults& results = state_->results;
   results.clock_s = clock_now();
   results.train_s = train_base_ + comm_.allreduce_max(step_clock_.train_seconds());
-  // The log a resumed run continues: all of it, or for the run's last checkpoint what precedes
-  // the lines of its end (a run cut by --max-steps and resumed with more redoes that epoch's end).
-  state_->mllog_bytes = run_ended_ ? mllog_bytes_at_epoch_end_ : mllog_.bytes();
+  state_->mllog_bytes = mlperf_->bytes_to_resume_from();
   const double started = now_seconds();
   const NvtxRange range("checkpoint");
   const CheckpointWritten w =
       write_checkpoint(comm_, *state_, segment_json(reason), cfg_.output_dir, cfg_.keep_checkpoints);
   if (trace::enabled()) trace::record("checkpoint", "checkpoint", trace::kMainThread, started, now_seconds());
-  ++checkpoints_written_;
-  checkpoint_s_ += w.seconds;
-  checkpoint_bytes_ += w.bytes;
-  last_checkpoint_ = w.path;
+  checkpoints_.add(w.path, w.bytes, w.seconds);
   last_checkpoint_step_ = state_->position.global_step;
   minutes_clock_.reset();
   char line[320];
@@ -592,19 +607,6 @@ Json Training::segment_json(const std::string& reason) {
   return s;
 }
 
-// run_stop: success when the run did what it was asked (reached --target-accuracy, or without a
-// target trained all its steps); aborted when it ended short of its target.
-void Training::end_mlperf_run(RunEnd end) {
-  run_ended_ = true;
-  const bool reached = state_->results.time_to_target_s >= 0;
-  const bool success = cfg_.target_accuracy > 0 ? reached : end != RunEnd::signal;
-  const int64_t epoch =
-      std::min<int64_t>(state_->position.epoch + (state_->position.step_in_epoch > 0 ? 1 : 0), cfg_.epochs);
-  mllog_.run_stop(success ? "success" : "aborted", std::max<int64_t>(epoch, 1),
-                  success ? "" : "the run ended without reaching --target-accuracy");
-  set_last_words(nullptr);
-}
-
 // Each rank's timeline of this segment (a resumed run's segment replaces the files of the last).
 void Training::write_trace() const {
   char name[32];
@@ -617,65 +619,64 @@ void Training::write_trace() const {
 
 const char* status_of(RunEnd end) { return end == RunEnd::signal ? "interrupted" : run_end_name(end); }
 
-// The segment's last checkpoint and the report.
+// The segment's last checkpoint (a complete run tells its observers first, so that the MLPerf
+// log's run_stop is in it) and the report.
 TrainResult Training::finish(RunEnd end) {
   const std::string reason = end == RunEnd::signal ? StopSignals::name(stop_signal_) : run_end_name(end);
   if (end != RunEnd::signal) {
-    end_mlperf_run(end);
+    const RunOutcome outcome{state_->position, state_->results.time_to_target_s >= 0};
+    for (TrainingObserver* o : observers_) o->on_run_end(outcome);
+    set_last_words(nullptr);
     checkpoint(reason);
   }
-  const RunState& s = *state_;
-  report::TrainSummary summary;
-  summary.model = cfg_.model;
-  summary.task = task_->name();
-  summary.quality_metric = task_->quality_metric();
-  summary.parameters = state_->params().parameter_count();
-  summary.hosts = hosts_;
-  summary.threads_per_rank = threads_;
-  summary.config = resolved_config_;
-  summary.dataset = task_->dataset_json();
-  summary.topology = topology_->to_json();
-  summary.preflight = preflight_;
-  summary.staging = staging_;
-  summary.global_batch = global_batch_;
-  summary.accumulate_steps = cfg_.accumulate_steps;
-  summary.optimizer = state_->optimizer().describe();
-  summary.steps_per_epoch = s.steps_per_epoch;
-  summary.steps = s.position.global_step;
-  summary.samples_trained = s.position.samples_seen;
+  report::TrainSummary summary = setup_summary();
   summary.status = status_of(end);
-  summary.epochs = s.epochs;
-  summary.segments = s.segments;
+  record_run_state(*state_, summary);
   summary.segments.push_back(segment_json(reason));
-  summary.final_val_accuracy = s.results.last_accuracy;
-  summary.target_accuracy = cfg_.target_accuracy;
-  summary.time_to_target_s = s.results.time_to_target_s;
-  summary.start_time_unix_ms =
-      s.segments.size() > 0 ? s.segments.at(0).at("start_unix_ms").as_double() : start_unix_ms_;
-  summary.train_time_s = s.results.train_s;
-  summary.total_time_s = s.results.clock_s;
-  summary.checkpoint = last_checkpoint_;
-  summary.reducer = reducer_.get();
-  summary.timers = &timers_;
-  summary.input = task_->input_json();
+  summary.start_time_unix_ms = summary.segments.at(0).at("start_unix_ms").as_double();  // the run's first
   summary.bytes_read = batches_->bytes_read();
-  summary.skip_bad_samples = cfg_.skip_bad_samples;
   summary.skipped_samples = batches_->skipped_samples();
-  summary.checkpoints_written = checkpoints_written_;
-  summary.checkpoint_s = checkpoint_s_;
-  summary.checkpoint_bytes = checkpoint_bytes_;
+  summary.checkpoints = checkpoints_;
   for (TrainingObserver* o : observers_) o->fill(summary);
   if (trace::enabled()) write_trace();
   const Json report = report::build_train_report(comm_, summary);
   const std::string path = (fs::path(cfg_.output_dir) / "report.json").string();
   on_rank0_agreed(comm_, [&] { report::write_json_atomic(path, report); });
+  const RunPosition& pos = state_->position;
   if (end == RunEnd::signal)
-    ST_LOG("stopped for " << reason << " after step " << s.position.global_step << " of " << total_steps_ << "; wrote "
-                          << last_checkpoint_ << " and " << path << "; exit code " << kExitCheckpointed
+    ST_LOG("stopped for " << reason << " after step " << pos.global_step << " of " << total_steps_ << "; wrote "
+                          << checkpoints_.last << " and " << path << "; exit code " << kExitCheckpointed
                           << ": resume with --resume auto");
   else
-    ST_LOG("wrote " << path << " and " << last_checkpoint_);
+    ST_LOG("wrote " << path << " and " << checkpoints_.last);
   return {report, end};
+}
+
+// The report's facts fixed at set-up: the model and its task, the hosts, the data and how it is
+// read, the topology, the batch and the optimizer, the all-reduce and the phase timers.
+report::TrainSummary Training::setup_summary() const {
+  report::TrainSummary s;
+  s.model = cfg_.model;
+  s.task = task_->name();
+  s.quality_metric = task_->quality_metric();
+  s.parameters = state_->params().parameter_count();
+  s.hosts = hosts_;
+  s.threads_per_rank = threads_;
+  s.config = resolved_config_;
+  s.dataset = task_->dataset_json();
+  s.input = task_->input_json();
+  s.skip_bad_samples = cfg_.skip_bad_samples;
+  s.topology = topology_->to_json();
+  s.preflight = preflight_;
+  s.staging = staging_;
+  s.target_accuracy = cfg_.target_accuracy;
+  s.global_batch = global_batch_;
+  s.accumulate_steps = cfg_.accumulate_steps;
+  s.steps_per_epoch = state_->steps_per_epoch;
+  s.optimizer = state_->optimizer().describe();
+  s.reducer = reducer_.get();
+  s.timers = &timers_;
+  return s;
 }
 
 }  // namespace

@@ -14,6 +14,23 @@
 
 namespace scaletrain::report {
 
+// The checkpoints a segment wrote (report.json "checkpoints").
+struct CheckpointTotals {
+  int written = 0;
+  double seconds = 0.0;
+  int64_t bytes = 0;
+  std::string last;  // the path of the last one written
+  void add(const std::string& path, int64_t file_bytes, double write_seconds) {
+    ++written;
+    seconds += write_seconds;
+    bytes += file_bytes;
+    last = path;
+  }
+};
+
+// What report.json is built from. Its parts are filled by those who own them: the run's set-up,
+// its state (position, history, results), the input pipeline, the checkpoints, and the loop's
+// observers (training_observer.hpp) their own.
 struct TrainSummary {
   // The run, the same on every rank.
   std::string model;
@@ -34,7 +51,6 @@ struct TrainSummary {
   double start_time_unix_ms = 0.0;  // of the run's first segment
   double train_time_s = 0.0;        // training steps, every segment (slowest rank of each)
   double total_time_s = 0.0;        // training loop (the time-to-target clock), every segment
-  std::string checkpoint;           // the last checkpoint written
 
   // This segment on this rank (summarised over ranks when the report is built).
   const comm::GradientReducer* reducer = nullptr;
@@ -47,9 +63,7 @@ struct TrainSummary {
   int64_t bytes_read = 0;
   bool skip_bad_samples = false;
   int64_t skipped_samples = 0;
-  int checkpoints_written = 0;
-  double checkpoint_s = 0.0;
-  int64_t checkpoint_bytes = 0;
+  CheckpointTotals checkpoints;
 
   // The device (report.json "device"), the same kind on every rank: "cpu", or "cuda" with this
   // rank's GPU (train/device_metrics.hpp). Ranks with the same host and PCI bus id share a GPU.
