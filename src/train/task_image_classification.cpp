@@ -278,4 +278,17 @@ std::unique_ptr<Task> image_classification_of_shape(const TrainConfig& config, c
   return std::make_unique<ImageClassification>(config, split);
 }
 
+// The image size is not the checkpoint's (global average pooling takes any): config's or the
+// model's default stands in, as for scaletrain info.
+DataShape image_classification_shape_of(const TrainConfig& config, const checkpoint::CheckpointData& data) {
+  DataShape shape;
+  shape.num_classes = static_cast<int>(checkpoint_tensor_shape(data, "model/fc.weight", {"classes", "features"})[0]);
+  shape.channels = static_cast<int>(
+      checkpoint_tensor_shape(data, "model/conv1.weight", {"filters", "channels", "height", "width"})[1]);
+  const std::vector<int64_t> hw = input_image_size(config);
+  shape.height = static_cast<int>(hw[0]);
+  shape.width = static_cast<int>(hw[1]);
+  return shape;
+}
+
 }  // namespace scaletrain::train

@@ -275,6 +275,14 @@ std::unique_ptr<Task> recommendation_of_shape(const TrainConfig& config, const D
   return std::make_unique<Recommendation>(config, split, split);
 }
 
+// The embedding tables' rows are the users and items (restore_model checks the other tables).
+DataShape recommendation_shape_of(const TrainConfig&, const checkpoint::CheckpointData& data) {
+  DataShape shape;
+  shape.num_users = checkpoint_tensor_shape(data, "model/mf_user_embed.weight", {"users", "factors"})[0];
+  shape.num_items = checkpoint_tensor_shape(data, "model/mf_item_embed.weight", {"items", "factors"})[0];
+  return shape;
+}
+
 std::unique_ptr<Task> recommendation_for_evaluation(const TrainConfig& config, const std::string& split) {
   data::RecommendationSplit val = data::open_recommendation_split(config.data_dir, split);
   data::RecommendationSplit users_and_items;  // what the network and check_fits read of train

@@ -164,4 +164,13 @@ std::unique_ptr<Task> open_task_for_evaluation(const TrainConfig& config, const 
 // The task keeps a reference to config.
 std::unique_ptr<Task> open_task_of_shape(const TrainConfig& config, const DataShape& shape);
 
+// The task of config.model on the network a checkpoint holds, without a dataset (scaletrain
+// predict): the task reads the shape from the checkpoint's tensors (image classification: classes
+// from the rows of model/fc.weight, channels from model/conv1.weight, the image size config's or
+// the model's default, as the network takes any; recommendation: users and items from the rows of
+// model/mf_user_embed.weight and model/mf_item_embed.weight), then open_task_of_shape. A checkpoint
+// of another model, or one whose tensor is missing or of another rank, is an error naming the
+// checkpoint and the tensor.
+std::unique_ptr<Task> open_task_of_checkpoint(const TrainConfig& config, const checkpoint::CheckpointData& data);
+
 }  // namespace scaletrain::train
