@@ -46,7 +46,7 @@ const char* kUsage =
     "commands:\n"
     "  train    data-parallel training under mpirun/srun; writes checkpoints/ and report.json, resumes runs\n"
     "  eval     a checkpoint's quality on a dataset split (top-1; HR@10 for ncf), sharded over ranks\n"
-    "  predict  logits for inputs stored in an HDF5 file\n"
+    "  predict  a checkpoint's logits for the images or (user, item) pairs in an HDF5 file\n"
     "  info     the models and their tasks; a model's parameter count and tensors (state_dict names)\n"
     "\n"
     "Run 'scaletrain <command> --help' for a command's options.\n";
@@ -546,80 +546,63 @@ int cmd_eval(int argc, char** argv) {
 // ---------------------------------------------------------------------------------------------
 // predict
 
-int cmd_predict(int argc, char** argv) {
-  std::string model, checkpoint, input, output, device = "auto";
-  int64_t batch_size = 64;
-  int threads = 0;
-  po::options_description desc("scaletrain predict", kHelpWidth);
-  desc.add_options()("help,h", "print this help")("model", po::value(&model)->required(), "resnet50 | resnet20")(
-      "checkpoint", po::value(&checkpoint)->required(),
-      "a checkpoint file, or a run directory (train --output-dir): its newest valid checkpoint")(
-      "input", po::value(&input)->required(), "HDF5 file with dataset 'inputs' float32 [N, C, H, W], normalised")(
-      "output", po::value(&output)->required(), "HDF5 file to write with dataset 'logits' float32 [N, K]")(
-      "batch-size", po::value(&batch_size)->default_value(batch_size), "samples per forward pass")(
-      "threads", po::value(&threads)->default_value(threads), "CPU threads (0 = all cores)")(
-      "device", po::value(&device)->default_value(device), kDeviceHelp);
-  po::variables_map vm;
-  if (!parse("predict", argc, argv, desc, vm)) return 0;
-  notify("predict", vm);
-  train::check_model_name(model);
-  if (models::model_entry(model).task != models::kTaskImageClassification)
-    throw UsageError("predict: --model " + model + " is not an image classifier (its task is " +
-                     models::model_entry(model).task + "); 'scaletrain eval --model " + model +
-                     "' scores its evaluation split");
-  if (batch_size <= 0) throw UsageError("--batch-size must be positive");
-
-  train::parse_device_request(device);
-  const comm::Communicator comm = comm::Communicator::world();
-  // Every rank takes part in the device choice, so that a refusal reaches them all alike.
-  const std::unique_ptr<Context> context =
-      open_context(comm, device, "predict", model, models::model_ops(model, /*training=*/false), threads);
-  if (comm.rank() != 0) return 0;  // small inference job: rank 0 does it all
-  ST_CHECK(fs::exists(input), "--input " << input << " does not exist");
-  ST_CHECK(fs::exists(checkpoint), "--checkpoint " << checkpoint << " does not exist");
-  Tensor nchw;
-  {
-    io::H5File in(input, io::H5File::Mode::read);
-    ST_CHECK(in.has("inputs"), "--input " << input << " has no dataset 'inputs'");
-    ST_CHECK(in.dataset_type("inputs") == "float32",
-             "--input " << input << ": dataset 'inputs' is " << in.dataset_type("inputs") << ", expected float32");
-    ST_CHECK(in.dataset_shape("inputs").size() == 4, "--input " << input << ": dataset 'inputs' has shape "
-                                                                << shape_string(in.dataset_shape("inputs"))
-                                                                << ", expected [N, C, H, W]");
-    nchw = in.read("inputs", DType::f32);
-  }
-  const int64_t n = nchw.dim(0), c = nchw.dim(1), h = nchw.dim(2), w = nchw.dim(3);
-  const checkpoint::CheckpointData weights = checkpoint::read_newest_checkpoint(checkpoint);
-  const auto fc = weights.tensors.find("model/fc.weight");
-  ST_CHECK(fc != weights.tensors.end(), "checkpoint " << weights.path << " has no model/fc.weight");
-  const int64_t classes = fc->second.dim(0);
-  Context& ctx = *context;
-  auto m = models::make_model(model, static_cast<int>(classes), static_cast<int>(c));
-  train::check_checkpoint_fits(weights, static_cast<int>(c), static_cast<int>(classes), input);
-  checkpoint::restore_model(weights, model, m->params(), nullptr);
-  m->params().move_to(ctx.device());
-
-  Tensor logits_all = Tensor::empty({n, classes});
-  for (int64_t start = 0; start < n; start += batch_size) {
-    const int64_t b = std::min(batch_size, n - start);
-    Tensor x = Tensor::empty({b, h, w, c});  // NCHW file layout -> channels-last
-    const float* src = nchw.data<float>() + start * c * h * w;
-    float* dst = x.data<float>();
-    for (int64_t i = 0; i < b; ++i)
-      for (int64_t ch = 0; ch < c; ++ch)
-        for (int64_t p = 0; p < h * w; ++p) dst[(i * h * w + p) * c + ch] = src[(i * c + ch) * h * w + p];
-    const Tensor y = m->forward(ctx, x.to(ctx.device()), /*training=*/false).to(Device::cpu);
-    std::copy(y.data<float>(), y.data<float>() + y.numel(), logits_all.data<float>() + start * classes);
-  }
+// The prediction to `output`, written whole under a temporary name and then renamed, so that a
+// failed run leaves no half-written file there.
+void write_prediction(const std::string& output, const train::Prediction& p, const std::string& model,
+                      const std::string& checkpoint) {
   const std::string tmp = output + ".tmp";
   {
     io::H5File out(tmp, io::H5File::Mode::create_truncate);
-    out.write("logits", logits_all);
+    out.write("logits", p.logits);
+    for (const auto& [name, text] : p.attributes) out.set_attribute(name, text, "logits");
     out.set_attribute("model", model);
     out.set_attribute("checkpoint", checkpoint);
   }
   fs::rename(tmp, output);
-  ST_LOG("wrote logits [" << n << ", " << classes << "] to " << output);
+}
+
+int cmd_predict(int argc, char** argv) {
+  std::string checkpoint, input, output, device = "auto";
+  int64_t batch_size = 64;
+  int threads = 0;
+  train::TrainConfig c;  // the model; its task reads the network's shape from the checkpoint
+  po::options_description desc("scaletrain predict", kHelpWidth);
+  desc.add_options()("help,h", "print this help")("model", po::value(&c.model)->required(),
+                                                  "resnet50 | resnet20 | ncf")(
+      "checkpoint", po::value(&checkpoint)->required(),
+      "a checkpoint file, or a run directory (train --output-dir): its newest valid checkpoint")(
+      "input", po::value(&input)->required(),
+      "HDF5 file: resnet50, resnet20: dataset 'inputs' float32 [N, C, H, W], normalised; ncf: datasets 'users' and "
+      "'items' int32 [N], ids below the checkpoint's users and items")(
+      "output", po::value(&output)->required(),
+      "HDF5 file to write with dataset 'logits' float32: [N, K] for resnet50, resnet20; [N] for ncf (NeuMF's output "
+      "before the sigmoid)")("batch-size", po::value(&batch_size)->default_value(batch_size),
+                             "samples per forward pass")("threads", po::value(&threads)->default_value(threads),
+                                                         "CPU threads (0 = all cores)")(
+      "device", po::value(&device)->default_value(device), kDeviceHelp);
+  po::variables_map vm;
+  if (!parse("predict", argc, argv, desc, vm)) return 0;
+  notify("predict", vm);
+  train::check_model_name(c.model);
+  if (batch_size <= 0) throw UsageError("--batch-size must be positive");
+
+  train::parse_device_request(device);
+  const comm::Communicator comm = comm::Communicator::world();
+  // Every rank opens the task and takes part in the device choice, so that a refusal reaches them
+  // all alike; then rank 0 does it all (a small inference job).
+  ST_CHECK(fs::exists(checkpoint), "--checkpoint " << checkpoint << " does not exist");
+  const checkpoint::CheckpointData weights = checkpoint::read_newest_checkpoint(checkpoint);
+  const std::unique_ptr<train::Task> task = train::open_task_of_checkpoint(c, weights);
+  const std::unique_ptr<Context> context =
+      open_context(comm, device, "predict", c.model, task->ops(/*training=*/false), threads);
+  if (comm.rank() != 0) return 0;
+  ST_CHECK(fs::exists(input), "--input " << input << " does not exist");
+  const std::unique_ptr<models::Network> network = task->make_network(c.seed);
+  checkpoint::restore_model(weights, c.model, network->params(), nullptr);
+  network->params().move_to(context->device());
+  const train::Prediction p = task->predict(*context, *network, input, weights.path, batch_size);
+  write_prediction(output, p, c.model, checkpoint);
+  ST_LOG("wrote logits " << shape_string(p.logits.shape()) << " to " << output);
   return 0;
 }
 

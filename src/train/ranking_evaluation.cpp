@@ -1,6 +1,6 @@
 // NCF's leave-one-out ranking evaluation (ranking_evaluation.hpp): users sharded over ranks in
-// whole chunks of one forward each, every forward the same shape, hits and NDCG all-reduced. Each batch is progress for the stall watchdog,
-// as in evaluation.cpp.
+// whole chunks of one forward each, every forward the same shape, hits and NDCG all-reduced. Each
+// batch is progress for the stall watchdog, as in evaluation.cpp.
 #include "scaletrain/train/ranking_evaluation.hpp"
 
 #include <algorithm>
@@ -28,6 +28,13 @@ UserSlice ranking_user_slice(int64_t rows, int64_t users_per_batch, int rank, in
   s.begin = std::min(rows, chunks * rank / size * users_per_batch);
   s.end = std::min(rows, chunks * (rank + 1) / size * users_per_batch);
   return s;
+}
+
+Tensor score_pairs(Context& ctx, models::NeuMF& model, const Tensor& users, const Tensor& items, Tensor& device_users,
+                   Tensor& device_items) {
+  const Tensor logits =
+      model.forward(ctx, on_context_device(ctx, users, device_users), on_context_device(ctx, items, device_items));
+  return logits.device() == Device::cpu ? logits : logits.to(Device::cpu);
 }
 
 namespace {
@@ -72,9 +79,7 @@ RankingResult evaluate_ranking(const comm::Communicator& comm, Context& ctx, mod
   for (int64_t first = slice.begin; first < slice.end; first += users_per_batch) {
     const int64_t n = std::min(users_per_batch, slice.end - first);
     fill_chunk(val, first, n, users, items);
-    const Tensor logits = model.forward(ctx, on_context_device(ctx, users, device_users),
-                                        on_context_device(ctx, items, device_items));
-    const Tensor host_logits = logits.device() == Device::cpu ? logits : logits.to(Device::cpu);
+    const Tensor host_logits = score_pairs(ctx, model, users, items, device_users, device_items);
     const float* x = host_logits.data<float>();
     probability.resize(static_cast<size_t>(n * per_user));
     for (int64_t i = 0; i < n * per_user; ++i) probability[i] = 1.0f / (1.0f + std::exp(-x[i]));

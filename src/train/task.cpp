@@ -53,6 +53,7 @@ namespace {
 using TaskOpener = std::unique_ptr<Task> (*)(const TrainConfig&, const comm::Communicator&);
 using ShapeOpener = std::unique_ptr<Task> (*)(const TrainConfig&, const DataShape&);
 using EvaluationOpener = std::unique_ptr<Task> (*)(const TrainConfig&, const std::string& split);
+using CheckpointShape = DataShape (*)(const TrainConfig&, const checkpoint::CheckpointData&);
 
 // The tasks, by the name the model registry gives a model's task and a dataset's shards carry
 // (their `task` attribute; image shards written before it existed have none).
@@ -62,14 +63,16 @@ struct TaskEntry {
   TaskOpener open;
   ShapeOpener of_shape;
   EvaluationOpener for_evaluation;
-  const char* only_split;        // the one split it evaluates (null: any)
-  const char* only_split_holds;  // and what that split holds, for the refusal of another
+  CheckpointShape shape_of_checkpoint;  // the network's shape, read from a checkpoint's tensors
+  const char* only_split;               // the one split it evaluates (null: any)
+  const char* only_split_holds;         // and what that split holds, for the refusal of another
 };
 constexpr TaskEntry kTasks[] = {
     {models::kTaskImageClassification, "image classification", open_image_classification_task,
-     image_classification_of_shape, image_classification_for_evaluation, nullptr, nullptr},
+     image_classification_of_shape, image_classification_for_evaluation, image_classification_shape_of, nullptr,
+     nullptr},
     {models::kTaskRecommendation, "recommendation", open_recommendation_task, recommendation_of_shape,
-     recommendation_for_evaluation, "val", "the held-out items and their negatives"},
+     recommendation_for_evaluation, recommendation_shape_of, "val", "the held-out items and their negatives"},
 };
 
 const TaskEntry* find_task(const std::string& name) {
@@ -112,6 +115,30 @@ void require_files(const std::string& dir, const char* what) {
 
 std::unique_ptr<Task> open_task_of_shape(const TrainConfig& c, const DataShape& shape) {
   return task_of_model(c.model).of_shape(c, shape);
+}
+
+Shape checkpoint_tensor_shape(const checkpoint::CheckpointData& data, const std::string& name,
+                              const std::vector<std::string>& dims) {
+  const auto it = data.tensors.find(name);
+  ST_CHECK(it != data.tensors.end(), "checkpoint " << data.path << " has no " << name);
+  const Shape& shape = it->second.shape();
+  bool fits = shape.size() == dims.size();
+  for (int64_t d : shape) fits = fits && d >= 1;
+  if (!fits) {
+    std::string expected;
+    for (const std::string& d : dims) expected += (expected.empty() ? "" : ", ") + d;
+    ST_THROW("checkpoint " << data.path << ": " << name << " has shape " << shape_string(shape) << ", expected ["
+                           << expected << "], each at least 1");
+  }
+  return shape;
+}
+
+// The model's name first: another model's tensors would be reported missing, which misleads.
+std::unique_ptr<Task> open_task_of_checkpoint(const TrainConfig& c, const checkpoint::CheckpointData& data) {
+  ST_CHECK(data.meta.model == c.model,
+           "checkpoint " << data.path << " is for model " << data.meta.model << ", not " << c.model);
+  const TaskEntry& task = task_of_model(c.model);
+  return task.of_shape(c, task.shape_of_checkpoint(c, data));
 }
 
 std::unique_ptr<Task> open_task(const TrainConfig& c, const comm::Communicator& comm) {

@@ -1,5 +1,6 @@
 // The image classification task (task.hpp): images and labels in HDF5 shards read by the data
 // loader, a ResNet, softmax cross-entropy with label smoothing, top-1 accuracy.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -12,6 +13,7 @@
 #include "scaletrain/data/dataset.hpp"
 #include "scaletrain/data/loader.hpp"
 #include "scaletrain/data/staging.hpp"
+#include "scaletrain/io/hdf5.hpp"
 #include "scaletrain/models/model.hpp"
 #include "scaletrain/ops/loss.hpp"
 #include "scaletrain/report/summary.hpp"
@@ -32,6 +34,30 @@ void check_splits_match(const data::SplitInfo& train, const data::SplitInfo& val
 }
 
 models::Model& classifier(models::Network& network) { return static_cast<models::Model&>(network); }
+
+// predict's input: dataset "inputs" f32 (N, C, H, W) of the file `input`, read whole.
+Tensor read_input_images(const std::string& input) {
+  io::H5File in(input, io::H5File::Mode::read);
+  ST_CHECK(in.has("inputs"), "--input " << input << " has no dataset 'inputs'");
+  ST_CHECK(in.dataset_type("inputs") == "float32",
+           "--input " << input << ": dataset 'inputs' is " << in.dataset_type("inputs") << ", expected float32");
+  ST_CHECK(in.dataset_shape("inputs").size() == 4, "--input " << input << ": dataset 'inputs' has shape "
+                                                              << shape_string(in.dataset_shape("inputs"))
+                                                              << ", expected [N, C, H, W]");
+  return in.read("inputs", DType::f32);
+}
+
+// Samples [first, first + count) of nchw (N, C, H, W) as the model takes them: (count, H, W, C).
+Tensor channels_last(const Tensor& nchw, int64_t first, int64_t count) {
+  const int64_t c = nchw.dim(1), hw = nchw.dim(2) * nchw.dim(3);
+  Tensor x = Tensor::empty({count, nchw.dim(2), nchw.dim(3), c});
+  const float* src = nchw.data<float>() + first * c * hw;
+  float* dst = x.data<float>();
+  for (int64_t i = 0; i < count; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < hw; ++p) dst[(i * hw + p) * c + ch] = src[(i * c + ch) * hw + p];
+  return x;
+}
 
 // The data loader as the training loop's batch source: "images" and "labels".
 class LoaderBatches : public BatchSource {
@@ -230,6 +256,26 @@ class ImageClassification : public Task {
     return e;
   }
 
+  // The images as they are in the file (already normalised), batch_size per forward, in
+  // evaluation mode.
+  Prediction predict(Context& ctx, models::Network& network, const std::string& input, const std::string& checkpoint,
+                     int64_t batch_size) const override {
+    const Tensor nchw = read_input_images(input);
+    const int64_t n = nchw.dim(0), classes = train_.num_classes;
+    ST_CHECK(nchw.dim(1) == train_.channels, "dataset " << input << " has " << nchw.dim(1)
+                                                        << "-channel images but the model in checkpoint " << checkpoint
+                                                        << " takes " << train_.channels << " channels");
+    Prediction p;
+    p.logits = Tensor::empty({n, classes});
+    for (int64_t start = 0; start < n; start += batch_size) {
+      const int64_t b = std::min(batch_size, n - start);
+      const Tensor x = channels_last(nchw, start, b).to(ctx.device());
+      const Tensor y = classifier(network).forward(ctx, x, /*training=*/false).to(Device::cpu);
+      std::copy(y.data<float>(), y.data<float>() + y.numel(), p.logits.data<float>() + start * classes);
+    }
+    return p;
+  }
+
   std::string describe_evaluation(const Evaluation& e, const std::string& where) const override {
     char line[512];
     std::snprintf(line, sizeof line, "top-1 accuracy %.4f (%lld/%lld) on %s, loss %.4f", e.quality,
@@ -276,6 +322,19 @@ std::unique_ptr<Task> image_classification_of_shape(const TrainConfig& config, c
   split.mean.assign(shape.channels, 0.5);  // any normalisation costs the same
   split.std.assign(shape.channels, 0.25);
   return std::make_unique<ImageClassification>(config, split);
+}
+
+// The image size is not the checkpoint's (global average pooling takes any): config's or the
+// model's default stands in, as for scaletrain info.
+DataShape image_classification_shape_of(const TrainConfig& config, const checkpoint::CheckpointData& data) {
+  DataShape shape;
+  shape.num_classes = static_cast<int>(checkpoint_tensor_shape(data, "model/fc.weight", {"classes", "features"})[0]);
+  shape.channels = static_cast<int>(
+      checkpoint_tensor_shape(data, "model/conv1.weight", {"filters", "channels", "height", "width"})[1]);
+  const std::vector<int64_t> hw = input_image_size(config);
+  shape.height = static_cast<int>(hw[0]);
+  shape.width = static_cast<int>(hw[1]);
+  return shape;
 }
 
 }  // namespace scaletrain::train

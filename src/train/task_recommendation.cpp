@@ -1,6 +1,7 @@
 // The recommendation task (task.hpp), MLPerf's NCF: implicit-feedback positives read whole into
 // memory, 4 fresh negatives per positive every epoch, NeuMF, sigmoid cross-entropy; evaluation
 // ranks each user's held-out item among its 999 negatives (HR@10, NDCG@10).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -14,6 +15,7 @@
 #include "scaletrain/data/negative_sampler.hpp"
 #include "scaletrain/data/recommendation.hpp"
 #include "scaletrain/data/recommendation_batches.hpp"
+#include "scaletrain/io/hdf5.hpp"
 #include "scaletrain/models/model.hpp"
 #include "scaletrain/models/neumf.hpp"
 #include "scaletrain/models/registry.hpp"
@@ -29,6 +31,31 @@ namespace {
 constexpr int kTopK = 10;
 
 models::NeuMF& neumf(models::Network& network) { return static_cast<models::NeuMF&>(network); }
+
+// What predict writes beside the logits.
+constexpr const char* kLogitsDescription =
+    "NeuMF's output for the pair (users[i], items[i]) before the sigmoid: sigmoid(logit) is the predicted "
+    "probability that the user interacts with the item (scaletrain eval ranks items by it)";
+
+// predict's ids: dataset `name` of the file `input`, i32 (N), every id in [0, count) (count: the
+// checkpoint's users or items).
+Tensor read_ids(const io::H5File& in, const std::string& input, const std::string& name, int64_t count,
+                const std::string& checkpoint) {
+  ST_CHECK(in.has(name),
+           "--input " << input << " has no dataset '" << name
+                      << "' (a recommendation model predicts from datasets 'users' and 'items', int32 [N])");
+  ST_CHECK(in.dataset_type(name) == "int32",
+           "--input " << input << ": dataset '" << name << "' is " << in.dataset_type(name) << ", expected int32");
+  ST_CHECK(in.dataset_shape(name).size() == 1, "--input " << input << ": dataset '" << name << "' has shape "
+                                                          << shape_string(in.dataset_shape(name)) << ", expected [N]");
+  Tensor ids = in.read(name, DType::i32);
+  const int32_t* id = ids.data<int32_t>();
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    ST_CHECK(id[i] >= 0 && id[i] < count,
+             "--input " << input << ": " << name << "[" << i << "] = " << id[i] << " is out of range [0, " << count
+                        << "): the model in checkpoint " << checkpoint << " has " << count << " " << name);
+  return ids;
+}
 
 // The epoch's (user, item, label) samples as the training loop's batch source.
 class RecommendationSource : public BatchSource {
@@ -243,6 +270,30 @@ class Recommendation : public Task {
     return e;
   }
 
+  // The pairs scored as the evaluation scores its own (score_pairs), batch_size per forward.
+  Prediction predict(Context& ctx, models::Network& network, const std::string& input, const std::string& checkpoint,
+                     int64_t batch_size) const override {
+    Batch pairs;
+    {
+      io::H5File in(input, io::H5File::Mode::read);
+      pairs.slot("users") = read_ids(in, input, "users", train_.num_users, checkpoint);
+      pairs.slot("items") = read_ids(in, input, "items", train_.num_items, checkpoint);
+    }
+    const int64_t n = pairs.at("users").dim(0);
+    ST_CHECK(pairs.at("items").dim(0) == n, "--input " << input << ": datasets 'users' and 'items' differ in length ("
+                                                       << n << " and " << pairs.at("items").dim(0) << ")");
+    Prediction p;
+    p.logits = Tensor::empty({n});
+    p.attributes = {{"description", kLogitsDescription}};
+    Tensor device_users, device_items;
+    for (int64_t start = 0; start < n; start += batch_size) {
+      const Batch b = pairs.rows(start, std::min(batch_size, n - start));
+      const Tensor logits = score_pairs(ctx, neumf(network), b.at("users"), b.at("items"), device_users, device_items);
+      std::copy(logits.data<float>(), logits.data<float>() + logits.numel(), p.logits.data<float>() + start);
+    }
+    return p;
+  }
+
   std::string describe_evaluation(const Evaluation& e, const std::string& where) const override {
     std::string metrics;
     for (const auto& [name, value] : e.metrics.items()) {
@@ -273,6 +324,14 @@ std::unique_ptr<Task> recommendation_of_shape(const TrainConfig& config, const D
   split.num_users = shape.num_users;
   split.num_items = shape.num_items;
   return std::make_unique<Recommendation>(config, split, split);
+}
+
+// The embedding tables' rows are the users and items (restore_model checks the other tables).
+DataShape recommendation_shape_of(const TrainConfig&, const checkpoint::CheckpointData& data) {
+  DataShape shape;
+  shape.num_users = checkpoint_tensor_shape(data, "model/mf_user_embed.weight", {"users", "factors"})[0];
+  shape.num_items = checkpoint_tensor_shape(data, "model/mf_item_embed.weight", {"items", "factors"})[0];
+  return shape;
 }
 
 std::unique_ptr<Task> recommendation_for_evaluation(const TrainConfig& config, const std::string& split) {

@@ -3,7 +3,9 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "scaletrain/checkpoint/checkpoint.hpp"
 #include "scaletrain/train/task.hpp"
 
 namespace scaletrain::train {
@@ -14,6 +16,14 @@ std::unique_ptr<Task> image_classification_of_shape(const TrainConfig& config, c
 std::unique_ptr<Task> recommendation_of_shape(const TrainConfig& config, const DataShape& shape);
 std::unique_ptr<Task> image_classification_for_evaluation(const TrainConfig& config, const std::string& split);
 std::unique_ptr<Task> recommendation_for_evaluation(const TrainConfig& config, const std::string& split);
+DataShape image_classification_shape_of(const TrainConfig& config, const checkpoint::CheckpointData& data);
+DataShape recommendation_shape_of(const TrainConfig& config, const checkpoint::CheckpointData& data);
+
+// The shape of the checkpoint's tensor `name`, which must be there with dims.size() dimensions,
+// each at least 1 (dims name them for messages: {"classes", "features"}); otherwise an error
+// naming the checkpoint and the tensor.
+Shape checkpoint_tensor_shape(const checkpoint::CheckpointData& data, const std::string& name,
+                              const std::vector<std::string>& dims);
 
 // For a task opened from a shape (its data has no files): throws naming what was asked of it.
 void require_files(const std::string& dir, const char* what);

@@ -88,4 +88,8 @@ near_ties = int((top2[:, 1] - top2[:, 0] <= 1e-4 * (1.0 + np.abs(logits).max(axi
 assert abs(mine - acc) * len(logits) <= near_ties + 0.5, (mine, acc, near_ties)
 print(f"eval {acc:.4f} == predict {mine:.4f} ({near_ties} near tie(s) allowed)")
 PY
+$PY -c "import h5py, numpy as np; h5py.File('$T/gray.h5', 'w')['inputs'] = np.zeros((2, 1, 12, 12), np.float32)"
+expect_failure "predict of 1-channel images on a 3-channel model" \
+  "dataset $T/gray.h5 has 1-channel images but the model in checkpoint $T/run/checkpoints/step-" \
+  "$BIN/scaletrain" predict --model resnet20 --checkpoint "$T/run" --input "$T/gray.h5" --output "$T/gray-out.h5"
 echo "end to end passed"

@@ -7,9 +7,12 @@
 #  - a run cut by --max-steps and resumed ends with the weights, Adam state and report of an
 #    uninterrupted one, bit for bit;
 #  - an explicit option beats the model's default (--base-lr, --optimizer sgd);
+#  - predict writes NeuMF's logits for (user, item) pairs from a file, as NeuMF computed in numpy
+#    from the checkpoint's tensors does;
 #  - bad input is a clear error naming the file and the index, on every rank, without a hang: an
 #    item id out of range, a user without a held-out item, an empty split; a model of the other
-#    task; image-only options.
+#    task; image-only options; predict's ids out of range or missing, a checkpoint without
+#    NeuMF's tables.
 # Env (set by ctest): ST_BIN (build/bin), ST_SOURCE (repository), ST_TMP (scratch).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -118,8 +121,84 @@ grep -qF "${expected/$W\/data/$W/val-only}" "$W/eval-val-only.log" ||
 expect_failure "eval of an image dataset" "dataset $W/eval-images is for the image classification task, but --model ncf is a recommendation model" \
   "$BIN/scaletrain" eval --model ncf --checkpoint "$W/run" --data "$W/eval-images"
 
-expect_failure "predict of a recommendation model" "predict: --model ncf is not an image classifier" \
-  "$BIN/scaletrain" predict --model ncf --checkpoint "$W/run" --input "$W/none.h5" --output "$W/out.h5"
+echo "== predict: NeuMF's logits for (user, item) pairs, against NeuMF in numpy from the checkpoint's tensors"
+help=$("$BIN/scaletrain" predict --help)
+grep -qF "ncf: datasets 'users' and 'items' int32 [N]" <<<"$help" || fail "predict --help lacks ncf's input: $help"
+grep -qF "dataset 'inputs' float32 [N, C, H, W]" <<<"$help" || fail "predict --help lacks the images' input: $help"
+# 1000 pairs (not a multiple of --batch-size 64), the tables' first and last rows among them.
+$PY - "$W" <<'PY'
+import sys, h5py, numpy as np
+W = sys.argv[1]
+rng = np.random.default_rng(5)
+users, items = rng.integers(0, 2000, 1000).astype(np.int32), rng.integers(0, 2000, 1000).astype(np.int32)
+users[:2], items[:2] = [0, 1999], [1999, 0]
+with h5py.File(W + "/pairs.h5", "w") as f:
+    f["users"], f["items"] = users, items
+with h5py.File(W + "/bad-item.h5", "w") as f:
+    f["users"], f["items"] = users[:5], np.where(np.arange(5) == 3, 2000, items[:5]).astype(np.int32)
+with h5py.File(W + "/no-users.h5", "w") as f:
+    f["items"] = items
+with h5py.File(W + "/wide-ids.h5", "w") as f:
+    f["users"], f["items"] = users.astype(np.int64), items
+PY
+"${MPIRUN[@]}" "$BIN/scaletrain" predict --model ncf --checkpoint "$W/run" --input "$W/pairs.h5" \
+  --output "$W/pairs-logits.h5" --threads 1 >"$W/predict.log" 2>&1 || fail "predict: $(tail -n 5 "$W/predict.log")"
+grep -qF "wrote logits [1000] to $W/pairs-logits.h5" "$W/predict.log" || fail "predict said: $(tail -n 1 "$W/predict.log")"
+$PY - "$W" <<'PY'
+import os, sys, h5py, numpy as np
+W = sys.argv[1]
+ck = os.path.join(W, "run", "checkpoints", open(os.path.join(W, "run", "checkpoints", "latest")).read().strip())
+with h5py.File(ck, "r") as f:
+    t = {k: np.array(v, dtype=np.float64) for k, v in f["model"].items()}
+with h5py.File(W + "/pairs.h5", "r") as f:
+    u, i = np.array(f["users"]), np.array(f["items"])
+with h5py.File(W + "/pairs-logits.h5", "r") as f:
+    got = np.array(f["logits"])
+    assert got.dtype == np.float32 and got.shape == (1000,), (got.dtype, got.shape)
+    assert f.attrs["model"] == "ncf" and f.attrs["checkpoint"] == W + "/run", dict(f.attrs)
+    assert "before the sigmoid" in f["logits"].attrs["description"], dict(f["logits"].attrs)
+# NeuMF (the MLPerf reference's forward) in float64: GMF product, MLP with ReLU after every layer, final.
+gmf = t["mf_user_embed.weight"][u] * t["mf_item_embed.weight"][i]
+mlp = np.concatenate([t["mlp_user_embed.weight"][u], t["mlp_item_embed.weight"][i]], axis=1)
+for k in range(len([k for k in t if k.startswith("mlp.") and k.endswith(".weight")])):
+    mlp = np.maximum(mlp @ t[f"mlp.{k}.weight"].T + t[f"mlp.{k}.bias"], 0.0)
+want = (np.concatenate([gmf, mlp], axis=1) @ t["final.weight"].T + t["final.bias"])[:, 0]
+err = np.abs(got - want).max()
+assert want.std() > 0.5, f"the trained model's logits barely vary ({want.std()}): a weak check"
+assert err <= 1e-5 * (1 + np.abs(want).max()), f"predict's logits differ from NeuMF's by {err}"
+print(f"ok: 1000 logits match NeuMF in float64 (max |diff| {err:.2g}, logits in [{want.min():.2f}, {want.max():.2f}])")
+PY
+expect_failure "predict of an item out of range" "--input $W/bad-item.h5: items[3] = 2000 is out of range [0, 2000)" \
+  "${MPIRUN[@]}" "$BIN/scaletrain" predict --model ncf --checkpoint "$W/run" --input "$W/bad-item.h5" --output "$W/bad.h5"
+expect_failure "predict without users" "--input $W/no-users.h5 has no dataset 'users'" \
+  "$BIN/scaletrain" predict --model ncf --checkpoint "$W/run" --input "$W/no-users.h5" --output "$W/bad.h5"
+expect_failure "predict of int64 ids" "--input $W/wide-ids.h5: dataset 'users' is int64, expected int32" \
+  "$BIN/scaletrain" predict --model ncf --checkpoint "$W/run" --input "$W/wide-ids.h5" --output "$W/bad.h5"
+[ ! -e "$W/bad.h5" ] && [ ! -e "$W/bad.h5.tmp" ] || fail "a failed predict left an output"
+expect_failure "predict of another model's checkpoint" "is for model ncf, not resnet20" \
+  "$BIN/scaletrain" predict --model resnet20 --checkpoint "$W/run" --input "$W/pairs.h5" --output "$W/bad.h5"
+# Checkpoints that do not say NeuMF's shape (format-1 files, as PyTorch users write them).
+$PY - "$W" <<'PY'
+import os, sys, h5py, numpy as np
+W = sys.argv[1]
+ck = os.path.join(W, "run", "checkpoints", open(os.path.join(W, "run", "checkpoints", "latest")).read().strip())
+with h5py.File(ck, "r") as f:
+    t = {k: np.array(v) for k, v in f["model"].items()}
+for name, change in [("no-item-table", lambda t: t.pop("mf_item_embed.weight")),
+                     ("flat-user-table", lambda t: t.update({"mf_user_embed.weight": t["mf_user_embed.weight"][:, 0]}))]:
+    tensors = dict(t)
+    change(tensors)
+    with h5py.File(f"{W}/{name}.h5", "w") as f:
+        f.attrs.update({"scaletrain_checkpoint_format": 1, "model": "ncf", "epoch": 0, "step": 0})
+        for k, v in tensors.items():
+            f[f"model/{k}"] = v
+PY
+expect_failure "predict from a checkpoint without an item table" \
+  "checkpoint $W/no-item-table.h5 has no model/mf_item_embed.weight" \
+  "$BIN/scaletrain" predict --model ncf --checkpoint "$W/no-item-table.h5" --input "$W/pairs.h5" --output "$W/bad.h5"
+expect_failure "predict from a checkpoint with a 1-d user table" \
+  "checkpoint $W/flat-user-table.h5: model/mf_user_embed.weight has shape [2000], expected [users, factors]" \
+  "$BIN/scaletrain" predict --model ncf --checkpoint "$W/flat-user-table.h5" --input "$W/pairs.h5" --output "$W/bad.h5"
 
 echo "== --max-steps then resume equals an uninterrupted run"
 "${MPIRUN[@]}" "$BIN/scaletrain" train "${NCF[@]}" --epochs 2 --output-dir "$W/whole" >"$W/whole.log" 2>&1 ||

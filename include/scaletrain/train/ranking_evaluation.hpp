@@ -51,6 +51,13 @@ struct UserSlice {
 };
 UserSlice ranking_user_slice(int64_t rows, int64_t users_per_batch, int rank, int size);
 
+// NeuMF's logits (N) f32 on the host for (user, item) pairs users, items (N) i32 on the host: the
+// pairs cross to the context's device (into device_users and device_items, kept between calls)
+// and the logits come back. How the evaluation scores its pairs, and scaletrain predict a file's.
+// The result may be the model's own buffer, overwritten by its next forward.
+Tensor score_pairs(Context& ctx, models::NeuMF& model, const Tensor& users, const Tensor& items, Tensor& device_users,
+                   Tensor& device_items);
+
 // Collective. val: an evaluation split (throws otherwise). Each rank scores its ranking_user_slice,
 // one chunk of users_per_batch users, (1 + K) items each, per model.forward; the last chunk of the
 // split is padded to the full size with copies of its last user (scored and dropped), so that

@@ -70,6 +70,13 @@ class BatchSource {
   virtual int64_t skipped_samples() const { return 0; }  // --skip-bad-samples
 };
 
+// What scaletrain predict writes: the network's logits for every sample of the input file, in the
+// file's order, on the host, and attributes of the logits dataset that say what they are.
+struct Prediction {
+  Tensor logits;
+  std::vector<std::pair<std::string, std::string>> attributes;  // (name, text)
+};
+
 // One evaluation: the quality metric, the mean loss when the task has one (NaN otherwise) and
 // every metric by name ({"top1": ...} or {"hr@10": ..., "ndcg@10": ...}).
 struct Evaluation {
@@ -137,6 +144,13 @@ class Task {
   // scaletrain eval's line: "top-1 accuracy 0.9123 (9123/10000) on DIR/val, loss 0.3456",
   // "hr@10 0.6350, ndcg@10 0.3800 on DIR/val (138493 users)"; where: the split evaluated.
   virtual std::string describe_evaluation(const Evaluation& e, const std::string& where) const = 0;
+
+  // scaletrain predict (README.md, "Inference"): the network's logits for the samples of the HDF5
+  // file `input`, batch_size samples per forward. Image classification: dataset "inputs" f32
+  // (N, C, H, W), normalised, to logits (N, classes); recommendation: "users" and "items" i32 (N)
+  // to NeuMF's logits (N), before the sigmoid. checkpoint: the weights' file, for messages.
+  virtual Prediction predict(Context& ctx, models::Network& network, const std::string& input,
+                             const std::string& checkpoint, int64_t batch_size) const = 0;
 };
 
 // Opens config.data_dir for the task of config.model (checking that the dataset is of that task,
@@ -163,5 +177,14 @@ std::unique_ptr<Task> open_task_for_evaluation(const TrainConfig& config, const 
 // training batches or an evaluation throws (staging is a no-op for a task that stages nothing).
 // The task keeps a reference to config.
 std::unique_ptr<Task> open_task_of_shape(const TrainConfig& config, const DataShape& shape);
+
+// The task of config.model on the network a checkpoint holds, without a dataset (scaletrain
+// predict): the task reads the shape from the checkpoint's tensors (image classification: classes
+// from the rows of model/fc.weight, channels from model/conv1.weight, the image size config's or
+// the model's default, as the network takes any; recommendation: users and items from the rows of
+// model/mf_user_embed.weight and model/mf_item_embed.weight), then open_task_of_shape. A checkpoint
+// of another model, or one whose tensor is missing or of another rank, is an error naming the
+// checkpoint and the tensor.
+std::unique_ptr<Task> open_task_of_checkpoint(const TrainConfig& config, const checkpoint::CheckpointData& data);
 
 }  // namespace scaletrain::train
