@@ -129,7 +129,8 @@ RankGpuView decode_view(const std::string& text) {
 
 std::string encode_row(const BindingRow& row) {
   return std::to_string(row.rank) + "\t" + row.host + "\t" + row.bus_id + "\t" + row.uuid + "\t" +
-         std::to_string(row.gpu_numa_node) + "\t" + join_ints(row.cpus, ',') + "\t" + join_ints(row.cpu_numa_nodes, ',');
+         std::to_string(row.gpu_numa_node) + "\t" + join_ints(row.cpus, ',') + "\t" +
+         join_ints(row.cpu_numa_nodes, ',');
 }
 
 BindingRow decode_row(const std::string& text) {
@@ -159,7 +160,8 @@ std::string nodes_text(const std::vector<int>& nodes) {
 
 std::vector<std::string> binding_table(const std::vector<BindingRow>& rows, std::size_t max_rows) {
   std::vector<std::string> lines;
-  lines.push_back("binding: rank, host, GPU (PCI bus id, UUID), the GPU's NUMA node; the rank's cores (their NUMA nodes)");
+  lines.push_back(
+      "binding: rank, host, GPU (PCI bus id, UUID), the GPU's NUMA node; the rank's cores (their NUMA nodes)");
   for (std::size_t i = 0; i < rows.size() && i < max_rows; ++i) {
     const BindingRow& r = rows[i];
     lines.push_back("  rank " + std::to_string(r.rank) + "  " + r.host + "  " + r.bus_id + " " + r.uuid + "  NUMA " +
@@ -270,8 +272,7 @@ std::vector<int> numa_nodes_of(const std::vector<int>& cpus, const std::string& 
   std::error_code ec;
   for (fs::directory_iterator it(sysfs_root + "/devices/system/node", ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.rfind("node", 0) != 0 || name.size() == 4 ||
-        name.find_first_not_of("0123456789", 4) != std::string::npos)
+    if (name.rfind("node", 0) != 0 || name.size() == 4 || name.find_first_not_of("0123456789", 4) != std::string::npos)
       continue;
     std::ifstream in(it->path() / "cpulist");
     std::string text;

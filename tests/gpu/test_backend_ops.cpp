@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "gpu_check.hpp"
 #include "scaletrain/backend/context.hpp"
 #include "scaletrain/backend/device_info.hpp"
-#include "gpu_check.hpp"
 #include "scaletrain/ops/registry.hpp"
 #include "support/op_cases.hpp"
 

@@ -98,7 +98,8 @@ BOOST_AUTO_TEST_CASE(ranks_share_out_the_gpus_they_see_by_uuid) {
 // Two ranks that see one GPU share it, and the warning names both.
 BOOST_AUTO_TEST_CASE(ranks_that_see_one_gpu_share_it_with_a_warning_naming_them) {
   const st::comm::Communicator comm = st::comm::Communicator::world();
-  const st::train::DeviceChoice c = st::train::choose_device_among(comm, DeviceRequest::cuda, "train", "", made_up({0}));
+  const st::train::DeviceChoice c =
+      st::train::choose_device_among(comm, DeviceRequest::cuda, "train", "", made_up({0}));
   BOOST_TEST(c.gpu_index == 0);
   std::string warning;
   for (const std::string& line : c.log_lines)

@@ -46,8 +46,8 @@ BOOST_AUTO_TEST_CASE(fp32_passes_over_tensor_op_results_and_refuses_when_only_th
 }
 
 BOOST_AUTO_TEST_CASE(tf32_takes_any_math_and_sets_the_results_own) {
-  const auto c = st::ops::choose_conv_algorithm({candidate(6, ConvMath::tensor_op), candidate(1, ConvMath::fma)},
-                                                false, true, kLimit);
+  const auto c = st::ops::choose_conv_algorithm({candidate(6, ConvMath::tensor_op), candidate(1, ConvMath::fma)}, false,
+                                                true, kLimit);
   BOOST_TEST(c.index == 0);
   BOOST_TEST((c.descriptor_math == ConvMath::tensor_op));
   const auto d = st::ops::choose_conv_algorithm({candidate(1, ConvMath::default_math)}, false, true, kLimit);
@@ -56,10 +56,10 @@ BOOST_AUTO_TEST_CASE(tf32_takes_any_math_and_sets_the_results_own) {
 }
 
 BOOST_AUTO_TEST_CASE(results_that_do_not_run_or_want_too_much_workspace_are_passed_over) {
-  const auto c = st::ops::choose_conv_algorithm({candidate(5, ConvMath::fma, true, 1024, false),
-                                                 candidate(4, ConvMath::fma, true, kLimit + 1),
-                                                 candidate(2, ConvMath::default_math, true, kLimit)},
-                                                false, false, kLimit);
+  const auto c = st::ops::choose_conv_algorithm(
+      {candidate(5, ConvMath::fma, true, 1024, false), candidate(4, ConvMath::fma, true, kLimit + 1),
+       candidate(2, ConvMath::default_math, true, kLimit)},
+      false, false, kLimit);
   BOOST_TEST(c.index == 2);
 }
 

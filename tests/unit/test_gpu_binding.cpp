@@ -2,11 +2,12 @@
 // plain data: every rank's host and the GPUs it sees (UUID, bus id, in its CUDA ordinal order), as
 // Slurm's binding or CUDA_VISIBLE_DEVICES leave them. And the binding table's pieces: CPU lists,
 // NUMA nodes from a sysfs tree made here, the warnings.
+#include <unistd.h>
+
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <unistd.h>
 
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/train/gpu_binding.hpp"
@@ -54,7 +55,8 @@ BOOST_AUTO_TEST_CASE(dgx1_gpu_bind_closest_with_slurms_default_block_cyclic_dist
   // 8 tasks, cyclic over the sockets: even tasks on socket 0 see GPUs 0-3, odd ones 4-7, each set
   // as ordinals 0-3. Local rank modulo 4 gave ranks 0 and 4 GPU 0 and left GPUs 1 and 3 idle.
   std::vector<RankGpuView> ranks;
-  for (int r = 0; r < 8; ++r) ranks.push_back(sees("dgx01", r % 2 == 0 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{4, 5, 6, 7}));
+  for (int r = 0; r < 8; ++r)
+    ranks.push_back(sees("dgx01", r % 2 == 0 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{4, 5, 6, 7}));
   const std::vector<int> got = gpus_taken(ranks);
   BOOST_TEST(got == (std::vector<int>{0, 4, 1, 5, 2, 6, 3, 7}), boost::test_tools::per_element());
   BOOST_TEST(st::train::sharing_warnings(ranks, assign_gpus(ranks)).empty());
@@ -62,7 +64,8 @@ BOOST_AUTO_TEST_CASE(dgx1_gpu_bind_closest_with_slurms_default_block_cyclic_dist
 
 BOOST_AUTO_TEST_CASE(dgx1_gpu_bind_closest_with_block_block_distribution) {
   std::vector<RankGpuView> ranks;
-  for (int r = 0; r < 8; ++r) ranks.push_back(sees("dgx01", r < 4 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{4, 5, 6, 7}));
+  for (int r = 0; r < 8; ++r)
+    ranks.push_back(sees("dgx01", r < 4 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{4, 5, 6, 7}));
   BOOST_TEST(gpus_taken(ranks) == (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}), boost::test_tools::per_element());
 }
 
@@ -101,7 +104,8 @@ BOOST_AUTO_TEST_CASE(more_ranks_than_gpus_share_evenly_and_are_named) {
   BOOST_TEST(a[2].sharing == (std::vector<int>{0, 2, 4}), boost::test_tools::per_element());
   const auto w = st::train::sharing_warnings(ranks, a);
   BOOST_REQUIRE(w.size() == 2u);
-  BOOST_TEST(w[0].rfind("warning: ranks 0, 2 and 4 on host n1 share a GPU, 0000:06:00.0 (" + uuid(0) + ")", 0) == 0u, w[0]);
+  BOOST_TEST(w[0].rfind("warning: ranks 0, 2 and 4 on host n1 share a GPU, 0000:06:00.0 (" + uuid(0) + ")", 0) == 0u,
+             w[0]);
   BOOST_TEST(w[1].rfind("warning: ranks 1 and 3 on host n1 share a GPU, 0000:07:00.0", 0) == 0u, w[1]);
 }
 
@@ -177,7 +181,8 @@ BOOST_AUTO_TEST_CASE(numa_nodes_from_a_sysfs_tree) {
   BOOST_TEST(st::train::pci_numa_node("0000:86:00.0", root.string()) == 1);
   BOOST_TEST(st::train::pci_numa_node("0000:06:00.0", root.string()) == -1);
   BOOST_TEST(st::train::pci_numa_node("0000:99:00.0", root.string()) == -1);
-  BOOST_TEST(st::train::numa_nodes_of({0, 1, 2}, root.string()) == (std::vector<int>{0}), boost::test_tools::per_element());
+  BOOST_TEST(st::train::numa_nodes_of({0, 1, 2}, root.string()) == (std::vector<int>{0}),
+             boost::test_tools::per_element());
   BOOST_TEST(st::train::numa_nodes_of({19, 20}, root.string()) == (std::vector<int>{0, 1}),
              boost::test_tools::per_element());
   BOOST_TEST(st::train::numa_nodes_of({0}, (root / "none").string()).empty());
@@ -188,9 +193,9 @@ BOOST_AUTO_TEST_CASE(the_table_and_a_warning_for_cores_away_from_their_gpu) {
   using st::train::BindingRow;
   const std::vector<BindingRow> rows = {
       {0, "dgx01", bus(0), uuid(0), 0, {0, 1, 2, 3, 4}, {0}},
-      {1, "dgx01", bus(4), uuid(4), 1, {5, 6, 7, 8, 9}, {0}},       // on socket 0, its GPU on node 1
+      {1, "dgx01", bus(4), uuid(4), 1, {5, 6, 7, 8, 9}, {0}},          // on socket 0, its GPU on node 1
       {2, "dgx01", bus(1), uuid(1), 0, {0, 1, 2, 3, 20, 21}, {0, 1}},  // spans both: not warned
-      {3, "dgx01", bus(5), uuid(5), -1, {25}, {1}},                 // GPU's node unknown: not warned
+      {3, "dgx01", bus(5), uuid(5), -1, {25}, {1}},                    // GPU's node unknown: not warned
   };
   const auto table = st::train::binding_table(rows, 64);
   BOOST_REQUIRE(table.size() == 5u);
@@ -201,10 +206,10 @@ BOOST_AUTO_TEST_CASE(the_table_and_a_warning_for_cores_away_from_their_gpu) {
   BOOST_TEST(shortened[3] == "  ... 2 more ranks: every rank's row is in report.json (device.binding)");
   const auto w = st::train::binding_warnings(rows);
   BOOST_REQUIRE(w.size() == 1u);
-  BOOST_TEST(w[0].rfind("warning: rank 1 on host dgx01 runs on cores 5-9 (NUMA 0), its GPU " + bus(4) +
-                            " is on NUMA node 1",
-                        0) == 0u,
-             w[0]);
+  BOOST_TEST(
+      w[0].rfind("warning: rank 1 on host dgx01 runs on cores 5-9 (NUMA 0), its GPU " + bus(4) + " is on NUMA node 1",
+                 0) == 0u,
+      w[0]);
   const st::Json j = st::train::binding_json(rows);
   BOOST_TEST(j.size() == 4u);
   BOOST_TEST(j.at(std::size_t{1}).at("cpus").as_string() == "5-9");

@@ -2,8 +2,8 @@
 // supports() and the refusal name the ops a device lacks; and what each model and optimizer says
 // it runs (Network::ops, Optimizer::ops) is exactly what its forward, backward and step dispatch,
 // recorded at the dispatch point (OpRecorder) on the CPU.
-#include <boost/test/unit_test.hpp>
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 
 #include "ops/op.hpp"
 #include "scaletrain/config.hpp"
@@ -109,10 +109,10 @@ BOOST_AUTO_TEST_CASE(an_op_without_a_kernel_on_a_device_is_refused_by_name) {
   BOOST_TEST(!st::ops::op_info("test_only_cpu_op").declared[st::ops::device_index(st::Device::cuda)]);
   const std::string refusal = st::train::kernels_missing(
       st::Device::cuda, {{"--model x", {"test_only_cpu_op"}}, {"--optimizer y", {"test_only_cpu_op", "relu_forward"}}});
-  const std::string expected = SCALETRAIN_HAVE_CUDA
-                                   ? "no CUDA kernel for test_only_cpu_op (--model x); test_only_cpu_op (--optimizer y)"
-                                   : "no CUDA kernel for test_only_cpu_op (--model x); relu_forward and test_only_cpu_op "
-                                     "(--optimizer y)";
+  const std::string expected =
+      SCALETRAIN_HAVE_CUDA ? "no CUDA kernel for test_only_cpu_op (--model x); test_only_cpu_op (--optimizer y)"
+                           : "no CUDA kernel for test_only_cpu_op (--model x); relu_forward and test_only_cpu_op "
+                             "(--optimizer y)";
   BOOST_TEST(refusal == expected);
   // The dispatch point: the CPU kernel runs; another device is refused, naming the op.
   st::Context ctx;

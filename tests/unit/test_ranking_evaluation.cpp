@@ -79,8 +79,8 @@ BOOST_AUTO_TEST_CASE(slices_are_whole_chunks_covering_every_user_once) {
         int64_t next = 0;
         for (int rank = 0; rank < size; ++rank) {
           const train::UserSlice s = train::ranking_user_slice(rows, per_batch, rank, size);
-          BOOST_CHECK_EQUAL(s.begin, next);  // contiguous, in rank order
-          BOOST_CHECK(s.begin % per_batch == 0);  // starts on a chunk boundary
+          BOOST_CHECK_EQUAL(s.begin, next);                      // contiguous, in rank order
+          BOOST_CHECK(s.begin % per_batch == 0);                 // starts on a chunk boundary
           BOOST_CHECK(s.end == rows || s.end % per_batch == 0);  // ends on one, or at the split's end
           next = s.end;
         }

@@ -34,7 +34,7 @@ struct ConvCandidate {
 };
 
 struct ConvChoice {
-  int index = -1;                        // into the candidates; -1 when none is usable
+  int index = -1;                            // into the candidates; -1 when none is usable
   ConvMath descriptor_math = ConvMath::fma;  // to set on the convolution descriptor
 };
 

@@ -28,7 +28,7 @@ struct DeviceChoice {
   int gpu_index = -1;  // the CUDA device ordinal on Device::cuda, else -1
   int local_rank = 0;  // among the ranks of this rank's host
   int ranks_on_host = 1;
-  GpuInventory inventory;  // the GPUs this rank sees, as listed for the choice (not listed for --device cpu)
+  GpuInventory inventory;           // the GPUs this rank sees, as listed for the choice (not listed for --device cpu)
   std::vector<BindingRow> binding;  // on Device::cuda: every rank's GPU and cores (report.json device.binding)
   // What rank 0 prints at start-up: the device, each host's GPUs and versions, and warnings.
   std::vector<std::string> log_lines;
