@@ -168,4 +168,18 @@ Seal check_seal(const std::string& path, const std::string& what) {
   return Seal::intact;
 }
 
+// HDF5's "base address" search: the signature at 0, then at every power of two from 512.
+int hdf5_superblock_version(const std::string& path) {
+  Fd fd(path, O_RDONLY);
+  ST_CHECK(fd.get() >= 0, path << ": cannot open: " << std::strerror(errno));
+  const int64_t size = file_size(fd, path);
+  char head[sizeof kHdf5Signature + 1];
+  for (int64_t at = 0; at + static_cast<int64_t>(sizeof head) <= size; at = at == 0 ? 512 : at * 2) {
+    if (read_at(fd, path, head, sizeof head, at) < static_cast<int64_t>(sizeof head)) break;
+    if (std::memcmp(head, kHdf5Signature, sizeof kHdf5Signature) == 0)
+      return static_cast<unsigned char>(head[sizeof kHdf5Signature]);
+  }
+  return -1;
+}
+
 }  // namespace scaletrain::io

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/io/file_checksum.hpp"
 #include "scaletrain/io/hdf5.hpp"
 
 namespace fs = std::filesystem;
@@ -299,6 +300,68 @@ BOOST_AUTO_TEST_CASE(bad_files_name_the_file) {
   const std::string dir = temp_path("a_directory.h5");
   fs::create_directories(dir);
   BOOST_TEST(throws_with([&] { H5File(dir, H5File::Mode::read); }, {dir, "not a regular file"}));
+}
+
+// The superblock version, read from the bytes: what h5py writes by default (version 0, no
+// metadata checksums), with libver latest (3), after a user block, and what we write (>= 2).
+BOOST_AUTO_TEST_CASE(superblock_version_without_hdf5) {
+  using scaletrain::io::hdf5_metadata_checksummed;
+  using scaletrain::io::hdf5_superblock_version;
+  const std::string ours = temp_path("sb_ours.h5");
+  {
+    H5File f(ours, H5File::Mode::create_truncate);
+    f.write("x", Tensor::zeros({3}, DType::f32));
+  }
+  BOOST_TEST(hdf5_superblock_version(ours) >= 2);
+  BOOST_TEST(hdf5_metadata_checksummed(hdf5_superblock_version(ours)));
+  const std::string sealed = temp_path("sb_sealed.h5");
+  {
+    H5File f(sealed, H5File::Mode::create_truncate, 512);
+    f.write("x", Tensor::zeros({3}, DType::f32));
+  }
+  BOOST_TEST(hdf5_superblock_version(sealed) >= 2);
+
+  const std::string text = temp_path("sb_text.h5"), empty = temp_path("sb_empty.h5");
+  std::ofstream(text) << std::string(3000, 'x');
+  std::ofstream(empty).close();
+  BOOST_TEST(hdf5_superblock_version(text) == -1);
+  BOOST_TEST(hdf5_superblock_version(empty) == -1);
+  BOOST_TEST(throws_with([&] { hdf5_superblock_version(temp_path("sb_missing.h5")); }, {"sb_missing.h5"}));
+
+  const std::string plain = temp_path("sb_h5py.h5"), latest = temp_path("sb_h5py_latest.h5"),
+                    v110 = temp_path("sb_h5py_v110.h5"), userblock = temp_path("sb_h5py_ub.h5");
+  const std::string script =
+      "import h5py, numpy as np, sys\n"
+      "def w(p, **kw):\n"
+      "    with h5py.File(p, 'w', **kw) as f: f['x'] = np.zeros(3)\n"
+      "w('" +
+      plain +
+      "')\n"
+      "w('" +
+      latest +
+      "', libver='latest')\n"
+      "w('" +
+      v110 +
+      "', libver=('v110', 'latest'))\n"
+      "w('" +
+      userblock + "', userblock_size=512)\n";
+  const std::string script_path = temp_path("sb_write.py");
+  std::ofstream(script_path) << script;
+  if (std::system("/usr/bin/python3 -c 'import h5py' 2> /dev/null") != 0) {
+    BOOST_TEST_MESSAGE("skipping the h5py files: /usr/bin/python3 has no h5py");
+    return;
+  }
+  BOOST_REQUIRE(std::system(("/usr/bin/python3 " + script_path).c_str()) == 0);
+  BOOST_TEST(hdf5_superblock_version(plain) == 0);
+  BOOST_TEST(!hdf5_metadata_checksummed(hdf5_superblock_version(plain)));
+  BOOST_TEST(hdf5_superblock_version(latest) == 3);
+  BOOST_TEST(hdf5_superblock_version(v110) == 3);
+  BOOST_TEST(hdf5_superblock_version(userblock) == 0);
+  // The signature really is after the user block, not at byte 0.
+  std::ifstream in(userblock, std::ios::binary);
+  char head[4] = {};
+  in.read(head, 4);
+  BOOST_TEST(std::string(head, 4) != std::string("\x89HDF", 4));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

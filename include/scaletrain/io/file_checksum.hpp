@@ -41,4 +41,19 @@ enum class Seal { absent, intact };
 // "<what> <path> is damaged:" when the size or the hash differs (cut short, overwritten).
 Seal check_seal(const std::string& path, const std::string& what);
 
+// The version of an HDF5 file's superblock, read from its bytes (no HDF5 call, so safe on a
+// damaged file): the byte after HDF5's signature, which lies at byte 0 or, after a user block, at
+// 512, 1024, 2048, ... below the file's size. -1 when the file has no signature there (not HDF5,
+// empty). Throws naming the file when it cannot be opened or read.
+int hdf5_superblock_version(const std::string& path);
+
+// Superblock versions 2 and later (HDF5 1.8's format and newer: what scaletrain writes, and h5py
+// with libver='latest' or ('v110', 'latest')) checksum every piece of file metadata, so libhdf5
+// refuses a damaged one; versions 0 and 1 (HDF5's default, oldest format: h5py's default) have
+// none, and a damaged file reaches libhdf5's parser unchecked.
+constexpr int kFirstChecksummedSuperblock = 2;
+inline bool hdf5_metadata_checksummed(int superblock_version) {
+  return superblock_version >= kFirstChecksummedSuperblock;
+}
+
 }  // namespace scaletrain::io
