@@ -199,6 +199,7 @@ SplitInfo open_split(const std::string& dataset_dir, const std::string& split) {
   // Sizes first: a shard cut short or still being copied never reaches HDF5.
   info.manifest = read_manifest(info.dir);
   if (info.manifest) check_manifest_sizes(*info.manifest, paths);
+  info.unchecked_shards = unchecked_shards(paths, info.manifest);
 
   ShardHeader first;
   for (std::size_t i = 0; i < paths.size(); ++i) {

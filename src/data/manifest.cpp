@@ -17,6 +17,7 @@
 #include "scaletrain/core/json.hpp"
 #include "scaletrain/core/log.hpp"
 #include "scaletrain/core/timer.hpp"
+#include "scaletrain/io/file_checksum.hpp"
 
 namespace scaletrain::data {
 namespace fs = std::filesystem;
@@ -247,6 +248,74 @@ ChecksumReport require_intact(const std::string& split_dir, const comm::Communic
   ST_LOG("verified " << split_dir << ": " << r.shards << " shards, " << read_rate(r, comm.size()) << " match "
                      << r.manifest);
   return r;
+}
+
+namespace {
+
+constexpr std::size_t kNamedShards = 3;  // shards named in a message; the count says the rest
+
+std::string first_shards(const std::vector<std::string>& paths) {
+  std::string text;
+  for (std::size_t i = 0; i < paths.size() && i < kNamedShards; ++i) text += "\n  " + paths[i];
+  if (paths.size() > kNamedShards) text += "\n  and " + std::to_string(paths.size() - kNamedShards) + " more";
+  return text;
+}
+
+constexpr const char* kLibverHint = "h5py.File(path, 'w', libver=('v110', 'latest'))";
+
+}  // namespace
+
+std::vector<std::string> unchecksummed_shards(const std::vector<std::string>& shard_paths) {
+  std::vector<std::string> out;
+  for (const std::string& path : shard_paths) {
+    const int version = io::hdf5_superblock_version(path);
+    if (version >= 0 && !io::hdf5_metadata_checksummed(version)) out.push_back(path);
+  }
+  return out;
+}
+
+std::vector<std::string> unchecked_shards(const std::vector<std::string>& shard_paths,
+                                          const std::optional<Manifest>& manifest) {
+  std::vector<std::string> out;
+  for (const std::string& path : unchecksummed_shards(shard_paths))
+    if (!manifest || !manifest->find(file_name(path))) out.push_back(path);
+  return out;
+}
+
+std::string unchecked_shards_warning(const std::string& split_dir, const std::vector<std::string>& unchecked) {
+  if (unchecked.empty()) return {};
+  const std::size_t n = unchecked.size();
+  std::ostringstream os;
+  os << split_dir << ": " << n << " shard" << (n == 1 ? " has" : "s have")
+     << " HDF5 metadata without checksums (HDF5's default format, as h5py writes by default) and no manifest entry, "
+        "so a damaged one reaches libhdf5 unchecked:"
+     << first_shards(unchecked) << "\nway out: `scaletrain-data manifest " << fs::path(split_dir).parent_path().string()
+     << "` where the data is known good, then train with --verify-data (checksums compared before libhdf5 parses a "
+        "file); or write the shards with checksummed metadata ("
+     << kLibverHint << "); --require-checksums refuses such splits";
+  return os.str();
+}
+
+void require_checksums(const std::string& split_dir, bool verify_data) {
+  std::error_code ec;
+  if (!fs::is_directory(split_dir, ec)) return;  // open_split's message
+  const std::vector<std::string> paths = shard_files(split_dir);
+  if (paths.empty()) return;
+  const std::string dataset_dir = fs::path(split_dir).parent_path().string();
+  if (!read_manifest(split_dir))
+    throw UsageError("--require-checksums: " + split_dir + " has no " + kManifestFile +
+                     ", so nothing checks its shards' bytes before libhdf5 parses them; where the data is known "
+                     "good, write one with `scaletrain-data manifest " +
+                     dataset_dir + "` and run with --verify-data");
+  const std::vector<std::string> unchecksummed = unchecksummed_shards(paths);
+  if (!unchecksummed.empty() && !verify_data)
+    throw UsageError(
+        "--require-checksums: " + std::to_string(unchecksummed.size()) + " shard" +
+        (unchecksummed.size() == 1 ? "" : "s") + " of " + split_dir + (unchecksummed.size() == 1 ? " has" : " have") +
+        " HDF5 metadata without checksums (superblock version 0 or 1, h5py's default):" + first_shards(unchecksummed) +
+        "\nadd --verify-data (their bytes are compared with the manifest before libhdf5 opens them), "
+        "or rewrite them with checksummed metadata (" +
+        kLibverHint + ") and write the manifest again");
 }
 
 std::string read_rate(const ChecksumReport& r, int ranks) {

@@ -181,6 +181,7 @@ RecommendationSplit open_recommendation_split(const std::string& dataset_dir, co
   // Sizes first: a shard cut short or still being copied never reaches HDF5.
   s.manifest = read_manifest(s.dir);
   if (s.manifest) check_manifest_sizes(*s.manifest, paths);
+  s.unchecked_shards = unchecked_shards(paths, s.manifest);
   for (std::size_t i = 0; i < paths.size(); ++i) read_recommendation_shard(paths[i], i == 0, s);
   ST_CHECK(s.rows() > 0,
            s.dir << ": the shards hold no " << (s.is_evaluation() ? "users" : "positives") << " (an empty split)");

@@ -48,6 +48,9 @@ struct SplitInfo {
   int num_classes = 0;
   std::vector<double> mean, std;     // length channels, pixel scale 0..1
   std::optional<Manifest> manifest;  // DIR/<split>/manifest.json, when the split has one
+  // Shards with unchecksummed HDF5 metadata that the manifest does not list (manifest.hpp,
+  // unchecked_shards), found before any HDF5 call; named in the start-up warning.
+  std::vector<std::string> unchecked_shards;
   // "raw": dataset `images` uint8 [N, H, W, C] (height/width as stored);
   // "jpeg": dataset `jpeg` uint8 [total bytes] + `jpeg_offsets` int64 [N + 1] (height/width 0: the
   // loader's --image-size).

@@ -9,6 +9,12 @@
 //   - staging (--stage-to) checks each copy against it.
 // A split without a manifest (written by h5py, or before manifests existed) is read as before;
 // `scaletrain-data manifest DIR` writes one.
+//
+// Unchecked shards (issue 28): a shard whose HDF5 metadata has no checksums (superblock 0 or 1,
+// HDF5's default format, which h5py writes unless told otherwise) and that no manifest lists
+// reaches libhdf5's parser with nothing checking its bytes; a damaged one can make libhdf5 1.10
+// read out of bounds. They are found from the files' bytes (io::hdf5_superblock_version), named
+// in a start-up warning, `inspect` and report.json, and refused by --require-checksums.
 #pragma once
 
 #include <cstdint>
@@ -80,6 +86,26 @@ ChecksumReport verify_checksums(const std::string& split_dir, const comm::Commun
 // Collective: verify_checksums, then rank 0 logs what was read and how fast; damaged shards are
 // an error on every rank listing them (train and eval --verify-data).
 ChecksumReport require_intact(const std::string& split_dir, const comm::Communicator& comm);
+
+// The shards among shard_paths whose HDF5 metadata has no checksums (superblock version 0 or 1),
+// from their first bytes: no HDF5 call. A file without HDF5's signature is not counted (HDF5
+// refuses it cleanly).
+std::vector<std::string> unchecksummed_shards(const std::vector<std::string>& shard_paths);
+
+// Of those, the ones the manifest does not list (all of them when there is none): nothing checks
+// their bytes before libhdf5 parses them.
+std::vector<std::string> unchecked_shards(const std::vector<std::string>& shard_paths,
+                                          const std::optional<Manifest>& manifest);
+
+// The start-up warning for a split's unchecked shards (how many, the first three, the two ways
+// out); empty when there are none.
+std::string unchecked_shards_warning(const std::string& split_dir, const std::vector<std::string>& unchecked);
+
+// --require-checksums, before any HDF5 call on the split's shards: throws UsageError naming the
+// split and the way out when it has no manifest, or, unless verify_data (the shards' bytes are then
+// hashed against the manifest before libhdf5 opens them), when shards have unchecksummed metadata
+// (naming the first three). A split without *.h5 files passes (open_split names that).
+void require_checksums(const std::string& split_dir, bool verify_data);
 
 // "1006.7 MB in 0.19 s (5298 MB/s over 1 rank)": what a report read and how fast.
 std::string read_rate(const ChecksumReport& report, int ranks);

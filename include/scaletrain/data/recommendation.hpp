@@ -24,10 +24,11 @@ constexpr const char* kTaskRecommendation = "recommendation";
 constexpr int64_t kDefaultEvalNegatives = 999;
 
 struct RecommendationSplit {
-  std::string dir;                   // e.g. DATA/train
-  std::vector<std::string> shards;   // paths, in name order
-  std::vector<int64_t> shard_rows;   // rows of each shard (positives, or users for evaluation)
-  std::optional<Manifest> manifest;  // when the split has one (sizes checked on open)
+  std::string dir;                            // e.g. DATA/train
+  std::vector<std::string> shards;            // paths, in name order
+  std::vector<int64_t> shard_rows;            // rows of each shard (positives, or users for evaluation)
+  std::optional<Manifest> manifest;           // when the split has one (sizes checked on open)
+  std::vector<std::string> unchecked_shards;  // unchecksummed metadata, not in the manifest (manifest.hpp)
   int64_t num_users = 0, num_items = 0;
   // Training: the positives. Evaluation: one row per user, item = its held-out positive.
   std::vector<int32_t> user, item;
