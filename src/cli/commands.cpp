@@ -259,7 +259,10 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "verify-data", po::bool_switch(&c.verify_data),
       "before anything reads a shard, compare every shard's bytes with the dataset's manifest.json (XXH3-64; the "
       "ranks share the shards, about a second per 10 GB per rank from page cache, the file system's read rate "
-      "otherwise); a damaged shard stops the run naming it");
+      "otherwise); a damaged shard stops the run naming it")(
+      "require-checksums", po::bool_switch(&c.require_checksums),
+      "refuse, before libhdf5 reads a shard, a split without manifest.json and shards whose HDF5 metadata has no "
+      "checksums (h5py's default format) unless --verify-data is also given (docs/reliability.md)");
   po::options_description progress("evaluation, progress and outputs", kHelpWidth);
   progress.add_options()("eval-every", po::value(&c.eval_every)->default_value(c.eval_every),
                          "evaluate on val every N epochs (and after the last)")(
@@ -358,6 +361,7 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("image_size", Json::array_of(train::input_image_size(c)));
   j.set("skip_bad_samples", c.skip_bad_samples);
   j.set("verify_data", c.verify_data);
+  j.set("require_checksums", c.require_checksums);
   j.set("eval_every", c.eval_every);
   j.set("target_accuracy", c.target_accuracy);
   j.set("log_every", c.log_every);
@@ -495,6 +499,8 @@ void evaluate_checkpoint(const train::TrainConfig& c, const std::string& checkpo
                          int64_t batch_size, int threads, const std::string& device) {
   const comm::Communicator comm = comm::Communicator::world();
   const std::unique_ptr<train::Task> task = train::open_task_for_evaluation(c, split, comm);
+  if (comm.rank() == 0)
+    for (const std::string& warning : task->data_warnings()) ST_WARN(warning);
   const std::unique_ptr<Context> context = open_context(comm, device, "eval", c.model, task->ops(/*training=*/false),
                                                         threads > 0 ? threads : train::default_threads(comm));
   Context& ctx = *context;
@@ -529,7 +535,9 @@ int cmd_eval(int argc, char** argv) {
       "image-size", po::value<std::string>(),
       "H,W: model input size for JPEG datasets (default 224,224 for resnet50, 32,32 for resnet20)")(
       "verify-data", po::bool_switch(&c.verify_data),
-      "first compare the split's shards with its manifest.json (checksums, shared by the ranks)");
+      "first compare the split's shards with its manifest.json (checksums, shared by the ranks)")(
+      "require-checksums", po::bool_switch(&c.require_checksums),
+      "refuse a split without manifest.json, and shards whose HDF5 metadata has no checksums unless --verify-data");
   po::variables_map vm;
   if (!parse("eval", argc, argv, desc, vm)) return 0;
   notify("eval", vm);

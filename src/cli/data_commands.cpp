@@ -89,6 +89,7 @@ void print_split(const data::SplitInfo& s, bool shards) {
             << "\n";
   if (shards)
     for (const auto& sh : s.shards) std::cout << "  " << sh.path << "  " << sh.samples << " samples\n";
+  print_unchecked_shards(s.unchecked_shards);
 }
 
 Json split_json(const data::SplitInfo& s) {
@@ -111,6 +112,7 @@ Json split_json(const data::SplitInfo& s) {
     shards.push_back(o);
   }
   j.set("shards", shards);
+  j.set("unchecked_shards", Json::array_of(s.unchecked_shards));
   return j;
 }
 
@@ -319,19 +321,29 @@ int synthetic_main(int argc, char** argv) {
 
 int inspect_main(int argc, char** argv) {
   std::string dir;
-  bool json = false;
+  bool json = false, verify_data = false, require_checksums = false;
   po::options_description desc("options");
   desc.add_options()("help,h", "print this help")("dir", po::value(&dir)->required(),
                                                   "dataset directory (also the first positional argument)")(
-      "json", po::bool_switch(&json), "print one JSON object {\"dir\", \"splits\": {name: {...}}} instead of text");
+      "json", po::bool_switch(&json), "print one JSON object {\"dir\", \"splits\": {name: {...}}} instead of text")(
+      "verify-data", po::bool_switch(&verify_data),
+      "first compare every split's shards with its manifest.json (checksums, shared by the ranks under mpirun)")(
+      "require-checksums", po::bool_switch(&require_checksums),
+      "refuse a split without manifest.json, and shards whose HDF5 metadata has no checksums unless --verify-data");
   po::positional_options_description pos;
   pos.add("dir", 1);
   po::variables_map vm;
   if (!parse_data_command("inspect", argc, argv, desc, vm, "DIR [--json]", &pos)) return 0;
-  // Validation is rank 0's job; under mpirun the others just wait for its verdict.
   const World world;
-  if (world.rank != 0) return 0;
   const std::vector<std::string> splits = data::list_splits(dir);
+  // Before any HDF5 call, on every rank alike (the same files, the same verdict).
+  for (const auto& split : splits) {
+    const std::string split_dir = (fs::path(dir) / split).string();
+    if (require_checksums) data::require_checksums(split_dir, verify_data);
+    if (verify_data) data::require_intact(split_dir, comm::Communicator::world());
+  }
+  // Validation is rank 0's job; under mpirun the others just wait for its verdict.
+  if (world.rank != 0) return 0;
   Json out = Json::object();
   out.set("dir", dir);
   out.set("format", data::kFormatVersion);

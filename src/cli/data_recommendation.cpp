@@ -62,6 +62,13 @@ void write_and_report(const data::RecommendationData& d, const std::string& outp
 
 }  // namespace
 
+void print_unchecked_shards(const std::vector<std::string>& unchecked) {
+  if (unchecked.empty()) return;
+  std::cout << "  unchecked: " << unchecked.size() << " shard" << (unchecked.size() == 1 ? " has" : "s have")
+            << " HDF5 metadata without checksums and no manifest entry (see docs/reliability.md, Unchecked shards)\n";
+  for (const std::string& path : unchecked) std::cout << "    " << path << "\n";
+}
+
 void print_recommendation_split(const data::RecommendationSplit& s, bool shards) {
   std::cout << "split " << std::filesystem::path(s.dir).filename().string() << ": task " << data::kTaskRecommendation
             << ", " << s.num_users << " users, " << s.num_items << " items, ";
@@ -77,6 +84,7 @@ void print_recommendation_split(const data::RecommendationSplit& s, bool shards)
   if (shards)
     for (std::size_t i = 0; i < s.shards.size(); ++i)
       std::cout << "  " << s.shards[i] << "  " << s.shard_rows[i] << (s.is_evaluation() ? " users\n" : " positives\n");
+  print_unchecked_shards(s.unchecked_shards);
 }
 
 Json recommendation_split_json(const data::RecommendationSplit& s) {
@@ -97,6 +105,7 @@ Json recommendation_split_json(const data::RecommendationSplit& s) {
     shards.push_back(o);
   }
   j.set("shards", shards);
+  j.set("unchecked_shards", Json::array_of(s.unchecked_shards));
   return j;
 }
 

@@ -46,6 +46,8 @@ int upgrade_main(int argc, char** argv);
 int convert_movielens_main(int argc, char** argv);
 int synthetic_recommendation_main(int argc, char** argv);
 void print_recommendation_split(const data::RecommendationSplit& split, bool shards);
+// inspect's lines for a split's unchecked shards (data/manifest.hpp); nothing when there are none.
+void print_unchecked_shards(const std::vector<std::string>& unchecked);
 Json recommendation_split_json(const data::RecommendationSplit& split);
 
 }  // namespace scaletrain::cli

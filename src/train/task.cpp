@@ -2,6 +2,7 @@
 #include "scaletrain/train/task.hpp"
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -87,10 +88,29 @@ const TaskEntry& task_of_model(const std::string& model) {
   return *entry;
 }
 
+// --require-checksums, on the files' bytes only. Every rank looks and the verdict is agreed, so
+// that a rank that sees other files (a node-local copy) is not left waiting in the next collective:
+// all ranks refuse, rank 0 with its own message or, if only others refused, with theirs unseen.
+void require_checksums(const TrainConfig& c, const std::vector<std::string>& splits, const comm::Communicator& comm) {
+  std::string refusal;
+  try {
+    for (const std::string& split : splits)
+      data::require_checksums((std::filesystem::path(c.data_dir) / split).string(), c.verify_data);
+  } catch (const std::exception& e) {
+    refusal = error_text(e);
+  }
+  if (comm.allreduce_and(refusal.empty())) return;
+  throw UsageError(refusal.empty() ? "--require-checksums: another rank refused the dataset " + c.data_dir +
+                                         " (its files differ from this rank's; see that rank's error)"
+                                   : refusal);
+}
+
 // The dataset's split must be of the model's task (its shards' attribute; shards without one are
-// image classification's). --verify-data: the splits' whole shards first, before HDF5 reads any.
+// image classification's). --require-checksums, then --verify-data: the splits' whole shards
+// first, before HDF5 reads any.
 void check_dataset_task(const TrainConfig& c, const TaskEntry& model_task, const std::vector<std::string>& splits,
                         const comm::Communicator& comm) {
+  if (c.require_checksums) require_checksums(c, splits, comm);
   if (c.verify_data)
     for (const std::string& split : splits)
       data::require_intact((std::filesystem::path(c.data_dir) / split).string(), comm);
@@ -108,6 +128,26 @@ void check_dataset_task(const TrainConfig& c, const TaskEntry& model_task, const
 }
 
 }  // namespace
+
+std::vector<std::string> unchecked_shard_warnings(const UncheckedShards& splits) {
+  std::vector<std::string> warnings;
+  std::set<std::string> seen;
+  for (const auto& [dir, unchecked] : splits)
+    if (!unchecked.empty() && seen.insert(dir).second)
+      warnings.push_back(data::unchecked_shards_warning(dir, unchecked));
+  return warnings;
+}
+
+Json unchecked_shards_json(const UncheckedShards& splits) {
+  std::vector<std::string> paths;
+  std::set<std::string> seen;
+  for (const auto& [dir, unchecked] : splits)
+    if (seen.insert(dir).second) paths.insert(paths.end(), unchecked.begin(), unchecked.end());
+  Json j = Json::object();
+  j.set("count", static_cast<int64_t>(paths.size()));
+  j.set("paths", Json::array_of(paths));
+  return j;
+}
 
 void require_files(const std::string& dir, const char* what) {
   ST_CHECK(!dir.empty(), "internal: " << what << " of a dataset known by its shape only (it has no files)");

@@ -84,6 +84,10 @@ class ImageClassification : public Task {
   // A dataset known by its shape alone (task.hpp), or one split to evaluate: both splits that one.
   ImageClassification(const TrainConfig& c, const data::SplitInfo& split) : cfg_(c), train_(split), val_(split) {}
 
+  UncheckedShards unchecked() const {
+    return {{train_.dir, train_.unchecked_shards}, {val_.dir, val_.unchecked_shards}};
+  }
+
   const char* name() const override { return models::kTaskImageClassification; }
   const char* quality_metric() const override { return "top1"; }
   std::string describe_quality(double value) const override {
@@ -148,8 +152,11 @@ class ImageClassification : public Task {
     d.set("val_samples", val_.samples);
     d.set("image_shape", Json::array_of(image_shape()));
     d.set("num_classes", train_.num_classes);
+    d.set("unchecked_shards", unchecked_shards_json(unchecked()));
     return d;
   }
+
+  std::vector<std::string> data_warnings() const override { return unchecked_shard_warnings(unchecked()); }
 
   Json input_json() const override {
     Json in = Json::object();

@@ -143,7 +143,14 @@ class Recommendation : public Task {
     d.set("num_items", train_.num_items);
     d.set("negatives_per_positive", static_cast<int64_t>(data::kDefaultNegativesPerPositive));
     d.set("eval_negatives", val_.negatives_per_user);
+    d.set("unchecked_shards", unchecked_shards_json(unchecked()));
     return d;
+  }
+
+  std::vector<std::string> data_warnings() const override { return unchecked_shard_warnings(unchecked()); }
+
+  UncheckedShards unchecked() const {
+    return {{train_.dir, train_.unchecked_shards}, {val_.dir, val_.unchecked_shards}};
   }
 
   Json input_json() const override {

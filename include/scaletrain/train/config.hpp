@@ -102,6 +102,9 @@ struct TrainConfig {
   int image_height = 0, image_width = 0;  // JPEG input size; 0: the model's default (224 or 32)
   bool skip_bad_samples = false;
   bool verify_data = false;  // compare every shard's checksum with the manifest before the first step
+  // Refuse what cannot be checked before libhdf5 parses it: a split without a manifest, and shards
+  // with unchecksummed HDF5 metadata unless verify_data (data/manifest.hpp, require_checksums).
+  bool require_checksums = false;
   int log_every = 50;
   bool trace = false;  // write each rank's timeline to <output-dir>/trace/rank-NNNNN.json
 
