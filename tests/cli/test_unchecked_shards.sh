@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Unchecked shards (issue 28): shards written by h5py with HDF5's default (oldest) file format have
+# metadata without checksums, so a damaged one reaches libhdf5's parser unchecked. Written here
+# exactly as docs/dataset-format.md's raw example does (no manifest), they are named in the
+# training start-up warning, by inspect (text and --json) and in report.json; damaged, they are
+# refused by --require-checksums (no manifest, or unchecksummed metadata without --verify-data)
+# and, with a manifest written before the damage, by --verify-data, before any HDF5 call on them.
+# Shards with checksummed metadata (h5py libver, scaletrain-data synthetic) are not warned about.
+source "$(dirname "$0")/lib.sh"
+T=$TMP_ROOT/unchecked_shards
+rm -rf "$T" && mkdir -p "$T"
+MPI2=(timeout 120 mpirun -np 2 --oversubscribe)
+TRAIN=(train --model resnet20 --epochs 1 --batch-size 16 --threads 1 --max-steps 2)
+
+# write_h5py DIR [LIBVER]: train/ and val/ of one raw shard each, as docs/dataset-format.md writes
+# them (LIBVER: the h5py libver argument, e.g. "('v110', 'latest')"; none: h5py's default).
+write_h5py() {
+  $PY - "$1" "${2:-}" <<'PY'
+import os, sys
+import h5py, numpy as np
+out, libver = sys.argv[1], sys.argv[2]
+kw = {"libver": eval(libver)} if libver else {}
+rng = np.random.default_rng(0)
+K = 4
+for split, n in (("train", 64), ("val", 32)):
+    os.makedirs(f"{out}/{split}", exist_ok=True)
+    images = rng.integers(0, 256, size=(n, 8, 8, 3), dtype=np.uint8)
+    labels = rng.integers(0, K, size=n)
+    with h5py.File(f"{out}/{split}/shard-00000-of-00001.h5", "w", **kw) as f:
+        f.attrs["scaletrain_format"] = 2
+        f.attrs["task"] = "image_classification"
+        f.attrs["num_classes"] = K
+        f.attrs["mean"] = (images / 255.0).mean(axis=(0, 1, 2))
+        f.attrs["std"] = (images / 255.0).std(axis=(0, 1, 2))
+        f.create_dataset("images", data=images, chunks=(16,) + images.shape[1:])
+        f.create_dataset("labels", data=labels.astype("int32"))
+PY
+}
+# damage FILE: flips 4 bits in the HDF5 metadata right after the superblock (the root group's
+# object header and its attributes), far from the raw data; the size stays the same.
+damage() {
+  $PY -c "
+import sys
+f = open(sys.argv[1], 'r+b')
+for at in (120, 160, 200, 240):
+    f.seek(at); b = f.read(1); f.seek(at); f.write(bytes([b[0] ^ 0x10]))" "$1"
+}
+# no_crash NAME OUT RC: the refusal ended by itself, with an error, not a signal.
+check_refusal() {
+  local name=$1 rc=$2 out=$3
+  shift 3
+  [ "$rc" -ne 0 ] || fail "$name: exited 0: $out"
+  [ "$rc" -ne 124 ] || fail "$name: hung"
+  [ "$rc" -lt 128 ] || fail "$name: killed by a signal (exit $rc): $out"
+  for want in "$@"; do grep -qF -- "$want" <<<"$out" || fail "$name: no '$want' in: $out"; done
+  echo "ok: $name (exit $rc)"
+}
+
+echo "== h5py's default format, no manifest: warned about"
+write_h5py "$T/plain"
+shard=$T/plain/train/shard-00000-of-00001.h5
+out=$("${MPI2[@]}" "$BIN/scaletrain" "${TRAIN[@]}" --data "$T/plain" --output-dir "$T/run" 2>&1) ||
+  fail "training on h5py shards: $out"
+[ "$(grep -c "1 shard has HDF5 metadata without checksums" <<<"$out")" -eq 2 ] ||
+  fail "expected one warning per split (train, val) from rank 0 only: $out"
+grep -qF "$T/plain/train: 1 shard has HDF5 metadata without checksums" <<<"$out" && grep -qF "  $shard" <<<"$out" &&
+  grep -qF "scaletrain-data manifest $T/plain" <<<"$out" && grep -qF "libver=('v110', 'latest')" <<<"$out" ||
+  fail "the warning names the split, the shard and both ways out: $out"
+echo "ok: the training start-up warning"
+$PY -c "
+import json, sys
+d = json.load(open(sys.argv[1]))['dataset']['unchecked_shards']
+assert d['count'] == 2 and sys.argv[2] in d['paths'], d" "$T/run/report.json" "$shard" || fail "report.json: no unchecked shards"
+echo "ok: report.json"
+out=$("$BIN/scaletrain-data" inspect "$T/plain") || fail "inspect: $out"
+grep -qF "unchecked: 1 shard has HDF5 metadata without checksums" <<<"$out" && grep -qF "    $shard" <<<"$out" ||
+  fail "inspect lists no unchecked shard: $out"
+$PY -c "
+import json, sys
+r = json.load(sys.stdin)
+assert r['splits']['train']['unchecked_shards'] == [sys.argv[1]], r" "$shard" \
+  < <("$BIN/scaletrain-data" inspect "$T/plain" --json) || fail "inspect --json"
+echo "ok: inspect (text and --json)"
+
+echo "== damaged, --require-checksums refuses before libhdf5 opens it"
+cp -r "$T/plain" "$T/damaged"
+damage "$T/damaged/train/shard-00000-of-00001.h5"
+rc=0
+out=$("${MPI2[@]}" "$BIN/scaletrain" "${TRAIN[@]}" --data "$T/damaged" --output-dir "$T/r1" --require-checksums 2>&1) || rc=$?
+check_refusal "train --require-checksums, no manifest" "$rc" "$out" \
+  "--require-checksums: $T/damaged/train has no manifest.json" "scaletrain-data manifest $T/damaged"
+rc=0
+out=$(timeout 60 "$BIN/scaletrain-data" inspect "$T/damaged" --require-checksums 2>&1) || rc=$?
+check_refusal "inspect --require-checksums, no manifest" "$rc" "$out" "--require-checksums: $T/damaged/train has no manifest.json"
+
+echo "== a manifest written before the damage"
+cp -r "$T/plain" "$T/listed"
+"$BIN/scaletrain-data" manifest "$T/listed" >/dev/null
+file=$T/listed/train/shard-00000-of-00001.h5
+damage "$file"
+rc=0
+out=$("${MPI2[@]}" "$BIN/scaletrain" "${TRAIN[@]}" --data "$T/listed" --output-dir "$T/r2" --require-checksums 2>&1) || rc=$?
+check_refusal "train --require-checksums, unchecksummed metadata" "$rc" "$out" \
+  "1 shard of $T/listed/train has HDF5 metadata without checksums" "  $file" "add --verify-data"
+rc=0
+out=$(timeout 60 "$BIN/scaletrain" eval --model resnet20 --data "$T/listed" --split train --checkpoint "$T/none.h5" \
+  --require-checksums 2>&1) || rc=$?
+check_refusal "eval --require-checksums" "$rc" "$out" "1 shard of $T/listed/train has HDF5 metadata without checksums"
+for extra in "" "--require-checksums"; do
+  rc=0
+  out=$("${MPI2[@]}" "$BIN/scaletrain" "${TRAIN[@]}" --data "$T/listed" --output-dir "$T/r3" --verify-data $extra 2>&1) ||
+    rc=$?
+  check_refusal "train --verify-data $extra" "$rc" "$out" "--verify-data: 1 damaged shard in $T/listed/train" "$file"
+done
+rc=0
+out=$(timeout 60 "$BIN/scaletrain-data" inspect "$T/listed" --verify-data 2>&1) || rc=$?
+check_refusal "inspect --verify-data" "$rc" "$out" "--verify-data: 1 damaged shard in $T/listed/train" "$file"
+
+echo "== checksummed metadata: not warned about"
+write_h5py "$T/latest" "('v110', 'latest')"
+out=$("$BIN/scaletrain" "${TRAIN[@]}" --data "$T/latest" --output-dir "$T/r4" 2>&1) || fail "training (libver): $out"
+! grep -q "without checksums" <<<"$out" || fail "warned about shards written with libver: $out"
+out=$("$BIN/scaletrain-data" inspect "$T/latest") || fail "inspect (libver): $out"
+! grep -q "unchecked:" <<<"$out" || fail "inspect lists shards written with libver: $out"
+# --require-checksums still wants a manifest; with one, they pass without --verify-data.
+"$BIN/scaletrain-data" manifest "$T/latest" >/dev/null
+"$BIN/scaletrain-data" inspect "$T/latest" --require-checksums >/dev/null || fail "inspect --require-checksums (libver)"
+echo "ok: h5py libver=('v110', 'latest')"
+"$BIN/scaletrain-data" synthetic --samples 64 --val-samples 32 --image-size 8,8,3 --classes 4 --shards 2 \
+  --output "$T/synthetic" >/dev/null
+out=$("$BIN/scaletrain" "${TRAIN[@]}" --data "$T/synthetic" --output-dir "$T/r5" --require-checksums 2>&1) ||
+  fail "training on synthetic data with --require-checksums: $out"
+! grep -q "without checksums" <<<"$out" || fail "warned about scaletrain-data synthetic's shards: $out"
+$PY -c "
+import json, sys
+assert json.load(open(sys.argv[1]))['dataset']['unchecked_shards'] == {'count': 0, 'paths': []}" "$T/r5/report.json" ||
+  fail "report.json of synthetic data lists unchecked shards"
+echo "ok: scaletrain-data synthetic"
+echo "PASS"
