@@ -499,8 +499,6 @@ void evaluate_checkpoint(const train::TrainConfig& c, const std::string& checkpo
                          int64_t batch_size, int threads, const std::string& device) {
   const comm::Communicator comm = comm::Communicator::world();
   const std::unique_ptr<train::Task> task = train::open_task_for_evaluation(c, split, comm);
-  if (comm.rank() == 0)
-    for (const std::string& warning : task->data_warnings()) ST_WARN(warning);
   const std::unique_ptr<Context> context = open_context(comm, device, "eval", c.model, task->ops(/*training=*/false),
                                                         threads > 0 ? threads : train::default_threads(comm));
   Context& ctx = *context;

@@ -282,6 +282,12 @@ std::vector<std::string> unchecked_shards(const std::vector<std::string>& shard_
   return out;
 }
 
+std::vector<std::string> unchecked_shards_of_split(const std::string& split_dir) {
+  std::error_code ec;
+  if (!fs::is_directory(split_dir, ec)) return {};  // open_split's message
+  return unchecked_shards(shard_files(split_dir), read_manifest(split_dir));
+}
+
 std::string unchecked_shards_warning(const std::string& split_dir, const std::vector<std::string>& unchecked) {
   if (unchecked.empty()) return {};
   const std::size_t n = unchecked.size();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/core/log.hpp"
 #include "scaletrain/data/manifest.hpp"
 #include "scaletrain/data/recommendation.hpp"
 #include "scaletrain/models/registry.hpp"
@@ -105,15 +106,28 @@ void require_checksums(const TrainConfig& c, const std::vector<std::string>& spl
                                    : refusal);
 }
 
+// Rank 0 names each split's unchecked shards before libhdf5 parses any of them, so that a damaged
+// one that libhdf5 then fails on (or reads out of bounds) has been named first.
+void warn_of_unchecked_shards(const TrainConfig& c, const std::vector<std::string>& splits,
+                              const comm::Communicator& comm) {
+  if (comm.rank() != 0) return;
+  for (const std::string& split : splits) {
+    const std::string dir = (std::filesystem::path(c.data_dir) / split).string();
+    const std::vector<std::string> unchecked = data::unchecked_shards_of_split(dir);
+    if (!unchecked.empty()) ST_WARN(data::unchecked_shards_warning(dir, unchecked));
+  }
+}
+
 // The dataset's split must be of the model's task (its shards' attribute; shards without one are
 // image classification's). --require-checksums, then --verify-data: the splits' whole shards
-// first, before HDF5 reads any.
+// first, before HDF5 reads any; then the warning about shards nothing checks.
 void check_dataset_task(const TrainConfig& c, const TaskEntry& model_task, const std::vector<std::string>& splits,
                         const comm::Communicator& comm) {
   if (c.require_checksums) require_checksums(c, splits, comm);
   if (c.verify_data)
     for (const std::string& split : splits)
       data::require_intact((std::filesystem::path(c.data_dir) / split).string(), comm);
+  warn_of_unchecked_shards(c, splits, comm);
   std::string data_task_name = data::split_task(c.data_dir, splits.front());
   if (data_task_name.empty()) data_task_name = models::kTaskImageClassification;
   const TaskEntry* data_task_entry = find_task(data_task_name);
@@ -128,15 +142,6 @@ void check_dataset_task(const TrainConfig& c, const TaskEntry& model_task, const
 }
 
 }  // namespace
-
-std::vector<std::string> unchecked_shard_warnings(const UncheckedShards& splits) {
-  std::vector<std::string> warnings;
-  std::set<std::string> seen;
-  for (const auto& [dir, unchecked] : splits)
-    if (!unchecked.empty() && seen.insert(dir).second)
-      warnings.push_back(data::unchecked_shards_warning(dir, unchecked));
-  return warnings;
-}
 
 Json unchecked_shards_json(const UncheckedShards& splits) {
   std::vector<std::string> paths;

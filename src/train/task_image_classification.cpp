@@ -156,8 +156,6 @@ class ImageClassification : public Task {
     return d;
   }
 
-  std::vector<std::string> data_warnings() const override { return unchecked_shard_warnings(unchecked()); }
-
   Json input_json() const override {
     Json in = Json::object();
     in.set("io", cfg_.io);

@@ -147,8 +147,6 @@ class Recommendation : public Task {
     return d;
   }
 
-  std::vector<std::string> data_warnings() const override { return unchecked_shard_warnings(unchecked()); }
-
   UncheckedShards unchecked() const {
     return {{train_.dir, train_.unchecked_shards}, {val_.dir, val_.unchecked_shards}};
   }

@@ -26,11 +26,10 @@ DataShape recommendation_shape_of(const TrainConfig& config, const checkpoint::C
 Shape checkpoint_tensor_shape(const checkpoint::CheckpointData& data, const std::string& name,
                               const std::vector<std::string>& dims);
 
-// A task's splits as (directory, unchecked shards): the start-up warnings (one per directory
-// with unchecked shards, once each: an evaluation's task holds its split twice) and report.json's
-// "unchecked_shards" {"count", "paths"}.
+// A task's splits as (directory, unchecked shards): report.json's "unchecked_shards" {"count",
+// "paths"}, each directory once (an evaluation's task holds its split twice). The start-up warning
+// is given when the task opens, before libhdf5 parses a shard (task.cpp).
 using UncheckedShards = std::vector<std::pair<std::string, std::vector<std::string>>>;
-std::vector<std::string> unchecked_shard_warnings(const UncheckedShards& splits);
 Json unchecked_shards_json(const UncheckedShards& splits);
 
 // For a task opened from a shape (its data has no files): throws naming what was asked of it.

@@ -373,8 +373,6 @@ void Training::log_start() const {
                                                      std::to_string(micro_batch_)
                                                : std::string())
                  << "), " << state_->steps_per_epoch << " steps per epoch, " << total_steps_ << " steps");
-  if (comm_.rank() == 0)
-    for (const std::string& warning : task_->data_warnings()) ST_WARN(warning);
   ST_LOG("topology: " << topology_->describe());
   for (const std::string& line : device_.log_lines) ST_LOG(line);
   ST_LOG("input: " << task_->describe_input());

@@ -97,6 +97,10 @@ std::vector<std::string> unchecksummed_shards(const std::vector<std::string>& sh
 std::vector<std::string> unchecked_shards(const std::vector<std::string>& shard_paths,
                                           const std::optional<Manifest>& manifest);
 
+// The unchecked shards of DIR/<split> (its *.h5 files and its manifest, if any), from the files'
+// bytes: no HDF5 call.
+std::vector<std::string> unchecked_shards_of_split(const std::string& split_dir);
+
 // The start-up warning for a split's unchecked shards (how many, the first three, the two ways
 // out); empty when there are none.
 std::string unchecked_shards_warning(const std::string& split_dir, const std::vector<std::string>& unchecked);

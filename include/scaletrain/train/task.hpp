@@ -107,10 +107,7 @@ class Task {
   virtual std::string describe_data() const = 0;   // the start-up log's lines: the data,
   virtual std::string describe_input() const = 0;  // and how it is read
   virtual Json dataset_json() const = 0;           // report.json "dataset"
-  // Start-up warnings about the data, logged by rank 0: one per split with unchecked shards
-  // (data/manifest.hpp).
-  virtual std::vector<std::string> data_warnings() const { return {}; }
-  virtual Json input_json() const = 0;  // report.json "input" (how the data is read)
+  virtual Json input_json() const = 0;             // report.json "input" (how the data is read)
   // The run identity's entries for the data and the task's options (run_state.hpp).
   virtual void add_identity(Json& identity) const = 0;
   // This rank's training batches of batch_size samples (all micro-batches of a step).
