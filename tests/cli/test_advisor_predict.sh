@@ -29,13 +29,21 @@ done
 # predict NAME MACHINE CALIBRATION OPTION...: starts predict --json in the background (each run
 # takes ~0.4 s to start, mostly waiting); check_all then runs check_advice.py on each JSON with the
 # same machine, calibration and options (check_advice.py takes the advisor's own options).
+# Each background run is an MPI singleton with its own session directory: singletons started
+# together race to create a shared one (Open MPI: "mkdir ... /tmp/ompi.HOST.0: File exists").
+# Short paths under /tmp: the session directory holds Unix sockets, whose paths are limited.
+SESSIONS=$(mktemp -d /tmp/st-advisor.XXXXXX)
+trap 'rm -rf "$SESSIONS"' EXIT
 runs=()
 declare -A hand_worked=([fixture]="--hand-worked fixture" [shipped-resnet50-v100-mixed-mlperf-v0.6]="--hand-worked mlperf-v0.6")
 predict() {
   local name=$1
   runs+=("$name")
   printf '%s\n' "${@:2}" >"$T/$name.args"
-  (rc=0; "$A" predict --calibration "$3" --machine "$2" --json "$T/$name.json" "${@:4}" >"$T/$name.txt" 2>&1 || rc=$?
+  local session=$SESSIONS/p${#runs[@]}
+  mkdir -p "$session"
+  (export OMPI_MCA_orte_tmpdir_base="$session"
+   rc=0; "$A" predict --calibration "$3" --machine "$2" --json "$T/$name.json" "${@:4}" >"$T/$name.txt" 2>&1 || rc=$?
    echo "$rc" >"$T/$name.rc") &
 }
 check_all() {
@@ -127,7 +135,9 @@ refuse() {
   shift
   cases+=("$name")
   printf '%s\n' "${pats[@]}" >"$T/err$id.patterns"
-  (rc=0; timeout 60 "$@" >"$T/err$id.out" 2>&1 || rc=$?; echo "$rc" >"$T/err$id.rc") &
+  mkdir -p "$SESSIONS/e$id"  # its own MPI session directory, as predict() above
+  (export OMPI_MCA_orte_tmpdir_base="$SESSIONS/e$id"
+   rc=0; timeout 60 "$@" >"$T/err$id.out" 2>&1 || rc=$?; echo "$rc" >"$T/err$id.rc") &
 }
 P=("$A" predict)
 refuse "no --calibration" --calibration -- "${P[@]}"
