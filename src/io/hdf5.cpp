@@ -296,6 +296,18 @@ std::string H5File::dataset_type(const std::string& name) const {
   return type_name(type.id());
 }
 
+Shape H5File::dataset_chunk(const std::string& name) const {
+  Lock lock(h5_mutex());
+  const std::string what = path_ + ": dataset '" + name + "'";
+  H5Handle ds(H5_OK(H5Dopen2(file_.id(), name.c_str(), H5P_DEFAULT), path_ << ": cannot open dataset '" << name << "'"),
+              H5Handle::Kind::dataset);
+  H5Handle dcpl(H5_OK(H5Dget_create_plist(ds.id()), what), H5Handle::Kind::plist);
+  if (H5Pget_layout(dcpl.id()) != H5D_CHUNKED) return {};
+  hsize_t chunk[H5S_MAX_RANK];
+  const int rank = H5_OK(H5Pget_chunk(dcpl.id(), H5S_MAX_RANK, chunk), what << ": chunk shape");
+  return Shape(chunk, chunk + rank);
+}
+
 void H5File::write(const std::string& name, const Tensor& t, int64_t chunk_rows) {
   Lock lock(h5_mutex());
   const std::string what = path_ + ": cannot write dataset '" + name + "'";

@@ -66,6 +66,8 @@ class H5File {
   // "uint8", "int32", "float32", "float64", "int64" (any int<bits>/uint<bits>/float<bits>),
   // "string", "vlen_uint8", or "other".
   std::string dataset_type(const std::string& name) const;
+  // A chunked dataset's chunk dimensions; {} for a contiguous or compact one.
+  Shape dataset_chunk(const std::string& name) const;
 
   // Whole-dataset write of an f32 / i32 / i64 / u8 tensor (shape {} writes a scalar); missing
   // parent groups are created. chunk_rows > 0 makes a chunked dataset with chunks of chunk_rows
