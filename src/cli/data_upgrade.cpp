@@ -1,19 +1,29 @@
-// `scaletrain-data upgrade SRC --output DST [--overwrite]`: rewrites a dataset in the current
-// format (version 2, docs/dataset-format.md). JPEG shards of format 1 keep their samples as
-// variable-length data in HDF5's global heap, which a damaged byte can make libhdf5 crash or hang
-// on, so training refuses them; here they are read through HDF5 once (an offline step on files
-// the user trusts) and written flat (`jpeg` + `jpeg_offsets`) by the shard writer. JPEG shards
-// already in format 2 are rewritten the same way (which also makes a chunked `jpeg` contiguous).
-// Raw shards only change their version number: they are copied byte for byte, then stamped.
-// Same shard names, sample order and attributes; the checksum (which does not depend on the
-// layout) is stamped again. Under mpirun the shards of all splits, in name order, are shared
-// as convert shares them (shard i by rank i mod P); rank 0 then validates the result.
+// `scaletrain-data upgrade SRC --output DST [--overwrite]`: rewrites a dataset of any encoding or
+// task in the current format (version 2, docs/dataset-format.md) with checksummed HDF5 metadata.
+// Every shard is read through HDF5 once (an offline step on files the user trusts) and written
+// again by the writer of its kind, which creates HDF5's 1.10 file format (superblock 3, metadata
+// checksummed): shards written by h5py with its default, oldest format (superblock 0, no
+// checksums; data/manifest.hpp, "Unchecked shards") come out checksummed; shards already
+// checksummed are rewritten the same way (one path for all, never a byte copy).
+//   - JPEG shards of format 1 keep their samples as variable-length data in HDF5's global heap,
+//     which a damaged byte can make libhdf5 crash or hang on, so training refuses them; they are
+//     written flat (`jpeg` + `jpeg_offsets`) by the shard writer, as are JPEG shards already in
+//     format 2 (a chunked `jpeg` becomes contiguous).
+//   - Raw shards: `images` and `labels` are read whole and written by write_image_shard, chunked
+//     along N as the source was when it was chunked along N only (else kDefaultChunkSamples).
+//   - Recommendation shards: `user`, `item` (and `negatives`) by the recommendation writers.
+// Same shard names, sample order, values and attributes; an image shard's checksum (which does not
+// depend on the layout) is stamped again, a recommendation shard gets none (its manifest covers
+// it). A shard is held in memory whole. Under mpirun the shards of all splits, in name order, are
+// shared as convert shares them (shard i by rank i mod P); rank 0 then validates the result.
 #include <hdf5.h>
 #include <mpi.h>
 
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <cstdint>
 #include <filesystem>
+#include <initializer_list>
 #include <iomanip>
 #include <iostream>
 #include <mutex>
@@ -25,6 +35,7 @@
 #include "scaletrain/core/timer.hpp"
 #include "scaletrain/data/dataset.hpp"
 #include "scaletrain/data/manifest.hpp"
+#include "scaletrain/data/recommendation.hpp"
 #include "scaletrain/data/staging.hpp"
 #include "scaletrain/io/hdf5.hpp"
 
@@ -35,13 +46,20 @@ namespace scaletrain::cli {
 namespace {
 
 const char* kUpgradeHelp =
-    "Rewrites every split (sub-directory) of SRC into DST in dataset format 2, with the same shard\n"
-    "names, sample order and attributes. JPEG shards of format 1 store each sample as variable-length\n"
-    "data in HDF5's global heap, where one damaged byte can make the HDF5 library crash or hang, and\n"
-    "are no longer read by 'scaletrain train'; upgrade reads them once (run it on files you trust) and\n"
-    "writes them flat: dataset 'jpeg' (all samples' bytes) and 'jpeg_offsets'. Raw shards are copied\n"
-    "with the new version number. Every shard gets its checksum stamped again (same value). Under\n"
-    "mpirun the ranks share the shards. See docs/dataset-format.md.\n";
+    "Rewrites every split (sub-directory) of SRC into DST in dataset format 2 with checksummed HDF5\n"
+    "metadata (HDF5's 1.10 file format, superblock 3), keeping the shard names, sample order, every\n"
+    "sample's values bit for bit and the attributes. It takes shards of any encoding and task: raw\n"
+    "images, JPEG (format 1 or 2) and recommendation. Each shard is read through HDF5 once (run it on\n"
+    "files you trust) and written again by scaletrain's writer, also when it is already checksummed\n"
+    "(never copied byte for byte). Shards written by h5py with its default, oldest file format\n"
+    "(superblock 0, metadata without checksums) come out checksummed. JPEG shards of format 1 store\n"
+    "each sample as variable-length data in HDF5's global heap, where one damaged byte can make the\n"
+    "HDF5 library crash or hang, and are no longer read by 'scaletrain train'; they are written flat:\n"
+    "dataset 'jpeg' (all samples' bytes) and 'jpeg_offsets'. Raw 'images' keep their chunking along the\n"
+    "sample dimension (else 256 samples per chunk), uncompressed. Image shards get their checksum\n"
+    "attribute stamped (the value they had, where they had one); DST gets manifests. Each shard is held\n"
+    "in memory whole while it is rewritten. Under mpirun the ranks share the shards. See\n"
+    "docs/dataset-format.md.\n";
 
 std::vector<std::string> shard_files(const fs::path& dir) {
   std::vector<std::string> names;
@@ -87,13 +105,29 @@ std::vector<std::vector<uint8_t>> read_flat_jpeg(const io::H5File& f, int64_t sa
   return jpegs;
 }
 
+void require_attributes(const io::H5File& f, std::initializer_list<const char*> names) {
+  for (const char* name : names)
+    ST_CHECK(f.has_attribute(name), f.path() << ": missing root attribute '" << name << "'");
+}
+
+// Checks that dataset `name` exists with the dtype its writer takes (a wider one would be
+// narrowed by HDF5's conversion) and returns its shape.
+Shape require_dataset(const io::H5File& f, const char* name, const char* dtype) {
+  ST_CHECK(f.is_dataset(name), f.path() << ": missing dataset '" << name << "'");
+  const std::string type = f.dataset_type(name);
+  ST_CHECK(type == dtype, f.path() << ": dataset '" << name << "' has dtype " << type << ", expected " << dtype);
+  return f.dataset_shape(name);
+}
+
+int num_classes(const io::H5File& f) {
+  const int64_t k = f.get_int_attribute("num_classes");
+  ST_CHECK(k > 0 && k <= INT32_MAX, f.path() << ": num_classes = " << k << " is not in [1, 2^31 - 1]");
+  return static_cast<int>(k);
+}
+
 void rewrite_jpeg_shard(const io::H5File& f, int64_t version, const std::string& dst) {
   const std::string& path = f.path();
-  const std::string task = f.has_attribute("task") ? f.get_string_attribute("task") : "";
-  ST_CHECK(task == data::kTaskImageClassification,
-           path << ": task '" << task << "' is not supported (supported: " << data::kTaskImageClassification << ")");
-  for (const char* name : {"num_classes", "mean", "std"})
-    ST_CHECK(f.has_attribute(name), path << ": missing root attribute '" << name << "'");
+  require_attributes(f, {"num_classes", "mean", "std"});
   ST_CHECK(f.is_dataset("labels"), path << ": missing dataset 'labels'");
   const Tensor labels = f.read("labels", DType::i32);
   ST_CHECK(labels.ndim() == 1,
@@ -102,25 +136,58 @@ void rewrite_jpeg_shard(const io::H5File& f, int64_t version, const std::string&
   const std::vector<std::vector<uint8_t>> jpegs = version == 1 ? read_vlen_jpeg(f, n) : read_flat_jpeg(f, n);
   for (int64_t i = 0; i < n; ++i)
     ST_CHECK(!jpegs[i].empty(), path << ": sample " << i << " has no JPEG bytes (format 2 needs at least one)");
-  data::write_jpeg_shard(dst, jpegs, labels, static_cast<int>(f.get_int_attribute("num_classes")),
-                         f.get_double_array_attribute("mean"), f.get_double_array_attribute("std"));
+  data::write_jpeg_shard(dst, jpegs, labels, num_classes(f), f.get_double_array_attribute("mean"),
+                         f.get_double_array_attribute("std"));
 }
 
-// Raw shards keep their bytes: copied, then the version and the checksum are stamped, then the
-// copy is renamed into place (a reader never sees a half-written shard).
-void copy_raw_shard(const std::string& src, const std::string& dst) {
-  const std::string tmp = dst + ".tmp";
-  std::error_code ec;
-  fs::copy_file(src, tmp, fs::copy_options::overwrite_existing, ec);
-  ST_CHECK(!ec, src << ": cannot copy to " << tmp << ": " << ec.message());
-  {
-    io::H5File f(tmp, io::H5File::Mode::read_write);
-    f.set_attribute("scaletrain_format", int64_t(data::kFormatVersion));
-    f.close();
+// Raw pixels: `images` and `labels` read whole (labels converted to native int32, their values
+// unchanged) and written by write_image_shard, chunked along N as the source was when its chunks
+// hold whole samples, else with the default chunk.
+void rewrite_raw_shard(const io::H5File& f, const std::string& dst) {
+  const std::string& path = f.path();
+  require_attributes(f, {"num_classes", "mean", "std"});
+  const Shape shape = require_dataset(f, "images", "uint8");
+  ST_CHECK(shape.size() == 4,
+           path << ": dataset 'images' has shape " << shape_string(shape) << ", expected [N, H, W, C]");
+  const Shape label_shape = require_dataset(f, "labels", "int32");
+  ST_CHECK(
+      label_shape.size() == 1 && label_shape[0] == shape[0],
+      path << ": 'labels' has shape " << shape_string(label_shape) << " but 'images' has " << shape[0] << " samples");
+  const Shape chunk = f.dataset_chunk("images");
+  const bool whole_samples =
+      chunk.size() == 4 && chunk[0] > 0 && std::equal(chunk.begin() + 1, chunk.end(), shape.begin() + 1);
+  const Tensor images = f.read("images", DType::u8);
+  const Tensor labels = f.read("labels", DType::i32);
+  data::write_image_shard(dst, images, labels, num_classes(f), f.get_double_array_attribute("mean"),
+                          f.get_double_array_attribute("std"), whole_samples ? chunk[0] : data::kDefaultChunkSamples);
+}
+
+std::vector<int32_t> read_ids(const io::H5File& f, const char* name) {
+  const Tensor t = f.read(name, DType::i32);
+  if (t.numel() == 0) return {};
+  const int32_t* p = t.data<int32_t>();
+  return std::vector<int32_t>(p, p + t.numel());
+}
+
+// Recommendation: `user`, `item` (and `negatives` for evaluation) written by the task's writers,
+// which check every id against num_users / num_items and name the file.
+void rewrite_recommendation_shard(const io::H5File& f, const std::string& dst) {
+  const std::string& path = f.path();
+  require_attributes(f, {"num_users", "num_items"});
+  const int64_t users = f.get_int_attribute("num_users"), items = f.get_int_attribute("num_items");
+  const Shape user = require_dataset(f, "user", "int32");
+  const Shape item = require_dataset(f, "item", "int32");
+  ST_CHECK(user.size() == 1 && item == user, path << ": 'user' and 'item' have shapes " << shape_string(user) << " and "
+                                                  << shape_string(item) << ", expected [N] each");
+  if (!f.is_dataset("negatives")) {
+    data::write_recommendation_train_shard(dst, users, items, read_ids(f, "user"), read_ids(f, "item"));
+    return;
   }
-  data::stamp_shard_checksum(tmp);
-  fs::rename(tmp, dst, ec);
-  ST_CHECK(!ec, dst << ": cannot rename " << tmp << " into place: " << ec.message());
+  const Shape neg = require_dataset(f, "negatives", "int32");
+  ST_CHECK(neg.size() == 2 && neg[0] == user[0] && neg[1] > 0,
+           path << ": 'negatives' has shape " << shape_string(neg) << ", expected [" << user[0] << ", K] with K > 0");
+  data::write_recommendation_eval_shard(dst, users, items, read_ids(f, "user"), read_ids(f, "item"),
+                                        read_ids(f, "negatives"), neg[1]);
 }
 
 void upgrade_shard(const std::string& src, const std::string& dst) {
@@ -132,16 +199,22 @@ void upgrade_shard(const std::string& src, const std::string& dst) {
     ST_CHECK(version >= 1 && version <= data::kFormatVersion, src << ": dataset format version " << version
                                                                   << " is not supported (upgrade reads versions 1 to "
                                                                   << data::kFormatVersion << ")");
-    if (f.is_dataset("jpeg")) {
+    ST_CHECK(f.has_attribute("task"), src << ": missing root attribute 'task' (a string)");
+    const std::string task = f.get_string_attribute("task");
+    if (task == data::kTaskRecommendation)
+      rewrite_recommendation_shard(f, dst);
+    else if (task != data::kTaskImageClassification)
+      ST_THROW(src << ": task '" << task << "' is not supported (supported: " << data::kTaskImageClassification << ", "
+                   << data::kTaskRecommendation << ")");
+    else if (f.is_dataset("jpeg"))
       rewrite_jpeg_shard(f, f.dataset_type("jpeg") == "vlen_uint8" ? 1 : 2, dst);
-      return;
-    }
+    else
+      rewrite_raw_shard(f, dst);
   } catch (const Error& e) {
     const std::string msg = e.what();
     if (msg.find(src) != std::string::npos) throw;
     ST_THROW(src << ": " << msg);
   }
-  copy_raw_shard(src, dst);
 }
 
 }  // namespace
@@ -188,6 +261,13 @@ int upgrade_main(int argc, char** argv) {
   write_manifests(output, splits);
   if (rank == 0) {
     for (const auto& split : splits) {
+      if (data::split_task(output, split) == data::kTaskRecommendation) {
+        const data::RecommendationSplit rec = data::open_recommendation_split(output, split);
+        std::cout << "split " << split << ": task " << data::kTaskRecommendation << ", " << rec.rows()
+                  << (rec.is_evaluation() ? " evaluation rows" : " positives") << " in " << rec.shards.size()
+                  << " shard" << (rec.shards.size() == 1 ? "" : "s") << "\n";
+        continue;
+      }
       const data::SplitInfo info = data::open_split(output, split);
       std::cout << "split " << split << ": " << info.samples << " samples in " << info.shards.size() << " shard"
                 << (info.shards.size() == 1 ? "" : "s") << ", encoding " << info.encoding << "\n";

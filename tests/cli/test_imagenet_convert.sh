@@ -5,8 +5,10 @@
 # 'jpeg_offsets') back equal to the source files, one and two ranks give identical shards, raw
 # pixels match the flat colours, --max-side shrinks; all --io modes give identical batches; a
 # format-1 (vlen) JPEG dataset written by h5py is refused by inspect and train with the upgrade
-# hint, and 'scaletrain-data upgrade' converts it (same bytes, same checksum); damaged offsets are
-# named; a chunked 'jpeg' written by h5py reads through the fallback path;
+# hint, and 'scaletrain-data upgrade' converts it (same bytes, same checksum); upgrade gives raw
+# shards written with h5py's default format (superblock 0, no metadata checksums; contiguous,
+# chunked + gzip) checksummed metadata with the same samples and attributes, after which inspect
+# lists none unchecked and train --require-checksums runs; damaged offsets are named; a chunked 'jpeg' written by h5py reads through the fallback path;
 # errors: no train/, an unreadable image, val/*.JPEG without --val-labels, bad options; a stored
 # JPEG that does not decode stops reading on every rank naming file and sample (or is skipped).
 # Env (set by ctest): ST_BIN (build/bin), ST_TMP (scratch).
@@ -344,10 +346,79 @@ for a, b in zip(old, new):
         else:
             assert "checksum" in g.attrs, b
             assert np.array_equal(f["images"][:], g["images"][:]) and g["images"].chunks == (2, 5, 6, 3), b
-print("ok: upgrade keeps names, samples, attributes and the checksum value; raw shards copied")
+print("ok: upgrade keeps names, samples, attributes and the checksum value; raw shards rewritten, same chunks")
 EOF
 expect_exit1 "already holds shards" "$BIN" upgrade "$W/v1" --output "$W/v2"
 "$BIN" upgrade "$W/v1" --output "$W/v2" --overwrite >/dev/null || fail "upgrade --overwrite"
+
+# upgrade gives raw shards written with h5py's default (oldest) file format, whose HDF5 metadata
+# has no checksums, checksummed metadata: train/ holds a contiguous 'images' and a chunked +
+# gzip-compressed one (big-endian labels; float32 mean/std), val/ one chunked across a sample.
+# Same samples bit for bit, same attributes, chunks along N kept (else the default), superblock
+# 0 before and >= 2 after (byte 8, after the signature), and no longer 'unchecked' for inspect.
+$PY - "$W/rawold" <<'EOF'
+import os, sys
+import h5py, numpy as np
+root = sys.argv[1]
+rng = np.random.default_rng(7)
+def write(path, n, chunks, stats="float64", labels="int32", **kw):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    images = rng.integers(0, 256, size=(n, 8, 8, 3), dtype=np.uint8)
+    with h5py.File(path, "w") as f:  # h5py's default libver: superblock 0, no checksums
+        f.attrs.update(scaletrain_format=2, task="image_classification", num_classes=5)
+        f.attrs["mean"] = np.asarray([0.51, 0.49, 0.5], stats)  # the same in every shard of a split
+        f.attrs["std"] = np.asarray([0.29, 0.28, 0.3], stats)
+        f.create_dataset("images", data=images, chunks=chunks, **kw)
+        f.create_dataset("labels", data=rng.integers(0, 5, size=n).astype(labels))
+write(f"{root}/train/shard-00000-of-00002.h5", 40, None, "float32")
+write(f"{root}/train/shard-00001-of-00002.h5", 37, (5, 8, 8, 3), "float32", ">i4", compression="gzip")
+write(f"{root}/val/shard-00000-of-00001.h5", 12, (4, 4, 8, 3))
+EOF
+"${MPI2[@]}" "$BIN" upgrade "$W/rawold" --output "$W/rawnew" >"$W/rawupgrade.txt" || fail "upgrade raw: $(cat "$W/rawupgrade.txt")"
+grep -qF "split train: 77 samples in 2 shards, encoding raw" "$W/rawupgrade.txt" || fail "upgrade raw: $(cat "$W/rawupgrade.txt")"
+$PY - "$W/rawold" "$W/rawnew" <<'EOF'
+import glob, os, sys
+import h5py, numpy as np
+old, new = sys.argv[1:]
+def superblock(path):  # the version byte after the signature (at 0, or 512, 1024, ... after a user block)
+    data = open(path, "rb").read(1 << 16)
+    for at in [0] + [512 << i for i in range(7)]:
+        if data[at:at + 8] == b"\x89HDF\r\n\x1a\n":
+            return data[at + 8]
+    raise AssertionError(f"{path}: no HDF5 signature")
+names = sorted(os.path.relpath(p, old) for p in glob.glob(f"{old}/*/*.h5"))
+assert names == sorted(os.path.relpath(p, new) for p in glob.glob(f"{new}/*/*.h5")) and len(names) == 3, names
+want_chunks = {"train/shard-00000-of-00002.h5": (40, 8, 8, 3),  # contiguous: the default chunk, capped at N
+               "train/shard-00001-of-00002.h5": (5, 8, 8, 3),   # chunked along N: kept
+               "val/shard-00000-of-00001.h5": (12, 8, 8, 3)}    # chunked across a sample: the default
+text = lambda v: v.decode() if isinstance(v, bytes) else v
+for name in names:
+    a, b = f"{old}/{name}", f"{new}/{name}"
+    assert superblock(a) == 0, (a, superblock(a))
+    assert superblock(b) >= 2, (b, superblock(b))
+    with h5py.File(a, "r") as f, h5py.File(b, "r") as g:
+        assert sorted(g) == ["images", "labels"], (b, sorted(g))
+        assert np.array_equal(f["images"][()], g["images"][()]) and g["images"].dtype == np.uint8, b
+        assert np.array_equal(f["labels"][()], g["labels"][()]) and g["labels"].dtype == np.dtype("<i4"), b
+        for k in ("num_classes", "mean", "std"):
+            assert np.array_equal(np.asarray(f.attrs[k]), np.asarray(g.attrs[k])), (b, k, f.attrs[k], g.attrs[k])
+        assert text(g.attrs["task"]) == "image_classification" and g.attrs["scaletrain_format"] == 2, b
+        assert "checksum" in g.attrs, b
+        assert g["images"].chunks == want_chunks[name] and g["images"].compression is None, (b, g["images"].chunks)
+print("ok: upgrade of h5py-default raw shards: superblock 0 -> >= 2, samples, labels and attributes equal")
+EOF
+grep -q "unchecked:" <("$BIN" inspect "$W/rawold") || fail "inspect lists no unchecked shards in the h5py-default dataset"
+out=$("$BIN" inspect "$W/rawnew") || fail "inspect of the upgraded raw dataset: $out"
+! grep -q "unchecked:" <<<"$out" || fail "upgraded shards still unchecked: $out"
+[ -f "$W/rawnew/train/manifest.json" ] && [ -f "$W/rawnew/val/manifest.json" ] || fail "upgrade wrote no manifests"
+"$BIN" verify "$W/rawnew" >/dev/null || fail "verify of the upgraded raw dataset"
+timeout 120 "$ST_BIN/scaletrain" train --model resnet20 --data "$W/rawnew" --batch-size 8 --max-steps 2 --threads 1 \
+  --require-checksums --output-dir "$W/train_rawnew" --overwrite >"$W/train_rawnew.txt" 2>&1 ||
+  fail "training on the upgraded raw shards with --require-checksums: $(tail -n 5 "$W/train_rawnew.txt")"
+! grep -q "without checksums" "$W/train_rawnew.txt" || fail "training warned about the upgraded shards"
+expect_error "--require-checksums" timeout 120 "$ST_BIN/scaletrain" train --model resnet20 --data "$W/rawold" \
+  --batch-size 8 --max-steps 2 --threads 1 --require-checksums --output-dir "$W/train_rawold" --overwrite
+echo "ok: upgraded raw shards: none unchecked, manifests verify, train --require-checksums runs (refused before)"
 
 # Damaged offsets: named with the file (and the sample).
 for kind in order last; do
