@@ -162,10 +162,15 @@ void rewrite_raw_shard(const io::H5File& f, const std::string& dst) {
                           f.get_double_array_attribute("std"), whole_samples ? chunk[0] : data::kDefaultChunkSamples);
 }
 
-std::vector<int32_t> read_ids(const io::H5File& f, const char* name) {
+// The ids of dataset `name`, each checked against [0, limit) here so that a bad one is named with
+// the source file (the writers check them again, naming the output).
+std::vector<int32_t> read_ids(const io::H5File& f, const char* name, int64_t limit) {
   const Tensor t = f.read(name, DType::i32);
   if (t.numel() == 0) return {};
   const int32_t* p = t.data<int32_t>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    ST_CHECK(p[i] >= 0 && p[i] < limit,
+             f.path() << ": " << name << "[" << i << "] = " << p[i] << " is out of range [0, " << limit << ")");
   return std::vector<int32_t>(p, p + t.numel());
 }
 
@@ -180,14 +185,14 @@ void rewrite_recommendation_shard(const io::H5File& f, const std::string& dst) {
   ST_CHECK(user.size() == 1 && item == user, path << ": 'user' and 'item' have shapes " << shape_string(user) << " and "
                                                   << shape_string(item) << ", expected [N] each");
   if (!f.is_dataset("negatives")) {
-    data::write_recommendation_train_shard(dst, users, items, read_ids(f, "user"), read_ids(f, "item"));
+    data::write_recommendation_train_shard(dst, users, items, read_ids(f, "user", users), read_ids(f, "item", items));
     return;
   }
   const Shape neg = require_dataset(f, "negatives", "int32");
   ST_CHECK(neg.size() == 2 && neg[0] == user[0] && neg[1] > 0,
            path << ": 'negatives' has shape " << shape_string(neg) << ", expected [" << user[0] << ", K] with K > 0");
-  data::write_recommendation_eval_shard(dst, users, items, read_ids(f, "user"), read_ids(f, "item"),
-                                        read_ids(f, "negatives"), neg[1]);
+  data::write_recommendation_eval_shard(dst, users, items, read_ids(f, "user", users), read_ids(f, "item", items),
+                                        read_ids(f, "negatives", items), neg[1]);
 }
 
 void upgrade_shard(const std::string& src, const std::string& dst) {
@@ -211,9 +216,8 @@ void upgrade_shard(const std::string& src, const std::string& dst) {
     else
       rewrite_raw_shard(f, dst);
   } catch (const Error& e) {
-    const std::string msg = e.what();
-    if (msg.find(src) != std::string::npos) throw;
-    ST_THROW(src << ": " << msg);
+    if (std::string(e.what()).find(src) != std::string::npos) throw;
+    ST_THROW(src << ": " << error_text(e));
   }
 }
 

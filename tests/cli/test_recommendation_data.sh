@@ -5,7 +5,10 @@
 # latest interaction with ties to the later line, negatives distinct and never a positive); one
 # process and two ranks giving the same data; `synthetic --task recommendation` with its planted
 # group structure measured in numpy (a group-aware popularity ranking far above chance); inspect,
-# also of a dataset written with h5py as docs/dataset-format.md shows;
+# also of a dataset written with h5py as docs/dataset-format.md shows; `upgrade` (mpirun -np 2) of
+# train and val shards written with h5py's default format (superblock 0, metadata without
+# checksums) and of a converted dataset: superblock >= 2 after, every dataset and attribute equal,
+# no `checksum` attribute, inspect lists no unchecked shard, verify passes, a bad id is named;
 # and the error cases (no ratings file, a malformed line named by file:line, an empty file, more
 # evaluation negatives than non-positive items).
 # Env (set by ctest): ST_BIN (build/bin), ST_SOURCE (repository), ST_TMP (scratch).
@@ -167,6 +170,76 @@ expect_in "$("$DATA" inspect "$W/h5py")" "split train: task recommendation, 3 us
 mkdir -p "$W/h5py-bad/train" && mv "$W/h5py/bad.h5" "$W/h5py-bad/train/shard-00000-of-00001.h5"
 expect_failure "int64 ids" "dataset 'user' has dtype int64, expected int32 [N] (convert with .astype('int32'))" \
   "$DATA" inspect "$W/h5py-bad"
+
+echo "== upgrade gives shards written with h5py's default format checksummed metadata"
+# train/ in two shards (one with big-endian ids), val/ in one; h5py's default libver writes
+# superblock 0, whose HDF5 metadata has no checksums.
+$PY - "$W/rec-old" <<'EOF'
+import os, sys, h5py, numpy as np
+d = sys.argv[1]
+for split in ("train", "val"):
+    os.makedirs(f"{d}/{split}")
+rng = np.random.default_rng(3)
+U, I, K = 7, 40, 5
+for s, n, order in ((0, 9, "<i4"), (1, 6, ">i4")):
+    with h5py.File(f"{d}/train/shard-{s:05d}-of-00002.h5", "w") as f:
+        f.attrs.update(scaletrain_format=2, task="recommendation", num_users=U, num_items=I)
+        f.create_dataset("user", data=rng.integers(0, U, n).astype(order))
+        f.create_dataset("item", data=rng.integers(0, I - K - 1, n).astype(order))
+with h5py.File(f"{d}/val/shard-00000-of-00001.h5", "w") as f:
+    f.attrs.update(scaletrain_format=2, task=np.bytes_("recommendation"), num_users=U, num_items=I)
+    f.create_dataset("user", data=np.arange(U, dtype="int32"))
+    f.create_dataset("item", data=np.full(U, I - 1, "int32"))
+    f.create_dataset("negatives", data=(I - 2 - (np.arange(U * K) % K)).reshape(U, K).astype("int32"))
+EOF
+"${MPIRUN[@]}" "$DATA" upgrade "$W/rec-old" --output "$W/rec-new" >"$W/rec-upgrade.txt" ||
+  fail "upgrade of a recommendation dataset: $(cat "$W/rec-upgrade.txt")"
+expect_in "$(cat "$W/rec-upgrade.txt")" "split train: task recommendation, 15 positives in 2 shards" \
+  "split val: task recommendation, 7 evaluation rows in 1 shard"
+# A dataset scaletrain wrote (already checksummed) is rewritten the same way, on one process.
+"$DATA" upgrade "$W/ml20-out" --output "$W/ml20-up" >/dev/null || fail "upgrade of a converted dataset"
+check_upgraded() { # OLD NEW SUPERBLOCK-BEFORE
+  $PY - "$@" <<'EOF'
+import glob, os, sys, h5py, numpy as np
+old, new, before = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def superblock(path):  # the version byte after the signature (at 0, or 512, 1024, ... after a user block)
+    data = open(path, "rb").read(1 << 16)
+    for at in [0] + [512 << i for i in range(7)]:
+        if data[at:at + 8] == b"\x89HDF\r\n\x1a\n":
+            return data[at + 8]
+    raise AssertionError(f"{path}: no HDF5 signature")
+names = sorted(os.path.relpath(p, old) for p in glob.glob(f"{old}/*/*.h5"))
+assert names == sorted(os.path.relpath(p, new) for p in glob.glob(f"{new}/*/*.h5")) and names, names
+for name in names:
+    a, b = f"{old}/{name}", f"{new}/{name}"
+    assert superblock(a) == before, (a, superblock(a))
+    assert superblock(b) >= 2, (b, superblock(b))
+    with h5py.File(a, "r") as f, h5py.File(b, "r") as g:
+        assert sorted(f) == sorted(g), (b, sorted(g))
+        for k in f:
+            assert g[k].dtype == np.dtype("<i4") and np.array_equal(f[k][()], g[k][()]), (b, k)
+        for k in ("num_users", "num_items", "scaletrain_format"):
+            assert f.attrs[k] == g.attrs[k], (b, k, f.attrs[k], g.attrs[k])
+        assert g.attrs["task"] == b"recommendation" and "checksum" not in g.attrs, (b, dict(g.attrs))
+print(f"ok: {new}: {len(names)} shards, superblock {before} -> >= 2, every dataset and attribute equal")
+EOF
+}
+check_upgraded "$W/rec-old" "$W/rec-new" 0
+check_upgraded "$W/ml20-out" "$W/ml20-up" 3
+expect_in "$("$DATA" inspect "$W/rec-old")" "unchecked: 2 shards have" "unchecked: 1 shard has"
+out=$("$DATA" inspect "$W/rec-new") || fail "inspect of the upgraded dataset: $out"
+! grep -q "unchecked:" <<<"$out" || fail "upgraded shards still unchecked: $out"
+"$DATA" inspect "$W/rec-new" --require-checksums >/dev/null || fail "inspect --require-checksums of the upgraded dataset"
+"$DATA" verify "$W/rec-new" >/dev/null || fail "verify of the upgraded dataset (upgrade writes manifests)"
+mkdir -p "$W/rec-bad/train" && cp "$W/rec-old/train/shard-00000-of-00002.h5" "$W/rec-bad/train/"
+$PY -c "
+import sys, h5py
+with h5py.File(sys.argv[1], 'r+') as f:
+    f['item'][3] = 40" "$W/rec-bad/train/shard-00000-of-00002.h5"
+expect_failure "upgrade of an id out of range" \
+  "$W/rec-bad/train/shard-00000-of-00002.h5: item[3] = 40 is out of range [0, 40)" \
+  "$DATA" upgrade "$W/rec-bad" --output "$W/rec-bad-up"
+echo "ok: upgrade of recommendation shards"
 
 echo "== errors"
 mkdir -p "$W/empty-dir"
