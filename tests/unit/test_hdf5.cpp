@@ -238,6 +238,11 @@ BOOST_AUTO_TEST_CASE(row_reads_of_other_layouts) {
     for (int e = 0; e < 12; ++e) BOOST_TEST(row[e] == u.data<uint8_t>()[49 * 12 + e]);
   }
   H5File file(path, H5File::Mode::read);
+  BOOST_TEST(file.dataset_chunk("ours") == (Shape{16, 4, 3, 1}));
+  BOOST_TEST(file.dataset_chunk("gzip_split_rows") == (Shape{8, 2, 3, 1}));
+  BOOST_TEST(file.dataset_chunk("contiguous").empty());
+  BOOST_TEST(file.dataset_chunk("big_endian").empty());
+  BOOST_TEST(throws_with([&] { file.dataset_chunk("absent"); }, {path, "'absent'"}));
   BOOST_TEST(H5Dataset(file, "ours").direct(DType::u8));
   BOOST_TEST(!H5Dataset(file, "ours").direct(DType::f32));
   BOOST_TEST(H5Dataset(file, "contiguous").direct(DType::u8));
