@@ -297,8 +297,9 @@ std::string unchecked_shards_warning(const std::string& split_dir, const std::ve
         "so a damaged one reaches libhdf5 unchecked:"
      << first_shards(unchecked) << "\nway out: `scaletrain-data manifest " << fs::path(split_dir).parent_path().string()
      << "` where the data is known good, then train with --verify-data (checksums compared before libhdf5 parses a "
-        "file); or write the shards with checksummed metadata ("
-     << kLibverHint << "); --require-checksums refuses such splits";
+        "file); or give the shards checksummed metadata (`scaletrain-data upgrade "
+     << fs::path(split_dir).parent_path().string() << " --output NEW_DIR`, or write them with " << kLibverHint
+     << "); --require-checksums refuses such splits";
   return os.str();
 }
 
@@ -320,8 +321,9 @@ void require_checksums(const std::string& split_dir, bool verify_data) {
         (unchecksummed.size() == 1 ? "" : "s") + " of " + split_dir + (unchecksummed.size() == 1 ? " has" : " have") +
         " HDF5 metadata without checksums (superblock version 0 or 1, h5py's default):" + first_shards(unchecksummed) +
         "\nadd --verify-data (their bytes are compared with the manifest before libhdf5 opens them), "
-        "or rewrite them with checksummed metadata (" +
-        kLibverHint + ") and write the manifest again");
+        "or rewrite them with checksummed metadata: `scaletrain-data upgrade " +
+        dataset_dir + " --output NEW_DIR` (which writes the manifests too), or " + kLibverHint +
+        " and write the manifest again");
 }
 
 std::string read_rate(const ChecksumReport& r, int ranks) {

@@ -64,7 +64,8 @@ out=$("${MPI2[@]}" "$BIN/scaletrain" "${TRAIN[@]}" --data "$T/plain" --output-di
 [ "$(grep -c "1 shard has HDF5 metadata without checksums" <<<"$out")" -eq 2 ] ||
   fail "expected one warning per split (train, val) from rank 0 only: $out"
 grep -qF "$T/plain/train: 1 shard has HDF5 metadata without checksums" <<<"$out" && grep -qF "  $shard" <<<"$out" &&
-  grep -qF "scaletrain-data manifest $T/plain" <<<"$out" && grep -qF "libver=('v110', 'latest')" <<<"$out" ||
+  grep -qF "scaletrain-data manifest $T/plain" <<<"$out" && grep -qF "libver=('v110', 'latest')" <<<"$out" &&
+  grep -qF "scaletrain-data upgrade $T/plain --output NEW_DIR" <<<"$out" ||
   fail "the warning names the split, the shard and both ways out: $out"
 echo "ok: the training start-up warning"
 $PY -c "
@@ -116,7 +117,8 @@ damage "$file"
 rc=0
 out=$("${MPI2[@]}" "$BIN/scaletrain" "${TRAIN[@]}" --data "$T/listed" --output-dir "$T/r2" --require-checksums 2>&1) || rc=$?
 check_refusal "train --require-checksums, unchecksummed metadata" "$rc" "$out" \
-  "1 shard of $T/listed/train has HDF5 metadata without checksums" "  $file" "add --verify-data"
+  "1 shard of $T/listed/train has HDF5 metadata without checksums" "  $file" "add --verify-data" \
+  "scaletrain-data upgrade $T/listed --output NEW_DIR"
 rc=0
 out=$(timeout 60 "$BIN/scaletrain" eval --model resnet20 --data "$T/listed" --split train --checkpoint "$T/none.h5" \
   --require-checksums 2>&1) || rc=$?
