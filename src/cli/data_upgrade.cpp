@@ -115,7 +115,9 @@ void require_attributes(const io::H5File& f, std::initializer_list<const char*> 
 Shape require_dataset(const io::H5File& f, const char* name, const char* dtype) {
   ST_CHECK(f.is_dataset(name), f.path() << ": missing dataset '" << name << "'");
   const std::string type = f.dataset_type(name);
-  ST_CHECK(type == dtype, f.path() << ": dataset '" << name << "' has dtype " << type << ", expected " << dtype);
+  ST_CHECK(type == dtype,
+           f.path() << ": dataset '" << name << "' has dtype " << type << ", expected " << dtype
+                    << (type == "int64" && std::string(dtype) == "int32" ? " (convert with .astype('int32'))" : ""));
   return f.dataset_shape(name);
 }
 
@@ -128,7 +130,7 @@ int num_classes(const io::H5File& f) {
 void rewrite_jpeg_shard(const io::H5File& f, int64_t version, const std::string& dst) {
   const std::string& path = f.path();
   require_attributes(f, {"num_classes", "mean", "std"});
-  ST_CHECK(f.is_dataset("labels"), path << ": missing dataset 'labels'");
+  require_dataset(f, "labels", "int32");
   const Tensor labels = f.read("labels", DType::i32);
   ST_CHECK(labels.ndim() == 1,
            path << ": dataset 'labels' has shape " << shape_string(labels.shape()) << ", expected [N]");
