@@ -4,7 +4,9 @@
 # exactly as docs/dataset-format.md's raw example does (no manifest), they are named in the
 # training start-up warning, by inspect (text and --json) and in report.json; damaged, they are
 # refused by --require-checksums (no manifest, or unchecksummed metadata without --verify-data)
-# and, with a manifest written before the damage, by --verify-data, before any HDF5 call on them.
+# and, with a manifest written before the damage, by --verify-data, before any HDF5 call on them:
+# on a shard libhdf5 could not open at all, on every read path (each --io, --stage-to, JPEG
+# shards, the recommendation task, eval, inspect; the train or the val split).
 # Shards with checksummed metadata (h5py libver, scaletrain-data synthetic) are not warned about.
 source "$(dirname "$0")/lib.sh"
 T=$TMP_ROOT/unchecked_shards
@@ -132,6 +134,104 @@ done
 rc=0
 out=$(timeout 60 "$BIN/scaletrain-data" inspect "$T/listed" --verify-data 2>&1) || rc=$?
 check_refusal "inspect --verify-data" "$rc" "$out" "--verify-data: 1 damaged shard in $T/listed/train" "$file"
+
+echo "== --verify-data refuses a shard libhdf5 could not open before any HDF5 call, on every read path"
+# The shard keeps the size its manifest records, but its HDF5 signature and superblock are gone:
+# handed to libhdf5 it would fail with "not an HDF5 file" (the control below). So a refusal with
+# our --verify-data message and no HDF5 error text shows that the checksums were compared before
+# anything opened the file: each reader (--io), staging, JPEG shards, the recommendation task,
+# eval and inspect. None of these runs reaches libhdf5 on the damaged file (the sanitizer build
+# runs them all).
+# unopenable FILE: zeros over the 8-byte signature at offset 0, 0xff over the superblock's versions
+# and sizes after it; the size stays the same.
+unopenable() {
+  $PY -c "
+import sys
+f = open(sys.argv[1], 'r+b')
+f.seek(0); f.write(b'\0' * 8)
+f.seek(8); f.write(b'\xff' * 16)" "$1"
+}
+# refused_first NAME RC OUT SPLIT_DIR FILE: refused by --verify-data naming FILE, and no HDF5 error.
+refused_first() {
+  local name=$1 rc=$2 out=$3 split_dir=$4 file=$5
+  check_refusal "$name" "$rc" "$out" "--verify-data: 1 damaged shard in $split_dir:" "  $file: "
+  ! grep -E "HDF5|H5[A-Z]|not an HDF5 file" <<<"$out" || fail "$name: an HDF5 error or warning before the refusal: $out"
+}
+start=$SECONDS
+write_h5py "$T/sig0"
+"$BIN/scaletrain-data" manifest "$T/sig0" >/dev/null
+cp -r "$T/sig0" "$T/sig" && cp -r "$T/sig0" "$T/sigval"
+file=$T/sig/train/shard-00000-of-00001.h5
+unopenable "$file"
+unopenable "$T/sigval/val/shard-00000-of-00001.h5"
+rc=0
+out=$(timeout 60 "$BIN/scaletrain" "${TRAIN[@]}" --data "$T/sig" --output-dir "$T/s0" 2>&1) || rc=$?
+check_refusal "control: without --verify-data, libhdf5 cannot open it" "$rc" "$out" "$file: not an HDF5 file"
+for io in posix mmap mpiio mpiio-collective; do
+  rc=0
+  out=$("${MPI2[@]}" "$BIN/scaletrain" "${TRAIN[@]}" --data "$T/sig" --output-dir "$T/s-$io" --io "$io" --verify-data 2>&1) ||
+    rc=$?
+  refused_first "train --io $io --verify-data" "$rc" "$out" "$T/sig/train" "$file"
+done
+mkdir -p "$T/stage"
+rc=0
+out=$("${MPI2[@]}" "$BIN/scaletrain" "${TRAIN[@]}" --data "$T/sig" --output-dir "$T/s-stage" --stage-to "$T/stage" \
+  --verify-data 2>&1) || rc=$?
+refused_first "train --stage-to --verify-data" "$rc" "$out" "$T/sig/train" "$file"
+[ -z "$(find "$T/stage" -type f)" ] || fail "train --stage-to: staged before the refusal: $(find "$T/stage" -type f)"
+echo "ok: nothing staged"
+rc=0
+out=$("${MPI2[@]}" "$BIN/scaletrain" "${TRAIN[@]}" --data "$T/sigval" --output-dir "$T/s-val" --io mmap --verify-data 2>&1) ||
+  rc=$?
+refused_first "train --verify-data, the val split damaged" "$rc" "$out" "$T/sigval/val" "$T/sigval/val/shard-00000-of-00001.h5"
+rc=0
+out=$(timeout 60 "$BIN/scaletrain" eval --model resnet20 --data "$T/sig" --split train --checkpoint "$T/none.h5" \
+  --io mpiio --verify-data 2>&1) || rc=$?
+refused_first "eval --split train --verify-data" "$rc" "$out" "$T/sig/train" "$file"
+rc=0
+out=$(timeout 60 "$BIN/scaletrain" eval --model resnet20 --data "$T/sigval" --checkpoint "$T/none.h5" --verify-data 2>&1) ||
+  rc=$?
+refused_first "eval --verify-data (val)" "$rc" "$out" "$T/sigval/val" "$T/sigval/val/shard-00000-of-00001.h5"
+rc=0
+out=$("${MPI2[@]}" "$BIN/scaletrain-data" inspect "$T/sig" --verify-data 2>&1) || rc=$?
+refused_first "inspect --verify-data" "$rc" "$out" "$T/sig/train" "$file"
+# JPEG shards (scaletrain-data convert imagenet --encoding jpeg, which writes the manifest).
+$PY - "$T/jpeg-src" <<'PY'
+import os, sys
+from PIL import Image
+for split, n in (("train", 4), ("val", 2)):
+    for c, colour in enumerate(((200, 30, 40), (20, 180, 60))):
+        d = os.path.join(sys.argv[1], split, f"n0000000{c}")
+        os.makedirs(d)
+        for i in range(n):
+            Image.new("RGB", (12, 10), colour).save(os.path.join(d, f"{i}.JPEG"), quality=90)
+PY
+"$BIN/scaletrain-data" convert imagenet --source "$T/jpeg-src" --output "$T/jpeg" --encoding jpeg >/dev/null
+[ -f "$T/jpeg/train/manifest.json" ] || "$BIN/scaletrain-data" manifest "$T/jpeg" >/dev/null
+jfile=$(ls "$T"/jpeg/train/*.h5 | head -1)
+unopenable "$jfile"
+rc=0
+out=$("${MPI2[@]}" "$BIN/scaletrain" "${TRAIN[@]}" --data "$T/jpeg" --output-dir "$T/s-jpeg" --io mmap \
+  --verify-data 2>&1) || rc=$?
+refused_first "train --verify-data, JPEG shards" "$rc" "$out" "$T/jpeg/train" "$jfile"
+# The recommendation task (NCF).
+"$BIN/scaletrain-data" synthetic --task recommendation --users 40 --items 30 --groups 2 --positives-per-user 5 \
+  --eval-negatives 9 --output "$T/ncf" >/dev/null
+[ -f "$T/ncf/train/manifest.json" ] || "$BIN/scaletrain-data" manifest "$T/ncf" >/dev/null
+cp -r "$T/ncf" "$T/ncfval"
+nfile=$(ls "$T"/ncf/train/*.h5 | head -1)
+unopenable "$nfile"
+rc=0
+out=$("${MPI2[@]}" "$BIN/scaletrain" train --model ncf --epochs 1 --batch-size 16 --threads 1 --max-steps 1 --data "$T/ncf" \
+  --output-dir "$T/s-ncf" --verify-data 2>&1) || rc=$?
+refused_first "train --model ncf --verify-data" "$rc" "$out" "$T/ncf/train" "$nfile"
+nval=$(ls "$T"/ncfval/val/*.h5 | head -1)
+unopenable "$nval"
+rc=0
+out=$(timeout 60 "$BIN/scaletrain" eval --model ncf --data "$T/ncfval" --checkpoint "$T/none.h5" --verify-data 2>&1) ||
+  rc=$?
+refused_first "eval --model ncf --verify-data (val)" "$rc" "$out" "$T/ncfval/val" "$nval"
+echo "ok: every read path refused before libhdf5 ($((SECONDS - start)) s)"
 
 echo "== checksummed metadata: not warned about"
 write_h5py "$T/latest" "('v110', 'latest')"
