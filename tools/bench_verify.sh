@@ -4,8 +4,10 @@
 #     ~1 GB dataset, next to the raw read of the same files (`cat > /dev/null`) and Debian's
 #     `xxhsum -H3`, all from the page cache (warm: the cost in CPU per GB; on a parallel file
 #     system the read itself bounds it), in interleaved rounds; medians.
-#  2. The size checks at open: `scaletrain-data inspect` of a 1024-shard split with and without
-#     its manifest (one stat per shard).
+#  2. The checks at open: `scaletrain-data inspect` of a 1024-shard split with and without its
+#     manifest (one stat per shard), and with --require-checksums (the manifest's presence and each
+#     shard's superblock version: one small read per shard; what train.sbatch and a study pass by
+#     default, DATA_CHECKS=require).
 # Env: BUILD (default build). Prints a table; writes nothing outside $TMPDIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +37,7 @@ for r in $(seq "$ROUNDS"); do
   inner[verify2]+=" $(mpirun -np 2 --oversubscribe "$B/scaletrain-data" verify "$W/big" | sed -n 's/.*MB in \([0-9.]*\) s.*/\1/p')"
   mv "$W/val.aside" "$W/big/val"
   times[open_manifest]+=" $(t "$B/scaletrain-data" inspect "$W/many")"
+  times[open_require]+=" $(t "$B/scaletrain-data" inspect --require-checksums "$W/many")"
   mv "$W/many/train/manifest.json" "$W/many/manifest.aside"
   times[open_plain]+=" $(t "$B/scaletrain-data" inspect "$W/many")"
   mv "$W/many/manifest.aside" "$W/many/train/manifest.json"
@@ -51,7 +54,12 @@ for k in verify1 verify2; do
   printf "%-34s %10.3f %12.2f\n" "$k (hashing, verify's own clock)" "$m" "$(awk -v b="$bytes" -v m="$m" 'BEGIN {print b / m / 1e9}')"
 done
 echo "inspect of a split of 1024 shards (times include process start-up, MPI init and HDF5 opens of every shard)"
-for k in open_manifest open_plain; do
+for k in open_manifest open_require open_plain; do
   printf "%-34s %10.3f\n" "$k" "$(echo "${times[$k]}" | median)"
 done
+# --require-checksums' own cost: the median of each round's difference (rounds share the load)
+diffs=$(paste <(echo "${times[open_require]}" | tr ' ' '\n' | grep .) <(echo "${times[open_manifest]}" | tr ' ' '\n' | grep .) |
+  awk '{print $1 - $2}')
+printf "%-34s %10.3f\n" "require - manifest (per round)" "$(echo $diffs | median)"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "all rounds: $(for k in "${!times[@]}"; do echo "$k:${times[$k]};"; done) hashing: $(for k in "${!inner[@]}"; do echo "$k:${inner[$k]};"; done)"

@@ -146,6 +146,16 @@ def parse_lr_rule(text):
     return lowered
 
 
+DATA_CHECKS = ("require", "verify", "none")
+
+
+def parse_data_checks(text):
+    lowered = text.strip().lower()
+    if lowered not in DATA_CHECKS:
+        raise ValueError("use require (the default), verify or none")
+    return lowered
+
+
 def parse_slurm_time(text):
     if not SLURM_TIME_RE.match(text.strip()):
         raise ValueError("not a Slurm time limit (minutes, HH:MM:SS, D-HH:MM:SS ...)")
@@ -216,6 +226,11 @@ PARAMS = [
           "previous), for a small partition or a fair-share budget; no: all are queued at once (default no)"),
     Param("time", parse_slurm_time, "sbatch --time of every run (default: train.sbatch's); keep it above "
           "train.sbatch's checkpoint warning (--signal, 300 s)", in_model=True),
+    Param("data-checks", parse_data_checks, "train.sbatch's DATA_CHECKS for every run: require (default: "
+          "--require-checksums; the dataset is also checked so at submit, and refused before anything is submitted "
+          "when a split has no manifest.json or unchecksummed shards) | verify (also --verify-data: each run hashes "
+          "the whole dataset first; a manifest is required at submit) | none (docs/reliability.md)", in_model=True,
+          metavar="CHECKS"),
     Param("partition", parse_text, "sbatch --partition of every job"),
     Param("account", parse_text, "sbatch --account of every job"),
     Param("qos", parse_text, "sbatch --qos of every job"),
@@ -241,7 +256,7 @@ OWN_SBATCH_OPTIONS = {
     "--nodes": "nodes", "-N": "nodes", "--ntasks-per-node": "ranks-per-node", "--ntasks": "ranks-per-node",
     "-n": "ranks-per-node", "--job-name": "name", "-J": "name", "--output": "output", "-o": "output",
     "--error": "output", "-e": "output", "--export": "(the tool exports DATA, CONFIG, MODEL, OUTPUT_DIR, "
-    "SCALETRAIN)", "--dependency": "chain", "-d": "chain", "--time": "time", "-t": "time",
+    "SCALETRAIN, DATA_CHECKS)", "--dependency": "chain", "-d": "chain", "--time": "time", "-t": "time",
     "--partition": "partition", "-p": "partition", "--account": "account", "-A": "account",
     "--qos": "qos", "-q": "qos", "--constraint": "constraint", "-C": "constraint",
     "--parsable": "(always given)", "--test-only": "(the tool checks every job with it)",
@@ -253,6 +268,7 @@ OWN_TRAIN_OPTIONS = {
     "--base-lr": "base-lr and lr-scaling", "--warmup-epochs": "warmup-epochs", "--epochs": "epochs",
     "--max-steps": "steps", "--target-accuracy": "target-accuracy", "--seed": "seed",
     "--resume": "(train.sbatch passes --resume auto)", "--overwrite": "(a study never overwrites a run)",
+    "--require-checksums": "data-checks", "--verify-data": "data-checks",
 }
 
 HELP = f"""\
@@ -312,8 +328,8 @@ the study file (INI; options given on the command line override it):
 
   One [model NAME] section per model (NAME is scaletrain's --model: resnet50, resnet20, ncf); its
   runs go to STUDY_DIR/NAME/. A model section needs data and may set config, global-batch,
-  batch-per-rank, max-batch-per-rank, base-lr, reference-batch, warmup-epochs, time and
-  train-options, overriding the [study] values for that model. Paths may use ~ and $VAR
+  batch-per-rank, max-batch-per-rank, base-lr, reference-batch, warmup-epochs, time, data-checks
+  and train-options, overriding the [study] values for that model. Paths may use ~ and $VAR
   (expanded when you submit; other values are passed as written).
   Relative paths are relative to the study file's directory; a config not found there is looked
   up in this repository (so inputs/... works from anywhere). Options' paths are relative to the
@@ -322,7 +338,8 @@ the study file (INI; options given on the command line override it):
 what each run gets:
   sbatch --nodes=N --ntasks-per-node=RANKS_PER_NODE --time=TIME --job-name=NAME-MODEL-MODE-nN-rR
          --output=STUDY_DIR/logs/%x-%j.out [site options]
-         --export=ALL,DATA=..,CONFIG=..,MODEL=..,OUTPUT_DIR=STUDY_DIR/MODEL/MODE-nN-rR,SCALETRAIN=..
+         --export=ALL,DATA=..,MODEL=..,OUTPUT_DIR=STUDY_DIR/MODEL/MODE-nN-rR,SCALETRAIN=..,
+                  DATA_CHECKS=require|verify|none,CONFIG=..
          jobscripts/train.sbatch --batch-size b [--accumulate-steps K] --base-lr LR
          [--warmup-epochs W] --epochs E [--max-steps S | --target-accuracy A] --seed SEED [train-options]
   strong: ranks = N x RANKS_PER_NODE must divide global-batch G (a node count that does not is
@@ -670,7 +687,16 @@ def count_train_samples(data_tool, model):
     origin = f"{model.where('data')} = {str(data)!r}"
     if not data.is_dir():
         raise UsageError(f"{origin}: no such directory (the dataset needs train/ and val/, docs/dataset-format.md)")
-    result = run_tool([str(data_tool), "inspect", str(data), "--json"], "scaletrain-data inspect")
+    checks = model.get("data-checks", "require")
+    # data-checks = require: the runs' own verdict (--require-checksums), before anything is submitted.
+    require = ["--require-checksums"] if checks == "require" else []
+    result = run_tool([str(data_tool), "inspect", str(data), "--json"] + require, "scaletrain-data inspect")
+    if result.returncode != 0 and require and "--require-checksums: " in result.stderr:
+        message = "\n".join(line for line in result.stderr.strip().split("--require-checksums: ", 1)[1].splitlines()
+                            if not line.startswith("Run 'scaletrain-data"))
+        raise UsageError(f"{origin}: refused by data-checks = require (--require-checksums, which every run "
+                         f"would refuse at start-up): {message}\n(--verify-data is data-checks = verify here; "
+                         f"data-checks = none trains on it unchecked; docs/reliability.md)")
     if result.returncode != 0:
         lines = (result.stderr.strip() or result.stdout.strip()).splitlines()
         reason = lines[-1] if lines else "scaletrain-data inspect failed"
@@ -682,6 +708,12 @@ def count_train_samples(data_tool, model):
                    else int(train["samples"]))
     except (ValueError, KeyError, TypeError):
         raise UsageError(f"{origin}: scaletrain-data inspect finds no train split") from None
+    if checks == "verify":
+        missing = [name for name, split in json.loads(result.stdout)["splits"].items() if not split.get("manifest")]
+        if missing:
+            raise UsageError(f"{origin}: data-checks = verify needs each split's manifest.json, and "
+                             f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'} none: where the data is "
+                             f"known good, write them with `scaletrain-data manifest {data}`")
     return samples
 
 
@@ -906,7 +938,7 @@ def site_options(study, for_report):
 def run_sbatch_words(study, model, run, trainer):
     """The run's sbatch command after `sbatch --parsable [--dependency=...]`."""
     exports = {"DATA": model.values["data"], "MODEL": model.name, "OUTPUT_DIR": run["output_dir"],
-               "SCALETRAIN": trainer}
+               "SCALETRAIN": trainer, "DATA_CHECKS": model.get("data-checks", "require")}
     if model.values.get("config") is not None:
         exports["CONFIG"] = model.values["config"]
     export = "ALL," + ",".join(f"{k}={v}" for k, v in exports.items())
@@ -921,6 +953,13 @@ def report_sbatch_words(study_dir, name, report_time, report_options):
              f"--output={study_dir / 'logs'}/%x-%j.out"] + report_options +
             [f"--export=ALL,STUDY_DIR={study_dir},SCALETRAIN_REPORT={REPORT_TOOL},"
              f"SCALETRAIN_STUDY={Path(__file__).resolve()}", str(REPORT_JOB), str(study_dir)])
+
+
+def check_data_checks_supported(study, options, trainer):
+    for model in study.models:
+        if model.get("data-checks", "require") != "none" and "--require-checksums" not in options:
+            raise UsageError(f"{model.where('data-checks') or 'data-checks (default require)'}: {trainer} has no "
+                             f"--require-checksums: build a newer scaletrain, or set data-checks = none")
 
 
 def check_accumulation_supported(runs, options, trainer):
@@ -1043,7 +1082,7 @@ def study_parameters(study, trainer):
     for model in study.models:
         entry = {"name": model.name, "config": str(model.values["config"]) if "config" in model.values else None,
                  "data": str(model.values["data"]), "train_samples": model.train_samples,
-                 "train_options": model.train_options}
+                 "train_options": model.train_options, "data_checks": model.get("data-checks", "require")}
         for key in ("global-batch", "batch-per-rank", "max-batch-per-rank", "base-lr", "reference-batch",
                     "warmup-epochs", "time"):
             entry[key.replace("-", "_")] = model.get(key, 256 if key == "reference-batch" else None)
@@ -1087,6 +1126,7 @@ def prepare(args):
         if not script.is_file():
             raise Failure(f"job script {script} is missing")
     trainer, options, models_known = check_trainer(study)
+    check_data_checks_supported(study, options, trainer)
     check_models(study, trainer, models_known)
     runs = plan_runs(study)
     check_accumulation_supported(runs, options, trainer)
