@@ -309,12 +309,20 @@ void require_checksums(const std::string& split_dir, bool verify_data) {
   const std::vector<std::string> paths = shard_files(split_dir);
   if (paths.empty()) return;
   const std::string dataset_dir = fs::path(split_dir).parent_path().string();
+  const std::vector<std::string> unchecksummed = unchecksummed_shards(paths);
+  // The advice depends on the shards: checksummed ones pass with a manifest alone.
   if (!read_manifest(split_dir))
     throw UsageError("--require-checksums: " + split_dir + " has no " + kManifestFile +
                      ", so nothing checks its shards' bytes before libhdf5 parses them; where the data is known "
                      "good, write one with `scaletrain-data manifest " +
-                     dataset_dir + "` and run with --verify-data");
-  const std::vector<std::string> unchecksummed = unchecksummed_shards(paths);
+                     dataset_dir + "`" +
+                     (unchecksummed.empty()
+                          ? std::string(" and run again")
+                          : " and run with --verify-data (" + std::to_string(unchecksummed.size()) + " of its " +
+                                std::to_string(paths.size()) +
+                                " shards have HDF5 metadata without checksums), or rewrite the dataset with "
+                                "`scaletrain-data upgrade " +
+                                dataset_dir + " --output NEW_DIR`"));
   if (!unchecksummed.empty() && !verify_data)
     throw UsageError(
         "--require-checksums: " + std::to_string(unchecksummed.size()) + " shard" +
