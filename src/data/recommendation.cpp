@@ -120,17 +120,31 @@ void read_recommendation_shard(const std::string& path, bool first, Recommendati
 }
 
 // Every user in [0, num_users) has exactly one evaluation row.
+// "row 3 of DIR/train/shard-00001-of-00004.h5": where split row r lies, for messages.
+std::string row_place(const RecommendationSplit& s, int64_t r) {
+  std::size_t shard = 0;
+  while (shard + 1 < s.shard_rows.size() && r >= s.shard_rows[shard]) r -= s.shard_rows[shard++];
+  return "row " + std::to_string(r) + " of " + s.shards[shard];
+}
+
+// The first few shard paths, for a message about the split as a whole.
+std::string some_shards(const RecommendationSplit& s) {
+  std::string list;
+  for (std::size_t i = 0; i < s.shards.size() && i < 3; ++i) list += (i ? ", " : "") + s.shards[i];
+  return s.shards.size() > 3 ? list + ", ..." : list;
+}
+
 void check_one_row_per_user(const RecommendationSplit& s) {
   std::vector<int64_t> row_of(static_cast<std::size_t>(s.num_users), -1);
   for (int64_t r = 0; r < s.rows(); ++r) {
     int64_t& seen = row_of[s.user[r]];
-    ST_CHECK(seen < 0, s.dir << ": user " << s.user[r] << " has two held-out items (rows " << seen << " and " << r
-                             << " of the split)");
+    ST_CHECK(seen < 0, s.dir << ": user " << s.user[r] << " has two held-out items: " << row_place(s, seen) << " and "
+                             << row_place(s, r));
     seen = r;
   }
   for (int64_t u = 0; u < s.num_users; ++u)
-    ST_CHECK(row_of[u] >= 0, s.dir << ": user " << u << " has no held-out item (every user in [0, " << s.num_users
-                                   << ") needs one row)");
+    ST_CHECK(row_of[u] >= 0, s.dir << ": user " << u << " has no held-out item in the split's shards ("
+                                   << some_shards(s) << "; every user in [0, " << s.num_users << ") needs one row)");
 }
 
 Tensor ids_tensor(const std::vector<int32_t>& v, const Shape& shape) {

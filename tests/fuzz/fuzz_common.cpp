@@ -9,6 +9,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include "fuzz/fuzz_target.hpp"
@@ -65,6 +66,24 @@ Result classify_current_exception(const std::string& path) {
   } catch (...) {
     return {Outcome::other_error, "an exception that is not a std::exception"};
   }
+}
+
+bool report_starts_in_libhdf5(const std::string& report) {
+  std::istringstream lines(report);
+  std::string line;
+  bool in_report = false;
+  while (std::getline(lines, line)) {
+    if (line.find("ERROR: AddressSanitizer") != std::string::npos) in_report = true;
+    const auto hash = line.find('#');
+    if (!in_report || hash == std::string::npos || line.find(" in ", hash) == std::string::npos) continue;
+    // "    #1 0x7f... in H5O__msg_iterate_real (/lib/x86_64-linux-gnu/libhdf5_openmpi.so.103+0x...)"
+    const bool sanitizer_or_libc =
+        line.find("libasan") != std::string::npos || line.find("libubsan") != std::string::npos ||
+        line.find("__interceptor_") != std::string::npos || line.find("libc.so") != std::string::npos;
+    if (sanitizer_or_libc) continue;
+    return line.find("libhdf5") != std::string::npos;
+  }
+  return false;
 }
 
 }  // namespace scaletrain::fuzz

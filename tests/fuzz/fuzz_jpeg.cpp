@@ -65,4 +65,6 @@ Result run_input(const uint8_t* data, std::size_t size) {
   }
 }
 
+const char* known_limit(const std::string&, const std::string&) { return nullptr; }
+
 }  // namespace scaletrain::fuzz

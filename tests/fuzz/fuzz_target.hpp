@@ -25,6 +25,11 @@ const char* target_name();
 // Once per process, before any input: MPI (single rank), models, scratch files.
 void target_init();
 Result run_input(const uint8_t* data, std::size_t size);
+// A worker that an input ended with a sanitizer report (its full text: `report`; the input's bytes
+// in the file `input_path`) hit a documented limit rather than a bug when this returns the
+// limit's name: counted as known_limit, not a finding. nullptr for everything else; every target
+// but fuzz_shard has no such limit.
+const char* known_limit(const std::string& input_path, const std::string& report);
 
 // Shared helpers (fuzz_common.cpp).
 // A scratch directory of this process, made on first use and removed at exit.
@@ -36,5 +41,8 @@ void init_mpi_once();
 // Classifies the exception in flight (call from a catch block): a scaletrain::Error or
 // UsageError whose message contains `path` is a clear error; anything else is other_error.
 Result classify_current_exception(const std::string& path);
+// Whether the first stack of a sanitizer report starts inside libhdf5: its first frame that is
+// not the sanitizer's own (an interceptor such as memcpy) or libc's is in a libhdf5 library.
+bool report_starts_in_libhdf5(const std::string& report);
 
 }  // namespace scaletrain::fuzz

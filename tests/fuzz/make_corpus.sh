@@ -3,7 +3,11 @@
 # (never checked in), deterministically, so that a regression recipe (tests/fuzz/regressions.txt:
 # a corpus file name, offsets and bytes) damages the same bytes of the same layout every time:
 #   OUT/shard/       raw shards of `scaletrain-data synthetic`, a JPEG shard of
-#                    `scaletrain-data convert imagenet --encoding jpeg` over tiny PIL JPEGs
+#                    `scaletrain-data convert imagenet --encoding jpeg` over tiny PIL JPEGs, and
+#                    shards written with h5py as docs/dataset-format.md tells users to: h5py-*.h5
+#                    (raw contiguous, raw chunked and gzip-compressed, JPEG, recommendation
+#                    training and evaluation, in h5py's default file format, whose metadata has no
+#                    checksums; and the raw example with libver=("v110", "latest"), which has)
 #   OUT/jpeg/        small JPEGs made with PIL (baseline, progressive, grayscale, 4:4:4, CMYK,
 #                    restart markers) and one taken from that JPEG shard's source tree
 #   OUT/checkpoint/  the checkpoint of a 4-step `scaletrain train` run of resnet20 on 8x8 data
@@ -53,6 +57,50 @@ PYEOF
 "$BIN/scaletrain-data" convert imagenet --source "$W/tree" --output "$W/jpegdata" --encoding jpeg --shards 1 >/dev/null
 cp "$W/jpegdata/train/"*.h5 "$OUT/shard/jpeg-train.h5"
 cp "$W/tree/train/n01440764/n01440764_0.JPEG" "$OUT/jpeg/tree-24x20.jpg"
+
+# Shards as users write them with h5py (docs/dataset-format.md's examples), small so that most
+# mutations land in the HDF5 metadata. Deterministic data; h5py's own layout choices.
+$PY - "$W/tree/train" "$OUT/shard" <<'PYEOF'
+import os, sys
+import h5py, numpy as np
+tree, out = sys.argv[1], sys.argv[2]
+rng = np.random.default_rng(11)
+images = rng.integers(0, 256, size=(12, 8, 8, 3), dtype=np.uint8)
+labels = rng.integers(0, 4, size=12).astype("int32")
+def raw(name, libver=None, **layout):
+    kw = {"libver": libver} if libver else {}
+    with h5py.File(os.path.join(out, name), "w", **kw) as f:
+        f.attrs["scaletrain_format"] = 2
+        f.attrs["task"] = "image_classification"
+        f.attrs["num_classes"] = 4
+        f.attrs["mean"] = (images / 255.0).mean(axis=(0, 1, 2))
+        f.attrs["std"] = (images / 255.0).std(axis=(0, 1, 2))
+        f.create_dataset("images", data=images, **layout)
+        f.create_dataset("labels", data=labels)
+raw("h5py-default-raw.h5")
+raw("h5py-default-gzip-raw.h5", chunks=(4, 8, 8, 3), compression="gzip", shuffle=True)
+raw("h5py-latest-raw.h5", libver=("v110", "latest"), chunks=(4, 8, 8, 3))
+files = sorted(os.path.join(d, f) for d, _, fs in os.walk(tree) for f in fs)
+blobs = [open(p, "rb").read() for p in files]
+offsets = np.concatenate([[0], np.cumsum([len(b) for b in blobs])]).astype("int64")
+with h5py.File(os.path.join(out, "h5py-default-jpeg.h5"), "w") as f:
+    f.attrs.update(scaletrain_format=2, task="image_classification", num_classes=2, encoding="jpeg",
+                   mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
+    f.create_dataset("jpeg", data=np.frombuffer(b"".join(blobs), np.uint8))
+    f.create_dataset("jpeg_offsets", data=offsets)
+    f.create_dataset("labels", data=np.asarray([i // 2 for i in range(len(blobs))], "int32"))
+users, items = 6, 10
+with h5py.File(os.path.join(out, "h5py-default-rec-train.h5"), "w") as f:
+    f.attrs.update(scaletrain_format=2, task=np.bytes_("recommendation"), num_users=users, num_items=items)
+    f.create_dataset("user", data=np.repeat(np.arange(users), 3).astype("int32"))
+    f.create_dataset("item", data=np.asarray([(u * 3 + k) % items for u in range(users) for k in range(3)], "int32"))
+with h5py.File(os.path.join(out, "h5py-default-rec-val.h5"), "w") as f:
+    f.attrs.update(scaletrain_format=2, task=np.bytes_("recommendation"), num_users=users, num_items=items)
+    f.create_dataset("user", data=np.arange(users, dtype="int32"))
+    f.create_dataset("item", data=np.asarray([(u * 3 + 3) % items for u in range(users)], "int32"))
+    f.create_dataset("negatives", data=np.asarray([[(u * 3 + 4 + k) % items for k in range(3)] for u in range(users)],
+                                                  "int32"))
+PYEOF
 
 # A checkpoint: resnet20, 4 steps of 4 samples on 16 synthetic 8x8x3 images of 4 classes (the
 # shape fuzz_checkpoint restores into).

@@ -282,7 +282,14 @@ BOOST_AUTO_TEST_CASE(reader_refuses_bad_splits_naming_file_and_index) {
   fs::create_directories(dir / "val");
   const std::string val = (dir / "val" / "shard-00000-of-00001.h5").string();
   write_recommendation_eval_shard(val, 3, 5, {0, 2}, {1, 3}, {2, 4, 0, 1}, 2);
-  check_throws([&] { open_recommendation_split(dir.string(), "val"); }, {"user 1 has no held-out item"});
+  check_throws([&] { open_recommendation_split(dir.string(), "val"); }, {"user 1 has no held-out item", val});
+  // User 1 held out twice, in two shards: both places are named.
+  const std::string val2 = (dir / "val" / "shard-00001-of-00002.h5").string();
+  write_recommendation_eval_shard(val, 3, 5, {0, 1}, {1, 3}, {2, 4, 0, 2}, 2);
+  write_recommendation_eval_shard(val2, 3, 5, {2, 1}, {1, 3}, {2, 4, 0, 2}, 2);
+  check_throws([&] { open_recommendation_split(dir.string(), "val"); },
+               {"user 1 has two held-out items", "row 1 of " + val, "row 1 of " + val2});
+  fs::remove(val2);
   write_recommendation_eval_shard(val, 2, 5, {0, 1}, {1, 3}, {2, 4, 3, 1}, 2);
   check_throws([&] { open_recommendation_split(dir.string(), "val"); },
                {val, "negatives[1, 0] = 3", "held-out item of user 1"});
