@@ -47,6 +47,7 @@ struct CalibrateCommand {
   int data_threads = 1;
   int prefetch = 2;
   int input_batches = 20;
+  bool verify_data = false, require_checksums = false;  // as train's: checked before libhdf5 reads --data
 };
 
 po::options_description calibrate_options(CalibrateCommand& c) {
@@ -77,8 +78,14 @@ po::options_description calibrate_options(CalibrateCommand& c) {
       "rank, with the trainer's batches, and take its sample count and shape (image size and classes; users and "
       "items); without it input_samples_per_s is 0 (not measured) and the model's standard dataset gives "
       "train_samples and the shape (ImageNet 1,281,167; CIFAR-10 50,000; MovieLens-20M 99,308,850 with 4 "
-      "negatives per positive)")("io", po::value(&c.io)->default_value(c.io),
-                                 "with --data: shard reader, posix | mmap | mpiio | mpiio-collective")(
+      "negatives per positive)")(
+      "verify-data", po::bool_switch(&c.verify_data),
+      "with --data: first compare its shards with its manifest.json (checksums), as train's --verify-data")(
+      "require-checksums", po::bool_switch(&c.require_checksums),
+      "with --data: refuse a split without manifest.json, and shards whose HDF5 metadata has no checksums unless "
+      "--verify-data, as train's --require-checksums")(
+      "io", po::value(&c.io)->default_value(c.io),
+      "with --data: shard reader, posix | mmap | mpiio | mpiio-collective")(
       "data-threads", po::value(&c.data_threads)->default_value(c.data_threads), "with --data: decode/augment threads")(
       "prefetch", po::value(&c.prefetch)->default_value(c.prefetch), "with --data: batches prepared ahead")(
       "input-batches", po::value(&c.input_batches)->default_value(c.input_batches),
@@ -137,6 +144,9 @@ bool parse_calibrate_command(int argc, char** argv, CalibrateCommand& c) {
     if (c.data_dir.empty()) throw UsageError("--data needs a dataset directory");
     train::check_io_mode(c.io);
     train::check_data_threads(c.data_threads);
+  } else if (c.verify_data || c.require_checksums) {
+    throw UsageError(std::string(c.verify_data ? "--verify-data" : "--require-checksums") +
+                     " checks the shards of --data, which is not given");
   }
   return true;
 }
@@ -151,6 +161,8 @@ train::TrainConfig trainer_config(const CalibrateCommand& c) {
   config.data_prefetch = c.prefetch;
   config.image_height = c.image_height;
   config.image_width = c.image_width;
+  config.verify_data = c.verify_data;
+  config.require_checksums = c.require_checksums;
   return config;
 }
 

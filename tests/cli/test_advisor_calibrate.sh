@@ -14,7 +14,7 @@ quick=(--model resnet20 --steps 3 --warmup-steps 1 --threads 1)
 echo "== help"
 out=$("$A" calibrate --help)
 for opt in --model --batches 8,16,32 2,4,8 --steps --warmup-steps --threads --image-size --bucket-mb --data --io \
-  --data-threads --prefetch --input-batches --output --device-name; do
+  --data-threads --prefetch --input-batches --output --device-name --verify-data --require-checksums; do
   grep -qF -- "$opt" <<<"$out" || fail "calibrate --help does not mention $opt"
 done
 
@@ -154,6 +154,19 @@ expect_failure "resnet20 on ncf data" "dataset $T/ncf-data is for the recommenda
   "$A" calibrate "${quick[@]}" --data "$T/ncf-data" --output "$T/x.json"
 expect_failure "image size on ncf data" "dataset $T/ncf-data is for the recommendation task, but --model resnet20" \
   "$A" calibrate "${quick[@]}" --image-size 16,16 --data "$T/ncf-data" --output "$T/x.json"
+# --verify-data and --require-checksums check --data as train's do, before libhdf5 reads it.
+cp -r "$T/rgb" "$T/rgb-damaged"
+shard=$(ls "$T/rgb-damaged/train/"*.h5 | head -1)
+$PY -c "
+import sys
+f = open(sys.argv[1], 'r+b'); f.seek(0); f.write(bytes(8))" "$shard"
+expect_failure "--verify-data on a damaged shard" "--verify-data: 1 damaged shard in $T/rgb-damaged/train" \
+  "$A" calibrate "${quick[@]}" --data "$T/rgb-damaged" --verify-data --output "$T/x.json"
+rm "$T/rgb-damaged/train/manifest.json"
+expect_failure "--require-checksums without a manifest" "--require-checksums: $T/rgb-damaged/train has no manifest.json" \
+  "$A" calibrate "${quick[@]}" --data "$T/rgb-damaged" --require-checksums --output "$T/x.json"
+expect_failure "--verify-data without --data" "--verify-data checks the shards of --data, which is not given" \
+  "$A" calibrate --model resnet20 --verify-data --output "$T/x.json"
 expect_failure "unknown --io" "unknown --io 'nfs'" \
   "$A" calibrate --model resnet20 --data "$T/rgb" --io nfs --output "$T/x.json"
 expect_failure "two ranks" "calibrate measures one rank; this job has 2" \
