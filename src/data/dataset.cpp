@@ -119,6 +119,10 @@ ShardHeader read_shard(const std::string& path) {
     const Shape images = required_dataset(f, "images", "uint8", 4, "[N, H, W, C]");
     ST_CHECK(images[1] > 0 && images[2] > 0 && images[3] > 0,
              path << ": dataset 'images' has shape " << shape_string(images) << " with an empty image dimension");
+    // Image sides and channels are ints downstream; larger than any image (or a damaged shape).
+    ST_CHECK(images[1] <= kMaxImageSide && images[2] <= kMaxImageSide && images[3] <= kMaxChannels,
+             path << ": dataset 'images' has shape " << shape_string(images) << ": images of at most " << kMaxImageSide
+                  << "x" << kMaxImageSide << "x" << kMaxChannels << " (HxWxC) are read");
     ST_CHECK(images[0] == labels[0], path << ": 'images' has " << images[0] << " samples but 'labels' has " << labels[0]
                                           << " (the first dimension is the sample index)");
     h.samples = images[0];

@@ -18,6 +18,7 @@
 #include "scaletrain/core/log.hpp"
 #include "scaletrain/core/timer.hpp"
 #include "scaletrain/io/file_checksum.hpp"
+#include "scaletrain/io/hdf5.hpp"
 
 namespace scaletrain::data {
 namespace fs = std::filesystem;
@@ -261,6 +262,9 @@ std::string first_shards(const std::vector<std::string>& paths) {
   return text;
 }
 
+// The root string attributes the readers read (`task`, and `encoding` of image shards).
+constexpr const char* kStringAttributes[] = {"task", "encoding"};
+
 constexpr const char* kLibverHint = "h5py.File(path, 'w', libver=('v110', 'latest'))";
 
 }  // namespace
@@ -332,6 +336,32 @@ void require_checksums(const std::string& split_dir, bool verify_data) {
         "or rewrite them with checksummed metadata: `scaletrain-data upgrade " +
         dataset_dir + " --output NEW_DIR` (which writes the manifests too), or " + kLibverHint +
         " and write the manifest again");
+  if (verify_data) return;  // every byte is hashed before libhdf5 opens a shard
+  // The metadata is checksummed, so libhdf5 may open the shards to look at attribute types; a
+  // variable-length string's value is in the global heap, which nothing checksums.
+  const std::vector<std::string> heap_strings = shards_with_heap_strings(paths);
+  if (!heap_strings.empty())
+    throw UsageError(
+        "--require-checksums: " + std::to_string(heap_strings.size()) + " shard" +
+        (heap_strings.size() == 1 ? "" : "s") + " of " + split_dir + (heap_strings.size() == 1 ? " keeps" : " keep") +
+        " a string attribute as a variable-length string (h5py's default for str), whose value HDF5 stores in its "
+        "global heap without checksums:" +
+        first_shards(heap_strings) + "\nadd --verify-data, or rewrite them: `scaletrain-data upgrade " + dataset_dir +
+        " --output NEW_DIR`, or write the attribute as fixed-length bytes (np.bytes_(\"image_classification\")) "
+        "and write the manifest again");
+}
+
+std::vector<std::string> shards_with_heap_strings(const std::vector<std::string>& shard_paths) {
+  std::vector<std::string> out;
+  for (const std::string& path : shard_paths) {
+    const io::H5File f(path, io::H5File::Mode::read);
+    for (const char* name : kStringAttributes)
+      if (f.has_attribute(name) && f.is_variable_length_string(name)) {
+        out.push_back(path + " ('" + name + "')");
+        break;
+      }
+  }
+  return out;
 }
 
 std::string read_rate(const ChecksumReport& r, int ranks) {

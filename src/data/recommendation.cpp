@@ -54,9 +54,12 @@ Shape int32_dataset(const io::H5File& f, const char* name, int rank, const char*
 }
 
 std::vector<int32_t> read_ids(const io::H5File& f, const char* name, int64_t count, int64_t limit) {
-  std::vector<int32_t> v(static_cast<std::size_t>(count));
-  if (count == 0) return v;
+  if (count == 0) return {};
+  // Read first: H5File::read checks the size against the file before allocating.
   const Tensor t = f.read(name, DType::i32);
+  ST_CHECK(t.numel() == count,
+           f.path() << ": dataset '" << name << "' holds " << t.numel() << " ids, expected " << count);
+  std::vector<int32_t> v(static_cast<std::size_t>(count));
   std::memcpy(v.data(), t.data<int32_t>(), v.size() * sizeof(int32_t));
   for (int64_t i = 0; i < count; ++i)
     ST_CHECK(v[i] >= 0 && v[i] < limit,

@@ -118,11 +118,36 @@ std::string type_name(hid_t type) {
 
 std::vector<hsize_t> to_dims(const Shape& shape) { return std::vector<hsize_t>(shape.begin(), shape.end()); }
 
+// More elements than any dataset of a shard, checkpoint or manifest holds (2^48: 256 TiB of bytes),
+// so that a damaged dataspace (a dimension of 2^62, say) is refused before its size is multiplied
+// by an element size or allocated.
+constexpr uint64_t kMaxElements = uint64_t(1) << 48;
+
 Shape space_shape(hid_t space, const std::string& what) {
   const int rank = H5_OK(H5Sget_simple_extent_ndims(space), what << ": cannot get the rank");
   std::vector<hsize_t> dims(rank);
   if (rank > 0) H5_OK(H5Sget_simple_extent_dims(space, dims.data(), nullptr), what << ": cannot get the shape");
+  uint64_t elements = 1;
+  for (hsize_t d : dims) {
+    ST_CHECK(d <= kMaxElements && (d == 0 || elements <= kMaxElements / d),
+             what << " has a dimension of " << d << " elements, more than " << kMaxElements
+                  << " in all: the file is damaged");
+    elements *= d;
+  }
   return Shape(dims.begin(), dims.end());
+}
+
+// The bytes a whole read of a dataset or attribute yields must be stored in the file: at most its
+// size, or, for a filtered (compressed) dataset, its size times deflate's largest ratio (about
+// 1032:1; 1100 leaves room). Checked before the buffer is allocated, so that damaged metadata that
+// claims a huge dataset is an error naming the file, not an allocation of petabytes.
+void require_stored_in_file(const std::string& path, uint64_t bytes, bool filtered, const std::string& what) {
+  std::error_code ec;
+  const uint64_t file_bytes = std::filesystem::file_size(path, ec);
+  if (ec) return;  // not a plain file (a driver's own storage): nothing to compare with
+  const uint64_t most = filtered ? file_bytes * 1100 : file_bytes;
+  ST_CHECK(bytes <= most, what << " would hold " << bytes << " bytes, more than the " << file_bytes
+                               << "-byte file can store" << (filtered ? " compressed" : "") << ": the file is damaged");
 }
 
 // Link-creation property list that creates missing parent groups.
@@ -341,7 +366,11 @@ Tensor H5File::read(const std::string& name, DType dtype) const {
                                                                 << type_name(type.id()) << ", expected "
                                                                 << dtype_name(dtype));
   H5Handle space(H5_OK(H5Dget_space(ds.id()), what), H5Handle::Kind::dataspace);
-  Tensor t = Tensor::empty(space_shape(space.id(), what), dtype);
+  const Shape shape = space_shape(space.id(), what);
+  H5Handle dcpl(H5_OK(H5Dget_create_plist(ds.id()), what), H5Handle::Kind::plist);
+  require_stored_in_file(path_, static_cast<uint64_t>(shape_numel(shape)) * dtype_size(dtype),
+                         H5_OK(H5Pget_nfilters(dcpl.id()), what) > 0, path_ + ": dataset '" + name + "'");
+  Tensor t = Tensor::empty(shape, dtype);
   if (t.numel() > 0) H5_OK(H5Dread(ds.id(), native_type(dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()), what);
   return t;
 }
@@ -393,8 +422,12 @@ OpenAttribute open_attribute(hid_t file, const std::string& path, const std::str
                     H5Handle::Kind::attribute);
   a.type = H5Handle(H5_OK(H5Aget_type(a.attr.id()), what), H5Handle::Kind::datatype);
   a.space = H5Handle(H5_OK(H5Aget_space(a.attr.id()), what), H5Handle::Kind::dataspace);
+  (void)space_shape(a.space.id(), what);  // refuses absurd dimensions before they are multiplied
   a.points = H5_OK(H5Sget_simple_extent_npoints(a.space.id()), what);
   a.type_name = type_name(a.type.id());
+  // Attributes are stored uncompressed: their values (and a fixed-length string's size) fit in the file.
+  require_stored_in_file(path, static_cast<uint64_t>(a.points) * std::max<std::size_t>(1, H5Tget_size(a.type.id())),
+                         /*filtered=*/false, what);
   return a;
 }
 }  // namespace
@@ -446,6 +479,13 @@ void H5File::set_attribute(const std::string& name, const std::vector<double>& v
 std::string H5File::attribute_type(const std::string& name, const std::string& object) const {
   Lock lock(h5_mutex());
   return open_attribute(file_.id(), path_, object, name).type_name;
+}
+
+bool H5File::is_variable_length_string(const std::string& name, const std::string& object) const {
+  Lock lock(h5_mutex());
+  OpenAttribute a = open_attribute(file_.id(), path_, object, name);
+  return H5Tget_class(a.type.id()) == H5T_STRING &&
+         H5_OK(H5Tis_variable_str(a.type.id()), path_ << ": attribute '" << name << "'") > 0;
 }
 
 int64_t H5File::get_int_attribute(const std::string& name, const std::string& object) const {
@@ -622,6 +662,12 @@ H5Dataset::H5Dataset(const H5File& file, const std::string& name) : path_(file.p
     H5_OK(H5Pget_chunk(dcpl.id(), static_cast<int>(chunk.size()), chunk.data()), what);
     for (std::size_t d = 1; d < shape_.size(); ++d)
       if (static_cast<int64_t>(chunk[d]) != shape_[d]) return;  // chunks split rows
+    // A chunk may hold more rows than an extendible dataset has yet, but its bytes must be a size:
+    // damaged metadata (0 rows, or 2^60) is left to HDF5's own reads rather than multiplied here.
+    int64_t chunk_bytes = 0;
+    if (chunk[0] == 0 || chunk[0] > kMaxElements ||
+        __builtin_mul_overflow(static_cast<int64_t>(chunk[0]), row_bytes_, &chunk_bytes))
+      return;
     chunk_rows_ = static_cast<int64_t>(chunk[0]);
     const int64_t nchunks = (rows() + chunk_rows_ - 1) / chunk_rows_;
     hsize_t stored = 0;
@@ -635,7 +681,7 @@ H5Dataset::H5Dataset(const H5File& file, const std::string& name) : path_(file.p
       hsize_t size = 0;
       H5_OK(H5Dget_chunk_info(dataset_.id(), space.id(), i, offset.data(), &mask, &addr, &size), what);
       const int64_t index = static_cast<int64_t>(offset[0]) / chunk_rows_;
-      if (index < 0 || index >= nchunks || static_cast<int64_t>(size) != chunk_rows_ * row_bytes_) return;
+      if (index < 0 || index >= nchunks || static_cast<int64_t>(size) != chunk_bytes) return;
       chunk_offset_[index] = static_cast<int64_t>(addr + userblock);
     }
     for (int64_t o : chunk_offset_)

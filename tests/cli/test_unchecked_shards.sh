@@ -14,13 +14,15 @@ rm -rf "$T" && mkdir -p "$T"
 MPI2=(timeout 120 mpirun -np 2 --oversubscribe)
 TRAIN=(train --model resnet20 --epochs 1 --batch-size 16 --threads 1 --max-steps 2)
 
-# write_h5py DIR [LIBVER]: train/ and val/ of one raw shard each, as docs/dataset-format.md writes
-# them (LIBVER: the h5py libver argument, e.g. "('v110', 'latest')"; none: h5py's default).
+# write_h5py DIR [LIBVER [TASK]]: train/ and val/ of one raw shard each, as docs/dataset-format.md
+# writes them (LIBVER: the h5py libver argument, e.g. "('v110', 'latest')"; none: h5py's default;
+# TASK "str": the task attribute as a Python str, which h5py stores as a variable-length string;
+# by default as fixed-length bytes, as the docs write it).
 write_h5py() {
-  $PY - "$1" "${2:-}" <<'PY'
+  $PY - "$1" "${2:-}" "${3:-bytes}" <<'PY'
 import os, sys
 import h5py, numpy as np
-out, libver = sys.argv[1], sys.argv[2]
+out, libver, task = sys.argv[1], sys.argv[2], sys.argv[3]
 kw = {"libver": eval(libver)} if libver else {}
 rng = np.random.default_rng(0)
 K = 4
@@ -30,7 +32,7 @@ for split, n in (("train", 64), ("val", 32)):
     labels = rng.integers(0, K, size=n)
     with h5py.File(f"{out}/{split}/shard-00000-of-00001.h5", "w", **kw) as f:
         f.attrs["scaletrain_format"] = 2
-        f.attrs["task"] = "image_classification"
+        f.attrs["task"] = "image_classification" if task == "str" else np.bytes_("image_classification")
         f.attrs["num_classes"] = K
         f.attrs["mean"] = (images / 255.0).mean(axis=(0, 1, 2))
         f.attrs["std"] = (images / 255.0).std(axis=(0, 1, 2))
@@ -243,6 +245,19 @@ out=$("$BIN/scaletrain-data" inspect "$T/latest") || fail "inspect (libver): $ou
 "$BIN/scaletrain-data" manifest "$T/latest" >/dev/null
 "$BIN/scaletrain-data" inspect "$T/latest" --require-checksums >/dev/null || fail "inspect --require-checksums (libver)"
 echo "ok: h5py libver=('v110', 'latest')"
+# A task written as a Python str is a variable-length string, whose value HDF5 keeps in its global
+# heap without checksums even in the 1.10 format: --require-checksums wants --verify-data for it.
+write_h5py "$T/heapstr" "('v110', 'latest')" str
+"$BIN/scaletrain-data" manifest "$T/heapstr" >/dev/null
+rc=0
+out=$("${MPI2[@]}" "$BIN/scaletrain" "${TRAIN[@]}" --data "$T/heapstr" --output-dir "$T/r6" --require-checksums 2>&1) ||
+  rc=$?
+check_refusal "train --require-checksums, a variable-length task string" "$rc" "$out" \
+  "1 shard of $T/heapstr/train keeps a string attribute as a variable-length string" \
+  "$T/heapstr/train/shard-00000-of-00001.h5 ('task')" "add --verify-data" "np.bytes_"
+"$BIN/scaletrain-data" inspect "$T/heapstr" --require-checksums --verify-data >/dev/null ||
+  fail "inspect --require-checksums --verify-data (variable-length task)"
+echo "ok: a variable-length task string needs --verify-data under --require-checksums"
 "$BIN/scaletrain-data" synthetic --samples 64 --val-samples 32 --image-size 8,8,3 --classes 4 --shards 2 \
   --output "$T/synthetic" >/dev/null
 out=$("$BIN/scaletrain" "${TRAIN[@]}" --data "$T/synthetic" --output-dir "$T/r5" --require-checksums 2>&1) ||

@@ -10,10 +10,12 @@
 // an input within --timeout (killed: a hang) ends that mutant with that outcome, and a new
 // worker carries on with the next mutant. Outcomes: ok (accepted), clear_error (the error names
 // the file), other_error (an error that does not, or not a scaletrain error), sanitizer, signal,
-// hang, and known_limit: a sanitizer report that the target calls a documented limit (fuzz_shard:
-// inside libhdf5, on a file whose HDF5 metadata has no checksums; its report is kept like a
-// finding's). The summary is one JSON line per run (stdout, and appended to --summary FILE); the
-// exit code is 1 when any mutant ended in other_error, sanitizer, signal or hang.
+// hang, and known_limit: a sanitizer report or a hang that the target calls a documented limit
+// (fuzz_shard: a report inside libhdf5 on a file whose HDF5 metadata has no checksums, or a hang in
+// libhdf5's global heap; its report is kept like a finding's). A hung worker's thread stacks go
+// into its report when gdb is installed (without gdb a hang is never a known limit). The summary is one JSON line per
+// run (stdout, and appended to --summary FILE); the exit code is 1 when any mutant ended in other_error, sanitizer,
+// signal or hang.
 //
 // Recipe syntax (one mutant): CORPUS_FILE EDIT...; edits apply in order:
 //   set@OFF:HEX    overwrite bytes at OFF (clipped at the end of the file)
@@ -475,6 +477,15 @@ const char* documented_limit(const Mutant& m, const std::vector<Seed>& corpus, c
   return scaletrain::fuzz::known_limit(input, report);
 }
 
+// A hung worker's threads, where they are stuck, appended to its stderr file (the hang's report)
+// when gdb is installed; without it the report has the recipe only.
+void append_thread_stacks(pid_t pid, const std::string& err_file) {
+  if (access("/usr/bin/gdb", X_OK) != 0) return;
+  const std::string command = "timeout 60 /usr/bin/gdb -p " + std::to_string(pid) +
+                              " -batch -ex 'thread apply all bt' >>'" + err_file + "' 2>&1 </dev/null";
+  if (std::system(command.c_str()) != 0) std::cerr << "could not attach gdb to the hung worker " << pid << "\n";
+}
+
 constexpr int kSanitizerExit = 86;  // the workers' ASAN_OPTIONS/UBSAN_OPTIONS exitcode
 
 int supervisor_main(int argc, char** argv, const Options& o) {
@@ -542,6 +553,7 @@ int supervisor_main(int argc, char** argv, const Options& o) {
       const int ready = left > 0 ? poll(&p, 1, static_cast<int>(left * 1000) + 1) : 0;
       if (ready == 0 && in_flight) {
         hung = true;
+        append_thread_stacks(pid, err_file);
         kill(pid, SIGKILL);
         break;
       }
@@ -597,6 +609,11 @@ int supervisor_main(int argc, char** argv, const Options& o) {
     if (hung) {
       outcome = "hang";
       detail = "no result after " + std::to_string(o.timeout) + " s";
+      const Mutant m = o.replay.empty() ? make_mutant(corpus, o.seed, next) : replayed[next];
+      if (const char* limit = documented_limit(m, corpus, reports, err_file)) {
+        outcome = "known_limit";
+        detail = std::string(limit) + ": " + detail;
+      }
     } else if (WIFEXITED(status) && WEXITSTATUS(status) == kSanitizerExit) {
       outcome = "sanitizer";
       detail = sanitizer_line(err_file);

@@ -25,10 +25,11 @@ const char* target_name();
 // Once per process, before any input: MPI (single rank), models, scratch files.
 void target_init();
 Result run_input(const uint8_t* data, std::size_t size);
-// A worker that an input ended with a sanitizer report (its full text: `report`; the input's bytes
-// in the file `input_path`) hit a documented limit rather than a bug when this returns the
-// limit's name: counted as known_limit, not a finding. nullptr for everything else; every target
-// but fuzz_shard has no such limit.
+// A worker that an input ended with a sanitizer report or hung on (`report`: its stderr, with the
+// sanitizer's report or, for a hang, gdb's stacks of its threads; the input's bytes in the file
+// `input_path`) hit a documented limit rather than a bug when this returns the limit's name:
+// counted as known_limit, not a finding. nullptr for everything else; every target but
+// fuzz_shard has no such limit.
 const char* known_limit(const std::string& input_path, const std::string& report);
 
 // Shared helpers (fuzz_common.cpp).

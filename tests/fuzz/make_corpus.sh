@@ -7,7 +7,9 @@
 #                    shards written with h5py as docs/dataset-format.md tells users to: h5py-*.h5
 #                    (raw contiguous, raw chunked and gzip-compressed, JPEG, recommendation
 #                    training and evaluation, in h5py's default file format, whose metadata has no
-#                    checksums; and the raw example with libver=("v110", "latest"), which has)
+#                    checksums, with `task` a str as users wrote it before the docs said np.bytes_;
+#                    and the raw example as the docs write it now: libver=("v110", "latest") and a
+#                    fixed-length `task`)
 #   OUT/jpeg/        small JPEGs made with PIL (baseline, progressive, grayscale, 4:4:4, CMYK,
 #                    restart markers) and one taken from that JPEG shard's source tree
 #   OUT/checkpoint/  the checkpoint of a 4-step `scaletrain train` run of resnet20 on 8x8 data
@@ -67,11 +69,21 @@ tree, out = sys.argv[1], sys.argv[2]
 rng = np.random.default_rng(11)
 images = rng.integers(0, 256, size=(12, 8, 8, 3), dtype=np.uint8)
 labels = rng.integers(0, 4, size=12).astype("int32")
+def create(path, libver):
+    if not libver:
+        return h5py.File(path, "w")
+    # h5py.File(path, "w", libver=libver), less the root group's timestamps, which the 1.10 format
+    # keeps (h5py leaves them out of datasets): the seed is then the same bytes every time.
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    fapl.set_libver_bounds(*[{"v110": h5py.h5f.LIBVER_V110, "latest": h5py.h5f.LIBVER_LATEST}[v] for v in libver])
+    fcpl = h5py.h5p.create(h5py.h5p.FILE_CREATE)
+    fcpl.set_obj_track_times(False)
+    return h5py.File(h5py.h5f.create(path.encode(), h5py.h5f.ACC_TRUNC, fcpl=fcpl, fapl=fapl))
 def raw(name, libver=None, **layout):
-    kw = {"libver": libver} if libver else {}
-    with h5py.File(os.path.join(out, name), "w", **kw) as f:
+    with create(os.path.join(out, name), libver) as f:
         f.attrs["scaletrain_format"] = 2
-        f.attrs["task"] = "image_classification"
+        # The docs' example (libver) writes a fixed-length task; files written before it, a str.
+        f.attrs["task"] = np.bytes_("image_classification") if libver else "image_classification"
         f.attrs["num_classes"] = 4
         f.attrs["mean"] = (images / 255.0).mean(axis=(0, 1, 2))
         f.attrs["std"] = (images / 255.0).std(axis=(0, 1, 2))

@@ -249,6 +249,11 @@ BOOST_AUTO_TEST_CASE(open_split_rejects_spec_violations) {
         f.write("images", Tensor::zeros({5, 16}, DType::u8));
       },
       {"'images'", "[5, 16]", "[N, H, W, C]"});
+  expect(
+      [](io::H5File& f) {
+        f.write("images", Tensor::zeros({5, 1, 70000, 1}, DType::u8));
+      },
+      {"'images'", "[5, 1, 70000, 1]", "at most 65535x65535x64"});
   expect([](io::H5File& f) { f.write("labels", Tensor::zeros({4}, DType::i32)); }, {"5 samples", "'labels' has 4"});
   expect([](io::H5File& f) { f.write("labels", Tensor::zeros({5, 1}, DType::i32)); }, {"'labels'", "[N]"});
   expect(

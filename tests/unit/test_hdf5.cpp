@@ -307,6 +307,33 @@ BOOST_AUTO_TEST_CASE(bad_files_name_the_file) {
   BOOST_TEST(throws_with([&] { H5File(dir, H5File::Mode::read); }, {dir, "not a regular file"}));
 }
 
+// A dataset whose shape claims more than the file can hold (sparse chunked datasets, as damaged
+// metadata would claim) is refused naming the file before anything of that size is allocated or
+// multiplied: more than 2^48 elements, or more bytes than the file stores.
+BOOST_AUTO_TEST_CASE(shapes_larger_than_the_file_are_refused) {
+  const std::string path = temp_path("sparse.h5");
+  H5File(path, H5File::Mode::create_truncate).close();
+  auto add_sparse = [&](const char* name, hsize_t rows) {
+    const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    const hsize_t dims[1] = {rows}, chunk[1] = {1024};
+    const hid_t space = H5Screate_simple(1, dims, nullptr);
+    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 1, chunk);
+    const hid_t ds = H5Dcreate2(file, name, H5T_STD_I32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    BOOST_REQUIRE(ds >= 0);
+    H5Dclose(ds);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Fclose(file);
+  };
+  add_sparse("huge", hsize_t(1) << 50);
+  add_sparse("big", hsize_t(1) << 32);
+  const H5File f(path, H5File::Mode::read);
+  BOOST_TEST(throws_with([&] { (void)f.dataset_shape("huge"); }, {path, "'huge'", "more than 281474976710656"}));
+  BOOST_TEST(throws_with([&] { (void)f.read("big", DType::i32); },
+                         {path, "'big'", "17179869184 bytes", "more than the", "the file is damaged"}));
+}
+
 // The superblock version, read from the bytes: what h5py writes by default (version 0, no
 // metadata checksums), with libver latest (3), after a user block, and what we write (>= 2).
 BOOST_AUTO_TEST_CASE(superblock_version_without_hdf5) {

@@ -29,6 +29,10 @@ constexpr int kOldestRawFormatVersion = 1;
 constexpr const char* kTaskImageClassification = "image_classification";
 // Samples per chunk of `images` when writing: per-sample reads stay cheap and chunks stay small.
 constexpr int64_t kDefaultChunkSamples = 256;
+// The largest raw image a shard may hold (sides and channels are ints downstream; a side of 2^31
+// is damage, not an image): 65,535 pixels a side, as JPEG's own limit, and 64 channels.
+constexpr int64_t kMaxImageSide = 65535;
+constexpr int64_t kMaxChannels = 64;
 
 struct ShardInfo {
   std::string path;

@@ -105,10 +105,18 @@ std::vector<std::string> unchecked_shards_of_split(const std::string& split_dir)
 // out); empty when there are none.
 std::string unchecked_shards_warning(const std::string& split_dir, const std::vector<std::string>& unchecked);
 
-// --require-checksums, before any HDF5 call on the split's shards: throws UsageError naming the
-// split and the way out when it has no manifest, or, unless verify_data (the shards' bytes are then
-// hashed against the manifest before libhdf5 opens them), when shards have unchecksummed metadata
-// (naming the first three). A split without *.h5 files passes (open_split names that).
+// The shards among shard_paths (checksummed metadata: libhdf5 opens them) whose root `task` or
+// `encoding` attribute is a variable-length string, as "PATH ('task')": its value is in HDF5's
+// global heap, which no file format version checksums (libhdf5 1.10.8 loops forever on a damaged
+// one; docs/reliability.md). Reads attribute types only, never a value.
+std::vector<std::string> shards_with_heap_strings(const std::vector<std::string>& shard_paths);
+
+// --require-checksums: throws UsageError naming the split and the way out when it has no manifest,
+// or, unless verify_data (the shards' bytes are then hashed against the manifest before libhdf5
+// opens them), when shards have unchecksummed metadata (naming the first three); these checks make
+// no HDF5 call. Then, without verify_data, when shards keep `task` or `encoding` as variable-length
+// strings (shards_with_heap_strings: libhdf5 opens the shards, whose metadata is checksummed). A
+// split without *.h5 files passes (open_split names that).
 void require_checksums(const std::string& split_dir, bool verify_data);
 
 // "1006.7 MB in 0.19 s (5298 MB/s over 1 rank)": what a report read and how fast.

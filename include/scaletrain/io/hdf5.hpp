@@ -101,6 +101,9 @@ class H5File {
   double get_double_attribute(const std::string& name, const std::string& object = "/") const;
   // Same naming as dataset_type, for checks.
   std::string attribute_type(const std::string& name, const std::string& object = "/") const;
+  // Whether a string attribute is variable-length (h5py's default for str): its value lives in
+  // HDF5's global heap, which no file format version checksums. Reads the attribute's type only.
+  bool is_variable_length_string(const std::string& name, const std::string& object = "/") const;
 
   void flush();
   void close();
