@@ -5,9 +5,10 @@
 #     `xxhsum -H3`, all from the page cache (warm: the cost in CPU per GB; on a parallel file
 #     system the read itself bounds it), in interleaved rounds; medians.
 #  2. The checks at open: `scaletrain-data inspect` of a 1024-shard split with and without its
-#     manifest (one stat per shard), and with --require-checksums (the manifest's presence and each
-#     shard's superblock version: one small read per shard; what train.sbatch and a study pass by
-#     default, DATA_CHECKS=require).
+#     manifest (one stat per shard), and with --require-checksums (the manifest's presence, each
+#     shard's superblock version, one small read per shard, and, the metadata being checksummed,
+#     an HDF5 open of each shard for its string attributes' types; what train.sbatch and a study
+#     pass by default, DATA_CHECKS=require).
 # Env: BUILD (default build). Prints a table; writes nothing outside $TMPDIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -17,6 +17,7 @@ packages=(
   dataset-fashion-mnist
   slurmctld slurmd slurm-client munge
   xz-utils  # tools/gpu-bundle.sh's archive for the GPU machine (docs/gpu.md)
+  gdb  # a hung fuzz worker's thread stacks (tests/fuzz/driver.cpp, docs/sanitizers-and-fuzzing.md)
   # PyTorch's CPU matrix products for the baselines: Debian's python3-torch calls libblas.so.3,
   # the unoptimised reference BLAS unless OpenBLAS is installed (tools/torch_blas.py refuses it).
   libopenblas0-pthread

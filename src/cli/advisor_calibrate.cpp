@@ -82,8 +82,8 @@ po::options_description calibrate_options(CalibrateCommand& c) {
       "verify-data", po::bool_switch(&c.verify_data),
       "with --data: first compare its shards with its manifest.json (checksums), as train's --verify-data")(
       "require-checksums", po::bool_switch(&c.require_checksums),
-      "with --data: refuse a split without manifest.json, and shards whose HDF5 metadata has no checksums unless "
-      "--verify-data, as train's --require-checksums")(
+      "with --data: refuse a split without manifest.json and, unless --verify-data, shards whose HDF5 metadata has "
+      "no checksums or whose 'task'/'encoding' is a variable-length string, as train's --require-checksums")(
       "io", po::value(&c.io)->default_value(c.io),
       "with --data: shard reader, posix | mmap | mpiio | mpiio-collective")(
       "data-threads", po::value(&c.data_threads)->default_value(c.data_threads), "with --data: decode/augment threads")(

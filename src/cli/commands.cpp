@@ -261,8 +261,9 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "ranks share the shards, about a second per 10 GB per rank from page cache, the file system's read rate "
       "otherwise); a damaged shard stops the run naming it")(
       "require-checksums", po::bool_switch(&c.require_checksums),
-      "refuse, before libhdf5 reads a shard, a split without manifest.json and shards whose HDF5 metadata has no "
-      "checksums (h5py's default format) unless --verify-data is also given (docs/reliability.md)");
+      "refuse a split without manifest.json and, unless --verify-data is also given, shards whose HDF5 metadata has "
+      "no checksums (h5py's default format; refused before libhdf5 reads them) or whose 'task'/'encoding' is a "
+      "variable-length string (kept in HDF5's global heap, which has no checksum) (docs/reliability.md)");
   po::options_description progress("evaluation, progress and outputs", kHelpWidth);
   progress.add_options()("eval-every", po::value(&c.eval_every)->default_value(c.eval_every),
                          "evaluate on val every N epochs (and after the last)")(
@@ -535,7 +536,8 @@ int cmd_eval(int argc, char** argv) {
       "verify-data", po::bool_switch(&c.verify_data),
       "first compare the split's shards with its manifest.json (checksums, shared by the ranks)")(
       "require-checksums", po::bool_switch(&c.require_checksums),
-      "refuse a split without manifest.json, and shards whose HDF5 metadata has no checksums unless --verify-data");
+      "refuse a split without manifest.json and, unless --verify-data, shards whose HDF5 metadata has no checksums "
+      "or whose 'task'/'encoding' is a variable-length string (docs/reliability.md)");
   po::variables_map vm;
   if (!parse("eval", argc, argv, desc, vm)) return 0;
   notify("eval", vm);

@@ -330,19 +330,20 @@ int inspect_main(int argc, char** argv) {
       "verify-data", po::bool_switch(&verify_data),
       "first compare every split's shards with its manifest.json (checksums, shared by the ranks under mpirun)")(
       "require-checksums", po::bool_switch(&require_checksums),
-      "refuse a split without manifest.json, and shards whose HDF5 metadata has no checksums unless --verify-data");
+      "refuse a split without manifest.json and, unless --verify-data, shards whose HDF5 metadata has no checksums "
+      "or whose 'task'/'encoding' is a variable-length string (docs/reliability.md)");
   po::positional_options_description pos;
   pos.add("dir", 1);
   po::variables_map vm;
   if (!parse_data_command("inspect", argc, argv, desc, vm, "DIR [--json]", &pos)) return 0;
   const World world;
   const std::vector<std::string> splits = data::list_splits(dir);
-  // Before any HDF5 call, on every rank alike (the same files, the same verdict).
-  for (const auto& split : splits) {
-    const std::string split_dir = (fs::path(dir) / split).string();
-    if (require_checksums) data::require_checksums(split_dir, verify_data);
-    if (verify_data) data::require_intact(split_dir, comm::Communicator::world());
-  }
+  // The checks first, their verdicts agreed over the ranks (no rank left in a collective).
+  std::vector<std::string> split_dirs;
+  for (const auto& split : splits) split_dirs.push_back((fs::path(dir) / split).string());
+  if (require_checksums) data::require_checksums_agreed(split_dirs, verify_data, comm::Communicator::world());
+  if (verify_data)
+    for (const std::string& split_dir : split_dirs) data::require_intact(split_dir, comm::Communicator::world());
   // Validation is rank 0's job; under mpirun the others just wait for its verdict.
   if (world.rank != 0) return 0;
   Json out = Json::object();

@@ -48,7 +48,8 @@ namespace {
 const char* kUpgradeHelp =
     "Rewrites every split (sub-directory) of SRC into DST in dataset format 2 with checksummed HDF5\n"
     "metadata (HDF5's 1.10 file format, superblock 3), keeping the shard names, sample order, every\n"
-    "sample's values bit for bit and the attributes. It takes shards of any encoding and task: raw\n"
+    "sample's values bit for bit and the attributes the format defines (strings become fixed-length;\n"
+    "attributes it does not define are not kept). It takes shards of any encoding and task: raw\n"
     "images, JPEG (format 1 or 2) and recommendation. Each shard is read through HDF5 once (run it on\n"
     "files you trust) and written again by scaletrain's writer, also when it is already checksummed\n"
     "(never copied byte for byte). Shards written by h5py with its default, oldest file format\n"

@@ -307,7 +307,8 @@ std::string unchecked_shards_warning(const std::string& split_dir, const std::ve
   return os.str();
 }
 
-void require_checksums(const std::string& split_dir, bool verify_data) {
+void require_checksums(const std::string& split_dir, bool verify_data, int rank, int ranks) {
+  ST_CHECK(ranks >= 1 && rank >= 0 && rank < ranks, "internal: require_checksums for rank " << rank << " of " << ranks);
   std::error_code ec;
   if (!fs::is_directory(split_dir, ec)) return;  // open_split's message
   const std::vector<std::string> paths = shard_files(split_dir);
@@ -315,7 +316,8 @@ void require_checksums(const std::string& split_dir, bool verify_data) {
   const std::string dataset_dir = fs::path(split_dir).parent_path().string();
   const std::vector<std::string> unchecksummed = unchecksummed_shards(paths);
   // The advice depends on the shards: checksummed ones pass with a manifest alone.
-  if (!read_manifest(split_dir))
+  const std::optional<Manifest> manifest = read_manifest(split_dir);
+  if (!manifest)
     throw UsageError("--require-checksums: " + split_dir + " has no " + kManifestFile +
                      ", so nothing checks its shards' bytes before libhdf5 parses them; where the data is known "
                      "good, write one with `scaletrain-data manifest " +
@@ -338,8 +340,14 @@ void require_checksums(const std::string& split_dir, bool verify_data) {
         " and write the manifest again");
   if (verify_data) return;  // every byte is hashed before libhdf5 opens a shard
   // The metadata is checksummed, so libhdf5 may open the shards to look at attribute types; a
-  // variable-length string's value is in the global heap, which nothing checksums.
-  const std::vector<std::string> heap_strings = shards_with_heap_strings(paths);
+  // variable-length string's value is in the global heap, which nothing checksums. Sizes first,
+  // so that a shard cut short gets the manifest's message, not libhdf5's. Rank r looks at shards
+  // r, r + P, ... (the caller agrees the verdict).
+  check_manifest_sizes(*manifest, paths);
+  std::vector<std::string> mine;
+  for (std::size_t i = static_cast<std::size_t>(rank); i < paths.size(); i += static_cast<std::size_t>(ranks))
+    mine.push_back(paths[i]);
+  const std::vector<std::string> heap_strings = shards_with_heap_strings(mine);
   if (!heap_strings.empty())
     throw UsageError(
         "--require-checksums: " + std::to_string(heap_strings.size()) + " shard" +
@@ -362,6 +370,26 @@ std::vector<std::string> shards_with_heap_strings(const std::vector<std::string>
       }
   }
   return out;
+}
+
+void require_checksums_agreed(const std::vector<std::string>& split_dirs, bool verify_data,
+                              const comm::Communicator& comm) {
+  std::string refusal;
+  bool damaged = false;  // a damaged file (exit 1), not a refused option (exit 2)
+  try {
+    for (const std::string& dir : split_dirs) require_checksums(dir, verify_data, comm.rank(), comm.size());
+  } catch (const UsageError& e) {
+    refusal = error_text(e);
+  } catch (const std::exception& e) {
+    refusal = error_text(e);
+    damaged = true;
+  }
+  if (comm.allreduce_and(refusal.empty())) return;
+  // Only rank 0 prints a usage error: another rank that refused says why itself.
+  if (!refusal.empty() && comm.rank() != 0) ST_WARN(refusal);
+  if (damaged) ST_THROW(refusal);
+  throw UsageError(refusal.empty() ? "--require-checksums: another rank refused the dataset (its message is above)"
+                                   : refusal);
 }
 
 std::string read_rate(const ChecksumReport& r, int ranks) {

@@ -128,26 +128,63 @@ Shape space_shape(hid_t space, const std::string& what) {
   std::vector<hsize_t> dims(rank);
   if (rank > 0) H5_OK(H5Sget_simple_extent_dims(space, dims.data(), nullptr), what << ": cannot get the shape");
   uint64_t elements = 1;
+  bool too_many = false;
   for (hsize_t d : dims) {
-    ST_CHECK(d <= kMaxElements && (d == 0 || elements <= kMaxElements / d),
-             what << " has a dimension of " << d << " elements, more than " << kMaxElements
-                  << " in all: the file is damaged");
-    elements *= d;
+    too_many = too_many || d > kMaxElements || (d != 0 && elements > kMaxElements / d);
+    if (!too_many) elements *= d;
+  }
+  if (too_many) {
+    std::ostringstream shape;
+    for (std::size_t i = 0; i < dims.size(); ++i) shape << (i ? ", " : "[") << dims[i];
+    ST_THROW(what << " has shape " << shape.str() << "], more than " << kMaxElements
+                  << " elements in all: the file is damaged");
   }
   return Shape(dims.begin(), dims.end());
 }
 
+// a x b, or UINT64_MAX where that overflows (a size no file holds).
+uint64_t saturating_product(uint64_t a, uint64_t b) {
+  uint64_t p = 0;
+  return __builtin_mul_overflow(a, b, &p) ? UINT64_MAX : p;
+}
+
+// How a dataset's stored bytes relate to what a read yields: stored as they are, compressed by
+// filters we know the largest ratio of (deflate, about 1032:1, with shuffle and fletcher32), or
+// by a filter we do not know (a plugin such as zstd or blosc: no bound).
+enum class Storage { plain, deflated, unknown };
+
+Storage dataset_storage(hid_t dcpl, const std::string& what) {
+  const int filters = H5_OK(H5Pget_nfilters(dcpl), what);
+  Storage storage = Storage::plain;
+  for (int i = 0; i < filters; ++i) {
+    unsigned flags = 0, config = 0;
+    std::size_t nelmts = 0;
+    const H5Z_filter_t id =
+        H5Pget_filter2(dcpl, static_cast<unsigned>(i), &flags, &nelmts, nullptr, 0, nullptr, &config);
+    if (id == H5Z_FILTER_DEFLATE)
+      storage = Storage::deflated;
+    else if (id != H5Z_FILTER_SHUFFLE && id != H5Z_FILTER_FLETCHER32)
+      return Storage::unknown;
+  }
+  return storage;
+}
+
 // The bytes a whole read of a dataset or attribute yields must be stored in the file: at most its
-// size, or, for a filtered (compressed) dataset, its size times deflate's largest ratio (about
-// 1032:1; 1100 leaves room). Checked before the buffer is allocated, so that damaged metadata that
-// claims a huge dataset is an error naming the file, not an allocation of petabytes.
-void require_stored_in_file(const std::string& path, uint64_t bytes, bool filtered, const std::string& what) {
+// size, or, deflated, its size times 1100. Checked before the buffer is allocated, so that damaged
+// metadata that claims a huge dataset is an error naming the file, not an allocation of
+// petabytes. Only for files opened read-only (a file being written may hold data in HDF5's caches
+// that is not on disk yet) and storage with a known bound.
+void require_stored_in_file(hid_t file, const std::string& path, uint64_t bytes, Storage storage,
+                            const std::string& what) {
+  unsigned intent = 0;
+  if (storage == Storage::unknown || H5Fget_intent(file, &intent) < 0 || intent != H5F_ACC_RDONLY) return;
   std::error_code ec;
   const uint64_t file_bytes = std::filesystem::file_size(path, ec);
   if (ec) return;  // not a plain file (a driver's own storage): nothing to compare with
-  const uint64_t most = filtered ? file_bytes * 1100 : file_bytes;
+  const bool deflated = storage == Storage::deflated;
+  const uint64_t most = saturating_product(file_bytes, deflated ? 1100 : 1);
   ST_CHECK(bytes <= most, what << " would hold " << bytes << " bytes, more than the " << file_bytes
-                               << "-byte file can store" << (filtered ? " compressed" : "") << ": the file is damaged");
+                               << "-byte file can store" << (deflated ? " compressed" : "") << ": the file is damaged");
 }
 
 // Link-creation property list that creates missing parent groups.
@@ -368,8 +405,8 @@ Tensor H5File::read(const std::string& name, DType dtype) const {
   H5Handle space(H5_OK(H5Dget_space(ds.id()), what), H5Handle::Kind::dataspace);
   const Shape shape = space_shape(space.id(), what);
   H5Handle dcpl(H5_OK(H5Dget_create_plist(ds.id()), what), H5Handle::Kind::plist);
-  require_stored_in_file(path_, static_cast<uint64_t>(shape_numel(shape)) * dtype_size(dtype),
-                         H5_OK(H5Pget_nfilters(dcpl.id()), what) > 0, path_ + ": dataset '" + name + "'");
+  require_stored_in_file(file_.id(), path_, saturating_product(shape_numel(shape), dtype_size(dtype)),
+                         dataset_storage(dcpl.id(), what), path_ + ": dataset '" + name + "'");
   Tensor t = Tensor::empty(shape, dtype);
   if (t.numel() > 0) H5_OK(H5Dread(ds.id(), native_type(dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()), what);
   return t;
@@ -426,8 +463,10 @@ OpenAttribute open_attribute(hid_t file, const std::string& path, const std::str
   a.points = H5_OK(H5Sget_simple_extent_npoints(a.space.id()), what);
   a.type_name = type_name(a.type.id());
   // Attributes are stored uncompressed: their values (and a fixed-length string's size) fit in the file.
-  require_stored_in_file(path, static_cast<uint64_t>(a.points) * std::max<std::size_t>(1, H5Tget_size(a.type.id())),
-                         /*filtered=*/false, what);
+  require_stored_in_file(
+      file, path,
+      saturating_product(static_cast<uint64_t>(a.points), std::max<std::size_t>(1, H5Tget_size(a.type.id()))),
+      Storage::plain, what);
   return a;
 }
 }  // namespace

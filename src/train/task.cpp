@@ -89,21 +89,11 @@ const TaskEntry& task_of_model(const std::string& model) {
   return *entry;
 }
 
-// --require-checksums, on the files' bytes only. Every rank looks and the verdict is agreed, so
-// that a rank that sees other files (a node-local copy) is not left waiting in the next collective:
-// all ranks refuse, rank 0 with its own message or, if only others refused, with theirs unseen.
+// --require-checksums on every split, the verdict agreed over the ranks (data::require_checksums_agreed).
 void require_checksums(const TrainConfig& c, const std::vector<std::string>& splits, const comm::Communicator& comm) {
-  std::string refusal;
-  try {
-    for (const std::string& split : splits)
-      data::require_checksums((std::filesystem::path(c.data_dir) / split).string(), c.verify_data);
-  } catch (const std::exception& e) {
-    refusal = error_text(e);
-  }
-  if (comm.allreduce_and(refusal.empty())) return;
-  throw UsageError(refusal.empty() ? "--require-checksums: another rank refused the dataset " + c.data_dir +
-                                         " (its files differ from this rank's; see that rank's error)"
-                                   : refusal);
+  std::vector<std::string> dirs;
+  for (const std::string& split : splits) dirs.push_back((std::filesystem::path(c.data_dir) / split).string());
+  data::require_checksums_agreed(dirs, c.verify_data, comm);
 }
 
 // Rank 0 names each split's unchecked shards before libhdf5 parses any of them, so that a damaged

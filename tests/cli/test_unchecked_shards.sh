@@ -257,7 +257,20 @@ check_refusal "train --require-checksums, a variable-length task string" "$rc" "
   "$T/heapstr/train/shard-00000-of-00001.h5 ('task')" "add --verify-data" "np.bytes_"
 "$BIN/scaletrain-data" inspect "$T/heapstr" --require-checksums --verify-data >/dev/null ||
   fail "inspect --require-checksums --verify-data (variable-length task)"
+rc=0
+out=$("${MPI2[@]}" "$BIN/scaletrain-data" inspect "$T/heapstr" --require-checksums 2>&1) || rc=$?
+check_refusal "inspect --require-checksums on 2 ranks (rank 0 refuses, rank 1 agrees)" "$rc" "$out" \
+  "$T/heapstr/train/shard-00000-of-00001.h5 ('task')"
 echo "ok: a variable-length task string needs --verify-data under --require-checksums"
+# Sizes are compared with the manifest before the string check opens a shard: a shard cut short
+# gets the manifest's message, not libhdf5's.
+cp -r "$T/latest" "$T/cut"
+truncate -s -100 "$T/cut/val/shard-00000-of-00001.h5"
+rc=0
+out=$(timeout 60 "$BIN/scaletrain-data" inspect "$T/cut" --require-checksums 2>&1) || rc=$?
+check_refusal "inspect --require-checksums, a shard cut short" "$rc" "$out" \
+  "$T/cut/val/shard-00000-of-00001.h5 is damaged" "cut short or still being copied"
+! grep -q "HDF5" <<<"$out" || fail "libhdf5 was asked first: $out"
 "$BIN/scaletrain-data" synthetic --samples 64 --val-samples 32 --image-size 8,8,3 --classes 4 --shards 2 \
   --output "$T/synthetic" >/dev/null
 out=$("$BIN/scaletrain" "${TRAIN[@]}" --data "$T/synthetic" --output-dir "$T/r5" --require-checksums 2>&1) ||

@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -408,6 +409,9 @@ const char* outcome_name(Outcome o) {
 // Worker: runs mutants start, start+1, ... in process until the deadline or the run budget.
 
 int worker_main(const Options& o) {
+  // gdb, started by the supervisor (not an ancestor), may attach to a hung worker where Yama's
+  // ptrace_scope is 1; without permission (scope 2 or 3, no CAP_SYS_PTRACE) a hang has no stacks.
+  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
   const std::vector<Seed> corpus = load_corpus(o.corpus);
   const std::vector<Mutant> replay = o.replay.empty() ? std::vector<Mutant>{} : load_replay(o.replay, corpus);
   scaletrain::fuzz::target_init();
@@ -480,9 +484,9 @@ const char* documented_limit(const Mutant& m, const std::vector<Seed>& corpus, c
 // A hung worker's threads, where they are stuck, appended to its stderr file (the hang's report)
 // when gdb is installed; without it the report has the recipe only.
 void append_thread_stacks(pid_t pid, const std::string& err_file) {
-  if (access("/usr/bin/gdb", X_OK) != 0) return;
-  const std::string command = "timeout 60 /usr/bin/gdb -p " + std::to_string(pid) +
-                              " -batch -ex 'thread apply all bt' >>'" + err_file + "' 2>&1 </dev/null";
+  if (std::system("command -v gdb >/dev/null 2>&1") != 0) return;
+  const std::string command = "timeout 60 gdb -p " + std::to_string(pid) + " -batch -ex 'thread apply all bt' >>'" +
+                              err_file + "' 2>&1 </dev/null";
   if (std::system(command.c_str()) != 0) std::cerr << "could not attach gdb to the hung worker " << pid << "\n";
 }
 
@@ -646,6 +650,8 @@ int supervisor_main(int argc, char** argv, const Options& o) {
   js << "{\"target\": \"" << name << "\", \"mode\": \"" << (o.replay.empty() ? "mutate" : "replay")
      << "\", \"seed\": " << o.seed << ", \"seconds\": " << elapsed << ", \"mutants\": " << total;
   for (const auto& [k, v] : counts) js << ", \"" << k << "\": " << v;
+  // Findings first, known limits after them: the list is capped, the counts are not.
+  std::stable_partition(findings.begin(), findings.end(), [](const Finding& f) { return f.outcome != "known_limit"; });
   js << ", \"runs_per_s\": " << (elapsed > 0 ? total / elapsed : 0) << ", \"workers\": " << workers
      << ", \"findings\": [";
   for (std::size_t i = 0; i < findings.size() && i < 50; ++i)

@@ -82,7 +82,8 @@ bool report_starts_in_libhdf5(const std::string& report) {
         line.find("__interceptor_") != std::string::npos || line.find("libc.so") != std::string::npos ||
         line.find("/sysdeps/") != std::string::npos;  // libc's memmove, named by its sources
     if (sanitizer_or_libc) continue;
-    return line.find("libhdf5") != std::string::npos;
+    // libhdf5's module, or, where it has debug symbols, one of its functions (they all start H5).
+    return line.find("libhdf5") != std::string::npos || line.find(" in H5") != std::string::npos;
   }
   return false;
 }

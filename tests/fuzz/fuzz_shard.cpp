@@ -3,7 +3,8 @@
 // shard, in their order:
 //   1. the checks before any HDF5 call: which shards have unchecksummed metadata (the start-up
 //      warning, read from the file's bytes), and --require-checksums, which must refuse the split
-//      (it has no manifest) with an error naming it;
+//      (it has no manifest) with an error naming it; then --require-checksums once more with a
+//      manifest of the damaged bytes, whose string check opens checksummed files with libhdf5;
 //   2. the task of the split (its first shard's `task` attribute), then the reader of that task:
 //      open_split (validation of every attribute and dataset, labels read), then every sample read
 //      by the loader's reader (posix, as --io's default) and decoded by the split's decoder (raw
@@ -17,6 +18,7 @@
 #include <memory>
 
 #include "fuzz/fuzz_target.hpp"
+#include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/data/dataset.hpp"
 #include "scaletrain/data/loader.hpp"
@@ -50,15 +52,30 @@ void read_all(const data::SplitInfo& split, bool augment) {
 }
 
 // Step 1. Throws a scaletrain::Error (not naming the file: an other_error) when --require-checksums
-// lets the split through, which it never may without a manifest.
+// lets the split through without a manifest, which it never may. Then, with a manifest of these
+// bytes (a user who wrote one for a damaged file), --require-checksums either refuses the file or
+// lets it through (checksummed metadata, fixed-length strings): its string check opens such files
+// with libhdf5, and that must end cleanly too. The manifest is removed again before step 2.
 void check_before_hdf5() {
   (void)data::unchecked_shards_of_split(split_dir());
+  bool refused = false;
   try {
     data::require_checksums(split_dir(), /*verify_data=*/false);
-  } catch (const UsageError& e) {
-    return;
+  } catch (const UsageError&) {
+    refused = true;
   }
-  ST_THROW("--require-checksums accepted a split without a manifest");
+  if (!refused) ST_THROW("--require-checksums accepted a split without a manifest");
+  data::write_manifest(split_dir(), comm::Communicator::world());
+  struct RemoveManifest {
+    ~RemoveManifest() {
+      std::error_code ec;
+      std::filesystem::remove(split_dir() + "/" + data::kManifestFile, ec);
+    }
+  } remove_manifest;
+  try {
+    data::require_checksums(split_dir(), /*verify_data=*/false);
+  } catch (const UsageError&) {
+  }  // a scaletrain::Error (libhdf5 refused the file) goes on to run_input's classification
 }
 
 }  // namespace

@@ -116,8 +116,17 @@ std::vector<std::string> shards_with_heap_strings(const std::vector<std::string>
 // opens them), when shards have unchecksummed metadata (naming the first three); these checks make
 // no HDF5 call. Then, without verify_data, when shards keep `task` or `encoding` as variable-length
 // strings (shards_with_heap_strings: libhdf5 opens the shards, whose metadata is checksummed). A
-// split without *.h5 files passes (open_split names that).
-void require_checksums(const std::string& split_dir, bool verify_data);
+// split without *.h5 files passes (open_split names that). The string check looks at shards
+// rank, rank + ranks, ... only, after their sizes are compared with the manifest; every other check
+// covers the whole split.
+void require_checksums(const std::string& split_dir, bool verify_data, int rank = 0, int ranks = 1);
+
+// require_checksums for the splits of a job: each rank checks its share, the verdict is agreed
+// (so that no rank goes on into a collective that a refusing rank never reaches), and every rank
+// throws the same UsageError; a rank other than 0 that refused prints its reason first (rank 0
+// alone prints a usage error). Collective over comm.
+void require_checksums_agreed(const std::vector<std::string>& split_dirs, bool verify_data,
+                              const comm::Communicator& comm);
 
 // "1006.7 MB in 0.19 s (5298 MB/s over 1 rank)": what a report read and how fast.
 std::string read_rate(const ChecksumReport& report, int ranks);
