@@ -545,6 +545,10 @@ int supervisor_main(int argc, char** argv, const Options& o) {
     ++workers;
     close(fds[1]);
     FILE* in = fdopen(fds[0], "r");
+    // Unbuffered: poll() below watches the descriptor, so no line may wait in stdio's buffer (a
+    // "B" line read in one go with the "E" before it would leave the mutant in flight unseen, and
+    // a hang on it would go unnoticed until the deadline).
+    setvbuf(in, nullptr, _IONBF, 0);
     std::string current;  // recipe of the mutant in flight
     bool in_flight = false, hung = false;
     double started = now_s();
