@@ -376,16 +376,11 @@ write(f"{root}/val/shard-00000-of-00001.h5", 12, (4, 4, 8, 3))
 EOF
 "${MPI2[@]}" "$BIN" upgrade "$W/rawold" --output "$W/rawnew" >"$W/rawupgrade.txt" || fail "upgrade raw: $(cat "$W/rawupgrade.txt")"
 grep -qF "split train: 77 samples in 2 shards, encoding raw" "$W/rawupgrade.txt" || fail "upgrade raw: $(cat "$W/rawupgrade.txt")"
-$PY - "$W/rawold" "$W/rawnew" <<'EOF'
+PYTHONPATH="$(dirname "$0")" $PY - "$W/rawold" "$W/rawnew" <<'EOF'
 import glob, os, sys
 import h5py, numpy as np
 old, new = sys.argv[1:]
-def superblock(path):  # the version byte after the signature (at 0, or 512, 1024, ... after a user block)
-    data = open(path, "rb").read(1 << 16)
-    for at in [0] + [512 << i for i in range(7)]:
-        if data[at:at + 8] == b"\x89HDF\r\n\x1a\n":
-            return data[at + 8]
-    raise AssertionError(f"{path}: no HDF5 signature")
+from hdf5_superblock import superblock  # tests/cli/hdf5_superblock.py
 names = sorted(os.path.relpath(p, old) for p in glob.glob(f"{old}/*/*.h5"))
 assert names == sorted(os.path.relpath(p, new) for p in glob.glob(f"{new}/*/*.h5")) and len(names) == 3, names
 want_chunks = {"train/shard-00000-of-00002.h5": (40, 8, 8, 3),  # contiguous: the default chunk, capped at N

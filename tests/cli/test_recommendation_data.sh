@@ -199,15 +199,10 @@ expect_in "$(cat "$W/rec-upgrade.txt")" "split train: task recommendation, 15 po
 # A dataset scaletrain wrote (already checksummed) is rewritten the same way, on one process.
 "$DATA" upgrade "$W/ml20-out" --output "$W/ml20-up" >/dev/null || fail "upgrade of a converted dataset"
 check_upgraded() { # OLD NEW SUPERBLOCK-BEFORE
-  $PY - "$@" <<'EOF'
+  PYTHONPATH="$(dirname "$0")" $PY - "$@" <<'EOF'
 import glob, os, sys, h5py, numpy as np
 old, new, before = sys.argv[1], sys.argv[2], int(sys.argv[3])
-def superblock(path):  # the version byte after the signature (at 0, or 512, 1024, ... after a user block)
-    data = open(path, "rb").read(1 << 16)
-    for at in [0] + [512 << i for i in range(7)]:
-        if data[at:at + 8] == b"\x89HDF\r\n\x1a\n":
-            return data[at + 8]
-    raise AssertionError(f"{path}: no HDF5 signature")
+from hdf5_superblock import superblock  # tests/cli/hdf5_superblock.py
 names = sorted(os.path.relpath(p, old) for p in glob.glob(f"{old}/*/*.h5"))
 assert names == sorted(os.path.relpath(p, new) for p in glob.glob(f"{new}/*/*.h5")) and names, names
 for name in names:
