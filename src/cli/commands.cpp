@@ -211,6 +211,10 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "but 0)")("nesterov", po::bool_switch(&c.nesterov), "Nesterov momentum")(
       "label-smoothing", po::value(&c.label_smoothing)->default_value(c.label_smoothing, shortest(c.label_smoothing)),
       "as PyTorch's CrossEntropyLoss(label_smoothing=...)")(
+      "aux-loss-weight", po::value(&c.aux_loss_weight)->default_value(c.aux_loss_weight, shortest(c.aux_loss_weight)),
+      "weight of the auxiliary heads' losses added to the main loss in training (models with auxiliary heads: "
+      "googlenet 0.3 per head, inception_v3 0.4, their defaults); 0 switches the heads off: they neither run nor "
+      "train, and their weights stay in the checkpoint as they were. Evaluation uses the main head only")(
       "optimizer", po::value(&c.optimizer)->default_value(c.optimizer),
       "sgd (momentum SGD, PyTorch's rule) | lars (layer-wise trust ratios as in MLPerf's ResNet-50 reference for "
       "global batches above 8k; use with --lr-schedule poly and --warmup-epochs; batch-norm and bias tensors are "
@@ -343,6 +347,7 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("weight_decay", c.weight_decay);
   j.set("nesterov", c.nesterov);
   j.set("label_smoothing", c.label_smoothing);
+  j.set("aux_loss_weight", c.aux_loss_weight);
   j.set("optimizer", c.optimizer);
   j.set("lars_trust_coefficient", c.lars_trust_coefficient);
   j.set("lars_epsilon", c.lars_epsilon);

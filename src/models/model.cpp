@@ -2,6 +2,7 @@
 // seeded initialisation, the registry of model names, and the description `scaletrain info` prints.
 #include "scaletrain/models/model.hpp"
 
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -12,9 +13,13 @@
 namespace scaletrain::models {
 
 Model::Model(std::string name, int num_classes, int in_channels)
-    : name_(std::move(name)), num_classes_(num_classes), in_channels_(in_channels) {
+    : name_(std::move(name)),
+      num_classes_(num_classes),
+      in_channels_(in_channels),
+      aux_heads_(std::make_shared<nn::AuxHeads>()) {
   ST_CHECK(num_classes >= 1, "model " << name_ << ": --num-classes must be at least 1, got " << num_classes);
   ST_CHECK(in_channels >= 1, "model " << name_ << ": input channels must be at least 1, got " << in_channels);
+  aux_heads_->weight = default_aux_loss_weight(name_);
 }
 
 Model::~Model() = default;
@@ -23,6 +28,21 @@ void Model::set_network(nn::ModulePtr network) {
   ST_CHECK(network_ == nullptr, "model " << name_ << ": network set twice");
   network_ = std::move(network);
   params_.finalize();
+  set_aux_loss_weight(aux_heads_->weight);  // freezes the heads of a model whose default is 0
+}
+
+void Model::set_aux_loss_weight(double weight) {
+  ST_CHECK(std::isfinite(weight) && weight >= 0.0, "--aux-loss-weight must be a finite value >= 0, got " << weight);
+  ST_CHECK(weight == 0.0 || num_aux_heads() > 0,
+           "--aux-loss-weight " << weight << ": model " << name_ << " has no auxiliary heads (use 0)");
+  aux_heads_->weight = weight;
+  for (const auto& [first, end] : aux_heads_->parameters)
+    for (int i = first; i < end; ++i) params_.set_frozen(i, weight == 0.0);
+}
+
+std::vector<Tensor> Model::aux_logits() const {
+  if (!aux_heads_->active(last_training_)) return {};
+  return aux_heads_->logits;
 }
 
 Tensor Model::forward(Context& ctx, const Tensor& x, bool training) {
@@ -34,16 +54,23 @@ Tensor Model::forward(Context& ctx, const Tensor& x, bool training) {
                                                                          << shape_string(logits.shape())
                                                                          << ", expected (N, " << num_classes_ << ")");
   last_batch_ = x.dim(0);
+  last_training_ = training;
   return logits;
 }
 
-void Model::backward(Context& ctx, const Tensor& dlogits) {
+void Model::backward(Context& ctx, const Tensor& dlogits, const std::vector<Tensor>& aux_dlogits) {
   ST_CHECK(last_batch_ >= 0, "model " << name_ << ": backward before forward");
   ST_CHECK(dlogits.ndim() == 2 && dlogits.dim(0) == last_batch_ && dlogits.dim(1) == num_classes_,
            "model " << name_ << ": dlogits " << shape_string(dlogits.shape()) << " does not match the logits ["
                     << last_batch_ << ", " << num_classes_ << "]");
+  const bool heads_ran = aux_heads_->active(last_training_);
+  ST_CHECK(aux_dlogits.size() == (heads_ran ? aux_heads_->logits.size() : 0),
+           "model " << name_ << ": backward got " << aux_dlogits.size() << " auxiliary gradients for "
+                    << (heads_ran ? aux_heads_->logits.size() : 0) << " heads that ran");
+  for (std::size_t i = 0; i < aux_dlogits.size(); ++i) aux_heads_->dlogits[i] = aux_dlogits[i];
   // The input needs no gradient: the first conv skips its data gradient.
   network_->backward(ctx, dlogits, false);
+  for (Tensor& d : aux_heads_->dlogits) d = Tensor();  // the task's buffers, not ours to keep
 }
 
 ops::OpNames model_ops(const std::string& name, bool training) {

@@ -5,24 +5,49 @@
 // configuration inputs/ncf_movielens.ini spells them out.
 #include "scaletrain/models/registry.hpp"
 
+#include <string>
+
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::models {
 
+namespace {
+
+ModelEntry image_classifier(std::string name, std::string description, int image_size, std::string first_conv_weight,
+                            std::string classifier_weight, std::string mlperf_benchmark,
+                            std::vector<std::pair<std::string, std::string>> defaults = {}) {
+  ModelEntry e;
+  e.name = std::move(name);
+  e.task = kTaskImageClassification;
+  e.description = std::move(description);
+  e.defaults = std::move(defaults);
+  e.image_size = image_size;
+  e.first_conv_weight = std::move(first_conv_weight);
+  e.classifier_weight = std::move(classifier_weight);
+  e.mlperf_benchmark = std::move(mlperf_benchmark);
+  return e;
+}
+
+ModelEntry ncf_entry() {
+  ModelEntry e;
+  e.name = "ncf";
+  e.task = kTaskRecommendation;
+  e.description = "NeuMF (MLPerf v0.5 recommendation): GMF factor 64 + MLP 256-256-128-64";
+  e.defaults = {{"optimizer", "adam"},       {"base-lr", "0.0045"}, {"adam-beta1", "0.25"}, {"adam-beta2", "0.5"},
+                {"lr-schedule", "constant"}, {"weight-decay", "0"}, {"batch-size", "1024"}};
+  e.mlperf_benchmark = "ncf";
+  return e;
+}
+
+}  // namespace
+
 const std::vector<ModelEntry>& model_registry() {
   static const std::vector<ModelEntry> entries = {
-      {"resnet20", kTaskImageClassification, "ResNet-20 for 32x32 images (He et al. 2016, CIFAR-10 form)", {}},
-      {"resnet50", kTaskImageClassification, "ResNet-50 v1.5 (MLPerf image classification, torchvision's layout)", {}},
-      {"ncf",
-       kTaskRecommendation,
-       "NeuMF (MLPerf v0.5 recommendation): GMF factor 64 + MLP 256-256-128-64",
-       {{"optimizer", "adam"},
-        {"base-lr", "0.0045"},
-        {"adam-beta1", "0.25"},
-        {"adam-beta2", "0.5"},
-        {"lr-schedule", "constant"},
-        {"weight-decay", "0"},
-        {"batch-size", "1024"}}},
+      image_classifier("resnet20", "ResNet-20 for 32x32 images (He et al. 2016, CIFAR-10 form)", 32, "conv1.weight",
+                       "fc.weight", "resnet"),
+      image_classifier("resnet50", "ResNet-50 v1.5 (MLPerf image classification, torchvision's layout)", 224,
+                       "conv1.weight", "fc.weight", "resnet"),
+      ncf_entry(),
   };
   return entries;
 }
@@ -31,6 +56,15 @@ std::vector<std::string> model_names() {
   std::vector<std::string> names;
   for (const ModelEntry& e : model_registry()) names.push_back(e.name);
   return names;
+}
+
+double default_aux_loss_weight(const std::string& name) {
+  for (const ModelEntry& e : model_registry()) {
+    if (e.name != name) continue;
+    for (const auto& [option, value] : e.defaults)
+      if (option == "aux-loss-weight") return std::stod(value);
+  }
+  return 0.0;
 }
 
 const ModelEntry& model_entry(const std::string& name) {

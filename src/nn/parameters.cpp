@@ -13,6 +13,7 @@ void ParameterSet::check_new_name(const std::string& name) const {
 int ParameterSet::add_parameter(const std::string& name, const Shape& shape) {
   check_new_name(name);
   params_.push_back({name, shape, param_elems_});
+  frozen_.push_back(0);
   param_elems_ += shape_numel(shape);
   return static_cast<int>(params_.size()) - 1;
 }
@@ -22,6 +23,24 @@ int ParameterSet::add_buffer(const std::string& name, const Shape& shape) {
   buffers_.push_back({name, shape, buffer_elems_});
   buffer_elems_ += shape_numel(shape);
   return static_cast<int>(buffers_.size()) - 1;
+}
+
+void ParameterSet::set_frozen(int i, bool frozen) {
+  ST_CHECK(i >= 0 && i < num_parameters(), "set_frozen: no parameter " << i);
+  frozen_[i] = frozen ? 1 : 0;
+}
+
+std::vector<std::pair<int64_t, int64_t>> ParameterSet::trained_ranges() const {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (frozen_[i]) continue;
+    const int64_t first = params_[i].offset, end = first + shape_numel(params_[i].shape);
+    if (!ranges.empty() && ranges.back().second == first)
+      ranges.back().second = end;
+    else if (end > first)
+      ranges.emplace_back(first, end);
+  }
+  return ranges;
 }
 
 void ParameterSet::finalize(Device device) {

@@ -4,6 +4,8 @@
 // for the CPU, on the device for CUDA (reading them here would cost the GPU a copy).
 #include "scaletrain/ops/loss.hpp"
 
+#include <cmath>
+
 #include "ops/op.hpp"
 #include "scaletrain/config.hpp"
 #include "scaletrain/core/error.hpp"
@@ -12,7 +14,7 @@ namespace scaletrain::ops {
 
 // The kernels, declared from the public signatures, and the one dispatch point per op (ops/op.hpp).
 using SoftmaxCrossEntropyFn = double(Context& ctx, const Tensor& logits, const Tensor& labels, float label_smoothing,
-                                     Tensor& dlogits);
+                                     Tensor& dlogits, double grad_scale);
 namespace cpu {
 SoftmaxCrossEntropyFn softmax_cross_entropy;
 }
@@ -50,7 +52,7 @@ void check_logits_labels(const Context& ctx, const Tensor& logits, const Tensor&
 }  // namespace
 
 double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels, float label_smoothing,
-                             Tensor& dlogits) {
+                             Tensor& dlogits, double grad_scale) {
   const char* op = "softmax_cross_entropy";
   check_logits_labels(ctx, logits, labels, op);
   ST_CHECK(logits.dim(0) > 0, op << ": empty batch (the mean over no samples is undefined)");
@@ -61,7 +63,9 @@ double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& l
              op << ": dlogits must be float32 " << shape_string(logits.shape()) << " like the logits, got "
                 << dtype_name(dlogits.dtype()) << shape_string(dlogits.shape()));
   }
-  return softmax_cross_entropy_op(ctx, logits, labels, label_smoothing, dlogits);
+  ST_CHECK(std::isfinite(grad_scale) && grad_scale >= 0.0,
+           op << ": the gradient's scale must be a finite value >= 0, got " << grad_scale);
+  return softmax_cross_entropy_op(ctx, logits, labels, label_smoothing, dlogits, grad_scale);
 }
 
 int64_t count_correct(Context& ctx, const Tensor& logits, const Tensor& labels) {

@@ -41,7 +41,10 @@ void Adam::step(Context& ctx, double lr) {
   p.epsilon = static_cast<float>(options_.epsilon);
   p.bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(options_.beta2, t)));
   p.neg_step_size = static_cast<float>(-lr / (1.0 - std::pow(options_.beta1, t)));
-  ops::adam_update(ctx, p, params_.flat_values(), params_.flat_grads(), momentum_, second_moment_);
+  for (const auto& r : params_.trained_ranges()) {
+    Tensor values = range_of(params_.flat_values(), r), m = range_of(momentum_, r), v = range_of(second_moment_, r);
+    ops::adam_update(ctx, p, values, range_of(params_.flat_grads(), r), m, v);
+  }
   count_step();
 }
 

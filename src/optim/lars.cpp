@@ -58,6 +58,7 @@ Lars::Lars(nn::ParameterSet& params, const LarsOptions& options) : Optimizer(par
 
 void Lars::plan_chunks() {
   for (int t = 0; t < params_.num_parameters(); ++t) {
+    if (params_.frozen(t)) continue;  // no chunk: neither updated nor counted
     const nn::TensorInfo& info = params_.parameter_info(t);
     const int64_t end = info.offset + shape_numel(info.shape);
     for (int64_t b = info.offset; b < end; b += kChunkElements) {

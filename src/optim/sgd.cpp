@@ -26,7 +26,10 @@ void Sgd::step(Context& ctx, double lr) {
   p.momentum = static_cast<float>(options_.momentum);
   p.weight_decay = static_cast<float>(options_.weight_decay);
   p.nesterov = options_.nesterov;
-  ops::sgd_update(ctx, p, params_.flat_values(), params_.flat_grads(), momentum_);
+  for (const auto& r : params_.trained_ranges()) {
+    Tensor values = range_of(params_.flat_values(), r), momentum = range_of(momentum_, r);
+    ops::sgd_update(ctx, p, values, range_of(params_.flat_grads(), r), momentum);
+  }
   count_step();
 }
 

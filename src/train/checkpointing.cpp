@@ -14,6 +14,7 @@
 #include "scaletrain/core/log.hpp"
 #include "scaletrain/core/progress.hpp"
 #include "scaletrain/core/timer.hpp"
+#include "scaletrain/models/registry.hpp"
 
 namespace scaletrain::train {
 namespace fs = std::filesystem;
@@ -205,17 +206,18 @@ void restore_run(const comm::Communicator& comm, const ResumePoint& point, RunSt
   state.restore(point.state);
 }
 
-void check_checkpoint_fits(const checkpoint::CheckpointData& data, int channels, int num_classes,
-                           const std::string& data_dir) {
-  const auto conv = data.tensors.find("model/conv1.weight");
-  if (conv != data.tensors.end()) {
+void check_checkpoint_fits(const checkpoint::CheckpointData& data, const std::string& model, int channels,
+                           int num_classes, const std::string& data_dir) {
+  const models::ModelEntry& entry = models::model_entry(model);
+  const auto conv = data.tensors.find("model/" + entry.first_conv_weight);
+  if (!entry.first_conv_weight.empty() && conv != data.tensors.end()) {
     const Shape& w = conv->second.shape();
     ST_CHECK(w.size() == 4 && w[1] == channels,
              "dataset " << data_dir << " has " << channels << "-channel images but the model in checkpoint "
                         << data.path << " takes " << (w.size() == 4 ? w[1] : -1) << " channels");
   }
-  const auto fc = data.tensors.find("model/fc.weight");
-  if (fc != data.tensors.end()) {
+  const auto fc = data.tensors.find("model/" + entry.classifier_weight);
+  if (!entry.classifier_weight.empty() && fc != data.tensors.end()) {
     const Shape& w = fc->second.shape();
     ST_CHECK(w.size() == 2 && w[0] == num_classes, "dataset " << data_dir << " has " << num_classes
                                                               << " classes but the model in checkpoint " << data.path

@@ -154,6 +154,12 @@ void check_model_name(const std::string& model) {
   throw UsageError("unknown model '" + model + "' (--model; known: " + known + ")");
 }
 
+int default_image_size(const std::string& model) {
+  for (const models::ModelEntry& e : models::model_registry())
+    if (e.name == model && e.image_size > 0) return e.image_size;
+  return 224;
+}
+
 void check_io_mode(const std::string& io) {
   require(data::is_io_mode(io), "unknown --io '" + io + "' (known: " + data::io_mode_list() + ")");
 }
@@ -180,10 +186,15 @@ int default_threads(const comm::Communicator& comm) {
 
 namespace {
 
-// Options of image classification that a recommendation model has no use for: refused rather
-// than silently ignored (a config file written for ResNet passes the other image options, which
-// the recommendation task does not read, unchanged).
+// An auxiliary loss weight for a model without auxiliary heads, and options of image
+// classification that a recommendation model has no use for: refused rather than silently ignored (a config file
+// written for ResNet passes the other image options, which the recommendation task does not read, unchanged).
 void check_task_options(const TrainConfig& c) {
+  require(std::isfinite(c.aux_loss_weight) && c.aux_loss_weight >= 0.0,
+          "--aux-loss-weight must be a finite value >= 0, got " + shortest(c.aux_loss_weight));
+  require(c.aux_loss_weight == 0.0 || models::default_aux_loss_weight(c.model) > 0.0,
+          "--aux-loss-weight " + shortest(c.aux_loss_weight) + ": --model " + c.model +
+              " has no auxiliary heads (set it to 0)");
   if (models::model_entry(c.model).task != models::kTaskRecommendation) return;
   require(c.label_smoothing == 0.0, "--label-smoothing is for image classification; --model " + c.model +
                                         " trains with sigmoid cross-entropy (set it to 0)");

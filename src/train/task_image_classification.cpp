@@ -95,7 +95,12 @@ class ImageClassification : public Task {
     if (!std::isnan(value)) std::snprintf(text, sizeof text, "top-1 %.2f%%", 100 * value);
     return text;
   }
-  const char* mlperf_benchmark() const override { return "resnet"; }
+  // The registry's MLPerf benchmark, or for a model outside MLPerf its own name (the log keeps
+  // MLPerf's keys, so that the same tools read it; such a run is never a closed submission).
+  std::string mlperf_benchmark() const override {
+    const models::ModelEntry& entry = models::model_entry(cfg_.model);
+    return entry.mlperf_benchmark.empty() ? entry.name : entry.mlperf_benchmark;
+  }
   Json mlperf_keys(int64_t micro_batch) const override {
     Json keys = Json::object();
     // Batch norm normalises over each rank's micro-batch (no synchronised batch norm).
@@ -178,6 +183,8 @@ class ImageClassification : public Task {
     j.set("--crop-padding", cfg_.crop_padding);
     j.set("--image-size", Json::array_of(input_image_size(cfg_)));
     j.set("--label-smoothing", cfg_.label_smoothing);
+    // Only models with auxiliary heads have it, so that older checkpoints of the others resume.
+    if (models::default_aux_loss_weight(cfg_.model) > 0.0) j.set("--aux-loss-weight", cfg_.aux_loss_weight);
   }
 
   std::unique_ptr<BatchSource> training_batches(const comm::Communicator& comm, int64_t batch_size,
@@ -206,12 +213,13 @@ class ImageClassification : public Task {
 
   std::unique_ptr<models::Network> make_network(uint64_t seed) const override {
     auto model = models::make_model(cfg_.model, train_.num_classes, train_.channels);
+    model->set_aux_loss_weight(cfg_.aux_loss_weight);
     model->initialize(seed);
     return model;
   }
 
   void check_fits(const checkpoint::CheckpointData& data) const override {
-    check_checkpoint_fits(data, train_.channels, train_.num_classes, cfg_.data_dir);
+    check_checkpoint_fits(data, cfg_.model, train_.channels, train_.num_classes, cfg_.data_dir);
   }
 
   std::string describe_shape() const override {
@@ -230,23 +238,36 @@ class ImageClassification : public Task {
   // The model's (from an uninitialised instance: its ops do not depend on its weights), the
   // input's normalisation, the loss, and top-1 counting in evaluation.
   ops::OpNames ops(bool training) const override {
-    ops::OpNames all = models::make_model(cfg_.model, train_.num_classes, train_.channels)->ops(training);
+    auto model = models::make_model(cfg_.model, train_.num_classes, train_.channels);
+    model->set_aux_loss_weight(cfg_.aux_loss_weight);
+    ops::OpNames all = model->ops(training);
     all.insert({"normalize_images", "softmax_cross_entropy", "count_correct"});
     return all;
   }
 
   // The loader's uint8 pixels, normalised with the split's mean and std, through the model, then
-  // cross-entropy with --label-smoothing.
+  // cross-entropy with --label-smoothing: the main head's, plus --aux-loss-weight times each
+  // auxiliary head's where they ran (as torchvision's training recipes sum them).
   double forward_and_loss(Context& ctx, models::Network& network, const Batch& batch) override {
     const Tensor& input = model_input(ctx, batch.at("images"), train_, input_, device_pixels_);
     const Tensor& labels = on_context_device(ctx, batch.at("labels"), device_labels_);
-    Tensor logits = classifier(network).forward(ctx, input, /*training=*/true);
-    if (!dlogits_.defined() || dlogits_.shape() != logits.shape() || dlogits_.device() != ctx.device())
-      dlogits_ = Tensor::empty(logits.shape(), DType::f32, ctx.device());
-    return ops::softmax_cross_entropy(ctx, logits, labels, static_cast<float>(cfg_.label_smoothing), dlogits_);
+    models::Model& model = classifier(network);
+    Tensor logits = model.forward(ctx, input, /*training=*/true);
+    const float smoothing = static_cast<float>(cfg_.label_smoothing);
+    double loss = ops::softmax_cross_entropy(ctx, logits, labels, smoothing, gradient_buffer(ctx, logits, dlogits_));
+    const std::vector<Tensor> aux = model.aux_logits();
+    aux_dlogits_.resize(aux.size());
+    for (std::size_t i = 0; i < aux.size(); ++i) {
+      const double w = model.aux_loss_weight();
+      loss += w * ops::softmax_cross_entropy(ctx, aux[i], labels, smoothing,
+                                             gradient_buffer(ctx, aux[i], aux_dlogits_[i]), w);
+    }
+    return loss;
   }
 
-  void backward(Context& ctx, models::Network& network) override { classifier(network).backward(ctx, dlogits_); }
+  void backward(Context& ctx, models::Network& network) override {
+    classifier(network).backward(ctx, dlogits_, aux_dlogits_);
+  }
 
   Evaluation evaluate(const comm::Communicator& comm, Context& ctx, models::Network& network, int64_t batch_size,
                       int ranks_on_node) const override {
@@ -290,6 +311,13 @@ class ImageClassification : public Task {
   }
 
  private:
+  // `buffer`, (re)allocated to the shape and device of `logits`.
+  static Tensor& gradient_buffer(Context& ctx, const Tensor& logits, Tensor& buffer) {
+    if (!buffer.defined() || buffer.shape() != logits.shape() || buffer.device() != ctx.device())
+      buffer = Tensor::empty(logits.shape(), DType::f32, ctx.device());
+    return buffer;
+  }
+
   // [H, W, C] as the report gives it: the model's input size for JPEG datasets (whose shards
   // hold images of every size).
   std::vector<int64_t> image_shape() const {
@@ -301,6 +329,7 @@ class ImageClassification : public Task {
   const TrainConfig& cfg_;
   data::SplitInfo train_, val_;
   Tensor input_, dlogits_;
+  std::vector<Tensor> aux_dlogits_;       // per auxiliary head that ran
   Tensor device_pixels_, device_labels_;  // the batch's copies on a GPU
 };
 
@@ -333,9 +362,11 @@ std::unique_ptr<Task> image_classification_of_shape(const TrainConfig& config, c
 // model's default stands in, as for scaletrain info.
 DataShape image_classification_shape_of(const TrainConfig& config, const checkpoint::CheckpointData& data) {
   DataShape shape;
-  shape.num_classes = static_cast<int>(checkpoint_tensor_shape(data, "model/fc.weight", {"classes", "features"})[0]);
+  const models::ModelEntry& entry = models::model_entry(config.model);
+  shape.num_classes =
+      static_cast<int>(checkpoint_tensor_shape(data, "model/" + entry.classifier_weight, {"classes", "features"})[0]);
   shape.channels = static_cast<int>(
-      checkpoint_tensor_shape(data, "model/conv1.weight", {"filters", "channels", "height", "width"})[1]);
+      checkpoint_tensor_shape(data, "model/" + entry.first_conv_weight, {"filters", "channels", "height", "width"})[1]);
   const std::vector<int64_t> hw = input_image_size(config);
   shape.height = static_cast<int>(hw[0]);
   shape.width = static_cast<int>(hw[1]);

@@ -93,7 +93,7 @@ class Recommendation : public Task {
     if (!std::isnan(value)) std::snprintf(text, sizeof text, "hr@10 %.4f", value);
     return text;
   }
-  const char* mlperf_benchmark() const override { return "ncf"; }
+  std::string mlperf_benchmark() const override { return "ncf"; }
   // The NCF keys of MLPerf v0.5's tags (mlperf_compliance's NCF_TAGS).
   Json mlperf_keys(int64_t /*micro_batch*/) const override {
     Json keys = Json::object();

@@ -34,7 +34,7 @@ Result run_input(const uint8_t* data, std::size_t size) {
   write_file(path, data, size);
   try {
     const checkpoint::CheckpointData ckpt = checkpoint::read_checkpoint(path);
-    train::check_checkpoint_fits(ckpt, kChannels, kClasses, scratch_dir());
+    train::check_checkpoint_fits(ckpt, "resnet20", kChannels, kClasses, scratch_dir());
     checkpoint::restore_model(ckpt, "resnet20", model().params(), nullptr);
     if (!ckpt.run_state.empty()) (void)Json::parse(ckpt.run_state);
     return {};

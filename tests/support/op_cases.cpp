@@ -445,13 +445,16 @@ Tensor random_labels(int64_t n, int64_t k, uint64_t seed) {
 }
 
 // logit_scale widens the logits' range: 20 gives differences of e^40, where a softmax that does
-// not subtract the row's maximum overflows.
-OpCase softmax_cross_entropy_case(int64_t n, int64_t k, double smoothing, double logit_scale, uint64_t seed) {
+// not subtract the row's maximum overflows. grad_scale weighs the loss as an auxiliary head's
+// (--aux-loss-weight): dlogits is the gradient of grad_scale * loss, which the case also returns.
+OpCase softmax_cross_entropy_case(int64_t n, int64_t k, double smoothing, double logit_scale, uint64_t seed,
+                                  double grad_scale = 1.0) {
   const Shape ls{n, k};
   OpCase c;
   std::ostringstream name;
   name << "softmax_cross_entropy N" << n << " K" << k << " smoothing " << smoothing;
   if (logit_scale != 1.0) name << " logits x" << logit_scale;
+  if (grad_scale != 1.0) name << " weight " << grad_scale;
   c.name = name.str();
   c.ops = {"softmax_cross_entropy"};
   c.make_inputs = [=] {
@@ -461,20 +464,22 @@ OpCase softmax_cross_entropy_case(int64_t n, int64_t k, double smoothing, double
   c.run = [=](Context& ctx, const NamedTensors& in) {
     Tensor dlogits = nan_on(ctx, ls);
     const double loss = ops::softmax_cross_entropy(ctx, on(ctx, input(in, "logits")), on(ctx, input(in, "labels")),
-                                                   static_cast<float>(smoothing), dlogits);
+                                                   static_cast<float>(smoothing), dlogits, grad_scale);
     ctx.synchronize();
-    return NamedTensors{{"loss", scalar_f32(loss)}, {"dlogits", to_cpu(dlogits)}};
+    return NamedTensors{
+        {"loss", scalar_f32(loss)}, {"weighted_loss", scalar_f32(grad_scale * loss)}, {"dlogits", to_cpu(dlogits)}};
   };
   c.reference = [=](const NamedTensors& in) {
     std::vector<double> dlogits;
     const double loss = reference_softmax_cross_entropy(n, k, values(in, "logits"), labels_of(in), smoothing, &dlogits);
-    return NamedValues{{"loss", {loss}}, {"dlogits", dlogits}};
+    for (double& d : dlogits) d *= grad_scale;
+    return NamedValues{{"loss", {loss}}, {"weighted_loss", {grad_scale * loss}}, {"dlogits", dlogits}};
   };
   // The loss is a mean of log-sum-exps over K; dlogits are probabilities / N, small where K is
   // large, so their absolute slack is tiny.
   const Tolerance tloss{1e-6, 1e-6}, td{1e-8, 1e-5};
-  c.outputs = {{"loss", tloss, twice(tloss)}, {"dlogits", td, twice(td)}};
-  c.gradients = {{"logits", "dlogits", "loss", ""}};
+  c.outputs = {{"loss", tloss, twice(tloss)}, {"weighted_loss", tloss, twice(tloss)}, {"dlogits", td, twice(td)}};
+  c.gradients = {{"logits", "dlogits", "weighted_loss", ""}};
   return c;
 }
 
@@ -968,6 +973,11 @@ std::vector<OpCase> build_cases() {
   // Above the CPU kernels' threading bound (1 << 15 elements).
   cases.push_back(concat_case(4099, 64, 128, next_seed()));
   cases.push_back(multiply_case({4099, 64}, next_seed()));
+  // An auxiliary head's loss, weighted as GoogLeNet's (0.3) and Inception-v3's (0.4) are, and a
+  // head that is off (weight 0: a zero gradient).
+  cases.push_back(softmax_cross_entropy_case(4, 10, 0.1, 1.0, next_seed(), 0.3));
+  cases.push_back(softmax_cross_entropy_case(3, 1000, 0.0, 1.0, next_seed(), 0.4));
+  cases.push_back(softmax_cross_entropy_case(2, 7, 0.0, 1.0, next_seed(), 0.0));
   return cases;
 }
 

@@ -11,6 +11,7 @@
 #include "scaletrain/core/json.hpp"
 #include "scaletrain/models/network.hpp"
 #include "scaletrain/models/registry.hpp"
+#include "scaletrain/nn/aux_head.hpp"
 #include "scaletrain/nn/module.hpp"
 #include "scaletrain/nn/parameters.hpp"
 
@@ -39,10 +40,21 @@ class Model : public Network {
   // x: (N, H, W, C) float32, normalised; it must stay unchanged until backward() returns.
   // Returns logits (N, num_classes), owned by the model and overwritten by the next forward.
   Tensor forward(Context& ctx, const Tensor& x, bool training);
-  // dlogits: (N, num_classes), after a training-mode forward. Overwrites every parameter
-  // gradient, calling params().mark_grad_ready(i) once per parameter as each is complete,
-  // roughly in reverse registration order.
-  void backward(Context& ctx, const Tensor& dlogits);
+  // dlogits: (N, num_classes), after a training-mode forward; aux_dlogits: the gradients of the
+  // weighted auxiliary losses for aux_logits(), one per head, where the heads ran. Overwrites every
+  // parameter gradient, calling params().mark_grad_ready(i) once per parameter as each is
+  // complete, roughly in reverse registration order.
+  void backward(Context& ctx, const Tensor& dlogits, const std::vector<Tensor>& aux_dlogits = {});
+
+  // Auxiliary heads (nn/aux_head.hpp): their number, the weight of their losses (the registry's
+  // "aux-loss-weight" default until set; 0 freezes their parameters), and their logits after a
+  // training forward, empty where the heads did not run (evaluation, weight 0).
+  int num_aux_heads() const { return static_cast<int>(aux_heads_->logits.size()); }
+  double aux_loss_weight() const { return aux_heads_->weight; }
+  void set_aux_loss_weight(double weight);
+  std::vector<Tensor> aux_logits() const;
+  // For builders: what the model's AuxTaps share.
+  const std::shared_ptr<nn::AuxHeads>& aux_heads() { return aux_heads_; }
   // torchvision's initialisation, seeded: conv kaiming_normal_(mode='fan_out', nonlinearity='relu');
   // batch norm weight 1, bias 0, running_mean 0, running_var 1; Linear: PyTorch's default
   // (weight and bias uniform(-1/sqrt(in), 1/sqrt(in))).
@@ -54,7 +66,9 @@ class Model : public Network {
   int num_classes_, in_channels_;
   nn::ParameterSet params_;
   nn::ModulePtr network_;
+  std::shared_ptr<nn::AuxHeads> aux_heads_;
   int64_t last_batch_ = -1;
+  bool last_training_ = false;
 };
 
 // The image classifiers of the registry (registry.hpp). Throws scaletrain::Error for an unknown

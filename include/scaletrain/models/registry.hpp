@@ -20,11 +20,23 @@ struct ModelEntry {
   std::string description;  // one line, for `scaletrain info`
   // `scaletrain train` options (long name without --, value as on the command line).
   std::vector<std::pair<std::string, std::string>> defaults;
+  // Image classifiers: the input size the model is defined for (square), and the checkpoint
+  // tensors that tell a checkpoint's input channels (the first convolution's weight, dimension 1)
+  // and classes (the classifier's weight, dimension 0).
+  int image_size = 0;
+  std::string first_conv_weight;
+  std::string classifier_weight;
+  // The MLPerf benchmark the model is ("resnet", "ncf"), the MLPerf log's submission_benchmark;
+  // empty for a model outside MLPerf, whose log names the model instead.
+  std::string mlperf_benchmark;
 };
 
 const std::vector<ModelEntry>& model_registry();
 // Throws scaletrain::Error "unknown model 'x' (known: resnet20, resnet50, ncf)".
 const ModelEntry& model_entry(const std::string& name);
 std::vector<std::string> model_names();
+// The default weight of a model's auxiliary losses (its "aux-loss-weight" default; 0 for a model
+// without auxiliary heads or a name outside the registry).
+double default_aux_loss_weight(const std::string& name);
 
 }  // namespace scaletrain::models

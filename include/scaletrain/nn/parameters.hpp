@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "scaletrain/tensor/flat_layout.hpp"
@@ -56,6 +57,15 @@ class ParameterSet {
   // All state_dict entries (parameters, then buffers) in registration order.
   std::vector<TensorInfo> state_infos() const;
 
+  // A frozen parameter keeps its value: no optimizer updates it, and its gradient stays zero (an
+  // auxiliary head switched off by --aux-loss-weight 0 is neither run nor trained, as a PyTorch
+  // parameter without a gradient is skipped by torch.optim). Its layer still marks it ready.
+  void set_frozen(int i, bool frozen);
+  bool frozen(int i) const { return frozen_.at(i) != 0; }
+  // The parameters that train, as element ranges [first, second) of the flat buffers, adjacent
+  // ones merged: the whole buffer in one range when nothing is frozen.
+  std::vector<std::pair<int64_t, int64_t>> trained_ranges() const;
+
   // Called by layers during backward, once per parameter per step.
   void mark_grad_ready(int i) {
     if (hook_) hook_(i);
@@ -65,6 +75,7 @@ class ParameterSet {
  private:
   void check_new_name(const std::string& name) const;
   std::vector<TensorInfo> params_, buffers_;
+  std::vector<char> frozen_;  // per parameter
   std::vector<Tensor> values_, grads_, buffer_values_;
   Tensor flat_values_, flat_grads_, flat_buffers_;
   int64_t param_elems_ = 0, buffer_elems_ = 0;

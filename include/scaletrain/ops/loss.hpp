@@ -8,10 +8,12 @@
 namespace scaletrain::ops {
 
 // logits: (N, K) f32; labels: (N) i32 in [0, K). Returns the mean loss over the batch.
-// dlogits: (N, K), overwritten with d(mean loss)/d(logits); may be undefined (not computed).
-// On a GPU the loss is copied back, so the call waits for the ops before it.
+// dlogits: (N, K), overwritten with grad_scale * d(mean loss)/d(logits); may be undefined (not
+// computed). grad_scale is the weight of this loss in a sum of losses (an auxiliary head's,
+// --aux-loss-weight): it scales the gradient, not the returned loss; 1 gives exactly the
+// unscaled gradient. On a GPU the loss is copied back, so the call waits for the ops before it.
 double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels, float label_smoothing,
-                             Tensor& dlogits);
+                             Tensor& dlogits, double grad_scale = 1.0);
 
 // Number of rows whose largest logit (first on ties) is at the label; logits and labels as above
 // (N may be 0). On a GPU the count is copied back, so the call waits as the loss does.

@@ -82,6 +82,12 @@ class Optimizer {
   }
   // Called once at the end of every step().
   void count_step() { ++steps_; }
+  // The part [first, end) of a flat buffer (values, gradients, state) as a 1-D view: element-wise
+  // updates run once per ParameterSet::trained_ranges() range, so that frozen parameters keep
+  // their values and state. A range's elements update exactly as in one call over everything.
+  static Tensor range_of(const Tensor& flat, const std::pair<int64_t, int64_t>& range) {
+    return Tensor::view_of(flat, range.first, {range.second - range.first});
+  }
 
   nn::ParameterSet& params_;
   Tensor momentum_;

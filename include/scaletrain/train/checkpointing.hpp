@@ -58,10 +58,10 @@ std::optional<ResumePoint> prepare_run_directory(const comm::Communicator& comm,
 // every difference) and copies its tensors and position into state on every rank. Collective.
 void restore_run(const comm::Communicator& comm, const ResumePoint& point, RunState& state);
 
-// Checks that a dataset fits a checkpoint's model (channels and classes), with a message naming
-// the checkpoint and the dataset.
-void check_checkpoint_fits(const checkpoint::CheckpointData& data, int channels, int num_classes,
-                           const std::string& data_dir);
+// Checks that a dataset fits a checkpoint of `model` (channels and classes, read from the tensors
+// the registry names), with a message naming the checkpoint and the dataset.
+void check_checkpoint_fits(const checkpoint::CheckpointData& data, const std::string& model, int channels,
+                           int num_classes, const std::string& data_dir);
 
 // --init-from: rank 0 reads the checkpoint's weights and buffers into state's model (checked
 // against the task's dataset: Task::check_fits); every rank gets them. Collective.

@@ -68,6 +68,9 @@ struct TrainConfig {
   double warmup_epochs = 0.0;
   double end_lr = 1e-4;  // poly decay target (MLPerf ResNet-50: 1e-4)
   double label_smoothing = 0.0;
+  // The weight of the auxiliary heads' losses (GoogLeNet, Inception-v3; the model's default, 0
+  // switches the heads off and freezes them); 0 for models without auxiliary heads.
+  double aux_loss_weight = 0.0;
   // sgd (PyTorch's momentum SGD) | lars (layer-wise trust ratios, MLPerf's choice for global
   // batches above 8k: optim/lars.hpp) | adam (torch.optim.Adam, for NCF: optim/adam.hpp; it uses
   // neither momentum nor weight decay)
@@ -149,8 +152,9 @@ struct EvalDataOptions {
   int ranks_on_node = 1;  // for the memory check of the batch buffers
 };
 
-// The model's default input size for JPEG datasets (--image-size): 224 for resnet50, 32 for resnet20.
-inline int default_image_size(const std::string& model) { return model == "resnet20" ? 32 : 224; }
+// The model's default input size for JPEG datasets (--image-size): the registry's (224 for
+// resnet50, 32 for resnet20; 224 for a model without one).
+int default_image_size(const std::string& model);
 // The input size of JPEG datasets as configured: --image-size, or the model's default.
 inline std::vector<int64_t> input_image_size(const TrainConfig& c) {
   return {c.image_height > 0 ? c.image_height : default_image_size(c.model),

@@ -96,7 +96,7 @@ class Task {
   virtual std::string describe_quality(double value) const = 0;
   // The MLPerf log's submission_benchmark ("resnet", "ncf") and the task's own hyper-parameter
   // keys (mllog.txt, docs/mllog.md); micro_batch: samples per rank and forward.
-  virtual const char* mlperf_benchmark() const = 0;
+  virtual std::string mlperf_benchmark() const = 0;
   virtual Json mlperf_keys(int64_t micro_batch) const = 0;
 
   // The dataset. stage(): --stage-to, one rank per node copies the files (a task whose data is

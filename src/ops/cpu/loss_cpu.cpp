@@ -24,7 +24,7 @@ void check_labels(const Tensor& labels, int64_t k, const char* op) {
 }  // namespace
 
 double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels, float label_smoothing,
-                             Tensor& dlogits) {
+                             Tensor& dlogits, double grad_scale) {
   const double eps = label_smoothing;  // the smoothing in double, as every sum here
   const int64_t n = logits.dim(0), k = logits.dim(1);
   check_labels(labels, k, "softmax_cross_entropy");
@@ -32,6 +32,7 @@ double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& l
   const int32_t* y = labels.data<int32_t>();
   float* dx = dlogits.defined() ? dlogits.data<float>() : nullptr;
   const double inv_n = 1.0 / static_cast<double>(n);
+  const double g_scale = grad_scale * inv_n;  // exactly inv_n for a scale of 1
   std::vector<double> e(k);
   double total = 0.0;
   for (int64_t i = 0; i < n; ++i) {
@@ -48,8 +49,8 @@ double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& l
     total += (1.0 - eps) * (lse - row[y[i]]) + eps * (lse - sum_x / k);
     if (dx) {
       float* g = dx + i * k;
-      for (int64_t j = 0; j < k; ++j) g[j] = static_cast<float>((e[j] / sum_e - eps / k) * inv_n);
-      g[y[i]] -= static_cast<float>((1.0 - eps) * inv_n);
+      for (int64_t j = 0; j < k; ++j) g[j] = static_cast<float>((e[j] / sum_e - eps / k) * g_scale);
+      g[y[i]] -= static_cast<float>((1.0 - eps) * g_scale);
     }
   }
   return total * inv_n;

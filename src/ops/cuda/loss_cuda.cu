@@ -44,11 +44,11 @@ __device__ inline double warp_max(double v) {
 __device__ inline bool label_ok(int32_t label, int64_t k) { return label >= 0 && label < k; }
 
 // Per row i: row_loss[i] = (1 - eps) * (lse - x_y) + eps * (lse - mean_k x_k) (0 for a bad
-// label), and, when dlogits is given, dlogits[i][j] = (p_j - eps / K) / N, less (1 - eps) / N at
-// the label. The whole warp runs each row (the row loop bound is the same for its lanes), as the
+// label), and, when dlogits is given, dlogits[i][j] = (p_j - eps / K) * g_scale, less
+// (1 - eps) * g_scale at the label (g_scale: the gradient's scale over N). The whole warp runs each row (the row loop bound is the same for its lanes), as the
 // full-mask shuffles need.
 __global__ void softmax_xent_rows_kernel(const float* logits, const int32_t* labels, float* dlogits, double* row_loss,
-                                         int64_t n, int64_t k, double eps, double inv_n) {
+                                         int64_t n, int64_t k, double eps, double g_scale) {
   const int lane = threadIdx.x % kWarp;
   for (int64_t i = first_row(); i < n; i += row_stride()) {
     const float* row = logits + i * k;
@@ -72,9 +72,9 @@ __global__ void softmax_xent_rows_kernel(const float* logits, const int32_t* lab
     if (lane == 0) row_loss[i] = ok ? (1.0 - eps) * (lse - x_label) + eps * (lse - sum_x / k) : 0.0;
     if (dlogits != nullptr && ok) {
       float* g = dlogits + i * k;
-      const float at_label = static_cast<float>((1.0 - eps) * inv_n);
+      const float at_label = static_cast<float>((1.0 - eps) * g_scale);
       for (int64_t j = lane; j < k; j += kWarp) {
-        float v = static_cast<float>((exp(row[j] - m) / sum_e - eps / k) * inv_n);
+        float v = static_cast<float>((exp(row[j] - m) / sum_e - eps / k) * g_scale);
         if (j == label) v -= at_label;  // in float after rounding, as the CPU does
         g[j] = v;
       }
@@ -171,7 +171,7 @@ int32_t label_at(const Tensor& labels, int64_t row, cudaStream_t stream) {
 }  // namespace
 
 double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels, float label_smoothing,
-                             Tensor& dlogits) {
+                             Tensor& dlogits, double grad_scale) {
   const double eps = label_smoothing;  // the smoothing in double, as every sum here
   const int64_t n = logits.dim(0), k = logits.dim(1);
   const double inv_n = 1.0 / static_cast<double>(n);
@@ -186,7 +186,8 @@ double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& l
   const auto* x = static_cast<const float*>(logits.raw());
   const auto* y = static_cast<const int32_t*>(labels.raw());
   float* dx = dlogits.defined() ? static_cast<float*>(dlogits.raw()) : nullptr;
-  softmax_xent_rows_kernel<<<blocks_for_rows(n), kThreadsPerBlock, 0, stream>>>(x, y, dx, row_loss, n, k, eps, inv_n);
+  softmax_xent_rows_kernel<<<blocks_for_rows(n), kThreadsPerBlock, 0, stream>>>(x, y, dx, row_loss, n, k, eps,
+                                                                                 grad_scale * inv_n);
   ST_CHECK_LAUNCH();
   softmax_xent_total_kernel<<<1, kThreadsPerBlock, 0, stream>>>(row_loss, y, n, k, result);
   ST_CHECK_LAUNCH();
