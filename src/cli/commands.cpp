@@ -112,6 +112,25 @@ Shape parse_shape(const std::string& option, const std::string& text, std::size_
   return s;
 }
 
+// "20,40,60.5" -> {20, 40, 60.5}: epochs, each a finite number >= 0.
+std::vector<double> parse_epoch_list(const std::string& option, const std::string& text) {
+  std::vector<double> epochs;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      std::size_t used = 0;
+      const double v = std::stod(item, &used);
+      if (used != item.size() || !std::isfinite(v) || v < 0) throw std::invalid_argument(item);
+      epochs.push_back(v);
+    } catch (const std::exception&) {
+      throw UsageError("--" + option + " '" + text + "': '" + item + "' is not an epoch (a number >= 0)");
+    }
+  }
+  if (epochs.empty()) throw UsageError("--" + option + " is empty: give the epochs, comma-separated");
+  return epochs;
+}
+
 // "224,224" -> (224, 224); 0, 0 when the option is absent.
 std::pair<int, int> image_size_option(const po::variables_map& vm) {
   if (!vm.count("image-size")) return {0, 0};
@@ -198,8 +217,19 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "base-lr", po::value(&c.base_lr)->default_value(c.base_lr, shortest(c.base_lr)),
       "learning rate for the global batch (no implicit scaling with the number of ranks)")(
       "lr-schedule", po::value(&c.lr_schedule)->default_value(c.lr_schedule),
-      "cosine (to 0) | poly (power 2, to --end-lr) | step (x0.1 at 30%, 60%, 80% of the epochs) | constant "
-      "(--base-lr throughout, after any warmup: NCF's)")(
+      "cosine (to 0) | poly (power --lr-poly-power, to --end-lr) | step (x --lr-step-gamma at --lr-step-epochs, "
+      "default 30%, 60%, 80% of the epochs, or every --lr-step-every epochs) | constant (--base-lr throughout, after "
+      "any warmup: NCF's)")(
+      "lr-poly-power", po::value(&c.lr_poly_power)->default_value(c.lr_poly_power, shortest(c.lr_poly_power)),
+      "poly schedule: the exponent (2: MLPerf ResNet-50; 0.5: Caffe's bvlc_googlenet quick solver)")(
+      "lr-step-epochs", po::value<std::string>(),
+      "step schedule: the epochs where the learning rate drops, comma-separated, e.g. 20,40,60,80 (Caffe's "
+      "bvlc_alexnet solver at batch 256); may be fractional")(
+      "lr-step-every", po::value(&c.lr_step_every)->default_value(c.lr_step_every, shortest(c.lr_step_every)),
+      "step schedule: a drop every this many epochs instead of --lr-step-epochs (Inception-v3: 2, with "
+      "--lr-step-gamma 0.94); 0: use --lr-step-epochs")(
+      "lr-step-gamma", po::value(&c.lr_step_gamma)->default_value(c.lr_step_gamma, shortest(c.lr_step_gamma)),
+      "step schedule: the factor of each drop")(
       "warmup-epochs", po::value(&c.warmup_epochs)->default_value(c.warmup_epochs, shortest(c.warmup_epochs)),
       "linear warmup to --base-lr over this many epochs (may be fractional)")(
       "end-lr", po::value(&c.end_lr)->default_value(c.end_lr, shortest(c.end_lr)),
@@ -341,6 +371,10 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("accumulate_steps", c.accumulate_steps);
   j.set("base_lr", c.base_lr);
   j.set("lr_schedule", c.lr_schedule);
+  j.set("lr_poly_power", c.lr_poly_power);
+  j.set("lr_step_epochs", Json::array_of(c.lr_step_epochs));
+  j.set("lr_step_every", c.lr_step_every);
+  j.set("lr_step_gamma", c.lr_step_gamma);
   j.set("warmup_epochs", c.warmup_epochs);
   j.set("end_lr", c.end_lr);
   j.set("momentum", c.momentum);
@@ -449,6 +483,8 @@ bool parse_train_command(int argc, char** argv, train::TrainConfig& c, std::stri
     if (vm.count("stage-to") && c.stage_to.empty()) throw UsageError("--stage-to needs a directory");
     c.stage_to = expand_env("stage-to", c.stage_to);
     std::tie(c.image_height, c.image_width) = image_size_option(vm);
+    if (vm.count("lr-step-epochs"))
+      c.lr_step_epochs = parse_epoch_list("lr-step-epochs", vm["lr-step-epochs"].as<std::string>());
     if (c.submission_division.empty()) c.submission_division = c.model == "resnet50" ? "closed" : "open";
     train::check_train_config(c);
   } catch (const UsageError& e) {

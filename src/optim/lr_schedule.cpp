@@ -36,13 +36,24 @@ LrSchedule::LrSchedule(const LrScheduleOptions& options) : options_(options) {
     ST_CHECK(std::isfinite(options.end_lr) && options.end_lr >= 0.0 && options.end_lr <= options.base_lr,
              "poly schedule: the end learning rate must be in [0, base LR " << options.base_lr << "], got "
                                                                             << options.end_lr);
+    ST_CHECK(std::isfinite(options.poly_power) && options.poly_power > 0.0,
+             "poly schedule: the power (--lr-poly-power) must be > 0, got " << options.poly_power);
   }
   if (kind_ == Kind::step) {
     ST_CHECK(std::isfinite(options.step_gamma) && options.step_gamma > 0.0,
              "step schedule: the decay factor must be > 0, got " << options.step_gamma);
+    ST_CHECK(std::isfinite(options.step_every) && options.step_every >= 0.0,
+             "step schedule: the interval (--lr-step-every) must be >= 0 epochs, got " << options.step_every);
+    ST_CHECK(options.step_epochs.empty() || options.step_every == 0.0,
+             "step schedule: give the epochs of the drops or an interval, not both");
     std::vector<double> epochs = options.step_epochs;
-    if (epochs.empty()) {
-      const double total_epochs = static_cast<double>(options.total_steps) / options.steps_per_epoch;
+    const double total_epochs = static_cast<double>(options.total_steps) / options.steps_per_epoch;
+    if (options.step_every > 0.0) {
+      ST_CHECK(total_epochs / options.step_every <= 1e6,
+               "step schedule: a drop every " << options.step_every << " epochs makes more than a million drops");
+      for (int64_t k = 1; static_cast<double>(k) * options.step_every < total_epochs; ++k)
+        epochs.push_back(static_cast<double>(k) * options.step_every);
+    } else if (epochs.empty()) {
       epochs = {0.3 * total_epochs, 0.6 * total_epochs, 0.8 * total_epochs};
     }
     for (double e : epochs) {
@@ -69,7 +80,9 @@ double LrSchedule::at(int64_t step) const {
       return p == 0.0 ? base : base * 0.5 * (1.0 + std::cos(kPi * p));
     case Kind::poly: {
       const double end = options_.end_lr;
-      return p == 0.0 ? base : end + (base - end) * (1.0 - p) * (1.0 - p);
+      // (1 - p) * (1 - p) for the default power 2: the same bits as before the power was an option.
+      const double decay = options_.poly_power == 2.0 ? (1.0 - p) * (1.0 - p) : std::pow(1.0 - p, options_.poly_power);
+      return p == 0.0 ? base : end + (base - end) * decay;
     }
     case Kind::step: {
       double lr = base;

@@ -28,7 +28,6 @@
 namespace scaletrain::train {
 namespace {
 
-// "0.1", not "0.10000000000000001".
 std::string shortest(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
@@ -45,6 +44,26 @@ bool one_of(const std::string& value, std::initializer_list<const char*> known) 
   return false;
 }
 
+// The options that shape one schedule, refused with another (a config file that sets them for
+// another schedule says something the run would not do).
+void check_schedule_shape(const TrainConfig& c) {
+  const bool step = c.lr_schedule == "step", poly = c.lr_schedule == "poly";
+  require(std::isfinite(c.lr_poly_power) && c.lr_poly_power > 0,
+          "--lr-poly-power must be a finite value > 0, got " + shortest(c.lr_poly_power));
+  require(poly || c.lr_poly_power == 2.0, "--lr-poly-power is for --lr-schedule poly, not " + c.lr_schedule);
+  require(std::isfinite(c.lr_step_gamma) && c.lr_step_gamma > 0,
+          "--lr-step-gamma must be a finite value > 0, got " + shortest(c.lr_step_gamma));
+  require(std::isfinite(c.lr_step_every) && c.lr_step_every >= 0,
+          "--lr-step-every must be a finite number of epochs >= 0, got " + shortest(c.lr_step_every));
+  for (double e : c.lr_step_epochs)
+    require(std::isfinite(e) && e >= 0, "--lr-step-epochs: " + shortest(e) + " is not an epoch >= 0");
+  require(step || (c.lr_step_epochs.empty() && c.lr_step_every == 0 && c.lr_step_gamma == 0.1),
+          "--lr-step-epochs, --lr-step-every and --lr-step-gamma are for --lr-schedule step, not " + c.lr_schedule);
+  require(c.lr_step_epochs.empty() || c.lr_step_every == 0,
+          "give --lr-step-epochs (the epochs of the drops) or --lr-step-every (a drop every so many epochs), not both");
+}
+
+// "0.1", not "0.10000000000000001".
 // Adam takes neither momentum nor weight decay (the MLPerf NCF reference passes none); --momentum
 // is ignored, a Nesterov switch or a weight decay other than the default (unused) or 0 is refused.
 void check_adam(const TrainConfig& c) {
@@ -71,6 +90,7 @@ void check_schedule(const TrainConfig& c) {
           "--lr-schedule '" + c.lr_schedule + "' is not one of " + optim::lr_schedule_kinds());
   require(c.warmup_epochs >= 0 && std::isfinite(c.warmup_epochs),
           "--warmup-epochs must be >= 0, got " + shortest(c.warmup_epochs));
+  check_schedule_shape(c);
   require(c.label_smoothing >= 0 && c.label_smoothing < 1, "--label-smoothing must be in [0, 1)");
   require(one_of(c.optimizer, {"sgd", "lars", "adam"}),
           "unknown --optimizer '" + c.optimizer + "' (known: sgd, lars, adam)");
@@ -285,6 +305,10 @@ optim::LrScheduleOptions schedule_options(const TrainConfig& c, int64_t steps_pe
   o.steps_per_epoch = steps_per_epoch;
   o.total_steps = steps_per_epoch * c.epochs;
   o.end_lr = c.end_lr;
+  o.poly_power = c.lr_poly_power;
+  o.step_epochs = c.lr_step_epochs;
+  o.step_every = c.lr_step_every;
+  o.step_gamma = c.lr_step_gamma;
   return o;
 }
 

@@ -99,11 +99,11 @@ void MlperfLog::hyperparameters(const TrainConfig& c, const MlperfRunFacts& f) {
 }
 
 // The keys of closed_resnet_sgd.yaml or closed_resnet_lars.yaml. The decay keys describe the poly
-// schedule (power 2, to --end-lr); another --lr-schedule logs them as null, which the closed
-// division refuses.
+// schedule (--lr-poly-power, to --end-lr); another --lr-schedule logs them as null, which the
+// closed division refuses.
 void MlperfLog::sgd_or_lars_hyperparameters(const TrainConfig& c, const MlperfRunFacts& f) {
   const bool poly = c.lr_schedule == "poly";
-  const Json power = poly ? Json(2) : Json();
+  const Json power = poly ? Json(c.lr_poly_power) : Json();
   const Json end_lr = poly ? Json(c.end_lr) : Json();
   const int64_t decay_steps = f.total_steps - f.warmup_steps;
   // The same six values under the optimizer's prefix; the warmup key and epsilon differ.

@@ -26,6 +26,11 @@ Json run_identity(const TrainConfig& c, const Task& task, int64_t global_batch) 
   j.set("--base-lr", c.base_lr);
   j.set("--warmup-epochs", c.warmup_epochs);
   j.set("--end-lr", c.end_lr);
+  // Only where they differ from their defaults, so that checkpoints from before them resume.
+  if (c.lr_poly_power != 2.0) j.set("--lr-poly-power", c.lr_poly_power);
+  if (!c.lr_step_epochs.empty()) j.set("--lr-step-epochs", Json::array_of(c.lr_step_epochs));
+  if (c.lr_step_every != 0.0) j.set("--lr-step-every", c.lr_step_every);
+  if (c.lr_step_gamma != 0.1) j.set("--lr-step-gamma", c.lr_step_gamma);
   j.set("--momentum", c.momentum);
   j.set("--weight-decay", c.weight_decay);
   j.set("--nesterov", c.nesterov);

@@ -33,6 +33,19 @@ expect_failure "adam with weight decay" "--weight-decay 0.01: --optimizer adam a
   "$BIN/scaletrain" train --data "$T/gray" --optimizer adam --weight-decay 0.01
 expect_failure "adam with nesterov" "--nesterov is for --optimizer sgd; Adam has no Nesterov form" \
   "$BIN/scaletrain" train --data "$T/gray" --optimizer adam --nesterov
+# The schedule's shape options belong to one schedule each; auxiliary heads to models that have them.
+expect_failure "step epochs not numbers" "--lr-step-epochs '20,x': 'x' is not an epoch" \
+  "$BIN/scaletrain" train --data "$T/gray" --lr-schedule step --lr-step-epochs 20,x
+expect_failure "step interval with cosine" "are for --lr-schedule step, not cosine" \
+  "$BIN/scaletrain" train --data "$T/gray" --lr-step-every 2
+expect_failure "step epochs and interval" "not both" \
+  "$BIN/scaletrain" train --data "$T/gray" --lr-schedule step --lr-step-every 2 --lr-step-epochs 3
+expect_failure "poly power with step" "--lr-poly-power is for --lr-schedule poly, not step" \
+  "$BIN/scaletrain" train --data "$T/gray" --lr-schedule step --lr-poly-power 0.5
+expect_failure "aux weight without heads" "--aux-loss-weight 0.3: --model resnet20 has no auxiliary heads" \
+  "$BIN/scaletrain" train --data "$T/gray" --model resnet20 --aux-loss-weight 0.3
+expect_failure "negative aux weight" "--aux-loss-weight must be a finite value >= 0, got -1" \
+  "$BIN/scaletrain" train --data "$T/gray" --aux-loss-weight -1
 
 # Data.
 expect_failure "missing data dir" "$T/nowhere" \

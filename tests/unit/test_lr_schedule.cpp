@@ -107,6 +107,37 @@ BOOST_AUTO_TEST_CASE(step_explicit_epochs) {
   BOOST_TEST(s.at(50) == 0.1);
 }
 
+BOOST_AUTO_TEST_CASE(poly_with_another_power) {
+  // Caffe's bvlc_googlenet quick solver: power 0.5 to 0. lr = 0.4 * sqrt(1 - s/100).
+  LrScheduleOptions o = make("poly", 0.0, 10, 100);
+  o.end_lr = 0.0;
+  o.poly_power = 0.5;
+  LrSchedule s(o);
+  BOOST_TEST(s.at(0) == 0.4);
+  BOOST_TEST(s.at(75) == 0.4 * 0.5, tt::tolerance(1e-12));
+  BOOST_TEST(s.at(96) == 0.4 * 0.2, tt::tolerance(1e-12));
+  BOOST_TEST(s.at(100) == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(step_every_interval) {
+  // Inception-v3's staircase: x0.94 every 2 epochs. 7 epochs of 10 steps: drops at steps 20, 40, 60.
+  LrScheduleOptions o = make("step", 0.0, 10, 70);
+  o.step_every = 2.0;
+  o.step_gamma = 0.94;
+  LrSchedule s(o);
+  BOOST_TEST((s.step_boundaries() == std::vector<int64_t>{20, 40, 60}));
+  BOOST_TEST(s.at(19) == 0.4);
+  BOOST_TEST(s.at(20) == 0.4 * 0.94, tt::tolerance(1e-12));
+  BOOST_TEST(s.at(69) == 0.4 * 0.94 * 0.94 * 0.94, tt::tolerance(1e-12));
+  o.step_epochs = {1.0};
+  BOOST_CHECK_EXCEPTION(LrSchedule{o}, scaletrain::Error,
+                        [](const scaletrain::Error& e) { return message_has(e, "not both"); });
+  o.step_epochs.clear();
+  o.step_every = 1e-9;
+  BOOST_CHECK_EXCEPTION(LrSchedule{o}, scaletrain::Error,
+                        [](const scaletrain::Error& e) { return message_has(e, "million"); });
+}
+
 BOOST_AUTO_TEST_CASE(warmup_longer_than_run) {
   // A 10-step smoke test of a config with 5 warmup epochs of 100 steps stays in warmup.
   LrSchedule s(make("cosine", 5.0, 100, 10));
@@ -124,6 +155,10 @@ BOOST_AUTO_TEST_CASE(bad_options) {
                         [](const scaletrain::Error& e) { return message_has(e, "--warmup-epochs"); });
   LrSchedule s(make("cosine", 0.0, 1, 10));
   BOOST_CHECK_THROW(s.at(-1), scaletrain::Error);
+  LrScheduleOptions p = make("poly", 0.0, 1, 10);
+  p.poly_power = 0.0;
+  BOOST_CHECK_EXCEPTION(LrSchedule{p}, scaletrain::Error,
+                        [](const scaletrain::Error& e) { return message_has(e, "--lr-poly-power"); });
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -6,11 +6,15 @@
 //   warmup (s < W):  base_lr * (s + 1) / W            (from base_lr / W up to base_lr at s = W - 1)
 //   after, with progress p = (s - W) / max(1, T - W), clamped to [0, 1]:
 //   cosine: base_lr * (1 + cos(pi * p)) / 2           (Loshchilov & Hutter 2017; reaches 0 at s = T)
-//   poly:   end_lr + (base_lr - end_lr) * (1 - p)^2   (the MLPerf ResNet reference: power 2,
-//                                                      reaches end_lr at s = T)
+//   poly:   end_lr + (base_lr - end_lr) * (1 - p)^power  (the MLPerf ResNet reference: power 2;
+//                                                      Caffe's bvlc_googlenet: 0.5, to 0; reaches
+//                                                      end_lr at s = T)
 //   step:   base_lr * step_gamma^k, k = number of step_epochs e with s >= round(e * steps_per_epoch)
 //           (default step_epochs: 30%, 60% and 80% of the run's epochs T / steps_per_epoch, which is
-//           the classic 30/60/80 of 90 epochs of He et al. 2016 scaled to any run length)
+//           the classic 30/60/80 of 90 epochs of He et al. 2016 scaled to any run length; with
+//           step_every E > 0: E, 2E, 3E, ... below the run's epochs, TF's staircase exponential
+//           decay, as Inception-v3's 0.94 every 2 epochs). Drops count from step 0, warmup included,
+//           as Caffe's and TF's solvers count iterations.
 //   constant: base_lr                                 (the MLPerf NCF reference's Adam)
 // With warmup_epochs 0, at(0) == base_lr exactly. A warmup longer than the run is allowed (a short
 // --max-steps smoke test of a long config): the run then ends inside the warmup.
@@ -29,8 +33,10 @@ struct LrScheduleOptions {
   int64_t steps_per_epoch = 1;
   int64_t total_steps = 1;          // epochs * steps_per_epoch (or --max-steps)
   double end_lr = 1e-4;             // poly only: the final LR (MLPerf ResNet reference value)
+  double poly_power = 2.0;          // poly only: the exponent
   std::vector<double> step_epochs;  // step only: epochs (may be fractional) where the LR drops;
                                     // empty: {0.3, 0.6, 0.8} * total epochs
+  double step_every = 0.0;          // step only, instead of step_epochs: a drop every this many epochs
   double step_gamma = 0.1;          // step only: factor at each drop
 };
 

@@ -66,7 +66,13 @@ struct TrainConfig {
   bool nesterov = false;
   std::string lr_schedule = "cosine";  // cosine | poly | step
   double warmup_epochs = 0.0;
-  double end_lr = 1e-4;  // poly decay target (MLPerf ResNet-50: 1e-4)
+  double end_lr = 1e-4;        // poly decay target (MLPerf ResNet-50: 1e-4)
+  double lr_poly_power = 2.0;  // poly: the exponent (MLPerf ResNet-50: 2; bvlc_googlenet's solver: 0.5)
+  // step: the epochs where the learning rate drops (empty: 30%, 60%, 80% of the epochs), or a drop
+  // every lr_step_every epochs (> 0; Inception-v3's 0.94 every 2 epochs), by lr_step_gamma.
+  std::vector<double> lr_step_epochs;
+  double lr_step_every = 0.0;
+  double lr_step_gamma = 0.1;
   double label_smoothing = 0.0;
   // The weight of the auxiliary heads' losses (GoogLeNet, Inception-v3; the model's default, 0
   // switches the heads off and freezes them); 0 for models without auxiliary heads.
