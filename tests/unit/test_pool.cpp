@@ -2,15 +2,17 @@
 // float64 reference's max-pool backward, and the kernel's, against central differences of the
 // reference's forward; output shapes (floor and ceil) and argument checks; average and adaptive
 // pooling against values PyTorch 1.13 gives (torch.nn.functional.avg_pool2d, adaptive_avg_pool2d,
-// max_pool2d with ceil_mode, quoted below). The kernels against the reference on odd, overlapping,
-// padded, ceil-mode, 1x1 and large geometries, and every backward against central differences, are
-// op cases (tests/support/op_cases.cpp).
+// max_pool2d with ceil_mode, quoted below); the AvgPool2d and AdaptiveAvgPool2d layers. The
+// kernels against the reference on odd, overlapping, padded, ceil-mode, 1x1 and large geometries,
+// and every backward against central differences, are op cases (tests/support/op_cases.cpp).
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
 #include <string>
 
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/nn/layers.hpp"
+#include "scaletrain/nn/pooling.hpp"
 #include "scaletrain/ops/pool.hpp"
 #include "support/gradcheck.hpp"
 #include "support/reference_pool.hpp"
@@ -292,6 +294,53 @@ BOOST_AUTO_TEST_CASE(argument_checks) {
     const std::string msg = e.what();
     BOOST_TEST(msg.find("[2, 3, 3, 3]") != std::string::npos, msg);
   }
+}
+
+// The layers: output shapes, the ops they list, a smaller second batch (buffers reused), and a
+// chain MaxPool2d(ceil) -> AvgPool2d(ceil, padding) -> AdaptiveAvgPool2d whose backward matches
+// central differences of the float64 references composed.
+BOOST_AUTO_TEST_CASE(pooling_layers) {
+  st::Context ctx;
+  const PoolGeometry mg{2, 9, 9, 3, 3, 2, 0, true};        // 9 -> 4
+  const PoolGeometry ag{2, 4, 4, 3, 3, 2, 1, true, true};  // 4 -> 3, the last window overhangs
+  const st::test::AdaptiveGeometry dg{2, 3, 3, 3, 2, 5};   // 3x3 -> 2x5
+  st::nn::Sequential seq;
+  seq.emplace<st::nn::MaxPool2d>(params(mg));
+  seq.emplace<st::nn::AvgPool2d>(avg_params(ag));
+  seq.emplace<st::nn::AdaptiveAvgPool2d>(2, 5);
+  st::ops::OpNames eval_ops, train_ops;
+  seq.list_ops(eval_ops, false);
+  seq.list_ops(train_ops, true);
+  BOOST_TEST(eval_ops == (st::ops::OpNames{"max_pool2d_forward", "avg_pool2d_forward", "adaptive_avg_pool2d_forward"}));
+  BOOST_TEST(train_ops.size() == 6u);
+  BOOST_TEST(train_ops.count("avg_pool2d_backward") == 1u);
+  BOOST_TEST(train_ops.count("adaptive_avg_pool2d_backward") == 1u);
+
+  auto x = random_floats(mg.n * mg.h * mg.w * mg.c, 81);
+  const auto r = random_floats(dg.n * dg.oh * dg.ow * dg.c, 82);
+  const st::Tensor y = seq.forward(ctx, st::test::to_tensor(x, in_shape(mg)), true);
+  BOOST_TEST(y.shape() == (st::Shape{2, 2, 5, 3}));
+  const st::Tensor dx = seq.backward(ctx, st::test::to_tensor(r, y.shape()), true);
+  BOOST_TEST(dx.shape() == in_shape(mg));
+  auto f = [&] {
+    const auto y1 = st::test::reference_max_pool2d_forward(mg, x);
+    const auto y2 = st::test::reference_avg_pool2d_forward(ag, y1);
+    return dot(st::test::reference_adaptive_avg_pool2d_forward(dg, y2), r);
+  };
+  ST_CHECK_CLOSE_VECTORS(st::test::to_vector(dx), st::test::numeric_gradient(f, x), 1e-5, 1e-5);
+
+  // A smaller batch takes views of the same buffers.
+  const st::Tensor y_small = seq.forward(ctx, st::Tensor::zeros({1, 9, 9, 3}), true);
+  BOOST_TEST(y_small.shape() == (st::Shape{1, 2, 5, 3}));
+  BOOST_TEST(seq.backward(ctx, st::Tensor::zeros(y_small.shape()), true).shape() == (st::Shape{1, 9, 9, 3}));
+  BOOST_TEST(!seq.backward(ctx, st::Tensor::zeros(y_small.shape()), false).defined());
+
+  st::nn::AvgPool2d fresh;
+  BOOST_CHECK_THROW(fresh.backward(ctx, st::Tensor::zeros({1, 2, 2, 1})), st::Error);
+  BOOST_CHECK_THROW(fresh.forward(ctx, st::Tensor::zeros({2, 2, 1}), true), st::Error);
+  st::nn::AdaptiveAvgPool2d fresh_adaptive(6, 6);
+  BOOST_CHECK_THROW(fresh_adaptive.backward(ctx, st::Tensor::zeros({1, 6, 6, 1})), st::Error);
+  BOOST_TEST(fresh_adaptive.forward(ctx, st::Tensor::zeros({3, 1, 1, 8}), false).shape() == (st::Shape{3, 6, 6, 8}));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
