@@ -336,10 +336,11 @@ OpCase add_case(const Shape& shape, uint64_t seed) {
 
 OpCase max_pool_case(const PoolGeometry& g, uint64_t seed) {
   const Shape xs{g.n, g.h, g.w, g.c}, ys{g.n, g.oh(), g.ow(), g.c};
-  const ops::MaxPool2dParams p{static_cast<int>(g.kernel), static_cast<int>(g.stride), static_cast<int>(g.padding)};
+  const ops::MaxPool2dParams p{static_cast<int>(g.kernel), static_cast<int>(g.stride), static_cast<int>(g.padding),
+                               g.ceil_mode};
   OpCase c;
   c.name = "max_pool2d k" + std::to_string(g.kernel) + " s" + std::to_string(g.stride) + " p" +
-           std::to_string(g.padding) + " " + dims(xs);
+           std::to_string(g.padding) + (g.ceil_mode ? " ceil " : " ") + dims(xs);
   c.ops = {"max_pool2d_forward", "max_pool2d_backward"};
   c.make_inputs = [=] { return NamedTensors{{"x", random_tensor(xs, seed)}, {"dy", random_tensor(ys, seed + 1)}}; };
   c.run = [=](Context& ctx, const NamedTensors& in) {
@@ -359,6 +360,59 @@ OpCase max_pool_case(const PoolGeometry& g, uint64_t seed) {
   // maximum it is, in an order the backend picks.
   const Tolerance tdx{2e-6, 1e-6};
   c.outputs = {{"y", kExact, kExact}, {"dx", tdx, twice(tdx)}};
+  c.gradients = {{"x", "dx", "y", "dy"}};
+  return c;
+}
+
+// y and dx: the CPU sums in double in the reference's order and divides by the same divisor, so
+// both are the reference's value rounded once to float32; the CUDA kernels take the same windows
+// (src/ops/pool_windows.hpp) and sum in the same order, so no backend may differ.
+OpCase avg_pool_case(const PoolGeometry& g, uint64_t seed) {
+  const Shape xs{g.n, g.h, g.w, g.c}, ys{g.n, g.oh(), g.ow(), g.c};
+  const ops::AvgPool2dParams p{static_cast<int>(g.kernel), static_cast<int>(g.stride), static_cast<int>(g.padding),
+                               g.ceil_mode, g.count_include_pad};
+  OpCase c;
+  c.name = "avg_pool2d k" + std::to_string(g.kernel) + " s" + std::to_string(g.stride) + " p" +
+           std::to_string(g.padding) + (g.ceil_mode ? " ceil" : "") +
+           (g.count_include_pad ? " include_pad " : " exclude_pad ") + dims(xs);
+  c.ops = {"avg_pool2d_forward", "avg_pool2d_backward"};
+  c.make_inputs = [=] { return NamedTensors{{"x", random_tensor(xs, seed)}, {"dy", random_tensor(ys, seed + 1)}}; };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor y = nan_on(ctx, ys), dx = nan_on(ctx, xs);
+    ops::avg_pool2d_forward(ctx, p, on(ctx, input(in, "x")), y);
+    ops::avg_pool2d_backward(ctx, p, on(ctx, input(in, "dy")), dx);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)}, {"dx", to_cpu(dx)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    return NamedValues{{"y", reference_avg_pool2d_forward(g, values(in, "x"))},
+                       {"dx", reference_avg_pool2d_backward(g, values(in, "dy"))}};
+  };
+  c.outputs = {{"y", kOneRounding, kExact}, {"dx", kOneRounding, kExact}};
+  c.gradients = {{"x", "dx", "y", "dy"}};
+  return c;
+}
+
+// As avg_pool_case: one rounding of the reference's double, the same bits on every backend.
+OpCase adaptive_avg_pool_case(const AdaptiveGeometry& g, uint64_t seed) {
+  const Shape xs{g.n, g.h, g.w, g.c}, ys{g.n, g.oh, g.ow, g.c};
+  const ops::AdaptiveAvgPool2dParams p{static_cast<int>(g.oh), static_cast<int>(g.ow)};
+  OpCase c;
+  c.name = "adaptive_avg_pool2d " + dims(xs) + " -> " + std::to_string(g.oh) + "x" + std::to_string(g.ow);
+  c.ops = {"adaptive_avg_pool2d_forward", "adaptive_avg_pool2d_backward"};
+  c.make_inputs = [=] { return NamedTensors{{"x", random_tensor(xs, seed)}, {"dy", random_tensor(ys, seed + 1)}}; };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor y = nan_on(ctx, ys), dx = nan_on(ctx, xs);
+    ops::adaptive_avg_pool2d_forward(ctx, p, on(ctx, input(in, "x")), y);
+    ops::adaptive_avg_pool2d_backward(ctx, p, on(ctx, input(in, "dy")), dx);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)}, {"dx", to_cpu(dx)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    return NamedValues{{"y", reference_adaptive_avg_pool2d_forward(g, values(in, "x"))},
+                       {"dx", reference_adaptive_avg_pool2d_backward(g, values(in, "dy"))}};
+  };
+  c.outputs = {{"y", kOneRounding, kExact}, {"dx", kOneRounding, kExact}};
   c.gradients = {{"x", "dx", "y", "dy"}};
   return c;
 }
@@ -973,6 +1027,24 @@ std::vector<OpCase> build_cases() {
   // Above the CPU kernels' threading bound (1 << 15 elements).
   cases.push_back(concat_case(4099, 64, 128, next_seed()));
   cases.push_back(multiply_case({4099, 64}, next_seed()));
+  // Pooling for AlexNet, GoogLeNet and Inception-v3 (issue 24): {n, h, w, c, kernel, stride,
+  // padding, ceil_mode, count_include_pad}; adaptive {n, h, w, c, oh, ow}.
+  cases.push_back(avg_pool_case({2, 7, 7, 5, 3, 1, 1, false, true}, next_seed()));    // Inception's branch pool
+  cases.push_back(avg_pool_case({2, 7, 7, 5, 3, 1, 1, false, false}, next_seed()));   // the same, excluding pad
+  cases.push_back(avg_pool_case({1, 17, 17, 6, 5, 3, 0, false, true}, next_seed()));  // Inception's aux head
+  cases.push_back(avg_pool_case({2, 13, 13, 3, 5, 3, 0, true, true}, next_seed()));   // ceil: the last window overhangs
+  cases.push_back(avg_pool_case({2, 8, 8, 3, 3, 2, 1, true, true}, next_seed()));   // ceil overhang beyond the padding
+  cases.push_back(avg_pool_case({1, 8, 8, 3, 3, 2, 1, true, false}, next_seed()));  // the same, excluding pad
+  cases.push_back(max_pool_case({1, 112, 112, 3, 3, 2, 0, true}, next_seed()));     // GoogLeNet's first pool
+  cases.push_back(max_pool_case({2, 8, 8, 5, 3, 2, 0, true}, next_seed()));         // 8 -> 4: the last window overhangs
+  cases.push_back(max_pool_case({2, 15, 15, 4, 2, 2, 0, true}, next_seed()));       // 15 -> 8: a 1x1 corner window
+  cases.push_back(max_pool_case({1, 6, 7, 3, 3, 1, 1, true}, next_seed()));         // ceil changes nothing here
+  cases.push_back(adaptive_avg_pool_case({2, 13, 13, 5, 6, 6}, next_seed()));       // AlexNet: overlapping windows
+  cases.push_back(adaptive_avg_pool_case({2, 5, 5, 3, 6, 6}, next_seed()));         // more outputs than inputs
+  cases.push_back(adaptive_avg_pool_case({2, 1, 1, 7, 6, 6}, next_seed()));         // AlexNet below 96 px: a copy
+  cases.push_back(adaptive_avg_pool_case({2, 14, 14, 3, 4, 4}, next_seed()));       // 14 % 4 != 0
+  cases.push_back(adaptive_avg_pool_case({2, 8, 8, 9, 1, 1}, next_seed()));         // global, as GoogLeNet's head
+  cases.push_back(adaptive_avg_pool_case({1, 9, 6, 4, 4, 5}, next_seed()));         // not square
   // An auxiliary head's loss, weighted as GoogLeNet's (0.3) and Inception-v3's (0.4) are, and a
   // head that is off (weight 0: a zero gradient).
   cases.push_back(softmax_cross_entropy_case(4, 10, 0.1, 1.0, next_seed(), 0.3));

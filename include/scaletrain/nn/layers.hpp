@@ -95,7 +95,7 @@ class ReLU : public Module {
   Tensor y_buffer_, dx_buffer_;
 };
 
-// PyTorch MaxPool2d(kernel, stride, padding).
+// PyTorch MaxPool2d(kernel, stride, padding, ceil_mode), square windows.
 class MaxPool2d : public Module {
  public:
   explicit MaxPool2d(ops::MaxPool2dParams p = {}) : pool_(p) {}

@@ -1,14 +1,19 @@
-// CUDA max pooling and global average pooling on channels-last data, computing exactly what the
-// CPU kernels (src/ops/cpu/pool_cpu.cpp) compute, bitwise: the same comparisons, the same
-// first-maximum rule, the same summation order.
+// CUDA max, average, adaptive average and global average pooling on channels-last data,
+// computing exactly what the CPU kernels (src/ops/cpu/pool_cpu.cpp) compute, bitwise: the same
+// comparisons, the same first-maximum rule, the same windows and divisors (ops/pool_windows.hpp),
+// the same summation order.
 // One thread per output value (forward) or per input value (backward), channel fastest, so a
-// warp reads and writes contiguous channels. Max-pool backward gathers rather than scatters:
-// each input value sums the gradients of the windows that pick it, in window order, so no two
-// threads write one dx value and the result is deterministic without atomics.
+// warp reads and writes contiguous channels. Backward gathers rather than scatters: each input
+// value sums the gradients of the windows that hold it (max: that pick it), in window order, so
+// no two threads write one dx value and the result is deterministic without atomics.
+// Own kernels rather than cuDNN pooling, which has no ceil mode (its output size is always
+// floor's) and no adaptive pooling, so it cannot compute PyTorch's ceil-mode or adaptive windows;
+// PyTorch itself pools with own kernels.
 #include <cuda/std/limits>
 
 #include "backend/cuda/cuda_context.hpp"
 #include "ops/cuda/grid_stride.cuh"
+#include "ops/pool_windows.hpp"
 #include "scaletrain/ops/pool.hpp"
 
 namespace scaletrain::ops::cuda {
@@ -130,8 +135,77 @@ __global__ void global_avg_pool_backward_kernel(const float* dy, float* dx, int6
   }
 }
 
+// Average and adaptive average pooling: y (b, oy, ox, j) = the window's sum, in double in
+// row-major order, divided by its divisor and rounded once, as on the CPU.
+__global__ void avg_forward_kernel(const float* x, float* y, int64_t n, int64_t h, int64_t w, int64_t c,
+                                   pool::AvgAxis rows, pool::AvgAxis cols) {
+  const int64_t total = n * rows.out * cols.out * c;
+  for (int64_t o = grid_first(); o < total; o += grid_stride()) {
+    const int64_t j = o % c;
+    int64_t t = o / c;
+    const int64_t ox = t % cols.out;
+    t /= cols.out;
+    const int64_t oy = t % rows.out;
+    const int64_t b = t / rows.out;
+    const pool::Window wy = pool::window_of(rows, oy), wx = pool::window_of(cols, ox);
+    double sum = 0.0;
+    for (int64_t iy = wy.begin; iy < wy.end; ++iy)
+      for (int64_t ix = wx.begin; ix < wx.end; ++ix) sum += x[((b * h + iy) * w + ix) * c + j];
+    y[o] = static_cast<float>(sum / static_cast<double>(wy.divisor * wx.divisor));
+  }
+}
+
+// dx (b, iy, ix, j) = the sum, over the windows holding the position in row-major order, of
+// dy / divisor, in double, rounded once, as on the CPU.
+__global__ void avg_backward_kernel(const float* dy, float* dx, int64_t n, int64_t h, int64_t w, int64_t c,
+                                    pool::AvgAxis rows, pool::AvgAxis cols) {
+  const int64_t total = n * h * w * c;
+  for (int64_t i = grid_first(); i < total; i += grid_stride()) {
+    const int64_t j = i % c;
+    int64_t t = i / c;
+    const int64_t ix = t % w;
+    t /= w;
+    const int64_t iy = t % h;
+    const int64_t b = t / h;
+    const pool::Windows oys = pool::windows_holding(rows, iy), oxs = pool::windows_holding(cols, ix);
+    double sum = 0.0;
+    for (int64_t oy = oys.begin; oy < oys.end; ++oy) {
+      const int64_t divisor_y = pool::window_of(rows, oy).divisor;
+      for (int64_t ox = oxs.begin; ox < oxs.end; ++ox) {
+        const double divisor = static_cast<double>(divisor_y * pool::window_of(cols, ox).divisor);
+        sum += static_cast<double>(dy[((b * rows.out + oy) * cols.out + ox) * c + j]) / divisor;
+      }
+    }
+    dx[i] = static_cast<float>(sum);
+  }
+}
+
 PoolShape pool_shape(const MaxPool2dParams& p, const Tensor& x, const Tensor& y) {
   return {x.dim(0), x.dim(1), x.dim(2), x.dim(3), y.dim(1), y.dim(2), p.kernel, p.stride, p.padding};
+}
+
+pool::AvgAxis avg_axis(const AvgPool2dParams& p, int64_t in, int64_t out) {
+  return {in, out, false, p.kernel, p.stride, p.padding, p.count_include_pad};
+}
+
+pool::AvgAxis adaptive_axis(int64_t in, int64_t out) { return {in, out, true}; }
+
+void avg_forward(Context& ctx, const Tensor& x, Tensor& y, const pool::AvgAxis& rows, const pool::AvgAxis& cols) {
+  const int64_t total = y.numel();
+  if (total == 0) return;
+  avg_forward_kernel<<<blocks_for(total), kThreadsPerBlock, 0, scaletrain::cuda::compute_stream(ctx)>>>(
+      static_cast<const float*>(x.raw()), static_cast<float*>(y.raw()), x.dim(0), x.dim(1), x.dim(2), x.dim(3), rows,
+      cols);
+  ST_CHECK_LAUNCH();
+}
+
+void avg_backward(Context& ctx, const Tensor& dy, Tensor& dx, const pool::AvgAxis& rows, const pool::AvgAxis& cols) {
+  const int64_t total = dx.numel();
+  if (total == 0) return;
+  avg_backward_kernel<<<blocks_for(total), kThreadsPerBlock, 0, scaletrain::cuda::compute_stream(ctx)>>>(
+      static_cast<const float*>(dy.raw()), static_cast<float*>(dx.raw()), dx.dim(0), dx.dim(1), dx.dim(2), dx.dim(3),
+      rows, cols);
+  ST_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -152,6 +226,22 @@ void max_pool2d_backward(Context& ctx, const MaxPool2dParams& p, const Tensor& x
       static_cast<const float*>(x.raw()), static_cast<const float*>(y.raw()), static_cast<const float*>(dy.raw()),
       static_cast<float*>(dx.raw()), pool_shape(p, x, y));
   ST_CHECK_LAUNCH();
+}
+
+void avg_pool2d_forward(Context& ctx, const AvgPool2dParams& p, const Tensor& x, Tensor& y) {
+  avg_forward(ctx, x, y, avg_axis(p, x.dim(1), y.dim(1)), avg_axis(p, x.dim(2), y.dim(2)));
+}
+
+void avg_pool2d_backward(Context& ctx, const AvgPool2dParams& p, const Tensor& dy, Tensor& dx) {
+  avg_backward(ctx, dy, dx, avg_axis(p, dx.dim(1), dy.dim(1)), avg_axis(p, dx.dim(2), dy.dim(2)));
+}
+
+void adaptive_avg_pool2d_forward(Context& ctx, const AdaptiveAvgPool2dParams& p, const Tensor& x, Tensor& y) {
+  avg_forward(ctx, x, y, adaptive_axis(x.dim(1), y.dim(1)), adaptive_axis(x.dim(2), y.dim(2)));
+}
+
+void adaptive_avg_pool2d_backward(Context& ctx, const AdaptiveAvgPool2dParams& p, const Tensor& dy, Tensor& dx) {
+  avg_backward(ctx, dy, dx, adaptive_axis(dx.dim(1), dy.dim(1)), adaptive_axis(dx.dim(2), dy.dim(2)));
 }
 
 void global_avg_pool_forward(Context& ctx, const Tensor& x, Tensor& y) {
