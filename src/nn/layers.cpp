@@ -47,10 +47,9 @@ void fill(Tensor& t, const std::function<double()>& draw) {
 // PyTorch's trunc_normal_(std, a=-2, b=2): N(0, std^2) conditioned on [-2, 2], by rejection (the
 // same distribution as PyTorch's inverse-CDF method; at the std of the models here a draw is
 // rejected about never).
-double truncated_normal(Rng& rng, double std) {
-  ST_CHECK(std > 0 && std < 2, "trunc_normal init: std must be in (0, 2), got " << std);
+double truncated_normal(Rng& rng, double stddev) {
   for (;;) {
-    const double v = std * rng.normal();
+    const double v = stddev * rng.normal();
     if (v >= -2.0 && v <= 2.0) return v;
   }
 }
@@ -73,12 +72,13 @@ void initialize_parameters(Rng& rng, const Init& init, double fan_in, double fan
       if (bias.defined()) fill(bias, torch_uniform);
       return;
     case Init::Kind::trunc_normal:
-      fill(weight, [&] { return truncated_normal(rng, init.std); });
+      ST_CHECK(init.stddev > 0, "trunc_normal init: std must be > 0, got " << init.stddev);
+      fill(weight, [&] { return truncated_normal(rng, init.stddev); });
       if (bias.defined()) fill(bias, torch_uniform);
       return;
     case Init::Kind::gaussian:
-      ST_CHECK(init.std >= 0, "gaussian init: std must be >= 0, got " << init.std);
-      fill(weight, [&] { return init.std * rng.normal(); });
+      ST_CHECK(init.stddev >= 0, "gaussian init: std must be >= 0, got " << init.stddev);
+      fill(weight, [&] { return init.stddev * rng.normal(); });
       if (bias.defined()) bias.fill(static_cast<float>(init.bias_value));
       return;
     case Init::Kind::xavier_fan_in: {

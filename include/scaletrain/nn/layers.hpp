@@ -38,14 +38,14 @@ struct Init {
     xavier_fan_in,           // Caffe's xavier filler: weight U(-sqrt(3 / fan_in), +sqrt(3 / fan_in)); bias constant
   };
   Kind kind = Kind::kaiming_normal_fan_out;
-  double std = 0.0;         // trunc_normal and gaussian
+  double stddev = 0.0;      // trunc_normal and gaussian
   double bias_value = 0.0;  // gaussian and xavier_fan_in
 
   static Init kaiming_normal_fan_out() { return {}; }
   static Init torch_default() { return {Kind::torch_default}; }
   // PyTorch's bounds a and b are absolute, not in units of std: at std 0.01 they sit at 200 std.
-  static Init trunc_normal(double std) { return {Kind::trunc_normal, std}; }
-  static Init gaussian(double std, double bias_value = 0.0) { return {Kind::gaussian, std, bias_value}; }
+  static Init trunc_normal(double stddev) { return {Kind::trunc_normal, stddev}; }
+  static Init gaussian(double stddev, double bias_value = 0.0) { return {Kind::gaussian, stddev, bias_value}; }
   static Init xavier_fan_in(double bias_value = 0.0) { return {Kind::xavier_fan_in, 0.0, bias_value}; }
 };
 
