@@ -78,10 +78,14 @@ struct ConvDims {
   int group_channels() const { return c / groups; }  // the filter's input channels
 };
 
-ConvDims conv_dims(const Conv2dParams& p, const Shape& x, const Shape& w, const char* op) {
+// Refused on every call, the empty ones included, so that a model fails alike at any batch size.
+void require_symmetric_padding(const Conv2dParams& p, const char* op) {
   ST_CHECK(p.symmetric_padding(), op << ": cuDNN pads both sides of a dimension equally, got padding top " << p.pad_top
                                      << ", bottom " << p.pad_bottom << ", left " << p.pad_left << ", right "
                                      << p.pad_right << " (per-side padding runs on the CPU only)");
+}
+
+ConvDims conv_dims(const Conv2dParams& p, const Shape& x, const Shape& w, const char* op) {
   ConvDims d{};
   d.n = to_int(x[0], op, "batch"), d.h = to_int(x[1], op, "height"), d.w = to_int(x[2], op, "width");
   d.c = to_int(x[3], op, "channels");
@@ -321,6 +325,7 @@ void bias_gradient(Context& ctx, const Tensor& dy, Tensor& db, const char* op) {
 
 void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   const char* op = "conv2d_forward";
+  require_symmetric_padding(p, op);
   if (x.numel() == 0) {  // no batch, or an empty image or channel count: a sum over nothing
     y.zero();
     if (b.defined()) add_bias(ctx, b, y, op);
@@ -343,6 +348,7 @@ void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const 
 
 void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
   const char* op = "conv2d_backward_data";
+  require_symmetric_padding(p, op);
   if (dx.numel() == 0) return;
   const ConvDims d = conv_dims(p, dx.shape(), w.shape(), op);
   const ConvPlan& plan = conv_plan(ctx, Direction::backward_data, d);
@@ -362,6 +368,7 @@ void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy,
 void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw,
                             Tensor& db) {
   const char* op = "conv2d_backward_filter";
+  require_symmetric_padding(p, op);
   if (db.defined()) bias_gradient(ctx, dy, db, op);
   if (dw.numel() == 0) return;
   if (x.numel() == 0) {  // no batch or an empty image: the gradient is a sum over nothing
