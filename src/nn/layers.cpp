@@ -6,6 +6,7 @@
 #include "scaletrain/nn/layers.hpp"
 
 #include <cmath>
+#include <functional>
 
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/ops/activation.hpp"
@@ -34,14 +35,79 @@ void check_channels_last(const Tensor& x, int64_t channels, const std::string& l
 }
 }  // namespace
 
+// ---- initialisation ----
+
+namespace {
+
+void fill(Tensor& t, const std::function<double()>& draw) {
+  float* p = t.data<float>();
+  for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = static_cast<float>(draw());
+}
+
+// PyTorch's trunc_normal_(std, a=-2, b=2): N(0, std^2) conditioned on [-2, 2], by rejection (the
+// same distribution as PyTorch's inverse-CDF method; at the std of the models here a draw is
+// rejected about never).
+double truncated_normal(Rng& rng, double stddev) {
+  for (;;) {
+    const double v = stddev * rng.normal();
+    if (v >= -2.0 && v <= 2.0) return v;
+  }
+}
+
+}  // namespace
+
+void initialize_parameters(Rng& rng, const Init& init, double fan_in, double fan_out, Tensor& weight, Tensor& bias) {
+  const double torch_bound = 1.0 / std::sqrt(fan_in);
+  auto torch_uniform = [&] { return rng.uniform(-torch_bound, torch_bound); };
+  switch (init.kind) {
+    case Init::Kind::kaiming_normal_fan_out: {
+      const double std = std::sqrt(2.0 / fan_out);
+      fill(weight, [&] { return std * rng.normal(); });
+      if (bias.defined()) bias.fill(0.0f);
+      return;
+    }
+    case Init::Kind::torch_default:
+      // kaiming_uniform_(a=sqrt(5)): gain sqrt(2 / (1 + 5)), bound gain * sqrt(3 / fan_in) = 1 / sqrt(fan_in).
+      fill(weight, torch_uniform);
+      if (bias.defined()) fill(bias, torch_uniform);
+      return;
+    case Init::Kind::trunc_normal:
+      ST_CHECK(init.stddev > 0, "trunc_normal init: std must be > 0, got " << init.stddev);
+      fill(weight, [&] { return truncated_normal(rng, init.stddev); });
+      if (bias.defined()) fill(bias, torch_uniform);
+      return;
+    case Init::Kind::gaussian:
+      ST_CHECK(init.stddev >= 0, "gaussian init: std must be >= 0, got " << init.stddev);
+      fill(weight, [&] { return init.stddev * rng.normal(); });
+      if (bias.defined()) bias.fill(static_cast<float>(init.bias_value));
+      return;
+    case Init::Kind::xavier_fan_in: {
+      const double bound = std::sqrt(3.0 / fan_in);
+      fill(weight, [&] { return rng.uniform(-bound, bound); });
+      if (bias.defined()) bias.fill(static_cast<float>(init.bias_value));
+      return;
+    }
+  }
+  ST_THROW("initialize_parameters: unknown init kind " << static_cast<int>(init.kind));
+}
+
 // ---- Conv2d ----
 
-Conv2d::Conv2d(ParameterSet& params, const std::string& name, int in_channels, int out_channels, int kernel, int stride,
-               int padding)
-    : params_(&params), name_(name), in_channels_(in_channels), out_channels_(out_channels), kernel_(kernel) {
-  conv_.stride = stride;
-  conv_.padding = padding;
-  weight_ = params.add_parameter(join_name(name, "weight"), {out_channels, in_channels, kernel, kernel});
+Conv2d::Conv2d(ParameterSet& params, const std::string& name, int in_channels, int out_channels, const ConvSpec& spec)
+    : params_(&params),
+      name_(name),
+      in_channels_(in_channels),
+      out_channels_(out_channels),
+      spec_(spec),
+      conv_(spec.params()) {
+  ST_CHECK(spec.kernel_h >= 1 && spec.kernel_w >= 1,
+           name << ": kernel must be >= 1, got " << spec.kernel_h << "x" << spec.kernel_w);
+  ST_CHECK(spec.groups >= 1 && in_channels % spec.groups == 0 && out_channels % spec.groups == 0,
+           name << ": groups " << spec.groups << " must divide the input channels (" << in_channels
+                << ") and the output channels (" << out_channels << ")");
+  weight_ = params.add_parameter(join_name(name, "weight"),
+                                 {out_channels, in_channels / spec.groups, spec.kernel_h, spec.kernel_w});
+  if (spec.bias) bias_ = params.add_parameter(join_name(name, "bias"), {out_channels});
 }
 
 void Conv2d::list_ops(ops::OpNames& ops, bool training) const {
@@ -54,17 +120,22 @@ Tensor Conv2d::forward(Context& ctx, const Tensor& x, bool training) {
   const Tensor& w = params_->value(weight_);
   const Shape out = ops::conv2d_output_shape(conv_, x.shape(), w.shape());
   ST_CHECK(out[1] > 0 && out[2] > 0, "input " << x.dim(1) << "x" << x.dim(2) << " is too small for " << name_
-                                              << " (kernel " << kernel_ << ", stride " << conv_.stride << ", padding "
-                                              << conv_.padding << ")");
+                                              << " (kernel " << spec_.kernel_h << "x" << spec_.kernel_w << ", stride "
+                                              << spec_.stride_h << "x" << spec_.stride_w << ", padding " << spec_.pad_h
+                                              << "x" << spec_.pad_w << ")");
   Tensor y = reuse_buffer(y_buffer_, out, ctx.device());
-  ops::conv2d_forward(ctx, conv_, x, w, y);
+  const Tensor no_bias;
+  ops::conv2d_forward(ctx, conv_, x, w, bias_ >= 0 ? params_->value(bias_) : no_bias, y);
   x_ = x;
   return y;
 }
 
 Tensor Conv2d::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(x_.defined(), name_ << ": backward before forward");
-  ops::conv2d_backward_filter(ctx, conv_, x_, dy, params_->grad(weight_));
+  Tensor no_bias;
+  ops::conv2d_backward_filter(ctx, conv_, x_, dy, params_->grad(weight_), bias_ >= 0 ? params_->grad(bias_) : no_bias);
+  // In reverse registration order, as the gradients of the layers before complete later.
+  if (bias_ >= 0) params_->mark_grad_ready(bias_);
   params_->mark_grad_ready(weight_);
   if (!need_dx) return Tensor();
   Tensor dx = reuse_buffer(dx_buffer_, x_.shape(), ctx.device());
@@ -73,11 +144,12 @@ Tensor Conv2d::backward(Context& ctx, const Tensor& dy, bool need_dx) {
 }
 
 void Conv2d::initialize(Rng& rng) {
-  const double fan_out = static_cast<double>(out_channels_) * kernel_ * kernel_;
-  const double std = std::sqrt(2.0 / fan_out);
-  Tensor& w = params_->value(weight_);
-  float* p = w.data<float>();
-  for (int64_t i = 0, n = w.numel(); i < n; ++i) p[i] = static_cast<float>(std * rng.normal());
+  const double receptive = static_cast<double>(spec_.kernel_h) * spec_.kernel_w;
+  const double fan_in = static_cast<double>(in_channels_ / spec_.groups) * receptive;
+  const double fan_out = static_cast<double>(out_channels_) * receptive;
+  Tensor no_bias;
+  initialize_parameters(rng, spec_.init, fan_in, fan_out, params_->value(weight_),
+                        bias_ >= 0 ? params_->value(bias_) : no_bias);
 }
 
 // ---- BatchNorm2d ----
@@ -207,8 +279,8 @@ Tensor GlobalAvgPool::backward(Context& ctx, const Tensor& dy, bool need_dx) {
 
 // ---- Linear ----
 
-Linear::Linear(ParameterSet& params, const std::string& name, int in_features, int out_features)
-    : params_(&params), name_(name), in_features_(in_features), out_features_(out_features) {
+Linear::Linear(ParameterSet& params, const std::string& name, int in_features, int out_features, const Init& init)
+    : params_(&params), name_(name), in_features_(in_features), out_features_(out_features), init_(init) {
   weight_ = params.add_parameter(join_name(name, "weight"), {out_features, in_features});
   bias_ = params.add_parameter(join_name(name, "bias"), {out_features});
 }
@@ -237,12 +309,7 @@ Tensor Linear::backward(Context& ctx, const Tensor& dy, bool need_dx) {
 }
 
 void Linear::initialize(Rng& rng) {
-  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features_));
-  for (int index : {weight_, bias_}) {
-    Tensor& t = params_->value(index);
-    float* p = t.data<float>();
-    for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = static_cast<float>(rng.uniform(-bound, bound));
-  }
+  initialize_parameters(rng, init_, in_features_, out_features_, params_->value(weight_), params_->value(bias_));
 }
 
 // ---- Sequential ----

@@ -8,7 +8,8 @@
 namespace scaletrain::ops {
 
 // The kernels, declared from the public signatures, and the one dispatch point per op (ops/op.hpp).
-using Conv2dForwardFn = void(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, Tensor& y);
+using Conv2dForwardFn = void(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
+                             Tensor& y);
 namespace cpu {
 Conv2dForwardFn conv2d_forward;
 }
@@ -28,7 +29,8 @@ Conv2dBackwardDataFn conv2d_backward_data;
 // fits the workspace: not deterministic as a promise.
 const Op<Conv2dBackwardDataFn> conv2d_backward_data_op{
     "conv2d_backward_data", {cpu::conv2d_backward_data}, {ST_CUDA_KERNEL(cuda::conv2d_backward_data), false}};
-using Conv2dBackwardFilterFn = void(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw);
+using Conv2dBackwardFilterFn = void(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw,
+                                    Tensor& db);
 namespace cpu {
 Conv2dBackwardFilterFn conv2d_backward_filter;
 }
@@ -40,25 +42,42 @@ const Op<Conv2dBackwardFilterFn> conv2d_backward_filter_op{
 
 Shape conv2d_output_shape(const Conv2dParams& p, const Shape& x, const Shape& w) {
   ST_CHECK(x.size() == 4, "conv2d: input must be (N, H, W, C), got " << shape_string(x));
-  ST_CHECK(w.size() == 4, "conv2d: weight must be (O, C, KH, KW), got " << shape_string(w));
-  ST_CHECK(p.stride >= 1, "conv2d: stride must be >= 1, got " << p.stride);
-  ST_CHECK(p.padding >= 0, "conv2d: padding must be >= 0, got " << p.padding);
-  ST_CHECK(x[3] == w[1], "conv2d: input " << shape_string(x) << " has " << x[3] << " channels but weight "
-                                          << shape_string(w) << " expects " << w[1]);
+  ST_CHECK(w.size() == 4, "conv2d: weight must be (O, C / groups, KH, KW), got " << shape_string(w));
+  ST_CHECK(p.stride_h >= 1 && p.stride_w >= 1,
+           "conv2d: stride must be >= 1, got " << p.stride_h << "x" << p.stride_w << " (height x width)");
+  ST_CHECK(p.pad_top >= 0 && p.pad_bottom >= 0 && p.pad_left >= 0 && p.pad_right >= 0,
+           "conv2d: padding must be >= 0, got top " << p.pad_top << ", bottom " << p.pad_bottom << ", left "
+                                                    << p.pad_left << ", right " << p.pad_right);
+  ST_CHECK(p.groups >= 1, "conv2d: groups must be >= 1, got " << p.groups);
+  ST_CHECK(x[3] % p.groups == 0,
+           "conv2d: the input's " << x[3] << " channels are not divisible by groups " << p.groups);
+  ST_CHECK(w[0] % p.groups == 0, "conv2d: weight " << shape_string(w) << " has " << w[0]
+                                                   << " output channels, not divisible by groups " << p.groups);
+  ST_CHECK(x[3] / p.groups == w[1], "conv2d: input " << shape_string(x) << " has " << x[3] << " channels but weight "
+                                                     << shape_string(w) << " expects " << w[1] * p.groups << " (groups "
+                                                     << p.groups << ")");
   ST_CHECK(w[0] > 0 && w[2] > 0 && w[3] > 0, "conv2d: empty weight " << shape_string(w));
-  const int64_t oh = (x[1] + 2 * p.padding - w[2]);
-  const int64_t ow = (x[2] + 2 * p.padding - w[3]);
-  ST_CHECK(oh >= 0 && ow >= 0, "conv2d: kernel " << w[2] << "x" << w[3] << " is larger than the padded input "
-                                                 << x[1] + 2 * p.padding << "x" << x[2] + 2 * p.padding);
-  return {x[0], oh / p.stride + 1, ow / p.stride + 1, w[0]};
+  const int64_t padded_h = x[1] + p.pad_top + p.pad_bottom, padded_w = x[2] + p.pad_left + p.pad_right;
+  ST_CHECK(padded_h >= w[2] && padded_w >= w[3], "conv2d: kernel " << w[2] << "x" << w[3]
+                                                                   << " is larger than the padded input " << padded_h
+                                                                   << "x" << padded_w);
+  return {x[0], (padded_h - w[2]) / p.stride_h + 1, (padded_w - w[3]) / p.stride_w + 1, w[0]};
 }
 
-void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, Tensor& y) {
+namespace {
+// An optional bias or bias gradient: (O) where defined.
+void check_bias(const Context& ctx, const Tensor& b, int64_t channels, const char* op, const char* name) {
+  if (b.defined()) check_tensor(ctx, b, {channels}, op, name);
+}
+}  // namespace
+
+void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   check_tensor(ctx, x, "conv2d_forward", "x");
   check_tensor(ctx, w, "conv2d_forward", "w");
   check_tensor(ctx, y, "conv2d_forward", "y");
   check_shape(y, conv2d_output_shape(p, x.shape(), w.shape()), "conv2d_forward", "y");
-  return conv2d_forward_op(ctx, p, x, w, y);
+  check_bias(ctx, b, w.dim(0), "conv2d_forward", "b");
+  return conv2d_forward_op(ctx, p, x, w, b, y);
 }
 
 void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
@@ -69,12 +88,14 @@ void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy,
   return conv2d_backward_data_op(ctx, p, dy, w, dx);
 }
 
-void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw) {
+void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw,
+                            Tensor& db) {
   check_tensor(ctx, x, "conv2d_backward_filter", "x");
   check_tensor(ctx, dy, "conv2d_backward_filter", "dy");
   check_tensor(ctx, dw, "conv2d_backward_filter", "dw");
   check_shape(dy, conv2d_output_shape(p, x.shape(), dw.shape()), "conv2d_backward_filter", "dy");
-  return conv2d_backward_filter_op(ctx, p, x, dy, dw);
+  check_bias(ctx, db, dw.dim(0), "conv2d_backward_filter", "db");
+  return conv2d_backward_filter_op(ctx, p, x, dy, dw, db);
 }
 
 }  // namespace scaletrain::ops

@@ -53,11 +53,14 @@ Json conv_algorithms_json(const std::vector<ops::ConvAlgorithmRecord>& records) 
     j.set("direction", r.direction);
     Json input = Json::array(), weight = Json::array();
     for (int v : {r.n, r.h, r.w, r.c}) input.push_back(static_cast<int64_t>(v));
-    for (int v : {r.o, r.c, r.kh, r.kw}) weight.push_back(static_cast<int64_t>(v));
+    for (int v : {r.o, r.groups > 0 ? r.c / r.groups : r.c, r.kh, r.kw}) weight.push_back(static_cast<int64_t>(v));
     j.set("input_nhwc", input);
     j.set("weight_oihw", weight);
     j.set("stride", static_cast<int64_t>(r.stride));
     j.set("padding", static_cast<int64_t>(r.padding));
+    j.set("stride_w", static_cast<int64_t>(r.stride_w));
+    j.set("padding_w", static_cast<int64_t>(r.padding_w));
+    j.set("groups", static_cast<int64_t>(r.groups));
     j.set("tf32", r.tf32);
     j.set("algo", static_cast<int64_t>(r.algo));
     j.set("math", ops::conv_math_name(r.math));

@@ -124,6 +124,11 @@ int main(int argc, char** argv) {
         ++skipped;
         continue;
       }
+      if (!c.cpu_only.empty() && device->device() != st::Device::cpu) {
+        std::printf("skip %s | CPU only: %s\n", c.name.c_str(), c.cpu_only.c_str());
+        ++skipped;
+        continue;
+      }
       ++run;
       exercised.insert(c.ops.begin(), c.ops.end());
       for (std::string& f : run_case(c, *device, cpu)) failures.push_back(std::move(f));
@@ -136,7 +141,8 @@ int main(int argc, char** argv) {
                       st::device_name(device->device()));
           failures.push_back(op.name + " (no case)");
         }
-    if (skipped > 0) std::printf("%d case(s) skipped: their ops have no kernel on this device\n", skipped);
+    if (skipped > 0)
+      std::printf("%d case(s) skipped: their ops have no kernel on this device, or the case is CPU only\n", skipped);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (run == 0) {
       std::printf("FAILED: no case matches the --case filters\n");

@@ -125,41 +125,77 @@ struct ConvShape {
   int64_t kw = 0;  // the kernel's width where it is not square (0: k)
 };
 
-OpCase conv2d_case(const ConvShape& s, uint64_t seed) {
-  const int64_t kw = s.kw > 0 ? s.kw : s.k;
-  const RefConv2dDims d{s.n, s.h, s.w, s.c, s.o, s.k, kw, s.stride, s.padding};
-  const Shape xs{d.n, d.h, d.w, d.c}, ws{d.o, d.c, d.kh, d.kw}, ys{d.n, d.oh(), d.ow(), d.o};
-  const ops::Conv2dParams p{static_cast<int>(s.stride), static_cast<int>(s.padding)};
+// "k3" or "k1x7", "s2" or "s1x2", "p1" or "p0x3" (per dimension) or "p1,0,2,1" (top, bottom,
+// left, right), then " g2" and " bias" where they apply.
+std::string conv_params_name(const RefConv2dDims& d, bool bias) {
+  auto pair = [](int64_t a, int64_t b) { return std::to_string(a) + (a != b ? "x" + std::to_string(b) : ""); };
+  std::string name = "k" + pair(d.kh, d.kw) + " s" + pair(d.stride_h, d.stride_w) + " p";
+  if (d.pad_top == d.pad_bottom && d.pad_left == d.pad_right)
+    name += pair(d.pad_top, d.pad_left);
+  else
+    name += std::to_string(d.pad_top) + "," + std::to_string(d.pad_bottom) + "," + std::to_string(d.pad_left) + "," +
+            std::to_string(d.pad_right);
+  if (d.groups > 1) name += " g" + std::to_string(d.groups);
+  if (bias) name += " bias";
+  return name;
+}
+
+// cpu_only: why the case cannot run on CUDA (empty: it runs everywhere).
+OpCase conv2d_case(const RefConv2dDims& d, bool bias, uint64_t seed, const std::string& cpu_only = "") {
+  const Shape xs{d.n, d.h, d.w, d.c}, ws{d.o, d.group_channels(), d.kh, d.kw}, ys{d.n, d.oh(), d.ow(), d.o}, bs{d.o};
+  const auto p = ops::Conv2dParams::per_side(static_cast<int>(d.stride_h), static_cast<int>(d.stride_w),
+                                             static_cast<int>(d.pad_top), static_cast<int>(d.pad_bottom),
+                                             static_cast<int>(d.pad_left), static_cast<int>(d.pad_right),
+                                             static_cast<int>(d.groups));
   OpCase c;
-  c.name = "conv2d k" + std::to_string(s.k) + (kw != s.k ? "x" + std::to_string(kw) : "") + " s" +
-           std::to_string(s.stride) + " p" + std::to_string(s.padding) + " N" + std::to_string(s.n) + " " +
-           std::to_string(s.h) + "x" + std::to_string(s.w) + " C" + std::to_string(s.c) + "->O" + std::to_string(s.o);
+  c.name = "conv2d " + conv_params_name(d, bias) + " N" + std::to_string(d.n) + " " + std::to_string(d.h) + "x" +
+           std::to_string(d.w) + " C" + std::to_string(d.c) + "->O" + std::to_string(d.o);
   c.ops = {"conv2d_forward", "conv2d_backward_data", "conv2d_backward_filter"};
+  c.cpu_only = cpu_only;
   c.make_inputs = [=] {
-    return NamedTensors{
+    NamedTensors in{
         {"x", random_tensor(xs, seed)}, {"w", random_tensor(ws, seed + 1)}, {"dy", random_tensor(ys, seed + 2)}};
+    if (bias) in.emplace_back("b", random_tensor(bs, seed + 3));
+    return in;
   };
   c.run = [=](Context& ctx, const NamedTensors& in) {
     const Tensor x = on(ctx, input(in, "x")), w = on(ctx, input(in, "w")), dy = on(ctx, input(in, "dy"));
+    const Tensor b = bias ? on(ctx, input(in, "b")) : Tensor();
     Tensor y = nan_on(ctx, ys), dx = nan_on(ctx, xs), dw = nan_on(ctx, ws);
-    ops::conv2d_forward(ctx, p, x, w, y);
+    Tensor db = bias ? nan_on(ctx, bs) : Tensor();
+    ops::conv2d_forward(ctx, p, x, w, b, y);
     ops::conv2d_backward_data(ctx, p, dy, w, dx);
-    ops::conv2d_backward_filter(ctx, p, x, dy, dw);
+    ops::conv2d_backward_filter(ctx, p, x, dy, dw, db);
     ctx.synchronize();
-    return NamedTensors{{"y", to_cpu(y)}, {"dx", to_cpu(dx)}, {"dw", to_cpu(dw)}};
+    NamedTensors out{{"y", to_cpu(y)}, {"dx", to_cpu(dx)}, {"dw", to_cpu(dw)}};
+    if (bias) out.emplace_back("db", to_cpu(db));
+    return out;
   };
   c.reference = [=](const NamedTensors& in) {
     const auto x = values(in, "x"), w = values(in, "w"), dy = values(in, "dy");
-    return NamedValues{{"y", reference_conv2d_forward(d, x, w)},
-                       {"dx", reference_conv2d_backward_data(d, dy, w)},
-                       {"dw", reference_conv2d_backward_filter(d, x, dy)}};
+    NamedValues out{{"y", reference_conv2d_forward(d, x, w, bias ? values(in, "b") : std::vector<double>{})},
+                    {"dx", reference_conv2d_backward_data(d, dy, w)},
+                    {"dw", reference_conv2d_backward_filter(d, x, dy)}};
+    if (bias) out.emplace_back("db", reference_conv2d_backward_bias(d, dy));
+    return out;
   };
-  // Terms per output element: y sums C*K*K, dx at most O*K*K, dw N*OH*OW.
-  const Tolerance ty = fp32_sum(d.c * d.kh * d.kw), tdx = fp32_sum(d.o * d.kh * d.kw),
-                  tdw = fp32_sum(d.n * d.oh() * d.ow());
+  // Terms per output element: y sums C/G*KH*KW (plus the bias), dx at most O/G*KH*KW, dw and db
+  // N*OH*OW.
+  const Tolerance ty = fp32_sum(d.group_channels() * d.kh * d.kw + (bias ? 1 : 0)),
+                  tdx = fp32_sum(d.o / d.groups * d.kh * d.kw), tdw = fp32_sum(d.n * d.oh() * d.ow());
   c.outputs = {{"y", ty, twice(ty)}, {"dx", tdx, twice(tdx)}, {"dw", tdw, twice(tdw)}};
   c.gradients = {{"x", "dx", "y", "dy"}, {"w", "dw", "y", "dy"}};
+  if (bias) {
+    c.outputs.push_back({"db", tdw, twice(tdw)});
+    c.gradients.push_back({"b", "db", "y", "dy"});
+  }
   return c;
+}
+
+// The ResNet-era cases: a square stride and padding, one group, no bias.
+OpCase conv2d_case(const ConvShape& s, uint64_t seed) {
+  return conv2d_case(RefConv2dDims::square(s.n, s.h, s.w, s.c, s.o, s.k, s.kw > 0 ? s.kw : s.k, s.stride, s.padding),
+                     false, seed);
 }
 
 // ---- batch norm: training forward + backward, and inference ----------------------------------
@@ -1050,6 +1086,26 @@ std::vector<OpCase> build_cases() {
   cases.push_back(softmax_cross_entropy_case(4, 10, 0.1, 1.0, next_seed(), 0.3));
   cases.push_back(softmax_cross_entropy_case(3, 1000, 0.0, 1.0, next_seed(), 0.4));
   cases.push_back(softmax_cross_entropy_case(2, 7, 0.0, 1.0, next_seed(), 0.0));
+  // conv2d generalised (AlexNet, GoogLeNet, Inception-v3 and their Caffe versions): bias, groups,
+  // rectangular kernels, a stride and a padding per dimension.
+  {
+    using D = RefConv2dDims;
+    // {n, h, w, c, o, kh, kw, stride_h, stride_w, pad_top, pad_bottom, pad_left, pad_right, groups}
+    cases.push_back(conv2d_case(D::square(2, 19, 19, 3, 8, 11, 11, 4, 2), true, next_seed()));   // AlexNet conv1
+    cases.push_back(conv2d_case(D::square(2, 7, 7, 6, 8, 5, 5, 1, 2, 2), true, next_seed()));    // Caffe conv2
+    cases.push_back(conv2d_case(D::square(2, 6, 5, 8, 6, 3, 3, 1, 1, 2), true, next_seed()));    // Caffe conv4/5
+    cases.push_back(conv2d_case(D{2, 5, 9, 5, 6, 1, 7, 1, 1, 0, 0, 3, 3}, false, next_seed()));  // Inception C 1x7
+    cases.push_back(conv2d_case(D{2, 9, 5, 5, 6, 7, 1, 1, 1, 3, 3, 0, 0}, false, next_seed()));  // Inception C 7x1
+    cases.push_back(conv2d_case(D{2, 4, 6, 7, 5, 1, 3, 1, 1, 0, 0, 1, 1}, false, next_seed()));  // Inception E 1x3
+    cases.push_back(conv2d_case(D{2, 6, 4, 7, 5, 3, 1, 1, 1, 1, 1, 0, 0}, false, next_seed()));  // Inception E 3x1
+    cases.push_back(conv2d_case(D::square(2, 9, 11, 5, 7, 3, 3, 2, 0), false, next_seed()));  // Inception B, odd size
+    // Every side padded differently and the strides unequal: the CPU kernel (oneDNN) takes it,
+    // cuDNN pads both sides of a dimension equally only.
+    cases.push_back(conv2d_case(D{2, 7, 8, 4, 5, 3, 3, 2, 1, 1, 0, 2, 1}, true, next_seed(),
+                                "cuDNN pads both sides of a dimension equally"));
+    // Depthwise (groups = C) with a channel multiplier of 2 and unequal strides.
+    cases.push_back(conv2d_case(D{2, 7, 9, 6, 12, 3, 3, 1, 2, 1, 1, 1, 1, 6}, true, next_seed()));
+  }
   return cases;
 }
 

@@ -59,6 +59,9 @@ struct OpCase {
   // The gradients unit.backend_ops checks against central differences of run()'s forward outputs
   // (float32 inputs only; none for ops without a gradient, such as count_correct).
   std::vector<GradientSpec> gradients;
+  // Non-empty: why the case runs on the CPU only (parameters another backend refuses by design,
+  // such as conv2d's per-side padding on cuDNN). The GPU harness skips it and says why.
+  std::string cpu_only;
 };
 
 // Every case, built once.

@@ -96,6 +96,15 @@ BOOST_AUTO_TEST_CASE(the_report_lists_each_recorded_choice) {
   BOOST_TEST(e.at("workspace_bytes").as_int() == 4096);
   BOOST_TEST(e.at("deterministic").as_bool());
   BOOST_TEST(!e.at("tf32").as_bool());
+  // A grouped, rectangular convolution: the weight holds C / groups input channels; the width's
+  // stride and padding have their own keys.
+  r.c = 64, r.groups = 4, r.kh = 1, r.kw = 7, r.stride = 1, r.stride_w = 2, r.padding = 0, r.padding_w = 3;
+  const st::Json grouped = st::train::conv_algorithms_json({r});
+  const st::Json& g = grouped.at(std::size_t{0});
+  BOOST_TEST(g.at("weight_oihw").at(1).as_int() == 16);
+  BOOST_TEST(g.at("groups").as_int() == 4);
+  BOOST_TEST(g.at("stride_w").as_int() == 2);
+  BOOST_TEST(g.at("padding_w").as_int() == 3);
 }
 
 BOOST_AUTO_TEST_CASE(records_are_kept_in_order) {

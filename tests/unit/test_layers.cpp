@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <functional>
+#include <tuple>
 #include <vector>
 
 #include "scaletrain/backend/context.hpp"
@@ -12,6 +13,7 @@
 #include "scaletrain/core/rng.hpp"
 #include "scaletrain/nn/layers.hpp"
 #include "support/gradcheck.hpp"
+#include "support/reference_conv2d.hpp"
 
 using namespace scaletrain;
 using scaletrain::test::random_vector;
@@ -323,6 +325,162 @@ BOOST_AUTO_TEST_CASE(layers_reject_wrong_shapes_clearly) {
   }
   BOOST_CHECK_THROW(fc.forward(ctx, Tensor::zeros({2, 7}), true), Error);
   BOOST_CHECK_THROW(conv.backward(ctx, Tensor::zeros({1, 4, 4, 8})), Error);  // no forward yet
+}
+
+namespace {
+
+struct Stats {
+  double mean = 0, std = 0, min = 0, max = 0;
+};
+
+Stats stats_of(const Tensor& t) {
+  const std::vector<double> v = to_vector(t);
+  Stats s{0, 0, v.at(0), v.at(0)};
+  for (double x : v) s.mean += x, s.min = std::min(s.min, x), s.max = std::max(s.max, x);
+  s.mean /= static_cast<double>(v.size());
+  for (double x : v) s.std += (x - s.mean) * (x - s.mean);
+  s.std = std::sqrt(s.std / static_cast<double>(v.size()));
+  return s;
+}
+
+bool all_equal(const Tensor& t, float value) {
+  const float* p = t.data<float>();
+  return std::all_of(p, p + t.numel(), [&](float x) { return x == value; });
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(conv_with_bias_and_groups_registers_weight_then_bias) {
+  nn::ParameterSet ps;
+  // Caffe AlexNet's conv2 in small: 6 -> 8 channels in 2 groups, 5x5, padding 2, with a bias.
+  nn::Conv2d conv(ps, "features.3", 6, 8, nn::ConvSpec::square(5, 1, 2).with_groups(2).with_bias());
+  nn::Conv2d plain(ps, "conv2", 8, 4, 3, 1, 1);
+  nn::Conv2d rect(ps, "branch7x7_2", 4, 4, nn::ConvSpec::rect(1, 7, 0, 3));
+  BOOST_TEST_REQUIRE(ps.num_parameters() == 4);
+  BOOST_TEST(ps.parameter_info(0).name == "features.3.weight");
+  BOOST_TEST(ps.parameter_info(0).shape == (Shape{8, 3, 5, 5}));
+  BOOST_TEST(ps.parameter_info(1).name == "features.3.bias");
+  BOOST_TEST(ps.parameter_info(1).shape == (Shape{8}));
+  BOOST_TEST(ps.parameter_info(2).name == "conv2.weight");
+  BOOST_TEST(ps.parameter_info(3).shape == (Shape{4, 4, 1, 7}));
+  BOOST_TEST(conv.bias_index() == 1);
+  BOOST_TEST(plain.bias_index() == -1);
+  BOOST_CHECK_THROW(nn::Conv2d(ps, "bad", 6, 8, nn::ConvSpec::square(3).with_groups(4)), Error);
+  ps.finalize();
+  Rng rng(3);
+  conv.initialize(rng);
+  set_values(ps.value(conv.bias_index()), random_vector(8, 30));
+
+  // Forward adds the bias; backward writes db = sum of dy and marks the bias ready before the weight.
+  Context ctx;
+  const auto d = test::RefConv2dDims::square(2, 6, 5, 6, 8, 5, 5, 1, 2, 2);
+  const auto x = random_vector(2 * 6 * 5 * 6, 31), dy = random_vector(2 * 6 * 5 * 8, 32);
+  const Tensor y = conv.forward(ctx, to_tensor(x, {2, 6, 5, 6}), true);
+  ST_CHECK_CLOSE_VECTORS(
+      to_vector(y), test::reference_conv2d_forward(d, x, to_vector(ps.value(0)), to_vector(ps.value(1))), 1e-5, 1e-4);
+  std::vector<int> ready;
+  ps.set_grad_ready_hook([&](int i) { ready.push_back(i); });
+  conv.backward(ctx, to_tensor(dy, {2, 6, 5, 8}), false);
+  BOOST_TEST(ready == (std::vector<int>{1, 0}), boost::test_tools::per_element());
+  ST_CHECK_CLOSE_VECTORS(to_vector(ps.grad(1)), test::reference_conv2d_backward_bias(d, dy), 1e-5, 1e-5);
+  ST_CHECK_CLOSE_VECTORS(to_vector(ps.grad(0)), test::reference_conv2d_backward_filter(d, x, dy), 1e-5, 1e-4);
+}
+
+// Each init choice on a grouped conv (fan_in = 32 * 9 = 288, fan_out = 128 * 9 = 1152; 36,864
+// weights) and on a linear layer (fan_in 300, fan_out 200; 60,000 weights): bounds exactly, the
+// standard deviation within 3% (the sampling error is about 0.4%).
+BOOST_AUTO_TEST_CASE(init_choices_give_their_distributions) {
+  struct Layer {
+    double fan_in, fan_out;
+    std::function<std::pair<Tensor, Tensor>(nn::ParameterSet&, const nn::Init&)> make;
+  };
+  std::vector<Layer> layers = {
+      {288, 1152,
+       [](nn::ParameterSet& ps, const nn::Init& init) {
+         nn::Conv2d conv(ps, "conv", 64, 128, nn::ConvSpec::square(3, 1, 1).with_groups(2).with_bias().with_init(init));
+         ps.finalize();
+         Rng rng(11);
+         conv.initialize(rng);
+         return std::make_pair(ps.value(conv.weight_index()), ps.value(conv.bias_index()));
+       }},
+      {300, 200,
+       [](nn::ParameterSet& ps, const nn::Init& init) {
+         nn::Linear fc(ps, "fc", 300, 200, init);
+         ps.finalize();
+         Rng rng(11);
+         fc.initialize(rng);
+         return std::make_pair(ps.value(fc.weight_index()), ps.value(fc.bias_index()));
+       }},
+  };
+  for (const Layer& layer : layers) {
+    BOOST_TEST_CONTEXT("fan_in " << layer.fan_in) {
+      auto run = [&](const nn::Init& init) {
+        nn::ParameterSet ps;
+        auto [w, b] = layer.make(ps, init);
+        return std::make_tuple(stats_of(w), stats_of(b), w.clone(), b.clone());
+      };
+      auto near = [](double got, double want) { return std::fabs(got - want) <= 0.03 * want; };
+      {
+        const auto [w, b, wt, bt] = run(nn::Init::kaiming_normal_fan_out());
+        BOOST_TEST(near(w.std, std::sqrt(2.0 / layer.fan_out)), w.std);
+        BOOST_TEST(std::fabs(w.mean) < 0.05 * w.std);
+        BOOST_TEST(all_equal(bt, 0.0f));
+      }
+      {
+        const auto [w, b, wt, bt] = run(nn::Init::torch_default());
+        const double bound = 1.0 / std::sqrt(layer.fan_in);
+        BOOST_TEST((w.min >= -bound && w.max <= bound && w.max > 0.99 * bound && w.min < -0.99 * bound));
+        BOOST_TEST(near(w.std, bound / std::sqrt(3.0)), w.std);
+        BOOST_TEST((b.min >= -bound && b.max <= bound && b.std > 0));
+      }
+      {
+        const auto [w, b, wt, bt] = run(nn::Init::trunc_normal(0.02));
+        BOOST_TEST(near(w.std, 0.02), w.std);
+        BOOST_TEST((b.min >= -1.0 / std::sqrt(layer.fan_in) && b.max <= 1.0 / std::sqrt(layer.fan_in)));
+        // The truncation is at absolute +-2: at std 1.5 it cuts, and nothing lies beyond.
+        const auto [wide, b2, wt2, bt2] = run(nn::Init::trunc_normal(1.5));
+        BOOST_TEST((wide.min >= -2.0 && wide.max <= 2.0 && wide.max > 1.95 && wide.min < -1.95));
+        // A normal of std 1.5 truncated at +-2 (beta = 4/3) has std 1.5 * sqrt(1 - 2 beta phi(beta) / (2 Phi(beta) -
+        // 1)).
+        const double beta = 2.0 / 1.5, phi = std::exp(-beta * beta / 2) / std::sqrt(2 * M_PI);
+        BOOST_TEST(near(wide.std, 1.5 * std::sqrt(1 - 2 * beta * phi / std::erf(beta / std::sqrt(2.0)))), wide.std);
+      }
+      {
+        const auto [w, b, wt, bt] = run(nn::Init::gaussian(0.01, 0.1));
+        BOOST_TEST(near(w.std, 0.01), w.std);
+        BOOST_TEST(all_equal(bt, 0.1f));
+      }
+      {
+        const auto [w, b, wt, bt] = run(nn::Init::xavier_fan_in(0.2));
+        const double bound = std::sqrt(3.0 / layer.fan_in);
+        BOOST_TEST((w.min >= -bound && w.max <= bound && w.max > 0.99 * bound && w.min < -0.99 * bound));
+        BOOST_TEST(near(w.std, bound / std::sqrt(3.0)), w.std);
+        BOOST_TEST(all_equal(bt, 0.2f));
+      }
+    }
+  }
+}
+
+// ResNet's checkpoints and the PyTorch cross-check depend on the exact draws of the default inits:
+// Conv2d's kaiming_normal fan_out (std * normal per weight) and Linear's U(+-1/sqrt(in)) (weight,
+// then bias), from the same Rng.
+BOOST_AUTO_TEST_CASE(default_inits_keep_their_draws) {
+  nn::ParameterSet ps;
+  nn::Conv2d conv(ps, "conv1", 3, 16, 3, 1, 1);
+  nn::Linear fc(ps, "fc", 64, 10);
+  ps.finalize();
+  Rng rng(42), expect(42);
+  conv.initialize(rng);
+  fc.initialize(rng);
+  const double std = std::sqrt(2.0 / (16.0 * 3 * 3));
+  const float* w = ps.value(conv.weight_index()).data<float>();
+  for (int64_t i = 0; i < 16 * 3 * 3 * 3; ++i) BOOST_TEST_REQUIRE(w[i] == static_cast<float>(std * expect.normal()));
+  const double bound = 1.0 / std::sqrt(64.0);
+  for (int index : {fc.weight_index(), fc.bias_index()}) {
+    const Tensor& t = ps.value(index);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      BOOST_TEST_REQUIRE(t.data<float>()[i] == static_cast<float>(expect.uniform(-bound, bound)));
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

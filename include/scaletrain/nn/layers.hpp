@@ -26,26 +26,101 @@ Tensor reuse_buffer(Tensor& buffer, const Shape& shape, Device device = Device::
 // ("layer1.0", "conv1") -> "layer1.0.conv1".
 std::string join_name(const std::string& prefix, const std::string& name);
 
-// PyTorch Conv2d(bias=False): weight "<name>.weight" (O, C, KH, KW).
+// How a Conv2d or Linear layer fills its weight and bias (initialize). fan_in is
+// (in_channels / groups) * KH * KW for a convolution and in_features for a linear layer; fan_out
+// is out_channels * KH * KW or out_features (PyTorch's _calculate_fan_in_and_fan_out).
+struct Init {
+  enum class Kind {
+    kaiming_normal_fan_out,  // weight N(0, 2 / fan_out) (kaiming_normal_, mode='fan_out', relu); bias 0
+    torch_default,           // PyTorch's reset_parameters: weight and bias U(-1/sqrt(fan_in), +1/sqrt(fan_in))
+    trunc_normal,            // weight trunc_normal_(std, a=-2, b=2); bias as torch_default (torchvision leaves it)
+    gaussian,                // Caffe's gaussian filler: weight N(0, std^2); bias the constant bias_value
+    xavier_fan_in,           // Caffe's xavier filler: weight U(-sqrt(3 / fan_in), +sqrt(3 / fan_in)); bias constant
+  };
+  Kind kind = Kind::kaiming_normal_fan_out;
+  double stddev = 0.0;      // trunc_normal and gaussian
+  double bias_value = 0.0;  // gaussian and xavier_fan_in
+
+  static Init kaiming_normal_fan_out() { return {}; }
+  static Init torch_default() { return {Kind::torch_default}; }
+  // PyTorch's bounds a and b are absolute, not in units of std: at std 0.01 they sit at 200 std.
+  static Init trunc_normal(double stddev) { return {Kind::trunc_normal, stddev}; }
+  static Init gaussian(double stddev, double bias_value = 0.0) { return {Kind::gaussian, stddev, bias_value}; }
+  static Init xavier_fan_in(double bias_value = 0.0) { return {Kind::xavier_fan_in, 0.0, bias_value}; }
+};
+
+// Fills `weight` and `bias` (undefined: none) by `init`, drawing from rng in that order.
+void initialize_parameters(Rng& rng, const Init& init, double fan_in, double fan_out, Tensor& weight, Tensor& bias);
+
+// A Conv2d layer's shape and init: PyTorch's Conv2d(kernel_size=(kernel_h, kernel_w),
+// stride=(stride_h, stride_w), padding=(pad_h, pad_w), groups, bias). Padding is per dimension
+// (the same on both sides), as every model here needs and as cuDNN runs it.
+struct ConvSpec {
+  int kernel_h = 1, kernel_w = 1;
+  int stride_h = 1, stride_w = 1;
+  int pad_h = 0, pad_w = 0;
+  int groups = 1;
+  bool bias = false;
+  Init init;  // kaiming_normal_fan_out, ResNet's
+
+  // A square kernel with one stride and one padding: Conv2d(k, stride=s, padding=p).
+  static ConvSpec square(int kernel, int stride = 1, int padding = 0) {
+    ConvSpec s;
+    s.kernel_h = s.kernel_w = kernel;
+    s.stride_h = s.stride_w = stride;
+    s.pad_h = s.pad_w = padding;
+    return s;
+  }
+  // A rectangular kernel with its padding per dimension: Conv2d((1, 7), padding=(0, 3)).
+  static ConvSpec rect(int kernel_h, int kernel_w, int pad_h, int pad_w) {
+    ConvSpec s;
+    s.kernel_h = kernel_h, s.kernel_w = kernel_w;
+    s.pad_h = pad_h, s.pad_w = pad_w;
+    return s;
+  }
+  ConvSpec& with_bias(bool b = true) {
+    bias = b;
+    return *this;
+  }
+  ConvSpec& with_groups(int g) {
+    groups = g;
+    return *this;
+  }
+  ConvSpec& with_init(const Init& i) {
+    init = i;
+    return *this;
+  }
+  ops::Conv2dParams params() const { return ops::Conv2dParams::per_dim(stride_h, stride_w, pad_h, pad_w, groups); }
+};
+
+// PyTorch Conv2d: weight "<name>.weight" (O, C / groups, KH, KW), then, with spec.bias,
+// "<name>.bias" (O) (state_dict order).
 class Conv2d : public Module {
  public:
+  Conv2d(ParameterSet& params, const std::string& name, int in_channels, int out_channels, const ConvSpec& spec);
+  // ResNet's: a square kernel, no bias, kaiming_normal fan_out.
   Conv2d(ParameterSet& params, const std::string& name, int in_channels, int out_channels, int kernel, int stride,
-         int padding);
+         int padding)
+      : Conv2d(params, name, in_channels, out_channels, ConvSpec::square(kernel, stride, padding)) {}
   // x: (N, H, W, in_channels). Returns (N, OH, OW, out_channels).
   Tensor forward(Context& ctx, const Tensor& x, bool training) override;
-  // Writes weight's gradient (marked ready), then returns dx (N, H, W, in_channels) unless !need_dx.
+  // Writes the bias's and weight's gradients (marked ready), then returns dx (N, H, W,
+  // in_channels) unless !need_dx.
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) override;
-  // kaiming_normal_(mode='fan_out', nonlinearity='relu'): N(0, 2 / (O * KH * KW)).
+  // By spec.init (initialize_parameters).
   void initialize(Rng& rng) override;
   void list_ops(ops::OpNames& ops, bool training) const override;
   int weight_index() const { return weight_; }
+  int bias_index() const { return bias_; }  // -1 without a bias
+  const ConvSpec& spec() const { return spec_; }
 
  private:
   ParameterSet* params_;
   std::string name_;
-  int in_channels_, out_channels_, kernel_;
+  int in_channels_, out_channels_;
+  ConvSpec spec_;
   ops::Conv2dParams conv_;
-  int weight_;
+  int weight_, bias_ = -1;
   Tensor x_;  // forward input, for the filter gradient
   Tensor y_buffer_, dx_buffer_;
 };
@@ -126,11 +201,13 @@ class GlobalAvgPool : public Module {
 // PyTorch Linear: "<name>.weight" (out, in), "<name>.bias" (out).
 class Linear : public Module {
  public:
-  Linear(ParameterSet& params, const std::string& name, int in_features, int out_features);
+  Linear(ParameterSet& params, const std::string& name, int in_features, int out_features,
+         const Init& init = Init::torch_default());
   // x: (N, in_features). Returns (N, out_features).
   Tensor forward(Context& ctx, const Tensor& x, bool training) override;
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) override;
-  // PyTorch's default: weight and bias uniform(-1/sqrt(in), 1/sqrt(in)).
+  // By the init given (initialize_parameters); PyTorch's default: weight and bias
+  // uniform(-1/sqrt(in), 1/sqrt(in)).
   void initialize(Rng& rng) override;
   void list_ops(ops::OpNames& ops, bool training) const override;
   int weight_index() const { return weight_; }
@@ -140,6 +217,7 @@ class Linear : public Module {
   ParameterSet* params_;
   std::string name_;
   int in_features_, out_features_;
+  Init init_;
   int weight_, bias_;
   Tensor x_;
   Tensor y_buffer_, dx_buffer_;

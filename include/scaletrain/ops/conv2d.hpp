@@ -1,5 +1,8 @@
-// 2-D convolution without bias (dilation 1, groups 1), as PyTorch's Conv2d(bias=False).
-// CPU: oneDNN convolution primitives on channels-last activations.
+// 2-D convolution (dilation 1), as PyTorch's Conv2d: rectangular kernels, a stride per dimension,
+// zero padding per side, groups, and an optional bias.
+// CPU: oneDNN convolution primitives on channels-last activations. CUDA: cuDNN, which takes the
+// same padding on both sides of a dimension only (PyTorch's padding=(ph, pw)); its kernels refuse
+// padding that differs between top and bottom or left and right.
 #pragma once
 
 #include "scaletrain/backend/context.hpp"
@@ -7,18 +10,52 @@
 namespace scaletrain::ops {
 
 struct Conv2dParams {
-  int stride = 1;
-  int padding = 0;
+  int stride_h = 1, stride_w = 1;
+  int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  int groups = 1;  // the input and output channels split into `groups` independent convolutions
+
+  Conv2dParams() = default;
+  // A square stride and the same padding on every side: PyTorch's Conv2d(stride=s, padding=p, groups=g).
+  Conv2dParams(int stride, int padding, int groups = 1)
+      : stride_h(stride),
+        stride_w(stride),
+        pad_top(padding),
+        pad_bottom(padding),
+        pad_left(padding),
+        pad_right(padding),
+        groups(groups) {}
+  // PyTorch's Conv2d(stride=(sh, sw), padding=(ph, pw), groups=g): each dimension padded equally on both sides.
+  static Conv2dParams per_dim(int stride_h, int stride_w, int pad_h, int pad_w, int groups = 1) {
+    Conv2dParams p(1, 0, groups);
+    p.stride_h = stride_h, p.stride_w = stride_w;
+    p.pad_top = p.pad_bottom = pad_h;
+    p.pad_left = p.pad_right = pad_w;
+    return p;
+  }
+  // Padding that may differ on every side (as F.pad before the convolution). CPU only.
+  static Conv2dParams per_side(int stride_h, int stride_w, int pad_top, int pad_bottom, int pad_left, int pad_right,
+                               int groups = 1) {
+    Conv2dParams p = per_dim(stride_h, stride_w, 0, 0, groups);
+    p.pad_top = pad_top, p.pad_bottom = pad_bottom, p.pad_left = pad_left, p.pad_right = pad_right;
+    return p;
+  }
+  // Top equals bottom and left equals right: what cuDNN can run.
+  bool symmetric_padding() const { return pad_top == pad_bottom && pad_left == pad_right; }
 };
 
-// x: (N, H, W, C); w: (O, C, KH, KW). Returns (N, OH, OW, O).
+// x: (N, H, W, C); w: (O, C / groups, KH, KW). Returns (N, OH, OW, O) with
+// OH = (H + pad_top + pad_bottom - KH) / stride_h + 1 and OW likewise. Checks that C and O are
+// multiples of groups.
 Shape conv2d_output_shape(const Conv2dParams& p, const Shape& x, const Shape& w);
 
-// y: (N, OH, OW, O), overwritten.
-void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, Tensor& y);
+// y: (N, OH, OW, O), overwritten. b: (O), added to every output pixel; an undefined b (Tensor())
+// means no bias.
+void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
 // dy: (N, OH, OW, O); dx: (N, H, W, C), overwritten.
 void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx);
-// dw: (O, C, KH, KW), overwritten.
-void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw);
+// dw: (O, C / groups, KH, KW), overwritten. db: (O), overwritten with the sum of dy over N, OH and
+// OW; an undefined db (Tensor()) is not computed (a convolution without bias).
+void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw,
+                            Tensor& db);
 
 }  // namespace scaletrain::ops

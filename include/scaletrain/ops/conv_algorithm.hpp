@@ -47,8 +47,10 @@ ConvChoice choose_conv_algorithm(const std::vector<ConvCandidate>& candidates, b
 // What one convolution shape runs with on this process's GPU: recorded once per plan.
 struct ConvAlgorithmRecord {
   std::string direction;  // conv2d_forward, conv2d_backward_data, conv2d_backward_filter
-  // input (N, H, W, C), weight (O, C, KH, KW), stride, padding
+  // input (N, H, W, C), weight (O, C / groups, KH, KW); stride and padding are the height's (the
+  // padding of each side: cuDNN pads both equally), stride_w and padding_w the width's.
   int n = 0, h = 0, w = 0, c = 0, o = 0, kh = 0, kw = 0, stride = 0, padding = 0;
+  int stride_w = 0, padding_w = 0, groups = 1;
   bool tf32 = false;
   int algo = 0;
   ConvMath math = ConvMath::fma;  // the descriptor's

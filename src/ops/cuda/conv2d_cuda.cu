@@ -1,6 +1,14 @@
 // CUDA conv2d: cuDNN convolution forward, backward data and backward filter on our channels-last
-// activations, with PyTorch's semantics (cross-correlation, no bias, dilation 1, groups 1,
-// symmetric padding, square stride).
+// activations, with PyTorch's semantics (cross-correlation, dilation 1, a stride and a padding per
+// dimension, groups, an optional bias).
+//
+// Padding: cuDNN's legacy descriptor pads both sides of a dimension equally, as PyTorch's
+// padding=(ph, pw) does and as every model here needs. Padding that differs between top and
+// bottom or left and right (the op's CPU kernel takes it) is refused with an error naming it.
+//
+// Groups: cudnnSetConvolutionGroupCount, with the filter described as (O, C/G, KH, KW), the
+// per-group input channels. Bias: cudnnAddTensor after the convolution; its gradient
+// cudnnConvolutionBackwardBias (a sum of dy over N, H and W per channel).
 //
 // Layouts. Activations are NHWC (CUDNN_TENSOR_NHWC with logical dims n, c, h, w). Our weights are
 // PyTorch's (O, C, KH, KW), i.e. OIHW memory. cuDNN's legacy API documents an NCHW filter beside
@@ -12,7 +20,7 @@
 // step anyway (the CPU backend reorders them each call too). A 1x1 kernel, or C = 1, needs no
 // transpose: OIHW and OHWI are then the same memory.
 //
-// Algorithms: chosen once per (GPU, direction, TF32 or not, shapes, stride, padding) from cuDNN's heuristics
+// Algorithms: chosen once per (GPU, direction, TF32 or not, shapes, strides, padding, groups) from cuDNN's heuristics
 // (cudnnGet*_v7: no trial runs, no memory, the same answer at every start-up) and cached for the
 // process with the descriptors: the first algorithm that cuDNN says runs in fp32 (FMA or DEFAULT
 // math), within kMaxWorkspaceBytes; backward data and filter prefer a deterministic one
@@ -62,12 +70,20 @@ const char* direction_name(Direction d) {
   return "conv2d";
 }
 
-// Sizes of one convolution, checked into cuDNN's int. x: (N, H, W, C); w: (O, C, KH, KW).
+// Sizes of one convolution, checked into cuDNN's int. x: (N, H, W, C); w: (O, C / groups, KH, KW).
 struct ConvDims {
-  int n, h, w, c, o, kh, kw, oh, ow, stride, pad;
+  int n, h, w, c, o, kh, kw, oh, ow, stride_h, stride_w, pad_h, pad_w, groups;
 
-  auto tie() const { return std::tie(n, h, w, c, o, kh, kw, oh, ow, stride, pad); }
+  auto tie() const { return std::tie(n, h, w, c, o, kh, kw, oh, ow, stride_h, stride_w, pad_h, pad_w, groups); }
+  int group_channels() const { return c / groups; }  // the filter's input channels
 };
+
+// Refused on every call, the empty ones included, so that a model fails alike at any batch size.
+void require_symmetric_padding(const Conv2dParams& p, const char* op) {
+  ST_CHECK(p.symmetric_padding(), op << ": cuDNN pads both sides of a dimension equally, got padding top " << p.pad_top
+                                     << ", bottom " << p.pad_bottom << ", left " << p.pad_left << ", right "
+                                     << p.pad_right << " (per-side padding runs on the CPU only)");
+}
 
 ConvDims conv_dims(const Conv2dParams& p, const Shape& x, const Shape& w, const char* op) {
   ConvDims d{};
@@ -75,17 +91,18 @@ ConvDims conv_dims(const Conv2dParams& p, const Shape& x, const Shape& w, const 
   d.c = to_int(x[3], op, "channels");
   d.o = to_int(w[0], op, "output channels"), d.kh = to_int(w[2], op, "kernel height");
   d.kw = to_int(w[3], op, "kernel width");
-  d.stride = p.stride, d.pad = p.padding;
-  d.oh = (d.h + 2 * d.pad - d.kh) / d.stride + 1;
-  d.ow = (d.w + 2 * d.pad - d.kw) / d.stride + 1;
+  d.stride_h = p.stride_h, d.stride_w = p.stride_w, d.pad_h = p.pad_top, d.pad_w = p.pad_left;
+  d.groups = p.groups;
+  d.oh = (d.h + 2 * d.pad_h - d.kh) / d.stride_h + 1;
+  d.ow = (d.w + 2 * d.pad_w - d.kw) / d.stride_w + 1;
   // cuDNN's legacy kernels index with int: the largest tensor must fit.
   to_int(x[0] * x[1] * x[2] * x[3], op, "input elements");
   to_int(int64_t{d.n} * d.oh * d.ow * d.o, op, "output elements");
   return d;
 }
 
-// OIHW and OHWI differ only when both C and KH*KW exceed 1.
-bool needs_transpose(const ConvDims& d) { return d.c > 1 && d.kh * d.kw > 1; }
+// OIHW and OHWI differ only when both the filter's channels (C / groups) and KH*KW exceed 1.
+bool needs_transpose(const ConvDims& d) { return d.group_channels() > 1 && d.kh * d.kw > 1; }
 
 struct PlanKey {
   int gpu;
@@ -132,8 +149,9 @@ template <typename Perf>
        << cudnnGetErrorString(results[i].status) << " math "
        << conv_math_name(static_cast<ConvMath>(results[i].mathType)) << " " << results[i].memory << " bytes";
   ST_THROW(direction_name(dir) << ": cuDNN offers no fp32 algorithm for input (" << d.n << ", " << d.h << ", " << d.w
-                               << ", " << d.c << "), weight (" << d.o << ", " << d.c << ", " << d.kh << ", " << d.kw
-                               << "), stride " << d.stride << ", padding " << d.pad << " within "
+                               << ", " << d.c << "), weight (" << d.o << ", " << d.group_channels() << ", " << d.kh
+                               << ", " << d.kw << "), stride " << d.stride_h << "x" << d.stride_w << ", padding "
+                               << d.pad_h << "x" << d.pad_w << ", groups " << d.groups << " within "
                                << (kMaxWorkspaceBytes >> 20) << " MiB of workspace (" << os.str() << ")");
 }
 
@@ -157,8 +175,8 @@ const Perf& adopt_algorithm(ConvPlan& plan, Direction dir, const ConvDims& d, co
 void record_plan(const ConvPlan& plan, Direction dir, const ConvDims& d, bool tf32) {
   ConvAlgorithmRecord r;
   r.direction = direction_name(dir);
-  r.n = d.n, r.h = d.h, r.w = d.w, r.c = d.c, r.o = d.o, r.kh = d.kh, r.kw = d.kw, r.stride = d.stride,
-  r.padding = d.pad;
+  r.n = d.n, r.h = d.h, r.w = d.w, r.c = d.c, r.o = d.o, r.kh = d.kh, r.kw = d.kw;
+  r.stride = d.stride_h, r.stride_w = d.stride_w, r.padding = d.pad_h, r.padding_w = d.pad_w, r.groups = d.groups;
   r.tf32 = tf32;
   r.algo = plan.algo;
   r.math = plan.math;
@@ -171,10 +189,11 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
   auto plan = std::make_unique<ConvPlan>();
   plan->x.set(CUDNN_TENSOR_NHWC, d.n, d.c, d.h, d.w);
   plan->y.set(CUDNN_TENSOR_NHWC, d.n, d.o, d.oh, d.ow);
-  plan->w.set(CUDNN_TENSOR_NHWC, d.o, d.c, d.kh, d.kw);
+  plan->w.set(CUDNN_TENSOR_NHWC, d.o, d.group_channels(), d.kh, d.kw);
   // PyTorch's convolution is a cross-correlation (the kernel is not flipped).
-  ST_CHECK_CUDNN(cudnnSetConvolution2dDescriptor(plan->conv.get(), d.pad, d.pad, d.stride, d.stride, 1, 1,
+  ST_CHECK_CUDNN(cudnnSetConvolution2dDescriptor(plan->conv.get(), d.pad_h, d.pad_w, d.stride_h, d.stride_w, 1, 1,
                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  ST_CHECK_CUDNN(cudnnSetConvolutionGroupCount(plan->conv.get(), d.groups));
   ST_CHECK_CUDNN(cudnnSetConvolutionMathType(plan->conv.get(), tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
 
   int max_count = 0, count = 0;
@@ -232,7 +251,7 @@ const ConvPlan& conv_plan(Context& ctx, Direction dir, const ConvDims& d) {
 }
 
 // dst[b][j][i] = src[b][i][j] for `batches` row-major (rows x cols) matrices: OIHW -> OHWI is
-// (C, KH*KW) -> (KH*KW, C) per output channel, OHWI -> OIHW the reverse.
+// (C/G, KH*KW) -> (KH*KW, C/G) per output channel, OHWI -> OIHW the reverse.
 __global__ void batched_transpose(const float* __restrict__ src, float* __restrict__ dst, int64_t batches, int64_t rows,
                                   int64_t cols) {
   const int64_t per = rows * cols, total = batches * per;
@@ -259,7 +278,7 @@ struct Scratch {
 
 Scratch scratch_for(Context& ctx, const ConvDims& d, const ConvPlan& plan) {
   const std::size_t weight_bytes =
-      needs_transpose(d) ? align_scratch(sizeof(float) * std::size_t(d.o) * d.c * d.kh * d.kw) : 0;
+      needs_transpose(d) ? align_scratch(sizeof(float) * std::size_t(d.o) * d.group_channels() * d.kh * d.kw) : 0;
   char* block = static_cast<char*>(scaletrain::cuda::workspace(ctx, weight_bytes + plan.workspace_bytes));
   Scratch s;
   if (weight_bytes > 0) s.weights = reinterpret_cast<float*>(block);
@@ -267,12 +286,49 @@ Scratch scratch_for(Context& ctx, const ConvDims& d, const ConvPlan& plan) {
   return s;
 }
 
+// The bias's descriptors, (1, O, 1, 1) against y or dy (N, O, OH, OW) in NHWC. Made per call: two
+// host-side descriptors cost microseconds next to the convolution, and keep the empty-input paths
+// (no plan) simple.
+struct BiasDescs {
+  TensorDesc bias, y;
+  BiasDescs(const Tensor& y_nhwc, const char* op) {
+    const Shape& s = y_nhwc.shape();
+    bias.set(CUDNN_TENSOR_NHWC, 1, to_int(s[3], op, "output channels"), 1, 1);
+    y.set(CUDNN_TENSOR_NHWC, to_int(s[0], op, "batch"), to_int(s[3], op, "output channels"),
+          to_int(s[1], op, "output height"), to_int(s[2], op, "output width"));
+  }
+};
+
+// y += b broadcast over N, OH and OW.
+void add_bias(Context& ctx, const Tensor& b, Tensor& y, const char* op) {
+  if (y.numel() == 0) return;
+  const BiasDescs descs(y, op);
+  const float one = 1.0f;
+  ST_CHECK_CUDNN(cudnnAddTensor(scaletrain::cuda::cudnn_handle(ctx), &one, descs.bias.get(), b.raw(), &one,
+                                descs.y.get(), y.raw()));
+}
+
+// db = the sum of dy over N, OH and OW, overwritten.
+void bias_gradient(Context& ctx, const Tensor& dy, Tensor& db, const char* op) {
+  if (db.numel() == 0) return;
+  if (dy.numel() == 0) {  // a sum over nothing
+    db.zero();
+    return;
+  }
+  const BiasDescs descs(dy, op);
+  const float one = 1.0f, zero = 0.0f;
+  ST_CHECK_CUDNN(cudnnConvolutionBackwardBias(scaletrain::cuda::cudnn_handle(ctx), &one, descs.y.get(), dy.raw(), &zero,
+                                              descs.bias.get(), db.raw()));
+}
+
 }  // namespace
 
-void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, Tensor& y) {
+void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   const char* op = "conv2d_forward";
+  require_symmetric_padding(p, op);
   if (x.numel() == 0) {  // no batch, or an empty image or channel count: a sum over nothing
     y.zero();
+    if (b.defined()) add_bias(ctx, b, y, op);
     return;
   }
   const ConvDims d = conv_dims(p, x.shape(), w.shape(), op);
@@ -280,24 +336,26 @@ void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const 
   const Scratch s = scratch_for(ctx, d, plan);
   const float* w_ohwi = static_cast<const float*>(w.raw());  // OIHW is OHWI unless needs_transpose
   if (needs_transpose(d)) {
-    launch_transpose(ctx, w_ohwi, s.weights, d.o, d.c, int64_t{d.kh} * d.kw);
+    launch_transpose(ctx, w_ohwi, s.weights, d.o, d.group_channels(), int64_t{d.kh} * d.kw);
     w_ohwi = s.weights;
   }
   const float one = 1.0f, zero = 0.0f;
   ST_CHECK_CUDNN(cudnnConvolutionForward(scaletrain::cuda::cudnn_handle(ctx), &one, plan.x.get(), x.raw(), plan.w.get(),
                                          w_ohwi, plan.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo),
                                          s.workspace, plan.workspace_bytes, &zero, plan.y.get(), y.raw()));
+  if (b.defined()) add_bias(ctx, b, y, op);
 }
 
 void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
   const char* op = "conv2d_backward_data";
+  require_symmetric_padding(p, op);
   if (dx.numel() == 0) return;
   const ConvDims d = conv_dims(p, dx.shape(), w.shape(), op);
   const ConvPlan& plan = conv_plan(ctx, Direction::backward_data, d);
   const Scratch s = scratch_for(ctx, d, plan);
   const float* w_ohwi = static_cast<const float*>(w.raw());  // OIHW is OHWI unless needs_transpose
   if (needs_transpose(d)) {
-    launch_transpose(ctx, w_ohwi, s.weights, d.o, d.c, int64_t{d.kh} * d.kw);
+    launch_transpose(ctx, w_ohwi, s.weights, d.o, d.group_channels(), int64_t{d.kh} * d.kw);
     w_ohwi = s.weights;
   }
   const float one = 1.0f, zero = 0.0f;
@@ -307,8 +365,11 @@ void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy,
                                               plan.workspace_bytes, &zero, plan.x.get(), dx.raw()));
 }
 
-void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw) {
+void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw,
+                            Tensor& db) {
   const char* op = "conv2d_backward_filter";
+  require_symmetric_padding(p, op);
+  if (db.defined()) bias_gradient(ctx, dy, db, op);
   if (dw.numel() == 0) return;
   if (x.numel() == 0) {  // no batch or an empty image: the gradient is a sum over nothing
     dw.zero();
@@ -324,7 +385,8 @@ void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x
                                                 static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), s.workspace,
                                                 plan.workspace_bytes, &zero, plan.w.get(), dw_ohwi));
   // OHWI (O, KH*KW, C) back to our OIHW (O, C, KH*KW).
-  if (needs_transpose(d)) launch_transpose(ctx, dw_ohwi, static_cast<float*>(dw.raw()), d.o, int64_t{d.kh} * d.kw, d.c);
+  if (needs_transpose(d))
+    launch_transpose(ctx, dw_ohwi, static_cast<float*>(dw.raw()), d.o, int64_t{d.kh} * d.kw, d.group_channels());
 }
 
 }  // namespace scaletrain::ops::cuda
