@@ -25,6 +25,7 @@
 #include "scaletrain/ops/lars.hpp"
 #include "scaletrain/ops/linear.hpp"
 #include "scaletrain/ops/loss.hpp"
+#include "scaletrain/ops/lrn.hpp"
 #include "scaletrain/ops/multiply.hpp"
 #include "scaletrain/ops/normalize.hpp"
 #include "scaletrain/ops/pool.hpp"
@@ -38,6 +39,7 @@
 #include "support/reference_embedding.hpp"
 #include "support/reference_linear.hpp"
 #include "support/reference_loss.hpp"
+#include "support/reference_lrn.hpp"
 #include "support/reference_multiply.hpp"
 #include "support/reference_pool.hpp"
 #include "support/reference_sigmoid_bce.hpp"
@@ -528,6 +530,45 @@ OpCase count_correct_case(int64_t n, int64_t k, bool tied, uint64_t seed) {
   return c;
 }
 
+// ---- local response normalisation and NCHW flatten (AlexNet, GoogLeNet) -----------------------
+
+// x uniform in [-scale, scale] (or [0, scale] when nonnegative): with AlexNet's alpha = 1e-4 the
+// window sum only matters at its activations' scale (tens to hundreds), where s = k + alpha/n *
+// sum x^2 is of order 1 to 10.
+OpCase lrn_case(const Shape& xs, const ops::LrnParams& p, double scale, bool nonnegative, uint64_t seed) {
+  const int64_t channels = xs.back();
+  const RefLrnParams rp{p.size, p.alpha, p.beta, p.k};
+  OpCase c;
+  std::ostringstream name;
+  name << "lrn n" << p.size << " alpha " << p.alpha << " beta " << p.beta << " k " << p.k << " " << dims(xs)
+       << " x in [" << (nonnegative ? 0.0 : -scale) << ", " << scale << "]";
+  c.name = name.str();
+  c.ops = {"lrn_forward", "lrn_backward"};
+  c.make_inputs = [=] {
+    return NamedTensors{{"x", random_tensor(xs, seed, nonnegative ? 0.0 : -scale, scale)},
+                        {"dy", random_tensor(xs, seed + 1)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    const Tensor x = on(ctx, input(in, "x"));
+    Tensor y = nan_on(ctx, xs), dx = nan_on(ctx, xs);
+    ops::lrn_forward(ctx, p, x, y);
+    ops::lrn_backward(ctx, p, x, on(ctx, input(in, "dy")), dx);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)}, {"dx", to_cpu(dx)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    const auto x = values(in, "x");
+    return NamedValues{{"y", reference_lrn_forward(rp, channels, x)},
+                       {"dx", reference_lrn_backward(rp, channels, x, values(in, "dy"))}};
+  };
+  // y: a short float sum of squares and a pow, a few ulps of y. dx: two terms of up to
+  // ~|dy| s^-beta each that may cancel, so the slack is absolute at their size (|dy| <= 1).
+  const Tolerance ty{1e-30, 2e-6}, tdx{2e-6, 1e-5};
+  c.outputs = {{"y", ty, twice(ty)}, {"dx", tdx, twice(tdx)}};
+  c.gradients = {{"x", "dx", "y", "dy"}};
+  return c;
+}
+
 // ---- image normalisation ----------------------------------------------------------------------
 
 OpCase normalize_images_case(const Shape& xs, uint64_t seed) {
@@ -978,6 +1019,18 @@ std::vector<OpCase> build_cases() {
   cases.push_back(softmax_cross_entropy_case(4, 10, 0.1, 1.0, next_seed(), 0.3));
   cases.push_back(softmax_cross_entropy_case(3, 1000, 0.0, 1.0, next_seed(), 0.4));
   cases.push_back(softmax_cross_entropy_case(2, 7, 0.0, 1.0, next_seed(), 0.0));
+  // Issue 24 (AlexNet, GoogLeNet): LRN across channels, N-way channel concatenation, NCHW flatten.
+  // LRN with AlexNet's and GoogLeNet's parameters at their activations' scale: a window wider than
+  // C, conv2's 96 channels, raw-pixel-like values; then size 3 with k = 2 on 2-D features, size 1
+  // (which the CPU computes without oneDNN); then AlexNet's norm1 at full size (N = 2), above the
+  // CPU threading and with 580,800 elements.
+  const ops::LrnParams alexnet_lrn{5, 1e-4f, 0.75f, 1.0f};
+  cases.push_back(lrn_case({2, 3, 3, 3}, alexnet_lrn, 100.0, false, next_seed()));
+  cases.push_back(lrn_case({2, 3, 2, 96}, alexnet_lrn, 100.0, false, next_seed()));
+  cases.push_back(lrn_case({2, 2, 2, 7}, alexnet_lrn, 255.0, true, next_seed()));
+  cases.push_back(lrn_case({6, 10}, ops::LrnParams{3, 0.5f, 0.75f, 2.0f}, 1.0, false, next_seed()));
+  cases.push_back(lrn_case({2, 3, 5}, ops::LrnParams{1, 0.5f, 0.75f, 2.0f}, 2.0, false, next_seed()));  // element-wise
+  cases.push_back(lrn_case({2, 55, 55, 96}, alexnet_lrn, 100.0, true, next_seed()));
   return cases;
 }
 
