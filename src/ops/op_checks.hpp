@@ -41,4 +41,13 @@ inline void check_tensor(const Context& ctx, const Tensor& t, const Shape& expec
   check_shape(t, expected, op, name);
 }
 
+// `out` shares no byte with `in` (an op whose kernels cannot run in place).
+inline void check_no_overlap(const Tensor& out, const Tensor& in, const char* op, const char* out_name,
+                             const char* in_name) {
+  const char* po = static_cast<const char*>(out.raw());
+  const char* pi = static_cast<const char*>(in.raw());
+  const bool overlap = out.bytes() > 0 && in.bytes() > 0 && po < pi + in.bytes() && pi < po + out.bytes();
+  ST_CHECK(!overlap, op << ": " << out_name << " overlaps " << in_name << " (the op cannot run in place)");
+}
+
 }  // namespace scaletrain::ops

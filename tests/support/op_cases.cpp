@@ -22,9 +22,11 @@
 #include "scaletrain/ops/concat.hpp"
 #include "scaletrain/ops/conv2d.hpp"
 #include "scaletrain/ops/embedding.hpp"
+#include "scaletrain/ops/flatten.hpp"
 #include "scaletrain/ops/lars.hpp"
 #include "scaletrain/ops/linear.hpp"
 #include "scaletrain/ops/loss.hpp"
+#include "scaletrain/ops/lrn.hpp"
 #include "scaletrain/ops/multiply.hpp"
 #include "scaletrain/ops/normalize.hpp"
 #include "scaletrain/ops/pool.hpp"
@@ -36,8 +38,10 @@
 #include "support/reference_concat.hpp"
 #include "support/reference_conv2d.hpp"
 #include "support/reference_embedding.hpp"
+#include "support/reference_flatten.hpp"
 #include "support/reference_linear.hpp"
 #include "support/reference_loss.hpp"
+#include "support/reference_lrn.hpp"
 #include "support/reference_multiply.hpp"
 #include "support/reference_pool.hpp"
 #include "support/reference_sigmoid_bce.hpp"
@@ -618,6 +622,68 @@ OpCase count_correct_case(int64_t n, int64_t k, bool tied, uint64_t seed) {
   return c;
 }
 
+// ---- local response normalisation and NCHW flatten (AlexNet, GoogLeNet) -----------------------
+
+// x uniform in [-scale, scale] (or [0, scale] when nonnegative): with AlexNet's alpha = 1e-4 the
+// window sum only matters at its activations' scale (tens to hundreds), where s = k + alpha/n *
+// sum x^2 is of order 1 to 10.
+OpCase lrn_case(const Shape& xs, const ops::LrnParams& p, double scale, bool nonnegative, uint64_t seed) {
+  const int64_t channels = xs.back();
+  const RefLrnParams rp{p.size, p.alpha, p.beta, p.k};
+  OpCase c;
+  std::ostringstream name;
+  name << "lrn n" << p.size << " alpha " << p.alpha << " beta " << p.beta << " k " << p.k << " " << dims(xs)
+       << " x in [" << (nonnegative ? 0.0 : -scale) << ", " << scale << "]";
+  c.name = name.str();
+  c.ops = {"lrn_forward", "lrn_backward"};
+  c.make_inputs = [=] {
+    return NamedTensors{{"x", random_tensor(xs, seed, nonnegative ? 0.0 : -scale, scale)},
+                        {"dy", random_tensor(xs, seed + 1)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    const Tensor x = on(ctx, input(in, "x"));
+    Tensor y = nan_on(ctx, xs), dx = nan_on(ctx, xs);
+    ops::lrn_forward(ctx, p, x, y);
+    ops::lrn_backward(ctx, p, x, on(ctx, input(in, "dy")), dx);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)}, {"dx", to_cpu(dx)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    const auto x = values(in, "x");
+    return NamedValues{{"y", reference_lrn_forward(rp, channels, x)},
+                       {"dx", reference_lrn_backward(rp, channels, x, values(in, "dy"))}};
+  };
+  // y: a short float sum of squares and a pow, a few ulps of y. dx: two terms of up to
+  // ~|dy| s^-beta each that may cancel, so the slack is absolute at their size (|dy| <= 1).
+  const Tolerance ty{1e-30, 2e-6}, tdx{2e-6, 1e-5};
+  c.outputs = {{"y", ty, twice(ty)}, {"dx", tdx, twice(tdx)}};
+  c.gradients = {{"x", "dx", "y", "dy"}};
+  return c;
+}
+
+OpCase flatten_chw_case(const Shape& xs, uint64_t seed) {
+  const int64_t n = xs[0], h = xs[1], w = xs[2], ch = xs[3];
+  const Shape ys{n, ch * h * w};
+  OpCase c;
+  c.name = "flatten_chw " + dims(xs);
+  c.ops = {"flatten_chw_forward", "flatten_chw_backward"};
+  c.make_inputs = [=] { return NamedTensors{{"x", random_tensor(xs, seed)}, {"dy", random_tensor(ys, seed + 1)}}; };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor y = nan_on(ctx, ys), dx = nan_on(ctx, xs);
+    ops::flatten_chw_forward(ctx, on(ctx, input(in, "x")), y);
+    ops::flatten_chw_backward(ctx, on(ctx, input(in, "dy")), dx);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)}, {"dx", to_cpu(dx)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    return NamedValues{{"y", reference_flatten_chw_forward(n, h, w, ch, values(in, "x"))},
+                       {"dx", reference_flatten_chw_backward(n, h, w, ch, values(in, "dy"))}};
+  };
+  c.outputs = {{"y", kExact, kExact}, {"dx", kExact, kExact}};  // copies
+  c.gradients = {{"x", "dx", "y", "dy"}};
+  return c;
+}
+
 // ---- image normalisation ----------------------------------------------------------------------
 
 OpCase normalize_images_case(const Shape& xs, uint64_t seed) {
@@ -733,6 +799,63 @@ OpCase concat_case(int64_t n, int64_t wa, int64_t wb, uint64_t seed) {
   };
   c.outputs = {{"y", kExact, kExact}, {"da", kExact, kExact}, {"db", kExact, kExact}};  // copies
   c.gradients = {{"a", "da", "y", "dy"}, {"b", "db", "y", "dy"}};
+  return c;
+}
+
+// parts: the channel counts C_i of (lead..., C_i) inputs, joined into (lead..., sum C_i).
+OpCase concat_channels_case(const Shape& lead, const std::vector<int64_t>& parts, uint64_t seed) {
+  const int64_t rows = shape_numel(lead);
+  int64_t total = 0;
+  std::vector<Shape> shapes;
+  std::string widths;
+  for (int64_t w : parts) {
+    Shape s = lead;
+    s.push_back(w);
+    shapes.push_back(s);
+    total += w;
+    widths += (widths.empty() ? "" : "+") + std::to_string(w);
+  }
+  Shape ys = lead;
+  ys.push_back(total);
+  const std::size_t k = parts.size();
+  auto x_name = [](std::size_t i) { return "x" + std::to_string(i); };
+  auto dx_name = [](std::size_t i) { return "dx" + std::to_string(i); };
+  OpCase c;
+  c.name = "concat_channels " + (lead.empty() ? std::string("()") : dims(lead)) + " C " + widths;
+  c.ops = {"concat_channels_forward", "concat_channels_backward"};
+  c.make_inputs = [=] {
+    NamedTensors in;
+    for (std::size_t i = 0; i < k; ++i) in.emplace_back(x_name(i), random_tensor(shapes[i], seed + i));
+    in.emplace_back("dy", random_tensor(ys, seed + k));
+    return in;
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    std::vector<Tensor> xs, dxs;
+    for (std::size_t i = 0; i < k; ++i) {
+      xs.push_back(on(ctx, input(in, x_name(i))));
+      dxs.push_back(nan_on(ctx, shapes[i]));
+    }
+    Tensor y = nan_on(ctx, ys);
+    ops::concat_channels_forward(ctx, xs, y);
+    ops::concat_channels_backward(ctx, on(ctx, input(in, "dy")), dxs);
+    ctx.synchronize();
+    NamedTensors out{{"y", to_cpu(y)}};
+    for (std::size_t i = 0; i < k; ++i) out.emplace_back(dx_name(i), to_cpu(dxs[i]));
+    return out;
+  };
+  c.reference = [=](const NamedTensors& in) {
+    std::vector<std::vector<double>> xs;
+    for (std::size_t i = 0; i < k; ++i) xs.push_back(values(in, x_name(i)));
+    NamedValues out{{"y", reference_concat_channels(rows, parts, xs)}};
+    const auto dxs = reference_split_channels(rows, parts, values(in, "dy"));
+    for (std::size_t i = 0; i < k; ++i) out.emplace_back(dx_name(i), dxs[i]);
+    return out;
+  };
+  c.outputs = {{"y", kExact, kExact}};  // copies
+  for (std::size_t i = 0; i < k; ++i) {
+    c.outputs.push_back({dx_name(i), kExact, kExact});
+    c.gradients.push_back({x_name(i), dx_name(i), "y", "dy"});
+  }
   return c;
 }
 
@@ -1106,6 +1229,29 @@ std::vector<OpCase> build_cases() {
     // Depthwise (groups = C) with a channel multiplier of 2 and unequal strides.
     cases.push_back(conv2d_case(D{2, 7, 9, 6, 12, 3, 3, 1, 2, 1, 1, 1, 1, 6}, true, next_seed()));
   }
+  // Issue 24 (AlexNet, GoogLeNet): LRN across channels, N-way channel concatenation, NCHW flatten.
+  // LRN with AlexNet's and GoogLeNet's parameters at their activations' scale: a window wider than
+  // C, conv2's 96 channels, raw-pixel-like values; then size 3 with k = 2 on 2-D features, size 1
+  // (which the CPU computes without oneDNN); then AlexNet's norm1 at full size (N = 2), above the
+  // CPU threading and with 580,800 elements.
+  const ops::LrnParams alexnet_lrn{5, 1e-4f, 0.75f, 1.0f};
+  cases.push_back(lrn_case({2, 3, 3, 3}, alexnet_lrn, 100.0, false, next_seed()));
+  cases.push_back(lrn_case({2, 3, 2, 96}, alexnet_lrn, 100.0, false, next_seed()));
+  cases.push_back(lrn_case({2, 2, 2, 7}, alexnet_lrn, 255.0, true, next_seed()));
+  cases.push_back(lrn_case({6, 10}, ops::LrnParams{3, 0.5f, 0.75f, 2.0f}, 1.0, false, next_seed()));
+  cases.push_back(lrn_case({2, 3, 5}, ops::LrnParams{1, 0.5f, 0.75f, 2.0f}, 2.0, false, next_seed()));  // element-wise
+  cases.push_back(lrn_case({2, 55, 55, 96}, alexnet_lrn, 100.0, true, next_seed()));
+  // Inception 3a's four branches (64 + 128 + 32 + 32) at 3x3, two one-channel inputs, one input (a
+  // copy), 2-D features, and Inception-v3 Mixed_6's 4 x 192 at 17x17 (above the threading bound).
+  cases.push_back(concat_channels_case({2, 3, 3}, {64, 128, 32, 32}, next_seed()));
+  cases.push_back(concat_channels_case({3, 4, 5}, {1, 1}, next_seed()));
+  cases.push_back(concat_channels_case({2, 3, 3}, {7}, next_seed()));
+  cases.push_back(concat_channels_case({5}, {3, 13, 1}, next_seed()));
+  cases.push_back(concat_channels_case({2, 17, 17}, {192, 192, 192, 192}, next_seed()));
+  // 1x1 (a copy), Caffe AlexNet's pool5 narrowed to 16 channels, odd sizes with N = 3.
+  cases.push_back(flatten_chw_case({4, 1, 1, 16}, next_seed()));
+  cases.push_back(flatten_chw_case({2, 6, 6, 16}, next_seed()));
+  cases.push_back(flatten_chw_case({3, 4, 4, 5}, next_seed()));
   return cases;
 }
 

@@ -1,4 +1,4 @@
-// Naive float64 feature concatenation and split, element by element.
+// Naive float64 concatenation along the last dimension and its split, element by element.
 #include "support/reference_concat.hpp"
 
 #include "scaletrain/core/error.hpp"
@@ -26,6 +26,39 @@ void reference_split_features(int64_t n, int64_t wa, int64_t wb, const std::vect
     for (int64_t j = 0; j < wa; ++j) da[i * wa + j] = dy[i * (wa + wb) + j];
     for (int64_t j = 0; j < wb; ++j) db[i * wb + j] = dy[i * (wa + wb) + wa + j];
   }
+}
+
+std::vector<double> reference_concat_channels(int64_t rows, const std::vector<int64_t>& widths,
+                                              const std::vector<std::vector<double>>& parts) {
+  ST_CHECK(parts.size() == widths.size(), "reference concat channels: sizes");
+  int64_t total = 0;
+  for (int64_t w : widths) total += w;
+  std::vector<double> y(rows * total);
+  int64_t offset = 0;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    ST_CHECK(static_cast<int64_t>(parts[i].size()) == rows * widths[i], "reference concat channels: part " << i);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < widths[i]; ++j) y[r * total + offset + j] = parts[i][r * widths[i] + j];
+    offset += widths[i];
+  }
+  return y;
+}
+
+std::vector<std::vector<double>> reference_split_channels(int64_t rows, const std::vector<int64_t>& widths,
+                                                          const std::vector<double>& dy) {
+  int64_t total = 0;
+  for (int64_t w : widths) total += w;
+  ST_CHECK(static_cast<int64_t>(dy.size()) == rows * total, "reference split channels: sizes");
+  std::vector<std::vector<double>> parts;
+  int64_t offset = 0;
+  for (int64_t w : widths) {
+    std::vector<double> part(rows * w);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < w; ++j) part[r * w + j] = dy[r * total + offset + j];
+    parts.push_back(part);
+    offset += w;
+  }
+  return parts;
 }
 
 }  // namespace scaletrain::test

@@ -1,5 +1,9 @@
-// CUDA feature concatenation and its split: one grid-stride pass over the output (or dy), each
-// element a copy from its side. Copies: the same bits as the CPU.
+// CUDA concatenation along the last dimension and its split. concat_features: one grid-stride pass
+// over the output (or dy), each element a copy from its side. concat_channels: one strided copy
+// (cudaMemcpy2DAsync on the compute stream) per input, its C_i-float rows into their column block of
+// the (rows, sum C_i) output, or back; no kernel. Copies: the same bits as the CPU.
+#include <vector>
+
 #include "backend/cuda/cuda_context.hpp"
 #include "ops/cuda/grid_stride.cuh"
 #include "scaletrain/ops/concat.hpp"
@@ -26,6 +30,32 @@ __global__ void split_kernel(const float* dy, float* da, float* db, int64_t n, i
   }
 }
 
+int64_t rows_of(const Tensor& t) {
+  int64_t rows = 1;
+  for (int i = 0; i + 1 < t.ndim(); ++i) rows *= t.dim(i);
+  return rows;
+}
+
+// Copies between the whole (rows, W) and its parts (rows, C_i): into the whole when `join`, else out.
+void copy_parts(Context& ctx, const Tensor& whole, const std::vector<Tensor>& parts, bool join) {
+  const int64_t rows = rows_of(whole);
+  const std::size_t pitch = static_cast<std::size_t>(whole.dim(-1)) * sizeof(float);
+  char* base = static_cast<char*>(whole.raw());
+  std::size_t offset = 0;
+  for (const Tensor& t : parts) {
+    const std::size_t width = static_cast<std::size_t>(t.dim(-1)) * sizeof(float);
+    if (rows > 0 && width > 0) {
+      char* column = base + offset;
+      void* dst = join ? static_cast<void*>(column) : t.raw();
+      const void* src = join ? t.raw() : static_cast<const void*>(column);
+      ST_CHECK_CUDA(cudaMemcpy2DAsync(dst, join ? pitch : width, src, join ? width : pitch, width,
+                                      static_cast<std::size_t>(rows), cudaMemcpyDeviceToDevice,
+                                      scaletrain::cuda::compute_stream(ctx)));
+    }
+    offset += width;
+  }
+}
+
 }  // namespace
 
 void concat_features_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
@@ -44,6 +74,12 @@ void concat_features_backward(Context& ctx, const Tensor& dy, Tensor& da, Tensor
                  scaletrain::cuda::compute_stream(ctx)>>>(
       static_cast<const float*>(dy.raw()), static_cast<float*>(da.raw()), static_cast<float*>(db.raw()), n, wa, wb);
   ST_CHECK_LAUNCH();
+}
+
+void concat_channels_forward(Context& ctx, const std::vector<Tensor>& xs, Tensor& y) { copy_parts(ctx, y, xs, true); }
+
+void concat_channels_backward(Context& ctx, const Tensor& dy, const std::vector<Tensor>& dxs) {
+  copy_parts(ctx, dy, dxs, false);
 }
 
 }  // namespace scaletrain::ops::cuda

@@ -1,0 +1,116 @@
+// Parameter-free layers of the issue-24 models: LocalResponseNorm, FlattenCHW and Branches. Thin
+// wrappers over ops/lrn.hpp, ops/flatten.hpp and ops/concat.hpp, with buffers reused from step to
+// step as in layers.cpp.
+#include "scaletrain/nn/blocks.hpp"
+
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/ops/activation.hpp"
+#include "scaletrain/ops/concat.hpp"
+#include "scaletrain/ops/flatten.hpp"
+
+namespace scaletrain::nn {
+
+// ---- LocalResponseNorm ----
+
+void LocalResponseNorm::list_ops(ops::OpNames& ops, bool training) const {
+  ops.insert("lrn_forward");
+  if (training) ops.insert("lrn_backward");
+}
+
+Tensor LocalResponseNorm::forward(Context& ctx, const Tensor& x, bool training) {
+  Tensor y = reuse_buffer(y_buffer_, x.shape(), ctx.device());
+  ops::lrn_forward(ctx, lrn_, x, y);
+  x_ = x;
+  return y;
+}
+
+Tensor LocalResponseNorm::backward(Context& ctx, const Tensor& dy, bool need_dx) {
+  ST_CHECK(x_.defined(), "LocalResponseNorm: backward before forward");
+  if (!need_dx) return Tensor();
+  Tensor dx = reuse_buffer(dx_buffer_, x_.shape(), ctx.device());
+  ops::lrn_backward(ctx, lrn_, x_, dy, dx);
+  return dx;
+}
+
+// ---- FlattenCHW ----
+
+void FlattenCHW::list_ops(ops::OpNames& ops, bool training) const {
+  ops.insert("flatten_chw_forward");
+  if (training) ops.insert("flatten_chw_backward");
+}
+
+Tensor FlattenCHW::forward(Context& ctx, const Tensor& x, bool training) {
+  ST_CHECK(x.ndim() == 4, "FlattenCHW expects input (N, H, W, C), got " << shape_string(x.shape()));
+  Tensor y = reuse_buffer(y_buffer_, {x.dim(0), x.dim(1) * x.dim(2) * x.dim(3)}, ctx.device());
+  ops::flatten_chw_forward(ctx, x, y);
+  x_shape_ = x.shape();
+  return y;
+}
+
+Tensor FlattenCHW::backward(Context& ctx, const Tensor& dy, bool need_dx) {
+  ST_CHECK(!x_shape_.empty(), "FlattenCHW: backward before forward");
+  if (!need_dx) return Tensor();
+  Tensor dx = reuse_buffer(dx_buffer_, x_shape_, ctx.device());
+  ops::flatten_chw_backward(ctx, dy, dx);
+  return dx;
+}
+
+// ---- Branches ----
+
+Sequential& Branches::add_branch() {
+  branches_.push_back(std::make_unique<Sequential>());
+  dy_buffers_.emplace_back();
+  return *branches_.back();
+}
+
+void Branches::list_ops(ops::OpNames& ops, bool training) const {
+  for (const auto& b : branches_) b->list_ops(ops, training);
+  ops.insert("concat_channels_forward");
+  if (!training) return;
+  ops.insert("concat_channels_backward");
+  if (branches_.size() > 1) ops.insert("add_inplace");
+}
+
+Tensor Branches::forward(Context& ctx, const Tensor& x, bool training) {
+  ST_CHECK(!branches_.empty(), "Branches: no branches");
+  std::vector<Tensor> outs;
+  out_shapes_.clear();
+  for (auto& b : branches_) {
+    outs.push_back(b->forward(ctx, x, training));
+    out_shapes_.push_back(outs.back().shape());
+  }
+  Shape joined = out_shapes_.front();
+  ST_CHECK(!joined.empty(), "Branches: branch 0 returned a scalar");
+  for (std::size_t i = 1; i < outs.size(); ++i) {
+    ST_CHECK(outs[i].ndim() == outs[0].ndim(), "Branches: branch " << i << " returned " << shape_string(outs[i].shape())
+                                                                   << ", branch 0 " << shape_string(outs[0].shape()));
+    joined.back() += outs[i].dim(-1);
+  }
+  Tensor y = reuse_buffer(y_buffer_, joined, ctx.device());
+  ops::concat_channels_forward(ctx, outs, y);
+  return y;
+}
+
+Tensor Branches::backward(Context& ctx, const Tensor& dy, bool need_dx) {
+  ST_CHECK(out_shapes_.size() == branches_.size() && !branches_.empty(), "Branches: backward before forward");
+  std::vector<Tensor> dys;
+  for (std::size_t i = 0; i < branches_.size(); ++i)
+    dys.push_back(reuse_buffer(dy_buffers_[i], out_shapes_[i], ctx.device()));
+  ops::concat_channels_backward(ctx, dy, dys);
+  Tensor dx;
+  for (std::size_t i = branches_.size(); i-- > 0;) {
+    Tensor d = branches_[i]->backward(ctx, dys[i], need_dx);
+    if (!need_dx) continue;
+    if (!dx.defined())
+      dx = d;  // the last branch's input gradient: a buffer of its first layer (or its dy buffer)
+    else
+      ops::add_inplace(ctx, dx, d);
+  }
+  return dx;
+}
+
+void Branches::initialize(Rng& rng) {
+  for (auto& b : branches_) b->initialize(rng);
+}
+
+}  // namespace scaletrain::nn
