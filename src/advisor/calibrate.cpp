@@ -108,12 +108,13 @@ class TimedTrainingStep {
     optimizer_ = train::make_optimizer(config_, network_->params());
     recorder_ = std::make_unique<GradReadyRecorder>(network_->params());
     step_ = std::make_unique<train::TrainingStep>(ctx_, subject.task, *network_, *optimizer_, *recorder_,
-                                                  /*accumulate_steps=*/1);
+                                                  /*accumulate_steps=*/1, /*rank=*/0);
   }
 
   StepTimes run(const train::Batch& batch) {
     PhaseStopwatch watch(ctx_);
-    const double loss = step_->run(batch, batch.size(), config_.base_lr, watch);
+    // Each timed step at its own position, as the trainer's steps (dropout draws new masks).
+    const double loss = step_->run(batch, batch.size(), optimizer_->steps(), config_.base_lr, watch);
     // As the trainer: a diverged model would be timed on NaNs, which some CPUs run slower.
     ST_CHECK(std::isfinite(loss), "calibration of " << network_->name() << " at batch " << batch.size()
                                                     << ": the loss is " << loss << " after " << optimizer_->steps()

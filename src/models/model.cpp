@@ -89,6 +89,12 @@ void Model::initialize(uint64_t seed) {
   ST_CHECK(network_ != nullptr, "model " << name_ << " has no network");
   Rng rng(seed);
   network_->initialize(rng);
+  random_stream_->set_seed(seed);
+}
+
+void Model::set_random_position(int64_t global_step, int micro_batch, int rank) {
+  // A model without dropout draws nothing, so the position's range limits must not refuse its run.
+  if (random_stream_->num_layers() > 0) random_stream_->set_position(global_step, micro_batch, rank);
 }
 
 std::unique_ptr<Model> make_model(const std::string& name, int num_classes, int in_channels) {

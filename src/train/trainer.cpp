@@ -341,7 +341,7 @@ void Training::build_communication() {
                                            bucket_options(cfg_), staging);
   }
   step_ = std::make_unique<TrainingStep>(*ctx_, *task_, state_->model(), state_->optimizer(), *reducer_,
-                                         cfg_.accumulate_steps);
+                                         cfg_.accumulate_steps, comm_.rank());
   phases_ = std::make_unique<TimedPhases>(timers_, *device_metrics_);
   // The device's first: its GPU times are collected (an event synchronise) before the step is
   // counted, as when the step's end was one function.
@@ -477,7 +477,7 @@ void Training::train_step() {
                                                                                        << state_->steps_per_epoch);
   }
   const double lr = state_->learning_rate();
-  const double loss = step_->run(batch_, micro_batch_, lr, *phases_);
+  const double loss = step_->run(batch_, micro_batch_, pos.global_step, lr, *phases_);
   ST_CHECK(std::isfinite(loss), "training diverged: loss is " << loss << " at epoch " << pos.epoch + 1 << " step "
                                                               << pos.step_in_epoch + 1 << " (try a smaller --base-lr)");
   ++pos.step_in_epoch;

@@ -23,22 +23,24 @@ class WatchedPhase {
 }  // namespace
 
 TrainingStep::TrainingStep(Context& ctx, Task& task, models::Network& network, optim::Optimizer& optimizer,
-                           comm::GradientReducer& reducer, int accumulate_steps)
+                           comm::GradientReducer& reducer, int accumulate_steps, int rank)
     : ctx_(ctx),
       task_(task),
       network_(network),
       optimizer_(optimizer),
       reducer_(reducer),
-      accumulator_(ctx, network.params(), accumulate_steps, [this](int i) { reducer_.on_grad_ready(i); }) {
+      accumulator_(ctx, network.params(), accumulate_steps, [this](int i) { reducer_.on_grad_ready(i); }),
+      rank_(rank) {
   network_.params().set_grad_ready_hook([this](int i) { accumulator_.on_grad_ready(i); });
 }
 
 TrainingStep::~TrainingStep() { network_.params().set_grad_ready_hook(nullptr); }
 
-double TrainingStep::run(const Batch& batch, int64_t micro_batch, double lr, StepPhaseWatcher& watcher) {
+double TrainingStep::run(const Batch& batch, int64_t micro_batch, int64_t global_step, double lr,
+                         StepPhaseWatcher& watcher) {
   double loss = 0.0;
   for (int k = 0; k < micro_batches(); ++k)
-    loss += forward_and_backward(batch.rows(k * micro_batch, micro_batch), k, watcher);
+    loss += forward_and_backward(batch.rows(k * micro_batch, micro_batch), k, global_step, watcher);
   {
     WatchedPhase phase(watcher, Phase::allreduce);
     reducer_.finish();
@@ -52,9 +54,13 @@ double TrainingStep::run(const Batch& batch, int64_t micro_batch, double lr, Ste
 }
 
 // Micro-batch k: forward and loss, then backward; in the step's last micro-batch the reducer's
-// step begins, so that its buckets start as backward completes them.
-double TrainingStep::forward_and_backward(const Batch& micro_batch, int k, StepPhaseWatcher& watcher) {
+// step begins, so that its buckets start as backward completes them. The random draws (dropout)
+// are placed by (step, micro-batch, rank) alone, never by draws before them, so that a resumed
+// run repeats them.
+double TrainingStep::forward_and_backward(const Batch& micro_batch, int k, int64_t global_step,
+                                          StepPhaseWatcher& watcher) {
   double loss = 0.0;
+  network_.set_random_position(global_step, k, rank_);
   {
     WatchedPhase phase(watcher, Phase::forward);
     loss = task_.forward_and_loss(ctx_, network_, micro_batch);

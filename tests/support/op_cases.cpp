@@ -9,6 +9,7 @@
 #include "support/op_cases.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -21,6 +22,7 @@
 #include "scaletrain/ops/batch_norm.hpp"
 #include "scaletrain/ops/concat.hpp"
 #include "scaletrain/ops/conv2d.hpp"
+#include "scaletrain/ops/dropout.hpp"
 #include "scaletrain/ops/embedding.hpp"
 #include "scaletrain/ops/flatten.hpp"
 #include "scaletrain/ops/lars.hpp"
@@ -37,6 +39,7 @@
 #include "support/reference_batch_norm.hpp"
 #include "support/reference_concat.hpp"
 #include "support/reference_conv2d.hpp"
+#include "support/reference_dropout.hpp"
 #include "support/reference_embedding.hpp"
 #include "support/reference_flatten.hpp"
 #include "support/reference_linear.hpp"
@@ -369,6 +372,53 @@ OpCase add_case(const Shape& shape, uint64_t seed) {
   };
   // IEEE addition is correctly rounded on every backend.
   c.outputs = {{"y", kOneRounding, kExact}, {"a+=b", kOneRounding, kExact}};
+  return c;
+}
+
+// ---- dropout ----------------------------------------------------------------------------------
+
+// Forward and backward at one (p, key, position), out of place and in place (y over x, dx over
+// dy, as a layer may run them). The mask is a function of the params alone, so the backward's
+// must be the forward's, and the central differences of the forward (linear in x for a fixed
+// mask) check the backward.
+OpCase dropout_case(const Shape& shape, double p, uint64_t position, uint64_t seed) {
+  ops::DropoutParams params;
+  params.p = p;
+  params.key[0] = static_cast<uint32_t>(seed * 0x9E3779B9u);
+  params.key[1] = static_cast<uint32_t>(seed) ^ 0xA5A5A5A5u;
+  params.position = position;
+  const std::array<uint32_t, 2> key{params.key[0], params.key[1]};
+  OpCase c;
+  std::ostringstream name;
+  name << "dropout " << dims(shape) << " p " << p << " position " << position;
+  c.name = name.str();
+  c.ops = {"dropout_forward", "dropout_backward"};
+  c.make_inputs = [=] {
+    return NamedTensors{{"x", random_tensor(shape, seed)}, {"dy", random_tensor(shape, seed + 1)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor y = nan_on(ctx, shape), dx = nan_on(ctx, shape);
+    ops::dropout_forward(ctx, params, on(ctx, input(in, "x")), y);
+    ops::dropout_backward(ctx, params, on(ctx, input(in, "dy")), dx);
+    Tensor y_in_place = copy_on(ctx, input(in, "x")), dx_in_place = copy_on(ctx, input(in, "dy"));
+    ops::dropout_forward(ctx, params, y_in_place, y_in_place);
+    ops::dropout_backward(ctx, params, dx_in_place, dx_in_place);
+    ctx.synchronize();
+    return NamedTensors{
+        {"y", to_cpu(y)}, {"dx", to_cpu(dx)}, {"y in place", to_cpu(y_in_place)}, {"dx in place", to_cpu(dx_in_place)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    const auto y = reference_dropout(values(in, "x"), p, key, position);
+    const auto dx = reference_dropout(values(in, "dy"), p, key, position);
+    return NamedValues{{"y", y}, {"dx", dx}, {"y in place", y}, {"dx in place", dx}};
+  };
+  // One float product of x and the float scale, rounded once; the mask is integer arithmetic, so
+  // the backends agree bit for bit.
+  c.outputs = {{"y", kOneRounding, kExact},
+               {"dx", kOneRounding, kExact},
+               {"y in place", kOneRounding, kExact},
+               {"dx in place", kOneRounding, kExact}};
+  c.gradients = {{"x", "dx", "y", "dy"}};
   return c;
 }
 
@@ -1252,6 +1302,15 @@ std::vector<OpCase> build_cases() {
   cases.push_back(flatten_chw_case({4, 1, 1, 16}, next_seed()));
   cases.push_back(flatten_chw_case({2, 6, 6, 16}, next_seed()));
   cases.push_back(flatten_chw_case({3, 4, 4, 5}, next_seed()));
+  // Dropout: sizes that are not multiples of 4 (the last Philox block is short), one element, a
+  // tensor above the CPU kernel's threading bound, positions with high words set, and p = 0 (a copy).
+  cases.push_back(dropout_case({1, 7, 7, 13}, 0.5, 0, next_seed()));
+  cases.push_back(dropout_case({2, 5, 5, 17}, 0.1, 123, next_seed()));
+  cases.push_back(dropout_case({3, 1000}, 0.7, (uint64_t{5} << 32) | 7, next_seed()));
+  cases.push_back(dropout_case({4099, 9}, 0.5, ~uint64_t{0}, next_seed()));
+  cases.push_back(dropout_case({1}, 0.5, 2, next_seed()));
+  cases.push_back(dropout_case({2, 3, 5}, 0.0, 9, next_seed()));
+  cases.push_back(dropout_case({64, 4096}, 0.1, (uint64_t{17} << 32) | (uint64_t{2} << 16) | 3, next_seed()));
   return cases;
 }
 

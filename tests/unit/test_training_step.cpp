@@ -2,6 +2,7 @@
 // accumulation is exact up to rounding): two micro-batches of b give the update of one batch of
 // 2b within fp32 rounding, the watcher sees the phases in the step's order, a step moves the
 // weights, and tasks opened on a shape alone make batches of their shapes and refuse their data.
+#include <array>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <memory>
@@ -10,6 +11,7 @@
 
 #include "scaletrain/comm/gradient_reducer.hpp"
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/models/neumf.hpp"
 #include "scaletrain/train/training_step.hpp"
 #include "support/gradcheck.hpp"
 #include "support/one_rank_mpi.hpp"
@@ -47,16 +49,50 @@ std::vector<float> weights_after_one_step(const train::Batch& batch, int micro_b
   const std::unique_ptr<comm::GradientReducer> reducer =
       comm::make_single_rank_reducer(network->params().gradient_layout());
   Context ctx(Device::cpu, 1);
-  train::TrainingStep step(ctx, *task, *network, *optimizer, *reducer, micro_batches);
-  const double loss = step.run(batch, batch.size() / micro_batches, 0.5, log);
+  train::TrainingStep step(ctx, *task, *network, *optimizer, *reducer, micro_batches, /*rank=*/0);
+  const double loss = step.run(batch, batch.size() / micro_batches, /*global_step=*/0, 0.5, log);
   BOOST_TEST(std::isfinite(loss));
   const Tensor& w = network->params().flat_values();
   return std::vector<float>(w.data<float>(), w.data<float>() + w.numel());
 }
 
+// NeuMF that records where the step places its random draws (Network::set_random_position).
+class PositionRecorder final : public models::NeuMF {
+ public:
+  PositionRecorder() : NeuMF(50, 40) {}
+  void set_random_position(int64_t global_step, int micro_batch, int rank) override {
+    positions.push_back({global_step, micro_batch, rank});
+  }
+  std::vector<std::array<int64_t, 3>> positions;
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(training_step)
+
+// Before each micro-batch's forward the network learns (global step, micro-batch, rank): the
+// step number is the caller's (the run position a checkpoint restores), not a count of the
+// step's own calls, so a resumed run draws the masks of an uninterrupted one.
+BOOST_AUTO_TEST_CASE(each_micro_batch_gets_its_random_position) {
+  train::TrainConfig config;
+  config.model = "ncf";
+  config.optimizer = "sgd";
+  const std::unique_ptr<train::Task> task = train::open_task_of_shape(config, neumf_shape());
+  PositionRecorder network;
+  network.initialize(7);
+  const std::unique_ptr<optim::Optimizer> optimizer = train::make_optimizer(config, network.params());
+  const std::unique_ptr<comm::GradientReducer> reducer =
+      comm::make_single_rank_reducer(network.params().gradient_layout());
+  Context ctx(Device::cpu, 1);
+  train::TrainingStep step(ctx, *task, network, *optimizer, *reducer, 3, /*rank=*/5);
+  const train::Batch batch = task->synthetic_batch(12, 3);
+  PhaseLog log;
+  step.run(batch, 4, /*global_step=*/41, 0.1, log);
+  step.run(batch, 4, /*global_step=*/7, 0.1, log);
+  const std::vector<std::array<int64_t, 3>> expected = {{41, 0, 5}, {41, 1, 5}, {41, 2, 5},
+                                                        {7, 0, 5},  {7, 1, 5},  {7, 2, 5}};
+  BOOST_TEST((network.positions == expected));
+}
 
 BOOST_AUTO_TEST_CASE(two_micro_batches_update_as_one_batch) {
   train::TrainConfig config;

@@ -12,6 +12,7 @@
 #include "scaletrain/models/network.hpp"
 #include "scaletrain/models/registry.hpp"
 #include "scaletrain/nn/aux_head.hpp"
+#include "scaletrain/nn/dropout.hpp"
 #include "scaletrain/nn/module.hpp"
 #include "scaletrain/nn/parameters.hpp"
 
@@ -58,8 +59,14 @@ class Model : public Network {
   // torchvision's initialisation, seeded: conv kaiming_normal_(mode='fan_out', nonlinearity='relu');
   // batch norm weight 1, bias 0, running_mean 0, running_var 1; Linear: PyTorch's default
   // (weight and bias uniform(-1/sqrt(in), 1/sqrt(in))).
+  // Also keys the dropout stream with `seed` (the run's --seed, the same after a resume).
   void initialize(uint64_t seed) override;
   ops::OpNames ops(bool training) const override;
+  // Moves the dropout stream to the micro-batch's position (nn::random_position).
+  void set_random_position(int64_t global_step, int micro_batch, int rank) override;
+  // The stream the model's Dropout layers share: builders pass it to each nn::Dropout they
+  // construct, which takes the next layer index (its key) in construction order.
+  const std::shared_ptr<nn::RandomStream>& random_stream() const { return random_stream_; }
 
  private:
   std::string name_;
@@ -67,6 +74,7 @@ class Model : public Network {
   nn::ParameterSet params_;
   nn::ModulePtr network_;
   std::shared_ptr<nn::AuxHeads> aux_heads_;
+  std::shared_ptr<nn::RandomStream> random_stream_ = std::make_shared<nn::RandomStream>();
   int64_t last_batch_ = -1;
   bool last_training_ = false;
 };

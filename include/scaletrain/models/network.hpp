@@ -23,6 +23,12 @@ class Network {
   // The ops its forward runs in evaluation, and with `training` in training and backward too
   // (nn::Module::list_ops): --device asks each of them of the device.
   virtual ops::OpNames ops(bool training) const = 0;
+  // Where the random draws of the next training forward (dropout masks) come from: the training
+  // step calls it before each micro-batch's forward, with the number of optimizer steps taken
+  // (RunPosition::global_step, which a checkpoint restores), the micro-batch within the step and
+  // the rank, so that a resumed run draws what an uninterrupted one draws (nn/dropout.hpp). A
+  // network without random layers ignores it.
+  virtual void set_random_position(int64_t global_step, int micro_batch, int rank) {}
 };
 
 }  // namespace scaletrain::models

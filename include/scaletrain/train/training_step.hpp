@@ -37,22 +37,24 @@ class TrainingStep {
  public:
   // Wires the network's grad-ready hook to the accumulator of accumulate_steps micro-batches and
   // the accumulator to the reducer; every part must outlive the step, which unhooks on
-  // destruction.
+  // destruction. rank: this process's rank, a part of the dropout stream's position.
   TrainingStep(Context& ctx, Task& task, models::Network& network, optim::Optimizer& optimizer,
-               comm::GradientReducer& reducer, int accumulate_steps);
+               comm::GradientReducer& reducer, int accumulate_steps, int rank);
   ~TrainingStep();
   TrainingStep(const TrainingStep&) = delete;
   TrainingStep& operator=(const TrainingStep&) = delete;
 
   // One optimizer step on `batch`, micro_batches() micro-batches of micro_batch samples each, at
-  // learning rate lr. Returns the mean of the micro-batches' losses (the caller judges it: a NaN
-  // means divergence).
-  double run(const Batch& batch, int64_t micro_batch, double lr, StepPhaseWatcher& watcher);
+  // learning rate lr. global_step: the optimizer steps taken before this one
+  // (RunPosition::global_step, restored by a resume); with the micro-batch and the rank it places
+  // the network's random draws (Network::set_random_position). Returns the mean of the
+  // micro-batches' losses (the caller judges it: a NaN means divergence).
+  double run(const Batch& batch, int64_t micro_batch, int64_t global_step, double lr, StepPhaseWatcher& watcher);
 
   int micro_batches() const { return accumulator_.micro_batches(); }
 
  private:
-  double forward_and_backward(const Batch& micro_batch, int k, StepPhaseWatcher& watcher);
+  double forward_and_backward(const Batch& micro_batch, int k, int64_t global_step, StepPhaseWatcher& watcher);
 
   Context& ctx_;
   Task& task_;
@@ -60,6 +62,7 @@ class TrainingStep {
   optim::Optimizer& optimizer_;
   comm::GradientReducer& reducer_;
   GradientAccumulator accumulator_;
+  int rank_;
 };
 
 }  // namespace scaletrain::train
