@@ -106,7 +106,7 @@ def compare_rows(rows, predictions):
     """Adds the PREDICTION_COLUMNS to every row (None where the row's model has no prediction)."""
     for row in rows:
         row.update({c: None for c in PREDICTION_COLUMNS})
-        candidates = of_model(predictions, row["model"])
+        candidates = of_model(predictions, row.get("model_name", row["model"]))
         if candidates:
             row["prediction_note"] = compare_row(row, candidates) or None
 
@@ -162,7 +162,7 @@ def predicted_curves(rows, predictions, train_samples, warnings):
     each point nodes, gpus and the four plotted values, in node order."""
     curves = {}
     for (model, mode), series_rows in measured_series(rows).items():
-        candidates = [p for p in of_model(predictions, model) if mode in p["series"]]
+        candidates = [p for p in of_model(predictions, series_rows[0].get("model_name", model)) if mode in p["series"]]
         found = next(((p, pts) for p in candidates for pts in [comparable_points(p, mode, series_rows)] if pts),
                      None)
         if found:
