@@ -429,6 +429,11 @@ def read_study_file(path):
     try:
         with open(path, encoding="utf-8") as handle:
             parser.read_file(handle)
+    except configparser.DuplicateSectionError as error:
+        kind = error.section.split()[0] if error.section.split() else ""
+        unique = (f": {kind} names are unique (each names a directory of STUDY_DIR)"
+                  if kind in ("model", "series") else "")
+        raise UsageError(f"study file {path} line {error.lineno}: [{error.section}] appears twice{unique}") from None
     except (configparser.Error, UnicodeDecodeError) as error:
         raise UsageError(f"study file {path}: {error}") from None
     except OSError as error:
@@ -498,10 +503,14 @@ def series_sections(models, series, study_file):
         out.append((name, model, models.get(model, {}), settings, True))
     unused = [m for m in models if m not in used]
     if unused:
-        raise UsageError(f"study file {study_file}: [model {unused[0]}] is used by no series: with [series NAME] "
-                         f"sections the study runs its series alone, and a [model NAME] section holds what the "
-                         f"series of that model share. Add a [series NAME] with model = {unused[0]}, or remove "
-                         f"the section")
+        # Most often a misspelt model key: name the series whose model has no section.
+        orphans = [f"[series {name}] model = {model!r}" for name, model, settings, _, _ in out
+                   if model not in models and "model" in series[name]]
+        hint = (f" ({', '.join(orphans)} has no [model] section: is that the model meant?)" if orphans else "")
+        raise UsageError(f"study file {study_file}: [model {unused[0]}] is used by no series{hint}: with "
+                         f"[series NAME] sections the study runs its series alone, and a [model NAME] section holds "
+                         f"what the series of that model share. Add a [series NAME] with model = {unused[0]}, or "
+                         f"remove the section")
     return out
 
 

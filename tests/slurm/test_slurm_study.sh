@@ -96,7 +96,91 @@ grep -q -- "--epochs 1 --max-steps 10" "$T/dry-run-ncf.sh" || fail "NCF epochs: 
 queue_empty "NCF dry run"
 echo "ok: an NCF study's dry run"
 
+# Series inside one node and several series of one model (docs/scaling-studies.md): gpus = 1,2 are
+# runs on 1 and 2 "GPUs" (ranks) of one node, then 2 whole nodes of 2 ranks; two strong series of
+# resnet20 at global batches 32 and 64 ([series NAME] sections inheriting [model resnet20]), and a
+# weak series with its own nodes, no gpus and 1 rank per node. The fixture's nodes have 2 CPUs,
+# so sbatch --test-only checks every shape, 2 ranks on one node included.
+cat > "$T/series.ini" <<EOF
+[study]
+name = series
+output = $T/series-study
+mode = strong
+gpus = 1,2                  # runs inside one node: 1 and 2 ranks
+nodes = 2                   # then whole nodes of ranks-per-node ranks
+ranks-per-node = 2
+global-batch = 32
+max-batch-per-rank = 16
+lr-scaling = linear
+base-lr = 0.1
+reference-batch = 32
+steps = 4
+time = 00:10:00
+sbatch-options = --cpus-per-task=1
+
+[model resnet20]
+data = data
+
+[series r20-b32]
+model = resnet20
+
+[series r20-b64]
+model = resnet20
+global-batch = 64
+
+[series r20-weak]
+model = resnet20
+mode = weak
+batch-per-rank = 8
+gpus = none
+nodes = 1,2
+ranks-per-node = 1
+EOF
+"${STUDY_TOOL[@]}" submit "$T/series.ini" --dry-run > "$T/dry-run-series.sh" || fail "the series dry run failed"
+bash -n "$T/dry-run-series.sh" || fail "the series dry run is not a valid shell script"
+[ "$(grep -c '^job[0-9]*=$(sbatch --parsable .*MODEL=resnet20,' "$T/dry-run-series.sh")" -eq 8 ] ||
+  fail "not 8 run lines (3 + 3 strong, 2 weak): $(cat "$T/dry-run-series.sh")"
+# expect_run ID SBATCH TRAIN: the run's line has these sbatch options, its directory, these train options.
+expect_run() {
+  local line
+  line=$(grep -F -- "--job-name=series-${1/\//-} " "$T/dry-run-series.sh") || fail "no line for run $1"
+  grep -qF -- "--job-name=series-${1/\//-} $2 --time=" <<<"$line" || fail "$1: not '$2': $line"
+  grep -qF -- "OUTPUT_DIR=$T/series-study/$1," <<<"$line" || fail "$1: not in $T/series-study/$1: $line"
+  grep -qF -- "train.sbatch $3 " <<<"$line" || fail "$1: not '$3': $line"
+  ! grep -q -- "--gpus-per-node\|--gres" <<<"$line" || fail "$1: asks for GPUs without request-gpus: $line"
+  grep -q "^# $1: " "$T/dry-run-series.sh" || fail "no comment line for $1"
+}
+expect_run r20-b32/strong-g1-r1 "--nodes=1 --ntasks-per-node=1" "--batch-size 16 --accumulate-steps 2 --base-lr 0.1"
+expect_run r20-b32/strong-g2-r1 "--nodes=1 --ntasks-per-node=2" "--batch-size 16 --base-lr 0.1"
+expect_run r20-b32/strong-n2-r1 "--nodes=2 --ntasks-per-node=2" "--batch-size 8 --base-lr 0.1"
+expect_run r20-b64/strong-g1-r1 "--nodes=1 --ntasks-per-node=1" "--batch-size 16 --accumulate-steps 4 --base-lr 0.2"
+expect_run r20-b64/strong-g2-r1 "--nodes=1 --ntasks-per-node=2" "--batch-size 16 --accumulate-steps 2 --base-lr 0.2"
+expect_run r20-b64/strong-n2-r1 "--nodes=2 --ntasks-per-node=2" "--batch-size 16 --base-lr 0.2"
+expect_run r20-weak/weak-n1-r1 "--nodes=1 --ntasks-per-node=1" "--batch-size 8 --base-lr 0.025"
+expect_run r20-weak/weak-n2-r1 "--nodes=2 --ntasks-per-node=1" "--batch-size 8 --base-lr 0.05"
+# request-gpus: each run asks for one GPU per rank on its nodes (the fixture has no GPUs, so this
+# dry run goes without sbatch on PATH, which leaves Slurm's check out).
+env PATH=/nonexistent /usr/bin/python3 "$SOURCE/src/study/scaletrain_study.py" submit "$T/series.ini" \
+  --request-gpus gpus-per-node --dry-run > "$T/dry-run-gpus.sh" || fail "the request-gpus dry run failed"
+for expected in "strong-g2-r1 --nodes=1 --ntasks-per-node=2 --gpus-per-node=2 " \
+                "strong-n2-r1 --nodes=2 --ntasks-per-node=2 --gpus-per-node=2 " \
+                "weak-n2-r1 --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 "; do
+  grep -qF -- "$expected" "$T/dry-run-gpus.sh" || fail "request-gpus: no '$expected': $(cat "$T/dry-run-gpus.sh")"
+done
+queue_empty "series dry runs"
+[ ! -e "$T/series-study" ] || fail "the series dry run created $T/series-study"
+echo "ok: a study with runs inside one node and three series of one model: 8 sbatch lines as expected"
+
 echo "== bad input is refused before anything is submitted"
+printf '[series r20-b64]\nmodel = resnet20\n' | cat "$T/series.ini" - > "$T/dup-series.ini"
+expect_exit "two series of one name" 2 "dup-series.ini line 34: [series r20-b64] appears twice" \
+  "${STUDY_TOOL[@]}" submit "$T/dup-series.ini" --dry-run
+expect_exit "more GPUs than ranks per node" 2 \
+  "--gpus = 1,4: series r20-b32 (model resnet20) runs inside one node on at most ranks-per-node = 2 GPUs" \
+  "${STUDY_TOOL[@]}" submit "$T/series.ini" --gpus 1,4 --dry-run
+sed 's/^model = resnet20$/model = resnet02/' "$T/series.ini" > "$T/bad-series-model.ini"
+expect_exit "a misspelt series model" 2 "[model resnet20] is used by no series ([series r20-b32] model = 'resnet02'" \
+  "${STUDY_TOOL[@]}" submit "$T/bad-series-model.ini" --dry-run
 expect_exit "strong global batch 32 on 3 ranks" 2 "valid node counts near 3: 2, 4" \
   "${STUDY_TOOL[@]}" submit "$T/study.ini" --nodes 1,2,3 --output "$T/bad"
 expect_exit "unknown mode" 2 "--mode = 'sideways': the mode is strong, weak or both" \
