@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """scaletrain-study: submit a scaling study to Slurm, follow it, resubmit what failed, report it.
 
-A study is the same training run repeated over node counts: a strong series (fixed global batch)
-and/or a weak series (fixed batch per rank), for one or more models. Each run is one Slurm job of
-jobscripts/train.sbatch writing into STUDY_DIR/<model>/<mode>-n<nodes>-r<repeat>/; a last job
+A study is the same training run repeated over node counts (and GPU counts of one node): strong
+series (fixed global batch) and/or weak series (fixed batch per rank), for one or more models, one
+or more series each. Each run is one Slurm job of jobscripts/train.sbatch writing into
+STUDY_DIR/<series>/<mode>-n<nodes>-r<repeat>/ (or -g<gpus>- inside one node; the series is the
+model without [series] sections); a last job
 (jobscripts/study-report.sbatch) waits for all of them and runs scaletrain-report STUDY_DIR.
 study.json in STUDY_DIR records the parameters, every run, its job ids and its sbatch line.
 Standard library only, so that it runs with any Python 3 on a login node.
@@ -310,7 +312,7 @@ Submit, follow, resubmit and report a scaling study of scaletrain under Slurm.
 
 commands:
   submit [STUDY_FILE] [options] [--dry-run]
-      One sbatch job of jobscripts/train.sbatch per (model, mode, node count, repeat), then a last
+      One sbatch job of jobscripts/train.sbatch per (series, mode, node or GPU count, repeat), then a last
       job (jobscripts/study-report.sbatch) that depends on all of them (--dependency=afterany) and
       runs scaletrain-report STUDY_DIR. Everything is checked before anything is submitted: the
       study file and options, the binaries, each model's config and data (scaletrain-data inspect),
@@ -363,7 +365,19 @@ the study file (INI; options given on the command line override it):
   One [model NAME] section per model (NAME is scaletrain's --model: resnet50, resnet20, ncf); its
   runs go to STUDY_DIR/NAME/. A model section needs data and may set config, global-batch,
   batch-per-rank, max-batch-per-rank, base-lr, reference-batch, warmup-epochs, time, data-checks
-  and train-options, overriding the [study] values for that model. Paths may use ~ and $VAR
+  and train-options, overriding the [study] values for that model; also mode, nodes, gpus and
+  ranks-per-node.
+
+  Runs inside one node: gpus = 1,2,4,8 adds a run on 1 node with G ranks (one per GPU) for each G
+  (at most ranks-per-node; run ids MODE-gG-rR), before the runs on whole nodes of nodes (MODE-nN-rR).
+  request-gpus = gpus-per-node (or gres) asks each run for one GPU per rank on its nodes.
+
+  Several series of one model: [series NAME] sections, each with model = MODEL (default NAME) and
+  the keys of a model section; a series inherits what it does not set from [model MODEL], if
+  present, then from [study]. Its runs go to STUDY_DIR/NAME/. With [series] sections, the study's
+  runs are its series and a [model NAME] section holds what its series share.
+
+  Paths may use ~ and $VAR
   (expanded when you submit; other values are passed as written).
   Relative paths are relative to the study file's directory; a config not found there is looked
   up in this repository (so inputs/... works from anywhere). Options' paths are relative to the
