@@ -483,7 +483,8 @@ def check_key_allowed(key, where, origin):
         hint = ""
         if param is not None:
             hint = {"study": " (it belongs in a [model NAME] or [series NAME] section)",
-                    "model": " (it belongs in [study])" if param.in_study else " (it belongs in a [series NAME] section)",
+                    "model": (" (it belongs in [study])" if param.in_study
+                              else " (it belongs in a [series NAME] section)"),
                     "series": " (it belongs in [study])"}[where]
         raise UsageError(f"{origin}: unknown key '{key}'{hint}; keys here: {', '.join(allowed)}")
 
@@ -673,11 +674,14 @@ class SeriesSpec:
         return f"key '{key}' in {', '.join(sections[:-1])} or {sections[-1]}, or --{key}"
 
     def describe(self):
-        return f"series {self.name} (model {self.model})" if self.section.startswith("[series") else f"model {self.name}"
+        if self.section.startswith("[series"):
+            return f"series {self.name} (model {self.model})"
+        return f"model {self.name}"
 
     def check_required(self, source):
         if "data" not in self.values:
-            raise UsageError(f"{source}: {self.describe()} has no data ({self.keys_text('data').replace('--data', '--data DIR')})")
+            where = self.keys_text("data").replace("--data", "--data DIR")
+            raise UsageError(f"{source}: {self.describe()} has no data ({where})")
         for key in ("data", "config"):
             if key in self.values:
                 check_path_characters(self.values[key], self.where(key))
@@ -697,7 +701,8 @@ class SeriesSpec:
             needs += ["base-lr"]
         for key in needs:
             if self.get(key) is None:
-                why = {"base-lr": "lr-scaling linear", "batch-per-rank": "the weak series"}.get(key, "the strong series")
+                why = {"base-lr": "lr-scaling linear",
+                       "batch-per-rank": "the weak series"}.get(key, "the strong series")
                 raise UsageError(f"{source}: {key} is not set for {self.describe()}; {why} needs it "
                                  f"({self.keys_text(key)})")
 
@@ -1146,7 +1151,8 @@ def run_sbatch_words(study, model, run, trainer):
     gpus = {"no": [], "gpus-per-node": [f"--gpus-per-node={run['ranks_per_node']}"],
             "gres": [f"--gres=gpu:{run['ranks_per_node']}"]}[study.get("request-gpus", "no")]
     return ([f"--job-name={run['job_name']}", f"--nodes={run['nodes']}", f"--ntasks-per-node={run['ranks_per_node']}"] +
-            gpus + [f"--time={limit}", f"--output={study.get('output') / 'logs'}/%x-%j.out"] + site_options(study, False) +
+            gpus + [f"--time={limit}", f"--output={study.get('output') / 'logs'}/%x-%j.out"] +
+            site_options(study, False) +
             [f"--export={export}", str(TRAIN_JOB)] + train_arguments(study, model, run))
 
 
