@@ -3,9 +3,13 @@
 # a study of resnet20 on a small synthetic dataset, strong and weak series at 1 and 2 nodes,
 # 2 repeats, 40 steps per run, chained. It checks:
 #  - the dry run prints every sbatch line (a valid shell script) and submits nothing;
+#  - a dry run of runs inside one node (gpus = 1,2) and three [series] of one model: each run's
+#    sbatch line (--nodes, --ntasks-per-node, and --gpus-per-node with request-gpus), directory
+#    and train options;
 #  - bad input is refused before anything is submitted, with exit 2 and a message naming the
 #    option or key: a strong global batch that 3 ranks do not divide (naming the valid node counts
-#    near 3), an unknown mode, a bad node list, a missing dataset; and exit 1 without sbatch;
+#    near 3), an unknown mode, a bad node list, a missing dataset, two series of one name, more GPUs
+#    than ranks per node, a misspelt series model; and exit 1 without sbatch;
 #  - the real submission: study.json against the values this test expects (accumulation steps 2
 #    for the 1-node strong run, the linear learning-rate rule, the chain of dependencies, the same
 #    sbatch lines as the dry run), and each run's report.json against study.json;
@@ -14,7 +18,9 @@
 #    missing; `resubmit --failed` reruns those two alone: the cancelled one from scratch, the
 #    killed one from its last checkpoint; then `status` shows every run done;
 #  - the report (scaletrain-report): scaling.csv and scaling.json against the numbers this test
-#    computes from each run's report.json, and the plots are valid PNG and SVG files.
+#    computes from each run's report.json, and the plots are valid PNG and SVG files;
+#  - a series on 1 and 2 ranks of one node, submitted: study.json's series, status, and the
+#    report's points g1 and g2.
 # Skips with a message where the fixture cannot start (not root, no Slurm packages).
 source "$(dirname "$0")/lib.sh"
 SOURCE=${ST_SOURCE:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -404,5 +410,50 @@ counts = json.load(open(study + "/report/scaling.json"))["counts"]
 assert counts["used"] == 8 and counts["missing"] == counts["failed"] == 0, counts
 print(f"ok: scaling.csv and scaling.json match the runs' report.json (medians, min/max, speedup, efficiency); "
       f"{len(pngs)} PNG and {len(svgs)} SVG plots are valid")
+PY
+echo "== a series inside one node, submitted: status, study.json and the report name its points"
+# One strong series on 1 and 2 ranks of one node (gpus = 1,2), 4 steps each: study.json records the
+# series and its model, status lists its runs done, and the report's rows are the series' points
+# g1 and g2 (speedup against g1).
+cat > "$T/in-node.ini" <<EOF
+[study]
+name = in-node
+output = $T/in-node-study
+mode = strong
+gpus = 1,2
+ranks-per-node = 2
+global-batch = 32
+max-batch-per-rank = 16
+steps = 4
+time = 00:10:00
+sbatch-options = --cpus-per-task=1
+
+[series r20-in-node]
+model = resnet20
+data = data
+EOF
+"${STUDY_TOOL[@]}" submit "$T/in-node.ini" > "$T/in-node-submit.out" || fail "in-node submit: $(cat "$T/in-node-submit.out")"
+in_node_report=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["report_job_id"])' "$T/in-node-study/study.json")
+wait_job "$in_node_report" 300 || fail "the in-node report job did not finish: $(tail -n 20 "$T"/in-node-study/logs/*.out)"
+"${STUDY_TOOL[@]}" status "$T/in-node.ini" > "$T/in-node-status.out"
+grep -q "^2 runs: 2 done$" "$T/in-node-status.out" || fail "in-node runs not done: $(cat "$T/in-node-status.out")"
+$PY - "$T/in-node-study" <<'PY' || fail "in-node study.json or report"
+import csv, json, sys
+study = sys.argv[1]
+m = json.load(open(study + "/study.json"))
+runs = {r["id"]: r for r in m["runs"]}
+assert sorted(runs) == ["r20-in-node/strong-g1-r1", "r20-in-node/strong-g2-r1"], sorted(runs)
+for rid, ranks in (("r20-in-node/strong-g1-r1", 1), ("r20-in-node/strong-g2-r1", 2)):
+    r = runs[rid]
+    assert (r["series"], r["model"], r["nodes"], r["ranks_per_node"], r["ranks"]) == ("r20-in-node", "resnet20", 1, ranks, ranks), r
+    assert r["output_dir"] == f"{study}/{rid}" and json.load(open(r["output_dir"] + "/report.json"))["world_size"] == ranks
+assert m["parameters"]["models"][0]["series"] == "r20-in-node" and m["parameters"]["models"][0]["gpus"] == [1, 2]
+rows = list(csv.DictReader(open(study + "/report/scaling.csv")))
+assert [(r["model"], r["model_name"], r["point"], r["nodes"], r["ranks"]) for r in rows] == \
+    [("r20-in-node", "resnet20", "g1", "1", "1"), ("r20-in-node", "resnet20", "g2", "1", "2")], rows
+assert float(rows[0]["speedup"]) == 1.0 and float(rows[1]["speedup"]) > 0, rows
+md = open(study + "/report/scaling.md").read()
+assert "against 1 GPU of one node" in md and "| 1 (2 GPUs) | 2 |" in md, md
+print("ok: a series inside one node: study.json, status and the report's points g1 and g2")
 PY
 echo "slurm study test passed"
