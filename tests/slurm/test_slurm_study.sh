@@ -164,10 +164,13 @@ expect_run r20-b64/strong-g2-r1 "--nodes=1 --ntasks-per-node=2" "--batch-size 16
 expect_run r20-b64/strong-n2-r1 "--nodes=2 --ntasks-per-node=2" "--batch-size 16 --base-lr 0.2"
 expect_run r20-weak/weak-n1-r1 "--nodes=1 --ntasks-per-node=1" "--batch-size 8 --base-lr 0.025"
 expect_run r20-weak/weak-n2-r1 "--nodes=2 --ntasks-per-node=1" "--batch-size 8 --base-lr 0.05"
-# request-gpus: each run asks for one GPU per rank on its nodes (the fixture has no GPUs, so this
-# dry run goes without sbatch on PATH, which leaves Slurm's check out).
-env PATH=/nonexistent /usr/bin/python3 "$SOURCE/src/study/scaletrain_study.py" submit "$T/series.ini" \
+# request-gpus: each run asks for one GPU per rank on its nodes. The fixture has no GPUs, so this
+# dry run goes without sbatch on PATH, which leaves Slurm's check out (and keeps what the trainer's
+# MPI start-up needs: /usr/bin without sbatch).
+mkdir -p "$T/no-sbatch" && ln -s /usr/bin/* "$T/no-sbatch/" && rm -f "$T/no-sbatch/sbatch"
+env PATH="$T/no-sbatch" /usr/bin/python3 "$SOURCE/src/study/scaletrain_study.py" submit "$T/series.ini" \
   --request-gpus gpus-per-node --dry-run > "$T/dry-run-gpus.sh" || fail "the request-gpus dry run failed"
+grep -q "sbatch not found: not checked with Slurm" "$T/dry-run-gpus.sh" || fail "sbatch still found: $(head -1 "$T/dry-run-gpus.sh")"
 for expected in "strong-g2-r1 --nodes=1 --ntasks-per-node=2 --gpus-per-node=2 " \
                 "strong-n2-r1 --nodes=2 --ntasks-per-node=2 --gpus-per-node=2 " \
                 "weak-n2-r1 --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 "; do
