@@ -290,7 +290,8 @@ PARAM_BY_KEY = {p.key: p for p in PARAMS}
 # Options the tool sets itself: given through sbatch-options or train-options they would clash.
 OWN_SBATCH_OPTIONS = {
     "--nodes": "nodes", "-N": "nodes", "--ntasks-per-node": "ranks-per-node and gpus",
-    "--ntasks": "ranks-per-node and gpus", "-n": "ranks-per-node and gpus", "--job-name": "name", "-J": "name", "--output": "output", "-o": "output",
+    "--ntasks": "ranks-per-node and gpus", "-n": "ranks-per-node and gpus", "--job-name": "name", "-J": "name",
+    "--output": "output", "-o": "output",
     "--error": "output", "-e": "output", "--export": "(the tool exports DATA, CONFIG, MODEL, OUTPUT_DIR, "
     "SCALETRAIN, DATA_CHECKS)", "--dependency": "chain", "-d": "chain", "--time": "time", "-t": "time",
     "--partition": "partition", "-p": "partition", "--account": "account", "-A": "account",
@@ -521,7 +522,7 @@ def series_sections(models, series, study_file):
         # Most often a misspelt model key: name the series whose model has no section.
         orphans = [f"[series {name}] model = {model!r}" for name, model, settings, _, _ in out
                    if model not in models and "model" in series[name]]
-        hint = (f" ({', '.join(orphans)} has no [model] section: is that the model meant?)" if orphans else "")
+        hint = (f" ({', '.join(orphans)}: no such [model] section; a misspelt model?)" if orphans else "")
         raise UsageError(f"study file {study_file}: [model {unused[0]}] is used by no series{hint}: with "
                          f"[series NAME] sections the study runs its series alone, and a [model NAME] section holds "
                          f"what the series of that model share. Add a [series NAME] with model = {unused[0]}, or "
@@ -670,7 +671,10 @@ class SeriesSpec:
 
     def keys_text(self, key):
         """Where a key may be set for this series, for messages."""
-        sections = ["[study]", f"[model {self.model}]"] + ([self.section] if self.section.startswith("[series") else [])
+        sections = (["[study]"] if PARAM_BY_KEY[key].in_study else []) + [f"[model {self.model}]"] + \
+            ([self.section] if self.section.startswith("[series") else [])
+        if len(sections) == 1:
+            return f"key '{key}' in {sections[0]}, or --{key}"
         return f"key '{key}' in {', '.join(sections[:-1])} or {sections[-1]}, or --{key}"
 
     def describe(self):
@@ -692,6 +696,9 @@ class SeriesSpec:
             raise UsageError(f"{source}: nodes is not set for {self.describe()}: give nodes (runs on whole nodes) "
                              f"and/or gpus (runs inside one node) ({self.keys_text('nodes')})")
         self.check_gpus()
+        if not self.points():
+            raise UsageError(f"{source}: {self.describe()} has no runs: its nodes and gpus are both none "
+                             f"({self.where('nodes')}, {self.where('gpus')})")
         needs = []
         if "strong" in self.modes:
             needs += ["global-batch", "max-batch-per-rank"]
