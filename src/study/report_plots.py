@@ -12,6 +12,7 @@ gives the same files.
 """
 
 import os
+from fractions import Fraction
 
 import matplotlib
 
@@ -56,7 +57,9 @@ def nodes_axis(ax, rows):
     nodes = sorted({r.get("x", r["nodes"]) for r in rows})
     ax.set_xscale("log", base=2)
     ax.set_xticks(nodes)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    # A share of a node (G of its GPUs) as a fraction: 1/8, 1/4, 1/2, then 1, 2, ... nodes.
+    ax.xaxis.set_major_formatter(FuncFormatter(
+        lambda x, _: f"{x:g}" if x >= 1 else str(Fraction(x).limit_denominator(64))))
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("nodes" if all(x >= 1 for x in nodes) else "nodes (below 1: a share of one node's GPUs)")
     ax.grid(True, which="major", alpha=0.3)
