@@ -12,6 +12,7 @@ gives the same files.
 """
 
 import os
+from fractions import Fraction
 
 import matplotlib
 
@@ -39,9 +40,10 @@ def models_of(rows):
 
 
 def series(rows, model, mode, key):
-    """(nodes, values, ranks) of the points of one series that have the value."""
+    """(x, values, rows) of the points of one series that have the value; x is the nodes, or a
+    fraction of a node for the runs on some GPUs of one node (report_scoring.add_plot_positions)."""
     pts = [r for r in rows if r["model"] == model and r["mode"] == mode and r[key] is not None]
-    return [r["nodes"] for r in pts], [r[key] for r in pts], pts
+    return [r.get("x", r["nodes"]) for r in pts], [r[key] for r in pts], pts
 
 
 def panels(rows, title):
@@ -52,12 +54,14 @@ def panels(rows, title):
 
 
 def nodes_axis(ax, rows):
-    nodes = sorted({r["nodes"] for r in rows})
+    nodes = sorted({r.get("x", r["nodes"]) for r in rows})
     ax.set_xscale("log", base=2)
     ax.set_xticks(nodes)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    # A share of a node (G of its GPUs) as a fraction: 1/8, 1/4, 1/2, then 1, 2, ... nodes.
+    ax.xaxis.set_major_formatter(FuncFormatter(
+        lambda x, _: f"{x:g}" if x >= 1 else str(Fraction(x).limit_denominator(64))))
     ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel("nodes")
+    ax.set_xlabel("nodes" if all(x >= 1 for x in nodes) else "nodes (below 1: a share of one node's GPUs)")
     ax.grid(True, which="major", alpha=0.3)
 
 
@@ -129,7 +133,7 @@ def plot_speedup(rows, ax, mode, predicted):
             plot_predicted(ax, predicted, model, mode, "speedup", f"C{i}")
             longest = max(longest, pts, key=len)
     if longest:  # one ideal line: the growth in ranks, the same for every model of a study
-        ax.plot([r["nodes"] for r in longest], [r["ranks"] / longest[0]["ranks"] for r in longest], "--",
+        ax.plot([r.get("x", r["nodes"]) for r in longest], [r["ranks"] / longest[0]["ranks"] for r in longest], "--",
                 color="black", alpha=0.5, label="ideal")
     ax.set_ylabel("speedup")
 
@@ -147,7 +151,8 @@ def plot_efficiency(rows, ax, mode, predicted):
 
 def plot_split(rows, ax, mode, model):
     pts = [r for r in rows if r["model"] == model and r["mode"] == mode and r["step_s"] is not None]
-    labels = [str(r["nodes"]) for r in pts]
+    labels = [f"{r['point'][1:]} GPU{'s' if r['point'] != 'g1' else ''}" if str(r.get("point", "")).startswith("g")
+              else str(r["nodes"]) for r in pts]
     bottom = [0.0] * len(pts)
     for part, colour in SPLIT_COLOURS.items():
         heights = [(r[part] or 0.0) * 1000 for r in pts]

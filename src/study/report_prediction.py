@@ -106,7 +106,7 @@ def compare_rows(rows, predictions):
     """Adds the PREDICTION_COLUMNS to every row (None where the row's model has no prediction)."""
     for row in rows:
         row.update({c: None for c in PREDICTION_COLUMNS})
-        candidates = of_model(predictions, row["model"])
+        candidates = of_model(predictions, row.get("model_name", row["model"]))
         if candidates:
             row["prediction_note"] = compare_row(row, candidates) or None
 
@@ -162,7 +162,7 @@ def predicted_curves(rows, predictions, train_samples, warnings):
     each point nodes, gpus and the four plotted values, in node order."""
     curves = {}
     for (model, mode), series_rows in measured_series(rows).items():
-        candidates = [p for p in of_model(predictions, model) if mode in p["series"]]
+        candidates = [p for p in of_model(predictions, series_rows[0].get("model_name", model)) if mode in p["series"]]
         found = next(((p, pts) for p in candidates for pts in [comparable_points(p, mode, series_rows)] if pts),
                      None)
         if found:
@@ -201,13 +201,26 @@ def comparable_points(prediction, mode, series_rows):
     batch = series_batch(series_rows, mode)
     points = [p for p in prediction["series"][mode] if same_batch(p[key], batch)]
     # The study's ranks per node turns GPUs into its nodes; with the machine's GPUs per node this
-    # leaves out the points inside one node, which have no place on a node axis.
-    per_node = ranks_per_node(series_rows[0])
+    # leaves out the points inside one node, which have no place on a node axis, unless the series
+    # measured runs inside one node (gpus = 1,2,4,8): those go at a share of a node, as the
+    # measured ones (report_scoring.add_plot_positions).
+    per_node = max((n for n in map(ranks_per_node, series_rows) if n), default=None)
     if per_node is None:
         return []
-    lo, hi = min(r["nodes"] for r in series_rows), max(r["nodes"] for r in series_rows)
-    return [dict(p, x_nodes=p["gpus"] // per_node) for p in points
-            if p["gpus"] % per_node == 0 and lo <= p["gpus"] // per_node <= hi]
+    xs = [r.get("x", r["nodes"]) for r in series_rows]
+    lo, hi = min(xs), max(xs)
+    in_node = {r["ranks"] for r in series_rows if str(r.get("point", "")).startswith("g")}
+    out = []
+    for p in points:
+        if p["gpus"] in in_node:
+            x = p["gpus"] / per_node
+        elif p["gpus"] % per_node == 0:
+            x = p["gpus"] // per_node
+        else:
+            continue
+        if lo <= x <= hi:
+            out.append(dict(p, x_nodes=x))
+    return out
 
 
 def ranks_per_node(row):
@@ -217,7 +230,8 @@ def ranks_per_node(row):
 
 
 def curve(points, series_rows, train_samples, prediction, warnings):
-    base_gpus = next((r["ranks"] for r in series_rows if r["nodes"] == series_rows[0]["baseline_nodes"]), None)
+    base_point = series_rows[0].get("baseline_point") or f"n{series_rows[0]['baseline_nodes']}"
+    base_gpus = next((r["ranks"] for r in series_rows if r.get("point", f"n{r['nodes']}") == base_point), None)
     base = next((p for p in points if p["gpus"] == base_gpus), None)
     if base is None:
         warnings.append(f"prediction {prediction['file']}: no point at the baseline's {base_gpus} GPUs: predicted "

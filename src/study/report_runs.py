@@ -9,6 +9,7 @@ from older keys where they can be, and the record says which source each came fr
 
 import json
 import os
+import re
 
 STUDY_FORMAT = 1
 # report.json statuses of a run that trained what it was asked to (docs/report.md).
@@ -111,9 +112,20 @@ def note_mllog_event(found, event):
         found["status"] = (event.get("metadata") or {}).get("status")
 
 
+def run_point(run):
+    """The run's point in its series, as its id names it: nN (N whole nodes) or gG (G GPUs of one
+    node, a series' runs inside one node)."""
+    match = re.search(r"-([ng]\d+)-r\d+$", str(run["id"]))
+    return match.group(1) if match else f"n{int(run['nodes'])}"
+
+
 def new_record(run, run_dir):
+    # "model" is the series the run belongs to (its name in study.json, which is the model's own name
+    # in a study without [series] sections): the report groups and labels by it. "model_name" is
+    # scaletrain's model, which the run's report.json and the predictions name.
     return {
-        "id": run["id"], "model": run["model"], "mode": run["mode"], "nodes": int(run["nodes"]),
+        "id": run["id"], "model": run.get("series") or run["model"], "model_name": run["model"],
+        "point": run_point(run), "mode": run["mode"], "nodes": int(run["nodes"]),
         "ranks": int(run["ranks"]), "ranks_per_node": run.get("ranks_per_node"),
         "global_batch": int(run["global_batch"]), "batch_per_rank": int(run["batch_per_rank"]),
         "accumulate_steps": int(run.get("accumulate_steps") or 1), "repeat": int(run["repeat"]),
@@ -262,7 +274,7 @@ def time_to_target(report, mllog, did_converge):
 
 def check_against_study(rec, report):
     """Notes where the run's own report disagrees with what the study asked for."""
-    pairs = [("model", rec["model"], report.get("model")),
+    pairs = [("model", rec["model_name"], report.get("model")),
              ("ranks", rec["ranks"], report.get("world_size")),
              ("global batch", rec["global_batch"], report.get("global_batch_size"))]
     if report.get("accumulate_steps") is not None:

@@ -66,15 +66,16 @@ def mlperf_score(times, not_converged=0, required=MLPERF_RUNS_DEFAULT):
 
 
 def group_runs(records):
-    """{(model, mode, nodes): [records]} in study order of models, then strong before weak, then nodes."""
+    """{(model, mode, nodes, ranks): [records]} in study order of models (series), then strong before
+    weak, then ranks: a point of a series is its rank count (1, 2, 4 GPUs of one node, then nodes)."""
     models = []
     for r in records:
         if r["model"] not in models:
             models.append(r["model"])
     groups = {}
     for r in records:
-        groups.setdefault((r["model"], r["mode"], r["nodes"]), []).append(r)
-    order = sorted(groups, key=lambda k: (models.index(k[0]), MODE_ORDER.get(k[1], 9), k[1], k[2]))
+        groups.setdefault((r["model"], r["mode"], r["nodes"], r["ranks"]), []).append(r)
+    order = sorted(groups, key=lambda k: (models.index(k[0]), MODE_ORDER.get(k[1], 9), k[1], k[3], k[2]))
     return {k: groups[k] for k in order}
 
 
@@ -87,13 +88,14 @@ def distinct(records, key):
 
 
 def build_row(key, runs):
-    model, mode, nodes = key
+    model, mode, nodes, _ = key
     used = [r for r in runs if r["state"] == "ok" and r["metrics"]]
     metric = lambda name: [r["metrics"][name] for r in used]  # noqa: E731 (a short reader)
     tput_min, tput_max = min_max(metric("throughput_samples_per_s"))
     tpe_min, tpe_max = min_max(metric("time_per_epoch_s"))
     row = {
-        "model": model, "mode": mode, "nodes": nodes, "ranks": distinct(runs, "ranks"),
+        "model": model, "model_name": runs[0].get("model_name", model), "point": runs[0].get("point", f"n{nodes}"),
+        "mode": mode, "nodes": nodes, "ranks": distinct(runs, "ranks"),
         "ranks_per_node": distinct(runs, "ranks_per_node"), "global_batch": distinct(runs, "global_batch"),
         "batch_per_rank": distinct(runs, "batch_per_rank"), "accumulate_steps": distinct(runs, "accumulate_steps"),
         "runs_planned": len(runs), "runs_used": len(used),
@@ -105,10 +107,10 @@ def build_row(key, runs):
         "time_per_epoch_s": median_or_none(metric("time_per_epoch_s")),
         "time_per_epoch_min_s": tpe_min, "time_per_epoch_max_s": tpe_max,
         "time_per_epoch_source": distinct_sources(used, "time_per_epoch_source"),
-        "speedup": None, "efficiency": None, "baseline_nodes": None,
+        "speedup": None, "efficiency": None, "baseline_nodes": None, "baseline_point": None,
     }
     row.update(split_row(used))
-    row["time_to_target"] = time_to_target_row(model, runs)
+    row["time_to_target"] = time_to_target_row(row["model_name"], runs)
     return row
 
 
@@ -143,15 +145,16 @@ def time_to_target_row(model, runs):
 
 
 def add_speedups(rows):
-    """Speedup and efficiency of each row against the smallest node count of its (model, mode)."""
+    """Speedup and efficiency of each row against the smallest run (rank count) of its (model, mode)."""
     baselines = {}
-    for row in rows:  # rows are in ascending node order within a series
+    for row in rows:  # rows are in ascending rank order within a series
         series = (row["model"], row["mode"])
         if series not in baselines and row["runs_used"] > 0:
             baselines[series] = row
         base = baselines.get(series)
         if base is not None and row["runs_used"] > 0:
             row["baseline_nodes"] = base["nodes"]
+            row["baseline_point"] = base["point"]
             row["speedup"], row["efficiency"] = speedup_efficiency(row, base)
 
 
@@ -174,18 +177,49 @@ def speedup_efficiency(row, base):
 def build_rows(records):
     rows = [build_row(key, runs) for key, runs in group_runs(records).items()]
     add_speedups(rows)
+    add_plot_positions(rows)
     return rows
 
 
+def add_plot_positions(rows):
+    """x: where a row goes on a node axis: its nodes, or for G GPUs of one node G / the series' GPUs
+    per node (a fraction of a node: 1, 2, 4 of 8 GPUs at 1/8, 1/4, 1/2, then 1, 2 ... nodes)."""
+    per_node = {}
+    for row in rows:
+        if isinstance(row["ranks_per_node"], int):
+            per_node[row["model"]] = max(per_node.get(row["model"], 0), row["ranks_per_node"])
+    for row in rows:
+        in_node = row["point"].startswith("g") and isinstance(row["ranks"], int) and per_node.get(row["model"])
+        row["x"] = row["ranks"] / per_node[row["model"]] if in_node else row["nodes"]
+
+
+def point_label(point):
+    """"4 nodes", "1 node", "2 GPUs" (of one node) for a point nN or gG."""
+    count = int(point[1:])
+    if point.startswith("g"):
+        return f"{count} GPU{'s' if count != 1 else ''}"
+    return f"{count} node{'s' if count != 1 else ''}"
+
+
+def point_sort_key(point):
+    """GPUs of one node before whole nodes, each ascending."""
+    return (0 if point.startswith("g") else 1, int(point[1:]))
+
+
 def comparison(rows):
-    """Side by side, per mode: each model's speedup (and efficiency) at each node count."""
+    """Side by side, per mode: each model's (series') speedup (and efficiency) at each point: node
+    counts (keyed by str(nodes)) and GPU counts of one node (keyed gG, listed in "gpus")."""
     table = {}
     for row in rows:
-        mode = table.setdefault(row["mode"], {"nodes": [], "models": {}})
-        if row["nodes"] not in mode["nodes"]:
-            mode["nodes"].append(row["nodes"])
-        mode["models"].setdefault(row["model"], {})[str(row["nodes"])] = {
-            "speedup": row["speedup"], "efficiency": row["efficiency"], "baseline_nodes": row["baseline_nodes"]}
+        mode = table.setdefault(row["mode"], {"nodes": [], "gpus": [], "models": {}})
+        in_node = row["point"].startswith("g")
+        counts, count = (mode["gpus"], int(row["point"][1:])) if in_node else (mode["nodes"], row["nodes"])
+        if count not in counts:
+            counts.append(count)
+        mode["models"].setdefault(row["model"], {})[row["point"] if in_node else str(row["nodes"])] = {
+            "speedup": row["speedup"], "efficiency": row["efficiency"], "baseline_nodes": row["baseline_nodes"],
+            "baseline_point": row["baseline_point"]}
     for mode in table.values():
         mode["nodes"].sort()
+        mode["gpus"].sort()
     return table

@@ -12,7 +12,11 @@ import math
 import os
 import time
 
+from report_scoring import point_label
+
 CSV_COLUMNS = [
+    # model: the series (its name in study.json; a study without [series] sections names each after its
+    # model); model_name: scaletrain's model; point: nN (N nodes) or gG (G GPUs of one node).
     "model", "mode", "nodes", "ranks", "ranks_per_node", "global_batch", "batch_per_rank", "accumulate_steps",
     "runs_planned", "runs_used", "runs_missing", "runs_failed",
     "throughput_samples_per_s", "throughput_min_samples_per_s", "throughput_max_samples_per_s",
@@ -23,7 +27,7 @@ CSV_COLUMNS = [
     "time_per_epoch_source", "step_split_source",
     # Against a prediction (--prediction): empty where the row's model has none, or not comparable.
     "predicted_step_s", "predicted_throughput_samples_per_s", "step_error_pct", "throughput_error_pct",
-    "prediction_file", "prediction_note",
+    "prediction_file", "prediction_note", "model_name", "point",
 ]
 NOT_RECORDED = "not recorded"
 
@@ -110,11 +114,17 @@ def batch_cell(row):
     return f"{row['batch_per_rank']}" + (f" x {acc}" if acc not in (None, 1) else "")
 
 
+def nodes_cell(row):
+    """The nodes column: N, or "1 (G GPUs)" for a run on G GPUs of one node."""
+    point = row.get("point") or ""
+    return f"1 ({point[1:]} GPU{'s' if point[1:] != '1' else ''})" if point.startswith("g") else row["nodes"]
+
+
 def scaling_table(rows):
     header = ["nodes", "ranks", "global batch", "batch/rank (x accumulate)", "runs used", "samples/s (median)",
               "samples/s min–max", "samples/s per rank", "time/epoch s (median)", "time/epoch min–max",
               "speedup", "efficiency"]
-    lines = [[r["nodes"], r["ranks"], r["global_batch"], batch_cell(r), f"{r['runs_used']}/{r['runs_planned']}",
+    lines = [[nodes_cell(r), r["ranks"], r["global_batch"], batch_cell(r), f"{r['runs_used']}/{r['runs_planned']}",
               num(r["throughput_samples_per_s"], 4),
               spread(r["throughput_min_samples_per_s"], r["throughput_max_samples_per_s"]),
               num(r["throughput_per_rank_samples_per_s"], 4), num(r["time_per_epoch_s"], 4, NOT_RECORDED),
@@ -132,10 +142,14 @@ def series_sections(rows):
         out.append(f"## {model}\n")
         for mode in unique(r["mode"] for r in rows if r["model"] == model):
             series = [r for r in rows if r["model"] == model and r["mode"] == mode]
-            base = next((r["baseline_nodes"] for r in series if r["baseline_nodes"] is not None), None)
+            base = next((r for r in series if r["baseline_nodes"] is not None), None)
             out.append(f"### {MODE_TITLES.get(mode, mode)}\n")
-            out.append(f"Speedup and efficiency against {base} node(s).\n" if base is not None
-                       else "No finished run in this series: no speedup.\n")
+            if base is None:
+                out.append("No finished run in this series: no speedup.\n")
+            elif (base.get("baseline_point") or "n").startswith("g"):
+                out.append(f"Speedup and efficiency against {point_label(base['baseline_point'])} of one node.\n")
+            else:
+                out.append(f"Speedup and efficiency against {base['baseline_nodes']} node(s).\n")
             out.append(scaling_table(series))
     return "\n".join(out)
 
@@ -152,12 +166,15 @@ def comparison_section(comp):
     out = ["## Models side by side\n",
            "Speedup (and efficiency) of each model against its smallest node count, per mode.\n"]
     for mode, data in comp.items():
-        header = ["model"] + [f"{n} node{'s' if n != 1 else ''}" for n in data["nodes"]]
+        # GPUs of one node first (a series' runs inside a node), then whole nodes.
+        keys = [f"g{g}" for g in data.get("gpus", [])] + [str(n) for n in data["nodes"]]
+        header = ["model"] + [f"{k[1:]} GPU{'s' if k != 'g1' else ''}" if k.startswith("g") else
+                              f"{k} node{'s' if k != '1' else ''}" for k in keys]
         lines = []
         for model, by_nodes in data["models"].items():
             cells = []
-            for n in data["nodes"]:
-                c = by_nodes.get(str(n))
+            for n in keys:
+                c = by_nodes.get(n)
                 cells.append("–" if c is None or c["speedup"] is None
                              else f"{num(c['speedup'], 3)} ({pct(c['efficiency'])})")
             lines.append([model] + cells)
@@ -172,7 +189,7 @@ def time_to_target_section(rows):
         return ("## Time to target\n\nNo run of this study had a target accuracy (`--target-accuracy`): "
                 "time to target not measured.\n")
     header = ["model", "mode", "nodes", "time to target s", "reached / not", "scoring"]
-    lines = [[r["model"], r["mode"], r["nodes"], num(r["time_to_target"]["value_s"], 4),
+    lines = [[r["model"], r["mode"], nodes_cell(r), num(r["time_to_target"]["value_s"], 4),
               f"{r['time_to_target']['runs_converged']} / {r['time_to_target']['runs_not_converged']}",
               r["time_to_target"]["note"]] for r in scored]
     return ("## Time to target\n\nMLPerf time to train (run_stop − run_start in mllog.txt) of the runs that "
@@ -183,7 +200,7 @@ def time_to_target_section(rows):
 def split_section(rows):
     header = ["model", "mode", "nodes", "step ms", "compute ms", "exposed comm ms", "data wait ms", "other ms",
               "all-reduce MB/step", "MB per compute ms", "source"]
-    lines = [[r["model"], r["mode"], r["nodes"], ms(r["step_s"]), ms(r["compute_s"]), ms(r["exposed_comm_s"]),
+    lines = [[r["model"], r["mode"], nodes_cell(r), ms(r["step_s"]), ms(r["compute_s"]), ms(r["exposed_comm_s"]),
               ms(r["data_wait_s"]), ms(r["other_s"]), num(r.get("allreduce_mb_per_step"), 4),
               num(mb_per_compute_ms(r), 3), r["step_split_source"] or NOT_RECORDED] for r in rows]
     return ("## Step time split\n\nPer optimizer step, mean over the repeats: compute (forward + backward + "
@@ -267,10 +284,10 @@ def prediction_section(report):
                      for i, p in enumerate(predictions, 1)) + "\n"]
     number_of = {p["file"]: i for i, p in reversed(list(enumerate(predictions, 1)))}
     models = {p["model"] for p in predictions}
-    rows = [r for r in report["rows"] if r["model"] in models]
+    rows = [r for r in report["rows"] if r.get("model_name", r["model"]) in models]
     header = ["model", "mode", "nodes", "GPUs", "batch/rank (x accumulate)", "step ms", "predicted step ms", "error",
               "samples/s", "predicted samples/s", "error", "flag", "file", "note"]
-    lines = [[r["model"], r["mode"], r["nodes"], r["ranks"], batch_cell(r), ms(r["step_s"]),
+    lines = [[r["model"], r["mode"], nodes_cell(r), r["ranks"], batch_cell(r), ms(r["step_s"]),
               num(r["predicted_step_s"] * 1000 if r["predicted_step_s"] is not None else None, 3),
               signed_pct(r["step_error_pct"]), num(r["throughput_samples_per_s"], 4),
               num(r["predicted_throughput_samples_per_s"], 4), signed_pct(r["throughput_error_pct"]),

@@ -110,7 +110,7 @@ def run_trace(argv):
 
 
 def trace_name(rec):
-    return f"trace-{rec['model']}-{rec['mode']}-n{rec['nodes']}-r{rec['repeat']}.json"
+    return f"trace-{rec['model']}-{rec['mode']}-{rec.get('point') or 'n' + str(rec['nodes'])}-r{rec['repeat']}.json"
 
 
 def merge_study_traces(records, out_dir, warnings):

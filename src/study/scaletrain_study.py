@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """scaletrain-study: submit a scaling study to Slurm, follow it, resubmit what failed, report it.
 
-A study is the same training run repeated over node counts: a strong series (fixed global batch)
-and/or a weak series (fixed batch per rank), for one or more models. Each run is one Slurm job of
-jobscripts/train.sbatch writing into STUDY_DIR/<model>/<mode>-n<nodes>-r<repeat>/; a last job
+A study is the same training run repeated over node counts (and GPU counts of one node): strong
+series (fixed global batch) and/or weak series (fixed batch per rank), for one or more models, one
+or more series each. Each run is one Slurm job of jobscripts/train.sbatch writing into
+STUDY_DIR/<series>/<mode>-n<nodes>-r<repeat>/ (or -g<gpus>- inside one node; the series is the
+model without [series] sections); a last job
 (jobscripts/study-report.sbatch) waits for all of them and runs scaletrain-report STUDY_DIR.
 study.json in STUDY_DIR records the parameters, every run, its job ids and its sbatch line.
 Standard library only, so that it runs with any Python 3 on a login node.
@@ -122,21 +124,42 @@ def parse_mode(text):
     return [m for m in ("strong", "weak") if m in modes]
 
 
-def parse_nodes(text):
-    """"1,2,4,8" or ranges "1-4,8": a sorted list of distinct positive node counts."""
-    nodes = []
+def parse_counts(text, what):
+    """"1,2,4,8" or ranges "1-4,8": a sorted list of distinct positive counts; "none" is no count (a
+    series that sets it has no runs of that kind, whatever [study] says)."""
+    if text.strip().lower() == "none":
+        return []
+    counts = []
     for item in text.replace(" ", "").split(","):
         match = re.fullmatch(r"(\d+)(?:-(\d+))?", item)
         if not match:
-            raise ValueError(f"'{item}' is not a node count; write e.g. 1,2,4,8 or 1-4,8")
+            raise ValueError(f"'{item}' is not a {what} count; write e.g. 1,2,4,8 or 1-4,8")
         first, last = int(match.group(1)), int(match.group(2) or match.group(1))
         if first < 1 or last < first:
-            raise ValueError(f"'{item}': node counts are positive and ranges ascend")
-        nodes.extend(range(first, last + 1))
-    duplicates = sorted({n for n in nodes if nodes.count(n) > 1})
+            raise ValueError(f"'{item}': {what} counts are positive and ranges ascend")
+        counts.extend(range(first, last + 1))
+    duplicates = sorted({n for n in counts if counts.count(n) > 1})
     if duplicates:
-        raise ValueError(f"node count {duplicates[0]} appears twice")
-    return sorted(nodes)
+        raise ValueError(f"{what} count {duplicates[0]} appears twice")
+    return sorted(counts)
+
+
+def parse_nodes(text):
+    return parse_counts(text, "node")
+
+
+def parse_gpus(text):
+    return parse_counts(text, "GPU")
+
+
+GPU_REQUESTS = ("no", "gpus-per-node", "gres")
+
+
+def parse_gpu_request(text):
+    lowered = text.strip().lower()
+    if lowered not in GPU_REQUESTS:
+        raise ValueError("use no (the default: GPUs come from sbatch-options, if any), gpus-per-node or gres")
+    return lowered
 
 
 def parse_lr_rule(text):
@@ -183,9 +206,11 @@ class Param:
     """One study parameter: its key (study file and option name), parser, where it may be set
     (the [study] section and options, and/or a [model NAME] section) and its help."""
 
-    def __init__(self, key, parser, help_text, in_model=False, in_study=True, metavar=None):
+    def __init__(self, key, parser, help_text, in_model=False, in_study=True, metavar=None, in_series=None):
         self.key, self.parser, self.help = key, parser, help_text
         self.in_model, self.in_study = in_model, in_study
+        # A [series NAME] section takes what a [model NAME] section takes, and its model.
+        self.in_series = in_model if in_series is None else in_series
         self.metavar = metavar or key.upper().replace("-", "_")
 
 
@@ -194,9 +219,18 @@ PARAMS = [
           "without .ini, else the output directory's name)"),
     Param("output", PATH, "STUDY_DIR: the study's base output directory (required); one directory per run "
           "below it, study.json, logs/ and report/", metavar="STUDY_DIR"),
-    Param("mode", parse_mode, "strong, weak or both (default both)"),
-    Param("nodes", parse_nodes, "node counts, e.g. 1,2,4,8,16,32,64,80 (ranges like 1-4 allowed; required)"),
-    Param("ranks-per-node", parse_positive_int, "MPI ranks per node: one per GPU, 8 on a DGX-1 (required)"),
+    Param("mode", parse_mode, "strong, weak or both (default both)", in_model=True),
+    Param("nodes", parse_nodes, "node counts, e.g. 1,2,4,8,16,32,64,80 (ranges like 1-4 allowed); each run on N "
+          "nodes has ranks-per-node ranks on each (nodes or gpus is required)", in_model=True),
+    Param("gpus", parse_gpus, "runs inside one node: GPU counts, e.g. 1,2,4,8, each a run on 1 node with that many "
+          "ranks (one per GPU), at most ranks-per-node; run ids MODE-gG-rR (nodes or gpus is required)",
+          in_model=True),
+    Param("ranks-per-node", parse_positive_int, "MPI ranks per node of the runs on whole nodes: one per GPU, 8 on a "
+          "DGX-1, and the most gpus may ask (required)", in_model=True),
+    Param("request-gpus", parse_gpu_request, "no (default): the runs ask Slurm for no GPUs themselves (give "
+          "--gpus-per-node=8 in sbatch-options where every run has 8 ranks per node) | gpus-per-node | gres: each "
+          "run asks for one GPU per rank on its nodes, --gpus-per-node=R or --gres=gpu:R (R its ranks per node)",
+          metavar="HOW"),
     Param("global-batch", parse_positive_int, "strong series: the global batch, fixed over node counts; it must "
           "divide by every rank count (required for strong)", in_model=True),
     Param("batch-per-rank", parse_positive_int, "weak series: the batch per rank, fixed; global batch = ranks x "
@@ -244,6 +278,8 @@ PARAMS = [
           "partition, account and qos, not constraint or sbatch-options)", metavar="OPTIONS"),
     Param("scaletrain", PATH, "the trainer binary (default: $SCALETRAIN, else build/bin/scaletrain of this "
           "repository); scaletrain-data must be beside it", metavar="PATH"),
+    Param("model", parse_name, "a series' model: scaletrain's --model (default: the series' name); the series "
+          "inherits the [model NAME] section's keys, if there is one", in_study=False, in_series=True),
     Param("config", PATH, "a model's scaletrain config file (INI, e.g. inputs/resnet50_imagenet.ini)",
           in_model=True, in_study=False, metavar="FILE"),
     Param("data", PATH, "a model's dataset directory with train/ and val/ (required per model)",
@@ -253,8 +289,9 @@ PARAM_BY_KEY = {p.key: p for p in PARAMS}
 
 # Options the tool sets itself: given through sbatch-options or train-options they would clash.
 OWN_SBATCH_OPTIONS = {
-    "--nodes": "nodes", "-N": "nodes", "--ntasks-per-node": "ranks-per-node", "--ntasks": "ranks-per-node",
-    "-n": "ranks-per-node", "--job-name": "name", "-J": "name", "--output": "output", "-o": "output",
+    "--nodes": "nodes", "-N": "nodes", "--ntasks-per-node": "ranks-per-node and gpus",
+    "--ntasks": "ranks-per-node and gpus", "-n": "ranks-per-node and gpus", "--job-name": "name", "-J": "name",
+    "--output": "output", "-o": "output",
     "--error": "output", "-e": "output", "--export": "(the tool exports DATA, CONFIG, MODEL, OUTPUT_DIR, "
     "SCALETRAIN, DATA_CHECKS)", "--dependency": "chain", "-d": "chain", "--time": "time", "-t": "time",
     "--partition": "partition", "-p": "partition", "--account": "account", "-A": "account",
@@ -276,7 +313,7 @@ Submit, follow, resubmit and report a scaling study of scaletrain under Slurm.
 
 commands:
   submit [STUDY_FILE] [options] [--dry-run]
-      One sbatch job of jobscripts/train.sbatch per (model, mode, node count, repeat), then a last
+      One sbatch job of jobscripts/train.sbatch per (series, mode, node or GPU count, repeat), then a last
       job (jobscripts/study-report.sbatch) that depends on all of them (--dependency=afterany) and
       runs scaletrain-report STUDY_DIR. Everything is checked before anything is submitted: the
       study file and options, the binaries, each model's config and data (scaletrain-data inspect),
@@ -329,7 +366,19 @@ the study file (INI; options given on the command line override it):
   One [model NAME] section per model (NAME is scaletrain's --model: resnet50, resnet20, ncf); its
   runs go to STUDY_DIR/NAME/. A model section needs data and may set config, global-batch,
   batch-per-rank, max-batch-per-rank, base-lr, reference-batch, warmup-epochs, time, data-checks
-  and train-options, overriding the [study] values for that model. Paths may use ~ and $VAR
+  and train-options, overriding the [study] values for that model; also mode, nodes, gpus and
+  ranks-per-node.
+
+  Runs inside one node: gpus = 1,2,4,8 adds a run on 1 node with G ranks (one per GPU) for each G
+  (at most ranks-per-node; run ids MODE-gG-rR), before the runs on whole nodes of nodes (MODE-nN-rR).
+  request-gpus = gpus-per-node (or gres) asks each run for one GPU per rank on its nodes.
+
+  Several series of one model: [series NAME] sections, each with model = MODEL (default NAME) and
+  the keys of a model section; a series inherits what it does not set from [model MODEL], if
+  present, then from [study]. Its runs go to STUDY_DIR/NAME/. With [series] sections, the study's
+  runs are its series and a [model NAME] section holds what its series share.
+
+  Paths may use ~ and $VAR
   (expanded when you submit; other values are passed as written).
   Relative paths are relative to the study file's directory; a config not found there is looked
   up in this repository (so inputs/... works from anywhere). Options' paths are relative to the
@@ -384,7 +433,8 @@ def expand_path(setting):
 
 
 def read_study_file(path):
-    """The [study] settings and a {model name: settings} dict from an INI study file."""
+    """The [study] settings, a {model name: settings} dict and a {series name: settings} dict from
+    an INI study file."""
     if not path.is_file():
         raise UsageError(f"study file {path} does not exist")
     # No interpolation: Slurm options may hold % (e.g. %j); # and ; start comments, also after a value.
@@ -394,39 +444,49 @@ def read_study_file(path):
     try:
         with open(path, encoding="utf-8") as handle:
             parser.read_file(handle)
+    except configparser.DuplicateSectionError as error:
+        kind = error.section.split()[0] if error.section.split() else ""
+        unique = (f": {kind} names are unique (each names a directory of STUDY_DIR)"
+                  if kind in ("model", "series") else "")
+        raise UsageError(f"study file {path} line {error.lineno}: [{error.section}] appears twice{unique}") from None
     except (configparser.Error, UnicodeDecodeError) as error:
         raise UsageError(f"study file {path}: {error}") from None
     except OSError as error:
         raise UsageError(f"study file {path}: cannot read it: {error.strerror}") from None
-    study, models = {}, {}
+    study, models, series = {}, {}, {}
     for section in parser.sections():
         if section == "study":
             target, where = study, "study"
         else:
-            match = re.fullmatch(r"model\s+(\S+)", section)
+            match = re.fullmatch(r"(model|series)\s+(\S+)", section)
             if not match:
-                raise UsageError(f"study file {path}: unknown section [{section}]; sections are [study] and "
-                                 f"[model NAME], one per model")
-            name = match.group(1)
+                raise UsageError(f"study file {path}: unknown section [{section}]; sections are [study], "
+                                 f"[model NAME] (one per model) and [series NAME] (several series of a model)")
+            where, name = match.group(1), match.group(2)
             if not NAME_RE.match(name):
-                raise UsageError(f"study file {path}: [{section}]: model name '{name}' must use letters, digits, "
+                raise UsageError(f"study file {path}: [{section}]: {where} name '{name}' must use letters, digits, "
                                  f"'.', '_' and '-'")
-            if name in models:
-                raise UsageError(f"study file {path}: [{section}] appears twice")
-            target, where = models.setdefault(name, {}), "model"
+            table = models if where == "model" else series
+            if name in table:
+                raise UsageError(f"study file {path}: [{section}]: {where} {name} appears twice ({where} names are "
+                                 f"unique: each names a directory of STUDY_DIR)")
+            target = table.setdefault(name, {})
         for key, value in parser.items(section):
             check_key_allowed(key, where, f"study file {path} [{section}]")
             target[key] = Setting(value, f"study file {path} [{section}] {key}", path.parent, True)
-    return study, models
+    return study, models, series
 
 
 def check_key_allowed(key, where, origin):
     param = PARAM_BY_KEY.get(key)
-    allowed = [p.key for p in PARAMS if (p.in_study if where == "study" else p.in_model)]
+    allowed = [p.key for p in PARAMS if {"study": p.in_study, "model": p.in_model, "series": p.in_series}[where]]
     if param is None or key not in allowed:
         hint = ""
         if param is not None:
-            hint = (" (it belongs in a [model NAME] section)" if where == "study" else " (it belongs in [study])")
+            hint = {"study": " (it belongs in a [model NAME] or [series NAME] section)",
+                    "model": (" (it belongs in [study])" if param.in_study
+                              else " (it belongs in a [series NAME] section)"),
+                    "series": " (it belongs in [study])"}[where]
         raise UsageError(f"{origin}: unknown key '{key}'{hint}; keys here: {', '.join(allowed)}")
 
 
@@ -446,26 +506,52 @@ def settings_from_options(args):
     return study
 
 
-def apply_model_options(args, models, study_file):
-    """--model/--config/--data: --model NAME makes the study that model alone (its file section, if
-    any, is the start); --config and --data set the model's config and data."""
+def series_sections(models, series, study_file):
+    """[(series name, model name, model settings, series settings, is a [series] section)]: the
+    [series NAME] sections with their model's section, or without series sections one series per
+    [model NAME] section."""
+    if not series:
+        return [(name, name, settings, {}, False) for name, settings in models.items()]
+    out, used = [], set()
+    for name, settings in series.items():
+        model = parse_setting("model", settings["model"]) if "model" in settings else name
+        used.add(model)
+        out.append((name, model, models.get(model, {}), settings, True))
+    unused = [m for m in models if m not in used]
+    if unused:
+        # Most often a misspelt model key: name the series whose model has no section.
+        orphans = [f"[series {name}] model = {model!r}" for name, model, settings, _, _ in out
+                   if model not in models and "model" in series[name]]
+        hint = (f" ({', '.join(orphans)}: no such [model] section; a misspelt model?)" if orphans else "")
+        raise UsageError(f"study file {study_file}: [model {unused[0]}] is used by no series{hint}: with "
+                         f"[series NAME] sections the study runs its series alone, and a [model NAME] section holds "
+                         f"what the series of that model share. Add a [series NAME] with model = {unused[0]}, or "
+                         f"remove the section")
+    return out
+
+
+def apply_model_options(args, sections, study_file):
+    """--model/--config/--data: --model NAME makes the study that model alone (its series, or its
+    file section, if any, are the start); --config and --data set the model's config and data."""
     cwd = Path.cwd()
     given = {k: getattr(args, k) for k in ("config", "data") if getattr(args, k) is not None}
     if args.model is not None:
         if not NAME_RE.match(args.model):
             raise UsageError(f"--model '{args.model}': use letters, digits, '.', '_' and '-'")
-        models = {args.model: models.get(args.model, {})}
-    elif given and len(models) != 1:
+        sections = ([s for s in sections if s[1] == args.model] or
+                    [(args.model, args.model, {}, {}, False)])
+    elif given and len({s[1] for s in sections}) != 1:
+        models = list(dict.fromkeys(s[1] for s in sections))
         which = "no model" if not models else f"{len(models)} models ({', '.join(models)})"
         raise UsageError(f"--{next(iter(given))} needs --model NAME: the study has {which}")
     for key, value in given.items():
-        name = next(iter(models))
-        models[name][key] = Setting(value, f"--{key}", cwd, False)
-    if not models:
+        for _, _, _, series_settings, _ in sections:  # over the file's model and series sections
+            series_settings[key] = Setting(value, f"--{key}", cwd, False)
+    if not sections:
         where = f"study file {study_file}" if study_file else "the options"
         raise UsageError(f"no model in {where}: add a [model NAME] section (config, data) or give "
                          f"--model NAME --data DIR [--config FILE]")
-    return models
+    return sections
 
 
 def parse_setting(key, setting):
@@ -487,16 +573,16 @@ def resolve_path(setting, search_repo=False):
 
 
 class Study:
-    """The resolved study: typed values, where each came from, and the models."""
+    """The resolved study: typed values, where each came from, and the series (a model each)."""
 
-    def __init__(self, study_file, study_settings, model_settings):
+    def __init__(self, study_file, study_settings, sections):
         self.file = study_file
         self.origin = {k: s.origin for k, s in study_settings.items()}
         self.values = {}
         for key, setting in study_settings.items():
             param = PARAM_BY_KEY[key]
             self.values[key] = resolve_path(setting) if param.parser is PATH else parse_setting(key, setting)
-        self.models = [ModelSpec(name, settings, self) for name, settings in model_settings.items()]
+        self.models = [SeriesSpec(*section, self) for section in sections]
         self.check_required()
 
     def get(self, key, default=None):
@@ -516,20 +602,22 @@ class Study:
         stem = self.file.stem if self.file else self.values["output"].name
         return re.sub(r"[^A-Za-z0-9_.-]", "-", stem).lstrip("-._") or "study"
 
+    @property
+    def source(self):
+        return f"study file {self.file}" if self.file else "the options"
+
     def check_required(self):
-        source = f"study file {self.file}" if self.file else "the options"
-        for key in ("output", "nodes", "ranks-per-node"):
-            if key not in self.values:
-                raise UsageError(f"{source}: {key} is not set (study file key '{key}' in [study], or --{key})")
+        if "output" not in self.values:
+            raise UsageError(f"{self.source}: output is not set (study file key 'output' in [study], or --output)")
         check_path_characters(self.values["output"], self.where("output"))
         length = [k for k in ("steps", "epochs", "target-accuracy") if k in self.values]
         if not length:
-            raise UsageError(f"{source}: set what each run does: steps, epochs, or target-accuracy (with "
+            raise UsageError(f"{self.source}: set what each run does: steps, epochs, or target-accuracy (with "
                              f"epochs as the limit)")
         if "steps" in self.values and "target-accuracy" in self.values:
             raise UsageError(f"{self.where('target-accuracy')}: a run stops at steps or at target-accuracy; give one")
         for model in self.models:
-            model.check_required(source)
+            model.check_required(self.source)
 
     def run_length(self):
         """What study.json records as parameters.run_length."""
@@ -537,55 +625,116 @@ class Study:
                 if k in self.values}
 
 
-class ModelSpec:
-    """One model of the study: its name, config, data, and the values it overrides."""
+class SeriesSpec:
+    """One series of the study: its name (its directory), its model, config, data, and the values it
+    sets: its [series NAME] section's over its [model NAME] section's over [study]'s. Without
+    [series] sections each [model NAME] section is one series named after the model."""
 
-    def __init__(self, name, settings, study):
-        self.name, self.study = name, study
-        self.origin = {k: s.origin for k, s in settings.items()}
-        self.values = {}
-        for key, setting in settings.items():
-            param = PARAM_BY_KEY[key]
-            if param.parser is PATH:
-                self.values[key] = resolve_path(setting, search_repo=(key == "config"))
-            else:
-                self.values[key] = parse_setting(key, setting)
+    def __init__(self, name, model, model_settings, series_settings, is_series, study):
+        self.name, self.model, self.study = name, model, study
+        self.layers = []  # (values, origins), the series' first
+        for settings in (series_settings, model_settings):
+            values = {}
+            for key, setting in settings.items():
+                if PARAM_BY_KEY[key].parser is PATH:
+                    values[key] = resolve_path(setting, search_repo=(key == "config"))
+                else:
+                    values[key] = parse_setting(key, setting)
+            self.layers.append((values, {k: s.origin for k, s in settings.items()}))
+        self.section = f"[series {name}]" if is_series else f"[model {model}]"
         self.config_values = {}
         self.train_samples = None
 
+    @property
+    def values(self):
+        """The series' own and its model section's values (not the study's)."""
+        merged = dict(self.layers[1][0])
+        merged.update(self.layers[0][0])
+        return merged
+
     def get(self, key, default=None):
-        """The model's own value, else the study's."""
-        if key in self.values:
-            return self.values[key]
+        """The series' value, else its model's, else the study's."""
+        for values, _ in self.layers:
+            if key in values:
+                return values[key]
         return self.study.get(key, default)
 
     def where(self, key):
-        return self.origin.get(key) or self.study.where(key)
+        for _, origins in self.layers:
+            if key in origins:
+                return origins[key]
+        return self.study.where(key)
+
+    @property
+    def modes(self):
+        return self.get("mode", ["strong", "weak"])
+
+    def keys_text(self, key):
+        """Where a key may be set for this series, for messages."""
+        sections = (["[study]"] if PARAM_BY_KEY[key].in_study else []) + [f"[model {self.model}]"] + \
+            ([self.section] if self.section.startswith("[series") else [])
+        if len(sections) == 1:
+            return f"key '{key}' in {sections[0]}, or --{key}"
+        return f"key '{key}' in {', '.join(sections[:-1])} or {sections[-1]}, or --{key}"
+
+    def describe(self):
+        if self.section.startswith("[series"):
+            return f"series {self.name} (model {self.model})"
+        return f"model {self.name}"
 
     def check_required(self, source):
         if "data" not in self.values:
-            raise UsageError(f"{source}: model {self.name} has no data (key 'data' in [model {self.name}], "
-                             f"or --data DIR)")
+            where = self.keys_text("data").replace("--data", "--data DIR")
+            raise UsageError(f"{source}: {self.describe()} has no data ({where})")
         for key in ("data", "config"):
             if key in self.values:
                 check_path_characters(self.values[key], self.where(key))
-        modes = self.study.modes
+        for key in ("ranks-per-node",):
+            if self.get(key) is None:
+                raise UsageError(f"{source}: {key} is not set for {self.describe()} ({self.keys_text(key)})")
+        if self.get("nodes") is None and self.get("gpus") is None:
+            raise UsageError(f"{source}: nodes is not set for {self.describe()}: give nodes (runs on whole nodes) "
+                             f"and/or gpus (runs inside one node) ({self.keys_text('nodes')})")
+        self.check_gpus()
+        if not self.points():
+            raise UsageError(f"{source}: {self.describe()} has no runs: its nodes and gpus are both none "
+                             f"({self.where('nodes')}, {self.where('gpus')})")
         needs = []
-        if "strong" in modes:
+        if "strong" in self.modes:
             needs += ["global-batch", "max-batch-per-rank"]
-        if "weak" in modes:
+        if "weak" in self.modes:
             needs += ["batch-per-rank"]
         if self.study.get("lr-scaling", "none") == "linear":
             needs += ["base-lr"]
         for key in needs:
             if self.get(key) is None:
-                why = {"base-lr": "lr-scaling linear", "batch-per-rank": "the weak series"}.get(key, "the strong series")
-                raise UsageError(f"{source}: {key} is not set for model {self.name}; {why} needs it (key "
-                                 f"'{key}' in [study] or [model {self.name}], or --{key})")
+                why = {"base-lr": "lr-scaling linear",
+                       "batch-per-rank": "the weak series"}.get(key, "the strong series")
+                raise UsageError(f"{source}: {key} is not set for {self.describe()}; {why} needs it "
+                                 f"({self.keys_text(key)})")
+
+    def check_gpus(self):
+        gpus, rpn, nodes = self.get("gpus") or [], self.get("ranks-per-node"), self.get("nodes") or []
+        over = [g for g in gpus if g > rpn]
+        if over:
+            raise UsageError(f"{self.where('gpus')} = {','.join(map(str, gpus))}: {self.describe()} runs inside one "
+                             f"node on at most ranks-per-node = {rpn} GPUs ({self.where('ranks-per-node')}); "
+                             f"{over[0]} is more: use nodes for runs on several nodes")
+        if rpn in gpus and 1 in nodes:
+            raise UsageError(f"{self.where('gpus')} = {','.join(map(str, gpus))} and {self.where('nodes')} = "
+                             f"{','.join(map(str, nodes))}: {rpn} GPUs of one node and 1 node of {rpn} ranks are the "
+                             f"same run of {self.describe()}; drop {rpn} from gpus or 1 from nodes")
+
+    def points(self):
+        """(nodes, ranks per node) of each run of a series, by ascending rank count: the runs inside
+        one node (gpus), then those on whole nodes."""
+        rpn = self.get("ranks-per-node")
+        return [(1, g) for g in self.get("gpus") or []] + [(n, rpn) for n in self.get("nodes") or []]
 
     @property
     def train_options(self):
-        return list(self.study.get("train-options", [])) + list(self.values.get("train-options", []))
+        return (list(self.study.get("train-options", [])) + list(self.layers[1][0].get("train-options", [])) +
+                list(self.layers[0][0].get("train-options", [])))
 
 
 def check_path_characters(path, origin):
@@ -597,10 +746,10 @@ def check_path_characters(path, origin):
 
 def load_study(args):
     study_file = Path(args.study_file).resolve() if args.study_file else None
-    study_settings, model_settings = read_study_file(study_file) if study_file else ({}, {})
+    study_settings, models, series = read_study_file(study_file) if study_file else ({}, {}, {})
     study_settings.update(settings_from_options(args))
-    model_settings = apply_model_options(args, model_settings, study_file)
-    return Study(study_file, study_settings, model_settings)
+    sections = apply_model_options(args, series_sections(models, series, study_file), study_file)
+    return Study(study_file, study_settings, sections)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -652,16 +801,21 @@ def check_models(study, trainer, models_known):
     if not (data_tool.is_file() and os.access(data_tool, os.X_OK)):
         raise UsageError(f"{data_tool} is missing: scaletrain-data must be beside the trainer {trainer} (it "
                          f"reads each dataset's sample count)")
+    inspected = {}  # series of one model share its dataset: inspect it once
     for model in study.models:
-        if models_known and model.name not in models_known:
-            raise UsageError(f"model '{model.name}': {trainer} knows only the models "
-                             f"{', '.join(sorted(models_known))}")
+        if models_known and model.model not in models_known:
+            where = (f"{model.where('model')} = {model.model!r}" if model.section.startswith("[series") and
+                     model.where("model") != "--model" else f"model '{model.model}'")
+            raise UsageError(f"{where}: {trainer} knows only the models {', '.join(sorted(models_known))}")
         config = model.values.get("config")
         if config is not None:
             if not config.is_file():
                 raise UsageError(f"{model.where('config')} = {str(config)!r}: no such file")
             model.config_values = read_trainer_config(config)
-        model.train_samples = count_train_samples(data_tool, model)
+        key = (str(model.values["data"]), model.get("data-checks", "require"))
+        if key not in inspected:
+            inspected[key] = count_train_samples(data_tool, model)
+        model.train_samples = inspected[key]
 
 
 def read_trainer_config(path):
@@ -770,6 +924,43 @@ def check_sbatch_options(study):
             if name in OWN_TRAIN_OPTIONS:
                 raise UsageError(f"{model.where('train-options')}: {name} is set per run by the study "
                                  f"({OWN_TRAIN_OPTIONS[name]}); remove it from train-options")
+    check_gpu_options(study)
+
+
+GPU_SBATCH_OPTIONS = ("--gpus-per-node", "--gres", "--gpus", "-G", "--gpus-per-task")
+
+
+def gpus_asked_per_node(words):
+    """The GPUs per node that sbatch options ask for (--gpus-per-node=[TYPE:]K, --gres=gpu[:TYPE]:K),
+    or None."""
+    text = " ".join(words)
+    match = (re.search(r"--gpus-per-node[= ](?:[A-Za-z0-9_.-]+:)?(\d+)\b", text) or
+             re.search(r"--gres[= ](?:\S*,)?gpu(?::[A-Za-z0-9_.-]+)?:(\d+)\b", text))
+    return int(match.group(1)) if match else None
+
+
+def check_gpu_options(study):
+    """With request-gpus each run asks for its own GPUs, so sbatch-options must not; without it, GPUs
+    asked in sbatch-options are the same for every run and must cover each run's ranks on a node."""
+    options = study.get("sbatch-options", [])
+    if study.get("request-gpus", "no") != "no":
+        for word in options:
+            if option_name(word) in GPU_SBATCH_OPTIONS:
+                raise UsageError(f"{study.where('sbatch-options')}: {option_name(word)} asks for GPUs, and "
+                                 f"{study.where('request-gpus')} = {study.get('request-gpus')} asks each run for its "
+                                 f"own (one per rank); remove it from sbatch-options")
+        return
+    asked = gpus_asked_per_node(options)
+    if asked is None:
+        return
+    for model in study.models:
+        more = [(n, r) for n, r in model.points() if r > asked]
+        if more:
+            raise UsageError(f"{study.where('sbatch-options')}: every run asks for {asked} GPUs per node, but "
+                             f"{model.describe()} has runs with {more[0][1]} ranks per node "
+                             f"({model.where('ranks-per-node')} = {model.get('ranks-per-node')}); set "
+                             f"request-gpus = gpus-per-node (or gres) in [study], which asks each run for one GPU per "
+                             f"rank, and remove the GPUs from sbatch-options")
 
 
 def check_time_limits(study):
@@ -811,22 +1002,38 @@ def batches_dividing_all(global_batch, rank_counts):
     return [b for b in (lower, lower + step) if b > 0]
 
 
-def check_strong_divisibility(model, nodes, ranks_per_node):
+def valid_gpu_counts_near(global_batch, ranks_per_node, gpus):
+    """GPU counts of one node whose rank count divides global_batch: the nearest below and above."""
+    below = [g for g in range(gpus - 1, 0, -1) if global_batch % g == 0][:1]
+    above = [g for g in range(gpus + 1, ranks_per_node + 1) if global_batch % g == 0][:1]
+    return below + above
+
+
+def check_strong_divisibility(model):
     global_batch = model.get("global-batch")
-    bad = [n for n in nodes if global_batch % (n * ranks_per_node)]
-    if not bad:
+    rpn, gpus, nodes = model.get("ranks-per-node"), model.get("gpus") or [], model.get("nodes") or []
+    bad_gpus = [g for g in gpus if global_batch % g]
+    bad = [n for n in nodes if global_batch % (n * rpn)]
+    if not bad and not bad_gpus:
         return
     lines = []
+    for g in bad_gpus:
+        near = valid_gpu_counts_near(global_batch, rpn, g)
+        lines.append(f"  {g} GPUs of one node = {g} ranks: {global_batch} / {g} is not an integer; valid GPU counts "
+                     f"near {g}: {', '.join(map(str, near)) if near else 'none'}")
     for n in bad:
-        near = valid_node_counts_near(global_batch, ranks_per_node, n)
+        near = valid_node_counts_near(global_batch, rpn, n)
         near_text = ", ".join(map(str, near)) if near else "none"
-        lines.append(f"  {n} nodes = {n * ranks_per_node} ranks: {global_batch} / {n * ranks_per_node} is not an "
+        lines.append(f"  {n} nodes = {n * rpn} ranks: {global_batch} / {n * rpn} is not an "
                      f"integer; valid node counts near {n}: {near_text}")
-    suggestion = batches_dividing_all(global_batch, [n * ranks_per_node for n in nodes])
+    count = len(bad) + len(bad_gpus)
+    counts = ([f"{model.where('gpus')} = {','.join(map(str, gpus))}"] if bad_gpus else []) + \
+        ([f"{model.where('nodes')} = {','.join(map(str, nodes))}, {rpn} ranks per node"] if bad else [])
+    suggestion = batches_dividing_all(global_batch, [r * n for n, r in model.points()])
     raise UsageError(
-        f"strong series of {model.name}: global batch {global_batch} ({model.where('global-batch')}) does not divide "
-        f"by the ranks of {len(bad)} node count{'s' if len(bad) > 1 else ''} ({model.study.where('nodes')} = "
-        f"{','.join(map(str, nodes))}, {ranks_per_node} ranks per node):\n" + "\n".join(lines) +
+        f"strong series of {model.describe()}: global batch {global_batch} ({model.where('global-batch')}) does not "
+        f"divide by the ranks of {count} {'run' if count == 1 else 'runs'} ({'; '.join(counts)}):\n" +
+        "\n".join(lines) +
         f"\nNothing was submitted. Drop those counts, or choose a global batch that divides by every rank count "
         f"of the series, e.g. {' or '.join(map(str, suggestion))}.")
 
@@ -869,24 +1076,29 @@ def run_epochs(model, global_batch, run_id):
 
 
 def plan_runs(study):
-    """Every run of the study, in submission order: repeat by repeat, then model, mode, nodes."""
-    nodes, rpn = study.get("nodes"), study.get("ranks-per-node")
+    """Every run of the study, in submission order: repeat by repeat, then series, mode, ranks."""
     for model in study.models:
-        if "strong" in study.modes:
-            check_strong_divisibility(model, nodes, rpn)
+        if "strong" in model.modes:
+            check_strong_divisibility(model)
     runs = []
     for repeat in range(1, study.get("repeats", 1) + 1):
         for model in study.models:
-            for mode in study.modes:
-                for n in nodes:
-                    runs.append(plan_run(study, model, mode, n, repeat))
+            for mode in model.modes:
+                for nodes, rpn in model.points():
+                    runs.append(plan_run(study, model, mode, nodes, rpn, repeat))
     return runs
 
 
-def plan_run(study, model, mode, nodes, repeat):
-    rpn = study.get("ranks-per-node")
+def point_name(model, nodes, rpn):
+    """A run's point in its id and directory: nN on whole nodes, gG for G GPUs of one node."""
+    return f"n{nodes}" if nodes > 1 or (rpn == model.get("ranks-per-node") and 1 in (model.get("nodes") or [])) \
+        else f"g{rpn}"
+
+
+def plan_run(study, model, mode, nodes, rpn, repeat):
     ranks = nodes * rpn
-    run_id = f"{model.name}/{mode}-n{nodes}-r{repeat}"
+    point = point_name(model, nodes, rpn)
+    run_id = f"{model.name}/{mode}-{point}-r{repeat}"
     if mode == "strong":
         global_batch = model.get("global-batch")
         per_rank = global_batch // ranks
@@ -899,12 +1111,12 @@ def plan_run(study, model, mode, nodes, repeat):
         seed = int(model.config_values.get("seed", 0))
     warmup = model.get("warmup-epochs")
     return {
-        "id": run_id, "model": model.name, "mode": mode, "nodes": nodes, "ranks_per_node": rpn,
-        "ranks": ranks, "global_batch": global_batch, "batch_per_rank": per_rank // k, "accumulate_steps": k,
-        "base_lr": learning_rate(model, global_batch), "warmup_epochs": warmup,
+        "id": run_id, "series": model.name, "model": model.model, "mode": mode, "nodes": nodes,
+        "ranks_per_node": rpn, "ranks": ranks, "global_batch": global_batch, "batch_per_rank": per_rank // k,
+        "accumulate_steps": k, "base_lr": learning_rate(model, global_batch), "warmup_epochs": warmup,
         "epochs": run_epochs(model, global_batch, run_id), "seed": seed + repeat - 1, "repeat": repeat,
-        "output_dir": str(study.get("output") / model.name / f"{mode}-n{nodes}-r{repeat}"),
-        "job_name": f"{study.name}-{model.name}-{mode}-n{nodes}-r{repeat}",
+        "output_dir": str(study.get("output") / model.name / f"{mode}-{point}-r{repeat}"),
+        "job_name": f"{study.name}-{model.name}-{mode}-{point}-r{repeat}",
         "job_id": None, "submissions": [],
     }
 
@@ -937,14 +1149,17 @@ def site_options(study, for_report):
 
 def run_sbatch_words(study, model, run, trainer):
     """The run's sbatch command after `sbatch --parsable [--dependency=...]`."""
-    exports = {"DATA": model.values["data"], "MODEL": model.name, "OUTPUT_DIR": run["output_dir"],
+    exports = {"DATA": model.values["data"], "MODEL": model.model, "OUTPUT_DIR": run["output_dir"],
                "SCALETRAIN": trainer, "DATA_CHECKS": model.get("data-checks", "require")}
     if model.values.get("config") is not None:
         exports["CONFIG"] = model.values["config"]
     export = "ALL," + ",".join(f"{k}={v}" for k, v in exports.items())
     limit = model.get("time") or job_script_default(r"--time=(\S+)", "04:00:00")
-    return ([f"--job-name={run['job_name']}", f"--nodes={run['nodes']}", f"--ntasks-per-node={run['ranks_per_node']}",
-             f"--time={limit}", f"--output={study.get('output') / 'logs'}/%x-%j.out"] + site_options(study, False) +
+    gpus = {"no": [], "gpus-per-node": [f"--gpus-per-node={run['ranks_per_node']}"],
+            "gres": [f"--gres=gpu:{run['ranks_per_node']}"]}[study.get("request-gpus", "no")]
+    return ([f"--job-name={run['job_name']}", f"--nodes={run['nodes']}", f"--ntasks-per-node={run['ranks_per_node']}"] +
+            gpus + [f"--time={limit}", f"--output={study.get('output') / 'logs'}/%x-%j.out"] +
+            site_options(study, False) +
             [f"--export={export}", str(TRAIN_JOB)] + train_arguments(study, model, run))
 
 
@@ -1051,7 +1266,7 @@ def resolve_study_dir(text):
     elif path.name == MANIFEST and path.is_file():
         study_dir = path.parent
     elif path.is_file():
-        study_settings, _ = read_study_file(path)
+        study_settings, _, _ = read_study_file(path)
         if "output" not in study_settings:
             raise UsageError(f"study file {path} has no output key: give the study directory")
         study_dir = resolve_path(study_settings["output"])
@@ -1080,7 +1295,10 @@ def study_parameters(study, trainer):
         lr["reference_batch"] = study.get("reference-batch", 256)
     models = []
     for model in study.models:
-        entry = {"name": model.name, "config": str(model.values["config"]) if "config" in model.values else None,
+        # name is the series (what the runs' ids and directories start with); model is scaletrain's --model.
+        entry = {"name": model.name, "series": model.name, "model": model.model, "modes": model.modes,
+                 "nodes": model.get("nodes"), "gpus": model.get("gpus"), "ranks_per_node": model.get("ranks-per-node"),
+                 "config": str(model.values["config"]) if "config" in model.values else None,
                  "data": str(model.values["data"]), "train_samples": model.train_samples,
                  "train_options": model.train_options, "data_checks": model.get("data-checks", "require")}
         for key in ("global-batch", "batch-per-rank", "max-batch-per-rank", "base-lr", "reference-batch",
@@ -1089,6 +1307,7 @@ def study_parameters(study, trainer):
         models.append(entry)
     return {
         "models": models, "modes": study.modes, "nodes": study.get("nodes"),
+        "gpus": study.get("gpus"), "request_gpus": study.get("request-gpus", "no"),
         "ranks_per_node": study.get("ranks-per-node"), "global_batch": study.get("global-batch"),
         "batch_per_rank": study.get("batch-per-rank"), "max_batch_per_rank": study.get("max-batch-per-rank"),
         "lr_scaling": lr, "run_length": study.run_length(), "repeats": study.get("repeats", 1),
@@ -1131,7 +1350,7 @@ def prepare(args):
     runs = plan_runs(study)
     check_accumulation_supported(runs, options, trainer)
     models = {m.name: m for m in study.models}
-    words = {r["id"]: run_sbatch_words(study, models[r["model"]], r, trainer) for r in runs}
+    words = {r["id"]: run_sbatch_words(study, models[r["series"]], r, trainer) for r in runs}
     for run in runs:
         run["sbatch_line"] = shlex.join(["sbatch"] + words[run["id"]])
     return study, trainer, runs, words
@@ -1141,7 +1360,7 @@ def check_with_slurm(runs, words):
     """sbatch --test-only once per distinct job shape (repeats differ only in names)."""
     seen = set()
     for run in runs:
-        shape = (run["model"], run["mode"], run["nodes"])
+        shape = (run["series"], run["mode"], run["nodes"], run["ranks_per_node"])
         if shape not in seen:
             seen.add(shape)
             test_only(words[run["id"]], f"run {run['id']}")
@@ -1438,7 +1657,7 @@ class Parser(argparse.ArgumentParser):
 def add_study_options(parser):
     group = parser.add_argument_group("study parameters (each overrides the study file's key of the same name)")
     for param in PARAMS:
-        if param.key in ("config", "data"):
+        if param.key in ("config", "data", "model"):
             continue
         name = "--" + param.key
         if param.parser is parse_bool:

@@ -3,9 +3,13 @@
 # a study of resnet20 on a small synthetic dataset, strong and weak series at 1 and 2 nodes,
 # 2 repeats, 40 steps per run, chained. It checks:
 #  - the dry run prints every sbatch line (a valid shell script) and submits nothing;
+#  - a dry run of runs inside one node (gpus = 1,2) and three [series] of one model: each run's
+#    sbatch line (--nodes, --ntasks-per-node, and --gpus-per-node with request-gpus), directory
+#    and train options;
 #  - bad input is refused before anything is submitted, with exit 2 and a message naming the
 #    option or key: a strong global batch that 3 ranks do not divide (naming the valid node counts
-#    near 3), an unknown mode, a bad node list, a missing dataset; and exit 1 without sbatch;
+#    near 3), an unknown mode, a bad node list, a missing dataset, two series of one name, more GPUs
+#    than ranks per node, a misspelt series model; and exit 1 without sbatch;
 #  - the real submission: study.json against the values this test expects (accumulation steps 2
 #    for the 1-node strong run, the linear learning-rate rule, the chain of dependencies, the same
 #    sbatch lines as the dry run), and each run's report.json against study.json;
@@ -14,7 +18,9 @@
 #    missing; `resubmit --failed` reruns those two alone: the cancelled one from scratch, the
 #    killed one from its last checkpoint; then `status` shows every run done;
 #  - the report (scaletrain-report): scaling.csv and scaling.json against the numbers this test
-#    computes from each run's report.json, and the plots are valid PNG and SVG files.
+#    computes from each run's report.json, and the plots are valid PNG and SVG files;
+#  - a series on 1 and 2 ranks of one node, submitted: study.json's series, status, and the
+#    report's points g1 and g2.
 # Skips with a message where the fixture cannot start (not root, no Slurm packages).
 source "$(dirname "$0")/lib.sh"
 SOURCE=${ST_SOURCE:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -96,7 +102,94 @@ grep -q -- "--epochs 1 --max-steps 10" "$T/dry-run-ncf.sh" || fail "NCF epochs: 
 queue_empty "NCF dry run"
 echo "ok: an NCF study's dry run"
 
+# Series inside one node and several series of one model (docs/scaling-studies.md): gpus = 1,2 are
+# runs on 1 and 2 "GPUs" (ranks) of one node, then 2 whole nodes of 2 ranks; two strong series of
+# resnet20 at global batches 32 and 64 ([series NAME] sections inheriting [model resnet20]), and a
+# weak series with its own nodes, no gpus and 1 rank per node. The fixture's nodes have 2 CPUs,
+# so sbatch --test-only checks every shape, 2 ranks on one node included.
+cat > "$T/series.ini" <<EOF
+[study]
+name = series
+output = $T/series-study
+mode = strong
+gpus = 1,2                  # runs inside one node: 1 and 2 ranks
+nodes = 2                   # then whole nodes of ranks-per-node ranks
+ranks-per-node = 2
+global-batch = 32
+max-batch-per-rank = 16
+lr-scaling = linear
+base-lr = 0.1
+reference-batch = 32
+steps = 4
+time = 00:10:00
+sbatch-options = --cpus-per-task=1
+
+[model resnet20]
+data = data
+
+[series r20-b32]
+model = resnet20
+
+[series r20-b64]
+model = resnet20
+global-batch = 64
+
+[series r20-weak]
+model = resnet20
+mode = weak
+batch-per-rank = 8
+gpus = none
+nodes = 1,2
+ranks-per-node = 1
+EOF
+"${STUDY_TOOL[@]}" submit "$T/series.ini" --dry-run > "$T/dry-run-series.sh" || fail "the series dry run failed"
+bash -n "$T/dry-run-series.sh" || fail "the series dry run is not a valid shell script"
+[ "$(grep -c '^job[0-9]*=$(sbatch --parsable .*MODEL=resnet20,' "$T/dry-run-series.sh")" -eq 8 ] ||
+  fail "not 8 run lines (3 + 3 strong, 2 weak): $(cat "$T/dry-run-series.sh")"
+# expect_run ID SBATCH TRAIN: the run's line has these sbatch options, its directory, these train options.
+expect_run() {
+  local line
+  line=$(grep -F -- "--job-name=series-${1/\//-} " "$T/dry-run-series.sh") || fail "no line for run $1"
+  grep -qF -- "--job-name=series-${1/\//-} $2 --time=" <<<"$line" || fail "$1: not '$2': $line"
+  grep -qF -- "OUTPUT_DIR=$T/series-study/$1," <<<"$line" || fail "$1: not in $T/series-study/$1: $line"
+  grep -qF -- "train.sbatch $3 " <<<"$line" || fail "$1: not '$3': $line"
+  ! grep -q -- "--gpus-per-node\|--gres" <<<"$line" || fail "$1: asks for GPUs without request-gpus: $line"
+  grep -q "^# $1: " "$T/dry-run-series.sh" || fail "no comment line for $1"
+}
+expect_run r20-b32/strong-g1-r1 "--nodes=1 --ntasks-per-node=1" "--batch-size 16 --accumulate-steps 2 --base-lr 0.1"
+expect_run r20-b32/strong-g2-r1 "--nodes=1 --ntasks-per-node=2" "--batch-size 16 --base-lr 0.1"
+expect_run r20-b32/strong-n2-r1 "--nodes=2 --ntasks-per-node=2" "--batch-size 8 --base-lr 0.1"
+expect_run r20-b64/strong-g1-r1 "--nodes=1 --ntasks-per-node=1" "--batch-size 16 --accumulate-steps 4 --base-lr 0.2"
+expect_run r20-b64/strong-g2-r1 "--nodes=1 --ntasks-per-node=2" "--batch-size 16 --accumulate-steps 2 --base-lr 0.2"
+expect_run r20-b64/strong-n2-r1 "--nodes=2 --ntasks-per-node=2" "--batch-size 16 --base-lr 0.2"
+expect_run r20-weak/weak-n1-r1 "--nodes=1 --ntasks-per-node=1" "--batch-size 8 --base-lr 0.025"
+expect_run r20-weak/weak-n2-r1 "--nodes=2 --ntasks-per-node=1" "--batch-size 8 --base-lr 0.05"
+# request-gpus: each run asks for one GPU per rank on its nodes. The fixture has no GPUs, so this
+# dry run goes without sbatch on PATH, which leaves Slurm's check out (and keeps what the trainer's
+# MPI start-up needs: /usr/bin without sbatch).
+mkdir -p "$T/no-sbatch" && ln -s /usr/bin/* "$T/no-sbatch/" && rm -f "$T/no-sbatch/sbatch"
+env PATH="$T/no-sbatch" /usr/bin/python3 "$SOURCE/src/study/scaletrain_study.py" submit "$T/series.ini" \
+  --request-gpus gpus-per-node --dry-run > "$T/dry-run-gpus.sh" || fail "the request-gpus dry run failed"
+grep -q "sbatch not found: not checked with Slurm" "$T/dry-run-gpus.sh" || fail "sbatch still found: $(head -1 "$T/dry-run-gpus.sh")"
+for expected in "strong-g2-r1 --nodes=1 --ntasks-per-node=2 --gpus-per-node=2 " \
+                "strong-n2-r1 --nodes=2 --ntasks-per-node=2 --gpus-per-node=2 " \
+                "weak-n2-r1 --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 "; do
+  grep -qF -- "$expected" "$T/dry-run-gpus.sh" || fail "request-gpus: no '$expected': $(cat "$T/dry-run-gpus.sh")"
+done
+queue_empty "series dry runs"
+[ ! -e "$T/series-study" ] || fail "the series dry run created $T/series-study"
+echo "ok: a study with runs inside one node and three series of one model: 8 sbatch lines as expected"
+
 echo "== bad input is refused before anything is submitted"
+printf '[series r20-b64]\nmodel = resnet20\n' | cat "$T/series.ini" - > "$T/dup-series.ini"
+expect_exit "two series of one name" 2 "dup-series.ini line 34: [series r20-b64] appears twice" \
+  "${STUDY_TOOL[@]}" submit "$T/dup-series.ini" --dry-run
+expect_exit "more GPUs than ranks per node" 2 \
+  "--gpus = 1,4: series r20-b32 (model resnet20) runs inside one node on at most ranks-per-node = 2 GPUs" \
+  "${STUDY_TOOL[@]}" submit "$T/series.ini" --gpus 1,4 --dry-run
+sed 's/^model = resnet20$/model = resnet02/' "$T/series.ini" > "$T/bad-series-model.ini"
+expect_exit "a misspelt series model" 2 "[model resnet20] is used by no series ([series r20-b32] model = 'resnet02'" \
+  "${STUDY_TOOL[@]}" submit "$T/bad-series-model.ini" --dry-run
 expect_exit "strong global batch 32 on 3 ranks" 2 "valid node counts near 3: 2, 4" \
   "${STUDY_TOOL[@]}" submit "$T/study.ini" --nodes 1,2,3 --output "$T/bad"
 expect_exit "unknown mode" 2 "--mode = 'sideways': the mode is strong, weak or both" \
@@ -320,5 +413,50 @@ counts = json.load(open(study + "/report/scaling.json"))["counts"]
 assert counts["used"] == 8 and counts["missing"] == counts["failed"] == 0, counts
 print(f"ok: scaling.csv and scaling.json match the runs' report.json (medians, min/max, speedup, efficiency); "
       f"{len(pngs)} PNG and {len(svgs)} SVG plots are valid")
+PY
+echo "== a series inside one node, submitted: status, study.json and the report name its points"
+# One strong series on 1 and 2 ranks of one node (gpus = 1,2), 4 steps each: study.json records the
+# series and its model, status lists its runs done, and the report's rows are the series' points
+# g1 and g2 (speedup against g1).
+cat > "$T/in-node.ini" <<EOF
+[study]
+name = in-node
+output = $T/in-node-study
+mode = strong
+gpus = 1,2
+ranks-per-node = 2
+global-batch = 32
+max-batch-per-rank = 16
+steps = 4
+time = 00:10:00
+sbatch-options = --cpus-per-task=1
+
+[series r20-in-node]
+model = resnet20
+data = data
+EOF
+"${STUDY_TOOL[@]}" submit "$T/in-node.ini" > "$T/in-node-submit.out" || fail "in-node submit: $(cat "$T/in-node-submit.out")"
+in_node_report=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["report_job_id"])' "$T/in-node-study/study.json")
+wait_job "$in_node_report" 300 || fail "the in-node report job did not finish: $(tail -n 20 "$T"/in-node-study/logs/*.out)"
+"${STUDY_TOOL[@]}" status "$T/in-node.ini" > "$T/in-node-status.out"
+grep -q "^2 runs: 2 done$" "$T/in-node-status.out" || fail "in-node runs not done: $(cat "$T/in-node-status.out")"
+$PY - "$T/in-node-study" <<'PY' || fail "in-node study.json or report"
+import csv, json, sys
+study = sys.argv[1]
+m = json.load(open(study + "/study.json"))
+runs = {r["id"]: r for r in m["runs"]}
+assert sorted(runs) == ["r20-in-node/strong-g1-r1", "r20-in-node/strong-g2-r1"], sorted(runs)
+for rid, ranks in (("r20-in-node/strong-g1-r1", 1), ("r20-in-node/strong-g2-r1", 2)):
+    r = runs[rid]
+    assert (r["series"], r["model"], r["nodes"], r["ranks_per_node"], r["ranks"]) == ("r20-in-node", "resnet20", 1, ranks, ranks), r
+    assert r["output_dir"] == f"{study}/{rid}" and json.load(open(r["output_dir"] + "/report.json"))["world_size"] == ranks
+assert m["parameters"]["models"][0]["series"] == "r20-in-node" and m["parameters"]["models"][0]["gpus"] == [1, 2]
+rows = list(csv.DictReader(open(study + "/report/scaling.csv")))
+assert [(r["model"], r["model_name"], r["point"], r["nodes"], r["ranks"]) for r in rows] == \
+    [("r20-in-node", "resnet20", "g1", "1", "1"), ("r20-in-node", "resnet20", "g2", "1", "2")], rows
+assert float(rows[0]["speedup"]) == 1.0 and float(rows[1]["speedup"]) > 0, rows
+md = open(study + "/report/scaling.md").read()
+assert "against 1 GPU of one node" in md and "| 1 (2 GPUs) | 2 |" in md, md
+print("ok: a series inside one node: study.json, status and the report's points g1 and g2")
 PY
 echo "slurm study test passed"
