@@ -39,6 +39,7 @@ struct CalibrateCommand {
   std::string model, data_dir, output, device_name;
   std::vector<int64_t> batches;           // empty: the model's default
   int image_height = 0, image_width = 0;  // 0: the model's default
+  std::string preprocess;                 // empty: the model's default
   int steps = 5;
   int warmup_steps = 1;
   int threads = 0;
@@ -70,7 +71,7 @@ po::options_description calibrate_options(CalibrateCommand& c) {
       "threads", po::value(&c.threads)->default_value(c.threads), "CPU threads (0 = the node's cores)")(
       "image-size", po::value<std::string>(),
       "H,W: an image model's input size (default 224,224 for resnet50, 32,32 for resnet20; a raw --data's own "
-      "size)")(
+      "size)")("preprocess", po::value(&c.preprocess), kPreprocessHelp)(
       "bucket-mb", po::value(&c.bucket_mb)->default_value(c.bucket_mb, "25"),
       "gradient bucket size in MiB, as the trainer's --bucket-mb: the bucket layout and ready times are for it")(
       "data", po::value(&c.data_dir),
@@ -139,6 +140,7 @@ bool parse_calibrate_command(int argc, char** argv, CalibrateCommand& c) {
       throw UsageError("--image-size: --model " + c.model + " takes no images (its task is " + task + ")");
     std::tie(c.image_height, c.image_width) = parse_image_size(vm["image-size"].as<std::string>());
   }
+  if (vm.count("preprocess")) train::check_preprocess(c.preprocess, c.model);
   check_output_path(c.output);
   if (vm.count("data")) {
     if (c.data_dir.empty()) throw UsageError("--data needs a dataset directory");
@@ -161,6 +163,7 @@ train::TrainConfig trainer_config(const CalibrateCommand& c) {
   config.data_prefetch = c.prefetch;
   config.image_height = c.image_height;
   config.image_width = c.image_width;
+  if (!c.preprocess.empty()) config.preprocess = c.preprocess;
   config.verify_data = c.verify_data;
   config.require_checksums = c.require_checksums;
   return config;

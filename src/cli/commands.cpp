@@ -269,6 +269,7 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "no-augment", po::bool_switch(), "no augmentation: normalisation only")(
       "crop-padding", po::value(&c.crop_padding)->default_value(c.crop_padding),
       "random crop after zero padding by this many pixels (0 = off)")(
+      "preprocess", po::value(&c.preprocess)->default_value(c.preprocess), kPreprocessHelp)(
       "prefetch", po::value(&c.data_prefetch)->default_value(c.data_prefetch), "batches prepared ahead per rank")(
       "io", po::value(&c.io)->default_value(c.io),
       "shard reader: posix (pread) | mmap (raw shards mapped, one copy from the page cache; for staged or cached "
@@ -391,6 +392,7 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("shuffle", c.shuffle);
   j.set("augment", c.augment);
   j.set("crop_padding", c.crop_padding);
+  j.set("preprocess", c.preprocess);
   j.set("prefetch", c.data_prefetch);
   j.set("io", c.io);
   j.set("shuffle_mode", c.shuffle_mode);
@@ -574,6 +576,7 @@ int cmd_eval(int argc, char** argv) {
       "image shards: decode threads per rank")(
       "image-size", po::value<std::string>(),
       "H,W: model input size for JPEG datasets (default 224,224 for resnet50, 32,32 for resnet20)")(
+      "preprocess", po::value<std::string>(), kPreprocessHelp)(
       "verify-data", po::bool_switch(&c.verify_data),
       "first compare the split's shards with its manifest.json (checksums, shared by the ranks)")(
       "require-checksums", po::bool_switch(&c.require_checksums),
@@ -588,6 +591,8 @@ int cmd_eval(int argc, char** argv) {
   train::check_io_mode(c.io);
   train::check_data_threads(c.data_threads);
   std::tie(c.image_height, c.image_width) = image_size_option(vm);
+  c.preprocess = vm.count("preprocess") ? vm["preprocess"].as<std::string>() : train::default_preprocess(c.model);
+  train::check_preprocess(c.preprocess, c.model);
   evaluate_checkpoint(c, checkpoint, split, batch_size, threads, device);
   return 0;
 }

@@ -9,6 +9,17 @@
 
 namespace scaletrain::cli {
 
+// --help of --preprocess (train, eval, calibrate).
+inline constexpr const char* kPreprocessHelp =
+    "torchvision | caffe: how images become the model's input (image classification only; the default is the "
+    "model's own, torchvision where it has none: scaletrain info). torchvision: RGB, (pixel / 255 - mean) / std "
+    "with the dataset's mean and std; JPEG datasets: random resized crop and flip in training, shorter side to "
+    "size / 0.875 and centre crop in evaluation. caffe (as Caffe's ImageNet models, e.g. bvlc_alexnet, "
+    "bvlc_googlenet): BGR, pixel (0..255) minus the per-channel mean B 104, G 117, R 123, no division by a std "
+    "(the dataset's mean and std are not used); JPEG datasets: the image squashed to 256x256 (aspect not kept), "
+    "then a random --image-size crop and a random mirror in training, the centre crop in evaluation. Raw "
+    "datasets keep the augmentation of --no-augment and --crop-padding either way";
+
 // Parses argv (after the command word "train") and the --config file it names into `config`
 // (config_file: that file's path, or empty). Returns false when --help was asked (help printed).
 // Throws UsageError naming the option, and for a value from the config file that file and line.

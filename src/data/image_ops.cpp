@@ -234,6 +234,33 @@ CropBox center_crop_box(int height, int width, int out_h, int out_w, double crop
   return {top * sy, left * sx, out_h * sy, out_w * sx};
 }
 
+PixelCrop caffe_crop(int height, int width, int out_h, int out_w, bool random, Rng& rng) {
+  ST_CHECK(out_h > 0 && out_w > 0 && out_h <= height && out_w <= width,
+           "caffe_crop: a " << out_h << "x" << out_w << " crop does not fit a " << height << "x" << width << " image");
+  if (!random) return {(height - out_h) / 2, (width - out_w) / 2, false};
+  PixelCrop c;
+  c.y = static_cast<int>(rng.below(static_cast<uint64_t>(height - out_h) + 1));
+  c.x = static_cast<int>(rng.below(static_cast<uint64_t>(width - out_w) + 1));
+  c.mirror = rng.below(2) == 1;
+  return c;
+}
+
+void copy_crop(const RgbImage& src, const PixelCrop& crop, int out_h, int out_w, uint8_t* out) {
+  ST_CHECK(crop.y >= 0 && crop.x >= 0 && crop.y + out_h <= src.height && crop.x + out_w <= src.width,
+           "copy_crop: the " << out_h << "x" << out_w << " window at (" << crop.y << ", " << crop.x
+                             << ") is outside the " << src.height << "x" << src.width << " image");
+  const std::size_t row = static_cast<std::size_t>(out_w) * 3;
+  for (int oy = 0; oy < out_h; ++oy) {
+    const uint8_t* in = src.pixels.data() + ((static_cast<std::size_t>(crop.y) + oy) * src.width + crop.x) * 3;
+    uint8_t* o = out + oy * row;
+    if (!crop.mirror) {
+      std::memcpy(o, in, row);
+      continue;
+    }
+    for (int ox = 0; ox < out_w; ++ox) std::memcpy(o + 3 * ox, in + 3 * (out_w - 1 - ox), 3);
+  }
+}
+
 void resample_crop(const RgbImage& src, const CropBox& box, int out_h, int out_w, bool flip, uint8_t* out) {
   const std::size_t n = static_cast<std::size_t>(out_w) * 3;
   resample(src, box, out_h, out_w, flip, [out, n](int oy, const float* v) {

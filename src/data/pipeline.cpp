@@ -8,6 +8,7 @@ namespace scaletrain::data {
 
 namespace {
 constexpr const char* kIoModes[] = {"posix", "mmap", "mpiio", "mpiio-collective"};
+constexpr const char* kPreprocessModes[] = {"torchvision", "caffe"};
 }  // namespace
 
 bool is_io_mode(const std::string& io) {
@@ -19,6 +20,18 @@ bool is_io_mode(const std::string& io) {
 std::string io_mode_list() {
   std::string list;
   for (const char* mode : kIoModes) list += (list.empty() ? "" : ", ") + std::string(mode);
+  return list;
+}
+
+bool is_preprocess_mode(const std::string& preprocess) {
+  for (const char* mode : kPreprocessModes)
+    if (preprocess == mode) return true;
+  return false;
+}
+
+std::string preprocess_mode_list() {
+  std::string list;
+  for (const char* mode : kPreprocessModes) list += (list.empty() ? "" : ", ") + std::string(mode);
   return list;
 }
 

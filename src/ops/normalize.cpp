@@ -9,7 +9,7 @@ namespace scaletrain::ops {
 
 // The kernels, declared from the public signatures, and the one dispatch point per op (ops/op.hpp).
 using NormalizeImagesFn = void(Context& ctx, const Tensor& x, const std::vector<double>& mean,
-                               const std::vector<double>& std, Tensor& y);
+                               const std::vector<double>& std, Tensor& y, ChannelOrder order);
 namespace cpu {
 NormalizeImagesFn normalize_images;
 }
@@ -20,7 +20,7 @@ const Op<NormalizeImagesFn> normalize_images_op{
     "normalize_images", {cpu::normalize_images}, {ST_CUDA_KERNEL(cuda::normalize_images)}};
 
 void normalize_images(Context& ctx, const Tensor& x, const std::vector<double>& mean, const std::vector<double>& std,
-                      Tensor& y) {
+                      Tensor& y, ChannelOrder order) {
   ST_CHECK(x.defined(), "normalize_images: x is undefined");
   ST_CHECK(x.dtype() == DType::u8, "normalize_images: x must be uint8 pixels, got " << dtype_name(x.dtype()));
   ST_CHECK(x.device() == ctx.device(), "normalize_images: x is on " << device_name(x.device())
@@ -35,7 +35,7 @@ void normalize_images(Context& ctx, const Tensor& x, const std::vector<double>& 
            "normalize_images: " << c << " channels but " << mean.size() << " means and " << std.size()
                                 << " standard deviations");
   for (double s : std) ST_CHECK(s > 0.0, "normalize_images: standard deviation " << s << " is not positive");
-  return normalize_images_op(ctx, x, mean, std, y);
+  return normalize_images_op(ctx, x, mean, std, y, order);
 }
 
 }  // namespace scaletrain::ops

@@ -184,6 +184,24 @@ void check_io_mode(const std::string& io) {
   require(data::is_io_mode(io), "unknown --io '" + io + "' (known: " + data::io_mode_list() + ")");
 }
 
+void check_preprocess(const std::string& preprocess, const std::string& model) {
+  require(data::is_preprocess_mode(preprocess),
+          "unknown --preprocess '" + preprocess + "' (known: " + data::preprocess_mode_list() + ")");
+  const models::ModelEntry& entry = models::model_entry(model);
+  require(preprocess == "torchvision" || entry.task == models::kTaskImageClassification,
+          "--preprocess " + preprocess + " is for image classification; --model " + model + " (" + entry.task +
+              ") takes no images (leave --preprocess out)");
+}
+
+std::string default_preprocess(const std::string& model) {
+  for (const models::ModelEntry& e : models::model_registry()) {
+    if (e.name != model) continue;
+    for (const auto& [option, value] : e.defaults)
+      if (option == "preprocess") return value;
+  }
+  return "torchvision";
+}
+
 void check_data_threads(int n) {
   require(n >= 1 && n <= 256, "--data-threads must be between 1 and 256, got " + std::to_string(n));
 }
@@ -251,6 +269,7 @@ std::string train_kernels_missing(const TrainConfig& c, const Task& task, Device
 void check_train_config(const TrainConfig& c) {
   parse_device_request(c.device);
   check_model_name(c.model);
+  check_preprocess(c.preprocess, c.model);
   check_task_options(c);
   check_schedule(c);
   check_input(c);
@@ -277,6 +296,7 @@ data::LoaderOptions train_loader_options(const TrainConfig& c, int64_t batch_siz
   const std::vector<int64_t> hw = input_image_size(c);
   o.image_height = static_cast<int>(hw[0]);
   o.image_width = static_cast<int>(hw[1]);
+  o.preprocess = c.preprocess;
   o.skip_bad_samples = c.skip_bad_samples;
   o.comm = &comm;
   o.ranks_on_node = ranks_on_node;
@@ -291,6 +311,7 @@ EvalDataOptions eval_data_options(const TrainConfig& c, int ranks_on_node) {
   const std::vector<int64_t> hw = input_image_size(c);
   o.image_height = static_cast<int>(hw[0]);
   o.image_width = static_cast<int>(hw[1]);
+  o.preprocess = c.preprocess;
   o.skip_bad_samples = c.skip_bad_samples;
   o.ranks_on_node = ranks_on_node;
   return o;

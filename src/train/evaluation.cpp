@@ -22,16 +22,19 @@ EvalResult evaluate(const comm::Communicator& comm, Context& ctx, models::Model&
   options.prefetch = data_options.prefetch;
   options.image_height = data_options.image_height;
   options.image_width = data_options.image_width;
+  options.preprocess = data_options.preprocess;
   options.skip_bad_samples = data_options.skip_bad_samples;
   options.comm = &comm;
   options.ranks_on_node = data_options.ranks_on_node;
+  const InputNormalization normalization = input_normalization(split, data_options.preprocess);
   data::Loader loader(split, comm.rank(), comm.size(), options);
   loader.start_epoch(0);
   Tensor images, labels, input, no_grad, device_images, device_labels;
   int64_t correct = 0, samples = 0;
   double loss_sum = 0.0;
   while (loader.next(images, labels)) {
-    Tensor logits = model.forward(ctx, model_input(ctx, images, split, input, device_images), /*training=*/false);
+    Tensor logits =
+        model.forward(ctx, model_input(ctx, images, normalization, input, device_images), /*training=*/false);
     const Tensor& device_side_labels = on_context_device(ctx, labels, device_labels);
     loss_sum += ops::softmax_cross_entropy(ctx, logits, device_side_labels, 0.0f, no_grad) * labels.numel();
     correct += ops::count_correct(ctx, logits, device_side_labels);

@@ -80,9 +80,11 @@ class ImageClassification : public Task {
     train_ = data::open_split(c.data_dir, "train");
     val_ = data::open_split(c.data_dir, "val");
     check_splits_match(train_, val_, c.data_dir);
+    normalization_ = input_normalization(train_, c.preprocess);
   }
   // A dataset known by its shape alone (task.hpp), or one split to evaluate: both splits that one.
-  ImageClassification(const TrainConfig& c, const data::SplitInfo& split) : cfg_(c), train_(split), val_(split) {}
+  ImageClassification(const TrainConfig& c, const data::SplitInfo& split)
+      : cfg_(c), train_(split), val_(split), normalization_(input_normalization(split, c.preprocess)) {}
 
   UncheckedShards unchecked() const {
     return {{train_.dir, train_.unchecked_shards}, {val_.dir, val_.unchecked_shards}};
@@ -145,6 +147,7 @@ class ImageClassification : public Task {
     out << train_.encoding << " shards read with " << cfg_.io << ", " << cfg_.data_threads << " data thread"
         << (cfg_.data_threads == 1 ? "" : "s") << ", prefetch " << cfg_.data_prefetch << ", shuffle "
         << (cfg_.shuffle ? cfg_.shuffle_mode : std::string("off")) << (cfg_.pad_last ? ", pad last batch" : "")
+        << (cfg_.preprocess == "torchvision" ? "" : ", " + cfg_.preprocess + " preprocessing")
         << (cfg_.stage_to.empty() ? "" : ", staged to " + cfg_.stage_to);
     return out.str();
   }
@@ -167,6 +170,7 @@ class ImageClassification : public Task {
     in.set("encoding", train_.encoding);
     in.set("data_threads", cfg_.data_threads);
     in.set("prefetch", cfg_.data_prefetch);
+    in.set("preprocess", cfg_.preprocess);
     return in;
   }
 
@@ -181,6 +185,8 @@ class ImageClassification : public Task {
     j.set("--pad-last", cfg_.pad_last);
     j.set("augmentation", cfg_.augment ? "on" : "off (--no-augment)");
     j.set("--crop-padding", cfg_.crop_padding);
+    // Only where it is not the default, so that older checkpoints resume.
+    if (cfg_.preprocess != "torchvision") j.set("--preprocess", cfg_.preprocess);
     j.set("--image-size", Json::array_of(input_image_size(cfg_)));
     j.set("--label-smoothing", cfg_.label_smoothing);
     // Only models with auxiliary heads have it, so that older checkpoints of the others resume.
@@ -245,11 +251,11 @@ class ImageClassification : public Task {
     return all;
   }
 
-  // The loader's uint8 pixels, normalised with the split's mean and std, through the model, then
+  // The loader's uint8 pixels, normalised as --preprocess says, through the model, then
   // cross-entropy with --label-smoothing: the main head's, plus --aux-loss-weight times each
   // auxiliary head's where they ran (as torchvision's training recipes sum them).
   double forward_and_loss(Context& ctx, models::Network& network, const Batch& batch) override {
-    const Tensor& input = model_input(ctx, batch.at("images"), train_, input_, device_pixels_);
+    const Tensor& input = model_input(ctx, batch.at("images"), normalization_, input_, device_pixels_);
     const Tensor& labels = on_context_device(ctx, batch.at("labels"), device_labels_);
     models::Model& model = classifier(network);
     Tensor logits = model.forward(ctx, input, /*training=*/true);
@@ -328,6 +334,7 @@ class ImageClassification : public Task {
 
   const TrainConfig& cfg_;
   data::SplitInfo train_, val_;
+  InputNormalization normalization_;  // the model input's, from --preprocess (train_ and val_ match)
   Tensor input_, dlogits_;
   std::vector<Tensor> aux_dlogits_;       // per auxiliary head that ran
   Tensor device_pixels_, device_labels_;  // the batch's copies on a GPU

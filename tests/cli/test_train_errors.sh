@@ -46,6 +46,13 @@ expect_failure "aux weight without heads" "--aux-loss-weight 0.3: --model resnet
   "$BIN/scaletrain" train --data "$T/gray" --model resnet20 --aux-loss-weight 0.3
 expect_failure "negative aux weight" "--aux-loss-weight must be a finite value >= 0, got -1" \
   "$BIN/scaletrain" train --data "$T/gray" --aux-loss-weight -1
+# --preprocess: a known mode, for image models, on 3-channel images.
+expect_failure "unknown preprocess" "unknown --preprocess 'bogus' (known: torchvision, caffe)" \
+  "$BIN/scaletrain" train --data "$T/rgb" --model resnet20 --preprocess bogus
+expect_failure "preprocess for ncf" "--preprocess caffe is for image classification; --model ncf" \
+  "$BIN/scaletrain" train --data "$T/rgb" --model ncf --preprocess caffe
+expect_failure "caffe preprocess of gray images" "--preprocess caffe takes RGB images (3 channels)" \
+  "$BIN/scaletrain" train --data "$T/gray" --model resnet20 --preprocess caffe --output-dir "$T/o" "${common[@]}"
 
 # Data.
 expect_failure "missing data dir" "$T/nowhere" \
@@ -76,6 +83,20 @@ f=h5py.File(sys.argv[1],'r+'); l=np.array(f['labels']); del f['labels']
 f.create_dataset('labels', data=l.astype(np.float32)); f.close()" "$shard"
 expect_failure "wrong dtype" "labels" \
   mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/floatlabels" --output-dir "$T/o" "${common[@]}"
+
+# --preprocess caffe trains (from a config file), is in report.json and the run identity: a resume
+# without it is refused, naming it; eval takes it.
+printf 'model = resnet20\npreprocess = caffe\n' >"$T/caffe.ini"
+"$BIN/scaletrain" train --config "$T/caffe.ini" --data "$T/rgb" --output-dir "$T/caffe" --max-steps 2 "${common[@]}" \
+  >/dev/null || fail "training with --preprocess caffe failed"
+$PY -c "
+import json,sys; r=json.load(open(sys.argv[1]))
+assert r['config']['preprocess'] == 'caffe' and r['steps'] == 2, (r['config']['preprocess'], r['steps'])" \
+  "$T/caffe/report.json" || fail "report.json of the caffe run"
+expect_failure "resume without the run's --preprocess" '--preprocess is "caffe" in the checkpoint' \
+  "$BIN/scaletrain" train --model resnet20 --data "$T/rgb" --output-dir "$T/caffe" --resume auto "${common[@]}"
+"$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/caffe" --data "$T/rgb" --preprocess caffe >/dev/null ||
+  fail "eval with --preprocess caffe failed"
 
 # Checkpoints: another model, another shape, a dataset that does not fit the model.
 mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/gray" --output-dir "$T/r20" --max-steps 1 \

@@ -736,16 +736,25 @@ OpCase flatten_chw_case(const Shape& xs, uint64_t seed) {
 
 // ---- image normalisation ----------------------------------------------------------------------
 
-OpCase normalize_images_case(const Shape& xs, uint64_t seed) {
+// reversed: RGB pixels to a BGR model (--preprocess caffe), output channel c reading input
+// channel C - 1 - c; with caffe_mean, Caffe's mean subtraction (mean m / 255, std 1 / 255: pixel - m).
+OpCase normalize_images_case(const Shape& xs, uint64_t seed, ops::ChannelOrder order = ops::ChannelOrder::as_stored,
+                             bool caffe_mean = false) {
   const int64_t channels = xs.back();
+  const bool reversed = order == ops::ChannelOrder::reversed;
   std::vector<double> mean, std;
   const double imagenet_mean[] = {0.485, 0.456, 0.406}, imagenet_std[] = {0.229, 0.224, 0.225};
+  const double caffe_bgr_mean[] = {104, 117, 123};
   for (int64_t ch = 0; ch < channels; ++ch) {
     mean.push_back(channels == 3 ? imagenet_mean[ch] : 0.1 + 0.2 * static_cast<double>(ch));
     std.push_back(channels == 3 ? imagenet_std[ch] : 0.15 + 0.05 * static_cast<double>(ch));
+    if (caffe_mean) {
+      mean.back() = (channels == 3 ? caffe_bgr_mean[ch] : 100.0 + static_cast<double>(ch)) / 255.0;
+      std.back() = 1.0 / 255.0;
+    }
   }
   OpCase c;
-  c.name = "normalize_images " + dims(xs);
+  c.name = "normalize_images " + dims(xs) + (reversed ? " reversed" : "") + (caffe_mean ? " caffe mean" : "");
   c.ops = {"normalize_images"};
   c.make_inputs = [=] {
     Rng rng(seed);
@@ -757,7 +766,7 @@ OpCase normalize_images_case(const Shape& xs, uint64_t seed) {
   };
   c.run = [=](Context& ctx, const NamedTensors& in) {
     Tensor y = nan_on(ctx, xs);
-    ops::normalize_images(ctx, on(ctx, input(in, "x")), mean, std, y);
+    ops::normalize_images(ctx, on(ctx, input(in, "x")), mean, std, y, order);
     ctx.synchronize();
     return NamedTensors{{"y", to_cpu(y)}};
   };
@@ -765,9 +774,10 @@ OpCase normalize_images_case(const Shape& xs, uint64_t seed) {
   c.reference = [=](const NamedTensors& in) {
     const auto x = values(in, "x");
     std::vector<double> y(x.size());
+    const auto c_count = static_cast<std::size_t>(channels);
     for (std::size_t i = 0; i < x.size(); ++i) {
-      const std::size_t ch = i % static_cast<std::size_t>(channels);
-      y[i] = (x[i] / 255.0 - mean[ch]) / std[ch];
+      const std::size_t ch = i % c_count;
+      y[i] = (x[reversed ? i - ch + (c_count - 1 - ch) : i] / 255.0 - mean[ch]) / std[ch];
     }
     return NamedValues{{"y", y}};
   };
@@ -1311,6 +1321,14 @@ std::vector<OpCase> build_cases() {
   cases.push_back(dropout_case({1}, 0.5, 2, next_seed()));
   cases.push_back(dropout_case({2, 3, 5}, 0.0, 9, next_seed()));
   cases.push_back(dropout_case({64, 4096}, 0.1, (uint64_t{17} << 32) | (uint64_t{2} << 16) | 3, next_seed()));
+  // Caffe's input (--preprocess caffe): RGB pixels to BGR channels, with ImageNet's and with
+  // Caffe's mean; 1 and 4 channels; one past the CPU kernel's threading bound.
+  const auto reversed = ops::ChannelOrder::reversed;
+  cases.push_back(normalize_images_case({2, 5, 7, 3}, next_seed(), reversed));
+  cases.push_back(normalize_images_case({2, 9, 5, 3}, next_seed(), reversed, /*caffe_mean=*/true));
+  cases.push_back(normalize_images_case({2, 3, 3, 1}, next_seed(), reversed));
+  cases.push_back(normalize_images_case({3, 4, 3, 4}, next_seed(), reversed));
+  cases.push_back(normalize_images_case({1, 151, 151, 3}, next_seed(), reversed, /*caffe_mean=*/true));
   return cases;
 }
 

@@ -3,7 +3,7 @@
 // augmentation every value is the exact pixel of the planned sample; the raw decoder's crop and
 // flip match a direct per-pixel reference; a decoder that fails on one sample is reported with
 // the file and the sample index, or skipped and counted with full batches and unchanged step
-// counts.
+// counts. --preprocess caffe leaves raw batches as they are (only the normalisation changes).
 #include <hdf5.h>
 #include <unistd.h>
 
@@ -153,6 +153,23 @@ BOOST_AUTO_TEST_CASE(batches_do_not_depend_on_threads_or_prefetch) {
                                                            << threads << " prefetch " << prefetch);
           }
     }
+}
+
+// Raw datasets: --preprocess caffe changes the model's normalisation only; the loader's batches
+// (crop with padding, flip) are those of the default.
+BOOST_AUTO_TEST_CASE(raw_batches_do_not_depend_on_preprocess) {
+  Dataset ds;
+  for (bool augment : {false, true}) {
+    LoaderOptions o;
+    o.batch_size = 12;
+    o.seed = 3;
+    o.augment = augment;
+    o.crop_padding = 2;
+    data::Loader torchvision(ds.split, 0, 1, o);
+    o.preprocess = "caffe";
+    data::Loader caffe(ds.split, 0, 1, o);
+    BOOST_TEST((run(torchvision, 2) == run(caffe, 2)), "augment " << augment);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(values_are_the_pixels_of_the_plan) {

@@ -1,7 +1,8 @@
 // Tests for JPEG datasets: decoding against the pixels that were encoded (within JPEG
 // tolerance), DCT-scaled decoding against full decoding + resize, the evaluation crop's geometry
 // against hand-derived coordinates, random resized crop bounds and determinism, flipping,
-// corrupt data, and the jpeg shard writer / open_split round trip.
+// corrupt data, and the jpeg shard writer / open_split round trip. --preprocess caffe: the crop's
+// offsets and mirror, and the decoder's output as a crop of the image squashed to 256x256.
 #include <unistd.h>
 
 #include <algorithm>
@@ -332,6 +333,139 @@ BOOST_AUTO_TEST_CASE(concurrent_decodes_match_serial_ones) {
     });
   for (auto& t : threads) t.join();
   for (int i = 0; i < 4; ++i) BOOST_TEST(all_equal[i]);
+}
+
+// Caffe's DataTransformer: training offsets uniform over every position (both ends reached), a
+// mirror about half the time, reproducible from the rng state; evaluation the centre, rounded
+// down, never mirrored.
+BOOST_AUTO_TEST_CASE(caffe_crop_geometry) {
+  Rng unused(0);
+  const PixelCrop c227 = caffe_crop(256, 256, 227, 227, false, unused);
+  BOOST_TEST((c227.y == 14 && c227.x == 14 && !c227.mirror));  // (256 - 227) / 2 = 14.5 -> 14
+  const PixelCrop c224 = caffe_crop(256, 256, 224, 224, false, unused);
+  BOOST_TEST((c224.y == 16 && c224.x == 16 && !c224.mirror));
+  const PixelCrop rect = caffe_crop(256, 256, 227, 200, false, unused);
+  BOOST_TEST((rect.y == 14 && rect.x == 28));
+  const PixelCrop whole = caffe_crop(256, 256, 256, 256, true, unused);
+  BOOST_TEST((whole.y == 0 && whole.x == 0));
+  Rng a(5), b(5);
+  int lo_y = 256, hi_y = -1, lo_x = 256, hi_x = -1, mirrors = 0;
+  const int draws = 4000;
+  for (int i = 0; i < draws; ++i) {
+    const PixelCrop p = caffe_crop(256, 256, 227, 227, true, a);
+    const PixelCrop q = caffe_crop(256, 256, 227, 227, true, b);
+    BOOST_TEST((p.y == q.y && p.x == q.x && p.mirror == q.mirror));
+    lo_y = std::min(lo_y, p.y);
+    hi_y = std::max(hi_y, p.y);
+    lo_x = std::min(lo_x, p.x);
+    hi_x = std::max(hi_x, p.x);
+    mirrors += p.mirror;
+  }
+  BOOST_TEST(lo_y == 0);
+  BOOST_TEST(hi_y == 29);  // 256 - 227: every offset of a crop inside the image
+  BOOST_TEST(lo_x == 0);
+  BOOST_TEST(hi_x == 29);
+  BOOST_TEST(mirrors > draws * 0.45);
+  BOOST_TEST(mirrors < draws * 0.55);
+  BOOST_CHECK_THROW(caffe_crop(256, 256, 257, 227, true, unused), Error);
+}
+
+// With real JPEG bytes: the decoder's output is exactly a crop of the image squashed to 256x256
+// (one bilinear resample of the whole image, aspect not kept), at the offsets and mirror
+// caffe_crop draws from the same rng state in training, at the centre in evaluation and in
+// training without augmentation.
+BOOST_AUTO_TEST_CASE(caffe_decode_is_a_crop_of_the_squashed_image) {
+  const int h = 180, w = 320, out = 227;  // smaller than 256 one way: decoded at full size
+  std::vector<uint8_t> px = gradient(h, w);
+  for (std::size_t i = 0; i < px.size(); ++i) px[i] ^= static_cast<uint8_t>(i * 37);  // texture
+  const std::vector<uint8_t> jpeg = encode_jpeg(px.data(), h, w, 90);
+  RgbImage full, squashed;
+  decode_jpeg(jpeg.data(), jpeg.size(), full);
+  squashed.height = squashed.width = 256;
+  squashed.pixels.resize(256 * 256 * 3);
+  resample_crop(full, {0, 0, double(h), double(w)}, 256, 256, false, squashed.pixels.data());
+  LoaderOptions o;
+  o.image_height = out;
+  o.image_width = out;
+  o.augment = true;
+  o.preprocess = "caffe";
+  auto dec = make_jpeg_decoder(jpeg_split(), o);
+  BOOST_TEST(dec->out_height() == out);
+  std::vector<uint8_t> y(out * out * 3), expected(out * out * 3);
+  int mirrors = 0, offsets_seen = 0, last_x = -1;
+  for (uint64_t s = 0; s < 30; ++s) {
+    Rng r1(s), r2(s);
+    dec->decode(jpeg.data(), jpeg.size(), true, r1, y.data());
+    const PixelCrop crop = caffe_crop(256, 256, out, out, true, r2);
+    copy_crop(squashed, crop, out, out, expected.data());
+    BOOST_TEST((y == expected), "seed " << s);
+    mirrors += crop.mirror;
+    offsets_seen += crop.x != last_x;
+    last_x = crop.x;
+  }
+  BOOST_TEST(mirrors > 5);
+  BOOST_TEST(mirrors < 25);
+  BOOST_TEST(offsets_seen > 10);
+  // Evaluation, and training without augmentation: the centre crop at (14, 14), not mirrored.
+  Rng unused(0);
+  copy_crop(squashed, {14, 14, false}, out, out, expected.data());
+  dec->decode(jpeg.data(), jpeg.size(), false, unused, y.data());
+  BOOST_TEST((y == expected));
+  LoaderOptions no_aug = o;
+  no_aug.augment = false;
+  make_jpeg_decoder(jpeg_split(), no_aug)->decode(jpeg.data(), jpeg.size(), true, unused, y.data());
+  BOOST_TEST((y == expected));
+  // A mirrored crop is the plain one read backwards.
+  std::vector<uint8_t> plain(out * out * 3), mirrored(out * out * 3);
+  copy_crop(squashed, {3, 20, false}, out, out, plain.data());
+  copy_crop(squashed, {3, 20, true}, out, out, mirrored.data());
+  for (int r = 0; r < out; ++r)
+    for (int c = 0; c < out; ++c)
+      for (int k = 0; k < 3; ++k) BOOST_TEST(plain[(r * out + c) * 3 + k] == mirrored[(r * out + out - 1 - c) * 3 + k]);
+}
+
+// Squashed, not cropped to keep the aspect: a 600x1000 gradient (decoded at 1/2 scale, the
+// smallest with 256 pixels each way) to --image-size 256,256 in evaluation is the whole image,
+// red and green each from 0 to 255; at 224 the centre crop starts 16 pixels in.
+BOOST_AUTO_TEST_CASE(caffe_squash_keeps_the_whole_image) {
+  const int h = 600, w = 1000;
+  const std::vector<uint8_t> px = gradient(h, w);
+  const std::vector<uint8_t> jpeg = encode_jpeg(px.data(), h, w, 95);
+  for (int out : {256, 224}) {
+    LoaderOptions o;
+    o.image_height = out;
+    o.image_width = out;
+    o.preprocess = "caffe";
+    std::vector<uint8_t> y(out * out * 3);
+    Rng rng(0);
+    make_jpeg_decoder(jpeg_split(), o)->decode(jpeg.data(), jpeg.size(), false, rng, y.data());
+    const int off = (256 - out) / 2;
+    double worst = 0;
+    for (int oy = 0; oy < out; ++oy)
+      for (int ox = 0; ox < out; ++ox) {
+        // Source coordinates of the squash's pixel (oy + off, ox + off), as fractions of the image.
+        const double fx = std::clamp(((ox + off + 0.5) * w / 256.0 - 0.5) / (w - 1), 0.0, 1.0);
+        const double fy = std::clamp(((oy + off + 0.5) * h / 256.0 - 0.5) / (h - 1), 0.0, 1.0);
+        const uint8_t* p = &y[(oy * out + ox) * 3];
+        worst = std::max({worst, std::abs(p[0] / 255.0 - fx), std::abs(p[1] / 255.0 - fy)});
+      }
+    BOOST_TEST(worst < 0.037, "image size " << out);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(caffe_options_are_checked) {
+  LoaderOptions o;
+  o.preprocess = "caffe";
+  o.image_height = 299;
+  o.image_width = 299;
+  BOOST_CHECK_EXCEPTION(make_jpeg_decoder(jpeg_split(), o), Error, [](const Error& e) {
+    return std::string(e.what()).find("squashed to 256x256: --image-size 299,299 is larger") != std::string::npos;
+  });
+  o.preprocess = "bogus";
+  o.image_height = o.image_width = 0;
+  BOOST_CHECK_EXCEPTION(make_jpeg_decoder(jpeg_split(), o), Error, [](const Error& e) {
+    return std::string(e.what()).find("unknown --preprocess 'bogus' (known: torchvision, caffe)") != std::string::npos;
+  });
 }
 
 BOOST_AUTO_TEST_CASE(corrupt_jpeg_is_a_clear_error) {

@@ -55,6 +55,20 @@ CropBox random_resized_crop_box(int height, int width, Rng& rng);
 // cover, then centre crop.
 CropBox center_crop_box(int height, int width, int out_h, int out_w, double crop_fraction);
 
+// Caffe's crop (DataTransformer) of an out_h x out_w window from a height x width image, in whole
+// pixels: in training (`random`) the offsets uniform in [0, height - out_h] and [0, width - out_w]
+// and a mirror with probability 1/2; otherwise the centre ((height - out_h) / 2, (width - out_w) /
+// 2, rounded down as Caffe's integer division), not mirrored. Needs out_h <= height, out_w <= width.
+struct PixelCrop {
+  int y = 0, x = 0;
+  bool mirror = false;
+};
+PixelCrop caffe_crop(int height, int width, int out_h, int out_w, bool random, Rng& rng);
+
+// Copies the out_h x out_w window at (crop.y, crop.x) of src to out (out_h, out_w, 3), mirrored
+// left-right when crop.mirror.
+void copy_crop(const RgbImage& src, const PixelCrop& crop, int out_h, int out_w, uint8_t* out);
+
 // Bilinear resample of `box` of src (half-pixel centres, as torchvision's resize without
 // antialiasing; coordinates clamped to the image) to out_h x out_w, mirrored left-right when
 // `flip`, rounded to uint8.

@@ -20,7 +20,8 @@
 // had run.
 //
 // Batches are uint8 pixels (B, H, W, C), not normalised: the model's first op normalises
-// (ops::normalize_images with the split's mean and std), so the pipeline moves one byte per value.
+// (ops::normalize_images with the split's mean and std, or Caffe's: LoaderOptions::preprocess),
+// so the pipeline moves one byte per value.
 //
 // Augmentation (training, options.augment): each sample's random numbers come from
 // (seed, epoch, sample id), so they do not depend on threads, ranks or batch composition. Raw
@@ -69,7 +70,9 @@ struct LoaderOptions {
   int prefetch = 2;          // batches prepared ahead
   int data_threads = 1;      // decode/augment workers
   std::string io = "posix";  // posix | mmap | mpiio | mpiio-collective
-  int image_height = 0, image_width = 0;     // JPEG datasets: the model's input size (--image-size)
+  int image_height = 0, image_width = 0;  // JPEG datasets: the model's input size (--image-size)
+  // --preprocess (is_preprocess_mode): JPEG datasets' crops; raw datasets do not depend on it.
+  std::string preprocess = "torchvision";
   bool skip_bad_samples = false;             // skip (and count) samples that fail to read or decode
   const comm::Communicator* comm = nullptr;  // the world, for the MPI-IO readers
   // Ranks on this node, each with a loader like this one: the batch buffers of all of them must
@@ -81,6 +84,21 @@ struct LoaderOptions {
 // messages ("posix, mmap, mpiio, mpiio-collective").
 bool is_io_mode(const std::string& io);
 std::string io_mode_list();
+
+// How images become the model's input (--preprocess; "torchvision, caffe" for messages):
+// - torchvision (the default): RGB, pixel / 255 normalised with the dataset's mean and std; JPEG
+//   datasets: torchvision's ImageNet transforms (jpeg_decoder.cpp).
+// - caffe: BGR, pixel (0..255) minus Caffe's ImageNet mean per channel (kCaffeMeanBgr), no
+//   division; JPEG datasets: Caffe's ImageNet recipe, the image squashed to kCaffeSquashSize
+//   square (aspect not kept, as examples/imagenet/create_imagenet.sh stores it), then a random
+//   crop of the input size and a random mirror in training, the centre crop in evaluation.
+// Raw datasets keep their augmentation (--no-augment, --crop-padding) in both.
+bool is_preprocess_mode(const std::string& preprocess);
+std::string preprocess_mode_list();
+// bvlc_googlenet's mean_value (B, G, R) on the 0..255 scale; bvlc_alexnet's per-pixel mean file
+// (imagenet_mean.binaryproto) is replaced by the same per-channel values.
+constexpr double kCaffeMeanBgr[3] = {104.0, 117.0, 123.0};
+constexpr int kCaffeSquashSize = 256;
 
 // The global sample ids (0 .. total-1, in shard order) that `rank` yields in `epoch`, in order;
 // the loader's plan, exposed for tests and tools. In shard mode this sees the split as one shard:

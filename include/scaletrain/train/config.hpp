@@ -94,6 +94,9 @@ struct TrainConfig {
   bool shuffle = true;
   bool augment = true;
   int crop_padding = 0;
+  // --preprocess: torchvision | caffe (data/loader.hpp, is_preprocess_mode): the input's channel
+  // order and normalisation, and JPEG datasets' crops. Image classification only.
+  std::string preprocess = "torchvision";
 
   int threads = 0;              // CPU threads per rank; 0: cores on the node / ranks on the node
   std::string device = "auto";  // --device: auto | cpu | cuda (train/device_choice.hpp)
@@ -153,7 +156,8 @@ struct EvalDataOptions {
   std::string io = "posix";
   int data_threads = 1;
   int prefetch = 2;
-  int image_height = 0, image_width = 0;  // JPEG datasets: the model's input size
+  int image_height = 0, image_width = 0;   // JPEG datasets: the model's input size
+  std::string preprocess = "torchvision";  // --preprocess: JPEG datasets' evaluation crop
   bool skip_bad_samples = false;
   int ranks_on_node = 1;  // for the memory check of the batch buffers
 };
@@ -171,6 +175,12 @@ inline std::vector<int64_t> input_image_size(const TrainConfig& c) {
 void check_model_name(const std::string& model);
 void check_io_mode(const std::string& io);
 void check_data_threads(int data_threads);
+// --preprocess for --model: a known mode, and torchvision (the default) for a model that takes no
+// images.
+void check_preprocess(const std::string& preprocess, const std::string& model);
+// The model's own default --preprocess (its registry entry's "preprocess" default; torchvision
+// without one): for the commands that do not apply the registry's defaults (eval).
+std::string default_preprocess(const std::string& model);
 
 // Threads per rank when --threads is 0: the node's cores shared evenly by its ranks, and no more
 // than the cores this rank may run on (allowed_cpus). Collective.

@@ -27,8 +27,9 @@ struct ChannelStats {
   double std[kMaxNormalizeChannels];
 };
 
-// count = N*H*W*C values; value i belongs to channel i % c (channels-last).
-__global__ void normalize_kernel(const uint8_t* x, float* y, int64_t count, int c, ChannelStats stats) {
+// count = N*H*W*C values; value i belongs to channel i % c (channels-last) and reads input value
+// i, or with `reversed` the same pixel's channel c - 1 - ch.
+__global__ void normalize_kernel(const uint8_t* x, float* y, int64_t count, int c, bool reversed, ChannelStats stats) {
   extern __shared__ float table[];  // c * 256 entries
   for (int e = threadIdx.x; e < c * 256; e += blockDim.x) {
     const int ch = e / 256, v = e % 256;
@@ -37,14 +38,14 @@ __global__ void normalize_kernel(const uint8_t* x, float* y, int64_t count, int 
   __syncthreads();
   for (int64_t i = grid_first(); i < count; i += grid_stride()) {
     const int ch = static_cast<int>(i % c);
-    y[i] = table[ch * 256 + x[i]];
+    y[i] = table[ch * 256 + x[reversed ? i + (c - 1 - 2 * ch) : i]];
   }
 }
 
 }  // namespace
 
 void normalize_images(Context& ctx, const Tensor& x, const std::vector<double>& mean, const std::vector<double>& std,
-                      Tensor& y) {
+                      Tensor& y, ChannelOrder order) {
   const int c = static_cast<int>(x.dim(3));
   ST_CHECK(c <= kMaxNormalizeChannels,
            "normalize_images: the CUDA kernel takes at most " << kMaxNormalizeChannels << " channels, got " << c);
@@ -60,7 +61,8 @@ void normalize_images(Context& ctx, const Tensor& x, const std::vector<double>& 
   // nothing (about one block per SM slot on the largest GPUs); the grid-stride loop does the rest.
   const unsigned blocks = blocks_for(count) < kMaxBlocks ? blocks_for(count) : kMaxBlocks;
   normalize_kernel<<<blocks, kThreadsPerBlock, shared_bytes, scaletrain::cuda::compute_stream(ctx)>>>(
-      static_cast<const uint8_t*>(x.raw()), static_cast<float*>(y.raw()), count, c, stats);
+      static_cast<const uint8_t*>(x.raw()), static_cast<float*>(y.raw()), count, c, order == ChannelOrder::reversed,
+      stats);
   ST_CHECK_LAUNCH();
 }
 
