@@ -60,8 +60,9 @@ po::options_description calibrate_options(CalibrateCommand& c) {
   po::options_description desc("scaletrain-advisor calibrate", kHelpWidth);
   desc.add_options()("help,h", "print this help")(
       "model", po::value(&c.model)->required(),
-      "resnet20 | resnet50 | ncf: the step `scaletrain train --model` runs, with the model's defaults (its "
-      "optimizer and learning rate)")(
+      "a model of `scaletrain info` (resnet20, resnet50, alexnet, googlenet, inception_v3, alexnet-caffe, "
+      "googlenet-caffe, ncf): the step `scaletrain train --model` runs, with the model's defaults (its optimizer, "
+      "learning rate and auxiliary loss weight)")(
       "batches", po::value<std::string>(),
       "per-rank batch sizes to time, comma-separated (default 8,16,32 for resnet20, 2,4,8 for resnet50, "
       "256,1024,4096 for ncf: cheap on a CPU; two or more sizes give the curves a fixed and a per-sample part)")(
@@ -70,8 +71,8 @@ po::options_description calibrate_options(CalibrateCommand& c) {
       "untimed steps before them (oneDNN primitive creation, first-touch allocation)")(
       "threads", po::value(&c.threads)->default_value(c.threads), "CPU threads (0 = the node's cores)")(
       "image-size", po::value<std::string>(),
-      "H,W: an image model's input size (default 224,224 for resnet50, 32,32 for resnet20; a raw --data's own "
-      "size)")("preprocess", po::value(&c.preprocess), kPreprocessHelp)(
+      "H,W: an image model's input size (default: the model's, 224,224 for resnet50, 299,299 for inception_v3, "
+      "32,32 for resnet20; a raw --data's own size)")("preprocess", po::value(&c.preprocess), kPreprocessHelp)(
       "bucket-mb", po::value(&c.bucket_mb)->default_value(c.bucket_mb, "25"),
       "gradient bucket size in MiB, as the trainer's --bucket-mb: the bucket layout and ready times are for it")(
       "data", po::value(&c.data_dir),

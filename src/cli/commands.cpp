@@ -91,6 +91,18 @@ const char* kDeviceHelp =
     "or a clear error. A rank takes the GPU of its local rank on its host modulo the GPUs it sees "
     "(CUDA_VISIBLE_DEVICES is respected); more ranks than GPUs share them, with a warning";
 
+// "resnet20 | resnet50 | alexnet | ...": the registry's image classifiers, for help texts.
+std::string image_model_names() {
+  std::string names;
+  for (const models::ModelEntry& e : models::model_registry())
+    if (e.task == models::kTaskImageClassification) names += (names.empty() ? "" : " | ") + e.name;
+  return names;
+}
+
+constexpr const char* kImageSizeHelp =
+    "H,W: model input size for JPEG datasets (default: the model's, 224,224 for resnet50, alexnet and googlenet, "
+    "299,299 for inception_v3, 227,227 for alexnet-caffe, 32,32 for resnet20: scaletrain info)";
+
 // "3,224,224" -> {3, 224, 224}
 Shape parse_shape(const std::string& option, const std::string& text, std::size_t dims) {
   Shape s;
@@ -181,11 +193,12 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
   general.add_options()("help,h", "print this help")(
       "config", po::value(&config_file),
       "INI file with any of these options (key = value, long names without "
-      "--); the command line overrides it. Examples in inputs/")("model", po::value(&c.model)->default_value(c.model),
-                                                                 "resnet50 | resnet20 (image classification) | "
-                                                                 "ncf (recommendation; brings its own defaults: "
-                                                                 "scaletrain info)")(
-      "data", po::value(&c.data_dir), "dataset directory with train/ and val/ shards (docs/dataset-format.md)")(
+      "--); the command line overrides it. Examples in inputs/")(
+      "model", po::value(&c.model)->default_value(c.model),
+      (image_model_names() + " (image classification) | ncf (recommendation); "
+                             "some bring their own defaults: scaletrain info")
+          .c_str())("data", po::value(&c.data_dir),
+                    "dataset directory with train/ and val/ shards (docs/dataset-format.md)")(
       "output-dir", po::value(&c.output_dir)->default_value(c.output_dir),
       "the run directory: checkpoints/ and report.json (created by rank 0)")(
       "resume", po::value(&c.resume)->default_value(c.resume),
@@ -286,9 +299,7 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "stage-to", po::value(&c.stage_to),
       "before training, one rank per node copies the shards to this node-local directory (e.g. /raid, or "
       "$TMPDIR/x: $VAR and ${VAR} are expanded on each rank, also from --config) and verifies their checksums; "
-      "the node's ranks then read from there")("image-size", po::value<std::string>(),
-                                               "H,W: model input size for JPEG datasets (default 224,224 for resnet50, "
-                                               "32,32 for resnet20)")(
+      "the node's ranks then read from there")("image-size", po::value<std::string>(), kImageSizeHelp)(
       "skip-bad-samples", po::bool_switch(&c.skip_bad_samples),
       "skip samples that fail to read or decode (counted in report.json) instead of stopping")(
       "verify-data", po::bool_switch(&c.verify_data),
@@ -563,7 +574,7 @@ int cmd_eval(int argc, char** argv) {
   train::TrainConfig c;  // the task's options: the dataset and how it is read
   po::options_description desc("scaletrain eval", kHelpWidth);
   desc.add_options()("help,h", "print this help")("model", po::value(&c.model)->required(),
-                                                  "resnet50 | resnet20 (top-1) | ncf (HR@10 and NDCG@10)")(
+                                                  (image_model_names() + " (top-1) | ncf (HR@10 and NDCG@10)").c_str())(
       "checkpoint", po::value(&checkpoint)->required(),
       "a checkpoint file, or a run directory (train --output-dir): its newest valid checkpoint")(
       "data", po::value(&c.data_dir)->required(), "dataset directory")("split", po::value(&split)->default_value(split),
@@ -573,9 +584,7 @@ int cmd_eval(int argc, char** argv) {
       "device", po::value(&device)->default_value(device), kDeviceHelp)(
       "io", po::value(&c.io)->default_value(c.io), "image shards: reader, posix | mmap | mpiio | mpiio-collective")(
       "data-threads", po::value(&c.data_threads)->default_value(c.data_threads),
-      "image shards: decode threads per rank")(
-      "image-size", po::value<std::string>(),
-      "H,W: model input size for JPEG datasets (default 224,224 for resnet50, 32,32 for resnet20)")(
+      "image shards: decode threads per rank")("image-size", po::value<std::string>(), kImageSizeHelp)(
       "preprocess", po::value<std::string>(), kPreprocessHelp)(
       "verify-data", po::bool_switch(&c.verify_data),
       "first compare the split's shards with its manifest.json (checksums, shared by the ranks)")(
@@ -622,7 +631,7 @@ int cmd_predict(int argc, char** argv) {
   train::TrainConfig c;  // the model; its task reads the network's shape from the checkpoint
   po::options_description desc("scaletrain predict", kHelpWidth);
   desc.add_options()("help,h", "print this help")("model", po::value(&c.model)->required(),
-                                                  "resnet50 | resnet20 | ncf")(
+                                                  (image_model_names() + " | ncf").c_str())(
       "checkpoint", po::value(&checkpoint)->required(),
       "a checkpoint file, or a run directory (train --output-dir): its newest valid checkpoint")(
       "input", po::value(&input)->required(),
@@ -681,9 +690,43 @@ Json devices_with_all(const ops::OpNames& names, bool built) {
 // Without --model: every model of the registry with its task, the defaults it brings, the ops a
 // training run of it dispatches (the model's; its task adds input, loss and evaluation ops, the
 // optimizer its update) and the devices that have kernels for them all.
+// An image classifier's sizes at its input size, 3 channels and 1,000 classes (ImageNet's):
+// parameters (and without the auxiliary heads), forward multiply-adds per image and the bytes an
+// fp32 gradient all-reduce moves per step (every parameter, a frozen head's too).
+Json image_classifier_sizes(const models::ModelEntry& e) {
+  const std::unique_ptr<models::Model> model = models::make_model(e.name, 1000, 3);
+  const int64_t params = model->params().parameter_count();
+  Json j = Json::object();
+  j.set("input_shape", Json::array_of(std::vector<int64_t>{3, e.image_size, e.image_size}));
+  j.set("parameters", params);
+  j.set("parameters_without_aux_heads", params - models::aux_head_parameters(*model));
+  j.set("forward_macs_per_sample", models::forward_macs_per_sample(*model, {3, e.image_size, e.image_size}));
+  j.set("allreduce_mb_per_step", 4.0 * static_cast<double>(params) / 1e6);
+  return j;
+}
+
+void print_sizes(const Json& s) {
+  char line[256];
+  const double params = s.at("parameters").as_double(), without = s.at("parameters_without_aux_heads").as_double();
+  std::snprintf(line, sizeof line, "            %.2f M parameters", params / 1e6);
+  std::cout << line;
+  if (without != params) {
+    std::snprintf(line, sizeof line, " (%.2f M without the auxiliary heads)", without / 1e6);
+    std::cout << line;
+  }
+  const Json& shape = s.at("input_shape");
+  std::snprintf(line, sizeof line,
+                ", %.3f G multiply-adds per %lldx%lld image (forward), %.1f MB all-reduced per step\n",
+                s.at("forward_macs_per_sample").as_double() / 1e9, static_cast<long long>(shape.at(1).as_int()),
+                static_cast<long long>(shape.at(2).as_int()), s.at("allreduce_mb_per_step").as_double());
+  std::cout << line;
+}
+
 void print_model_list(bool json) {
   Json list = Json::array();
+  std::vector<Json> sizes;
   for (const models::ModelEntry& e : models::model_registry()) {
+    sizes.push_back(e.task == models::kTaskImageClassification ? image_classifier_sizes(e) : Json());
     Json defaults = Json::object();
     for (const auto& [option, value] : e.defaults) defaults.set("--" + option, value);
     const ops::OpNames model_ops = models::model_ops(e.name, /*training=*/true);
@@ -695,16 +738,22 @@ void print_model_list(bool json) {
     m.set("ops", Json::array_of(std::vector<std::string>(model_ops.begin(), model_ops.end())));
     m.set("devices", devices_with_all(model_ops, /*built=*/false));
     m.set("devices_in_this_build", devices_with_all(model_ops, /*built=*/true));
+    if (!sizes.back().is_null())
+      for (const auto& [key, value] : sizes.back().items()) m.set(key, value);
     list.push_back(m);
   }
   if (json) {
     std::cout << list.dump(2) << "\n";
     return;
   }
-  std::cout << "models (--model), each with its task; 'scaletrain info --model NAME' lists its tensors\n";
+  std::cout << "models (--model), each with its task; 'scaletrain info --model NAME' lists its tensors; sizes for "
+               "3-channel images and 1000 classes\n";
+  std::size_t index = 0;
   for (const models::ModelEntry& e : models::model_registry()) {
     std::cout << "  " << e.name << std::string(e.name.size() < 10 ? 10 - e.name.size() : 1, ' ') << e.task << ": "
               << e.description << "\n";
+    if (!sizes[index].is_null()) print_sizes(sizes[index]);
+    ++index;
     const Json devices = devices_with_all(models::model_ops(e.name, /*training=*/true), /*built=*/false);
     std::cout << "            ops on:";
     for (std::size_t i = 0; i < devices.size(); ++i) std::cout << " " << devices.at(i).as_string();
@@ -745,9 +794,12 @@ int cmd_info(int argc, char** argv) {
   bool json = false, list_ops = false;
   po::options_description desc("scaletrain info", kHelpWidth);
   desc.add_options()("help,h", "print this help")(
-      "model", po::value(&model), "resnet50 | resnet20 | ncf; without it, the list of models and their tasks")(
+      "model", po::value(&model),
+      (image_model_names() + " | ncf; without it, the list of models, their tasks and sizes").c_str())(
       "num-classes", po::value(&num_classes)->default_value(num_classes), "classes (outputs of fc)")(
-      "input-shape", po::value(&input_shape), "C,H,W (default 3,224,224 for resnet50, 3,32,32 for resnet20)")(
+      "input-shape", po::value(&input_shape),
+      "C,H,W (default 3 channels at the model's input size: 3,224,224 for "
+      "resnet50, 3,299,299 for inception_v3, 3,227,227 for alexnet-caffe, 3,32,32 for resnet20)")(
       "num-users", po::value(&num_users)->default_value(num_users), "ncf: users (embedding rows; ml-20m's)")(
       "num-items", po::value(&num_items)->default_value(num_items), "ncf: items (embedding rows; ml-20m's)")(
       "json", po::bool_switch(&json), "print a JSON object instead of a table")(

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/models/imagenet_cnns.hpp"
 #include "scaletrain/models/neumf.hpp"
 #include "scaletrain/models/resnet.hpp"
 
@@ -102,6 +103,11 @@ std::unique_ptr<Model> make_model(const std::string& name, int num_classes, int 
   ST_CHECK(entry.task == kTaskImageClassification,
            "model " << name << " is not an image classifier (its task is " << entry.task << ")");
   if (name == "resnet20") return make_resnet20(num_classes, in_channels);
+  if (name == "alexnet") return make_alexnet(num_classes, in_channels);
+  if (name == "googlenet") return make_googlenet(num_classes, in_channels);
+  if (name == "inception_v3") return make_inception_v3(num_classes, in_channels);
+  if (name == "alexnet-caffe") return make_alexnet_caffe(num_classes, in_channels);
+  if (name == "googlenet-caffe") return make_googlenet_caffe(num_classes, in_channels);
   return make_resnet50(num_classes, in_channels);
 }
 
@@ -136,6 +142,26 @@ std::vector<nn::TensorInfo> state_dict_infos(const nn::ParameterSet& params) {
   return out;
 }
 
+int64_t aux_head_parameters(Model& model) {
+  int64_t count = 0;
+  for (const auto& [first, end] : model.aux_heads()->parameters)
+    for (int i = first; i < end; ++i) count += shape_numel(model.params().parameter_info(i).shape);
+  return count;
+}
+
+int64_t forward_macs_per_sample(Model& model, const Shape& input_chw) {
+  Context ctx;
+  const Tensor x = Tensor::zeros({1, input_chw[1], input_chw[2], input_chw[0]});
+  ops::MacCounter macs;
+  try {
+    model.forward(ctx, x, /*training=*/false);
+  } catch (const Error& e) {
+    ST_THROW("model " << model.name() << " cannot take " << input_chw[1] << "x" << input_chw[2]
+                      << " images: " << e.what());
+  }
+  return macs.total();
+}
+
 Json describe_model(Model& model, const Shape& input_chw) {
   ST_CHECK(input_chw.size() == 3 && input_chw[0] > 0 && input_chw[1] > 0 && input_chw[2] > 0,
            "input shape must be C,H,W with positive sizes, got " << shape_string(input_chw));
@@ -145,6 +171,8 @@ Json describe_model(Model& model, const Shape& input_chw) {
   Json j = Json::object();
   j.set("model", model.name());
   j.set("parameters", model.params().parameter_count());
+  j.set("parameters_without_aux_heads", model.params().parameter_count() - aux_head_parameters(model));
+  j.set("forward_macs_per_sample", forward_macs_per_sample(model, input_chw));
   j.set("num_classes", model.num_classes());
   j.set("input_shape", Json::array_of(input_chw));
   j.set("tensors", describe_tensors(model.params()));

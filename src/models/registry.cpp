@@ -47,6 +47,20 @@ const std::vector<ModelEntry>& model_registry() {
                        "fc.weight", "resnet"),
       image_classifier("resnet50", "ResNet-50 v1.5 (MLPerf image classification, torchvision's layout)", 224,
                        "conv1.weight", "fc.weight", "resnet"),
+      // The CNNs of the LRZ DGX-1 study (models/imagenet_cnns.hpp); their training recipes are the
+      // configs in inputs/. The auxiliary heads' weights: GoogLeNet's paper (0.3 per head) and
+      // TF-slim's Inception-v3 recipe (0.4).
+      image_classifier("alexnet", "AlexNet (torchvision's one-GPU form, no LRN)", 224, "features.0.weight",
+                       "classifier.6.weight", ""),
+      image_classifier("googlenet", "GoogLeNet (torchvision's, batch norm, two auxiliary heads)", 224,
+                       "conv1.conv.weight", "fc.weight", "", {{"aux-loss-weight", "0.3"}}),
+      image_classifier("inception_v3", "Inception-v3 (torchvision's, auxiliary head at 299x299)", 299,
+                       "Conv2d_1a_3x3.conv.weight", "fc.weight", "", {{"aux-loss-weight", "0.4"}}),
+      image_classifier("alexnet-caffe", "BVLC Caffe's bvlc_alexnet (LRN, grouped convolutions, 227x227)", 227,
+                       "conv1.weight", "fc8.weight", "", {{"preprocess", "caffe"}}),
+      image_classifier("googlenet-caffe", "BVLC Caffe's bvlc_googlenet (LRN, no batch norm, loss1/loss2 heads)", 224,
+                       "conv1.7x7_s2.weight", "loss3.classifier.weight", "",
+                       {{"aux-loss-weight", "0.3"}, {"preprocess", "caffe"}}),
       ncf_entry(),
   };
   return entries;

@@ -77,6 +77,8 @@ void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const 
   check_tensor(ctx, y, "conv2d_forward", "y");
   check_shape(y, conv2d_output_shape(p, x.shape(), w.shape()), "conv2d_forward", "y");
   check_bias(ctx, b, w.dim(0), "conv2d_forward", "b");
+  // Per output element, one multiply-add per weight of its group: w is (O, C / groups, KH, KW).
+  count_macs(y.numel() * w.dim(1) * w.dim(2) * w.dim(3));
   return conv2d_forward_op(ctx, p, x, w, b, y);
 }
 

@@ -49,6 +49,7 @@ void linear_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor
   check_tensor(ctx, w, {s[2], s[1]}, op, "w");
   check_tensor(ctx, b, {s[2]}, op, "b");
   check_tensor(ctx, y, {s[0], s[2]}, op, "y");
+  count_macs(s[0] * s[1] * s[2]);
   return linear_forward_op(ctx, x, w, b, y);
 }
 

@@ -106,6 +106,20 @@ namespace {
 thread_local OpRecorder* current_recorder = nullptr;
 }
 
+namespace {
+thread_local MacCounter* current_mac_counter = nullptr;
+}
+
+MacCounter::MacCounter() : outer_(current_mac_counter) { current_mac_counter = this; }
+MacCounter::~MacCounter() { current_mac_counter = outer_; }
+void MacCounter::add(int64_t macs) {
+  total_ += macs;
+  if (outer_) outer_->add(macs);
+}
+void count_macs(int64_t macs) {
+  if (current_mac_counter) current_mac_counter->add(macs);
+}
+
 OpRecorder::OpRecorder() : outer_(current_recorder) { current_recorder = this; }
 OpRecorder::~OpRecorder() { current_recorder = outer_; }
 void OpRecorder::add(const char* op) {

@@ -120,8 +120,12 @@ BOOST_AUTO_TEST_CASE(resnet20_layout_and_state_dict_order) {
 
 BOOST_AUTO_TEST_CASE(unknown_model_and_bad_input_are_clear_errors) {
   const std::string msg = error_of([] { scaletrain::models::make_model("resnet18", 10, 3); });
-  BOOST_TEST(msg.find("unknown model 'resnet18' (known: resnet20, resnet50, ncf)") != std::string::npos, msg);
-  BOOST_TEST(scaletrain::models::model_names() == (std::vector<std::string>{"resnet20", "resnet50", "ncf"}),
+  BOOST_TEST(msg.find("unknown model 'resnet18' (known: resnet20, resnet50, alexnet, googlenet, inception_v3, "
+                      "alexnet-caffe, googlenet-caffe, ncf)") != std::string::npos,
+             msg);
+  BOOST_TEST(scaletrain::models::model_names() ==
+                 (std::vector<std::string>{"resnet20", "resnet50", "alexnet", "googlenet", "inception_v3",
+                                           "alexnet-caffe", "googlenet-caffe", "ncf"}),
              boost::test_tools::per_element());
   // ncf is a model of another task: make_model builds image classifiers only.
   const std::string not_image = error_of([] { scaletrain::models::make_model("ncf", 10, 3); });
@@ -304,6 +308,53 @@ BOOST_AUTO_TEST_CASE(resnet20_gradient_check) {
                                                  << ", worst " << sorted.back());
   BOOST_TEST(within >= static_cast<long>(0.9 * errors.size()), report);
   BOOST_TEST(median <= 0.01, report);
+}
+
+// The CNNs of the LRZ study: a training step at a small input gives every parameter a finite
+// gradient, marked ready exactly once; with the auxiliary heads off (weight 0) their gradients
+// stay zero and their parameters are frozen, and the forward's logits do not depend on the heads.
+BOOST_AUTO_TEST_CASE(imagenet_cnns_train_with_and_without_aux_heads) {
+  struct Case {
+    const char* model;
+    int size;
+  };
+  for (const Case& c : {Case{"alexnet", 64}, Case{"googlenet", 32}, Case{"inception_v3", 75}}) {
+    for (double weight : {0.0, 0.3}) {
+      if (std::string(c.model) == "inception_v3" && weight > 0) continue;  // its head needs 299x299
+      BOOST_TEST_CONTEXT(c.model << " aux weight " << weight) {
+        auto m = scaletrain::models::make_model(c.model, 4, 3);
+        if (m->num_aux_heads() == 0 && weight > 0) continue;
+        m->set_aux_loss_weight(weight);
+        m->initialize(11);
+        nn::ParameterSet& ps = m->params();
+        std::vector<int> count(ps.num_parameters(), 0);
+        ps.set_grad_ready_hook([&](int i) { ++count.at(i); });
+        Context ctx;
+        Tensor x = to_tensor(random_vector(2 * c.size * c.size * 3, 5), {2, c.size, c.size, 3});
+        Tensor logits = m->forward(ctx, x, true);
+        std::vector<Tensor> aux;
+        for (const Tensor& a : m->aux_logits()) aux.push_back(to_tensor(random_vector(a.numel(), 6), a.shape()));
+        BOOST_TEST(aux.size() == static_cast<std::size_t>(weight > 0 ? m->num_aux_heads() : 0));
+        ps.flat_grads().fill(0.0f);
+        m->backward(ctx, to_tensor(random_vector(logits.numel(), 7), logits.shape()), aux);
+        BOOST_TEST(std::all_of(count.begin(), count.end(), [](int n) { return n == 1; }));
+        const std::vector<double> g = to_vector(ps.flat_grads());
+        BOOST_TEST(std::all_of(g.begin(), g.end(), [](double v) { return std::isfinite(v); }));
+        int frozen = 0;
+        for (int i = 0; i < ps.num_parameters(); ++i) {
+          if (!ps.frozen(i)) continue;
+          ++frozen;
+          const std::vector<double> gi = to_vector(ps.grad(i));
+          BOOST_TEST(std::all_of(gi.begin(), gi.end(), [](double v) { return v == 0.0; }), ps.parameter_info(i).name);
+        }
+        BOOST_TEST((frozen > 0) == (weight == 0.0 && m->num_aux_heads() > 0));
+        // Evaluation: the main head only, the same logits whatever the heads' weight.
+        const std::vector<double> eval = to_vector(m->forward(ctx, x, false));
+        m->set_aux_loss_weight(m->num_aux_heads() > 0 ? 0.5 : 0.0);
+        BOOST_TEST(to_vector(m->forward(ctx, x, false)) == eval, boost::test_tools::per_element());
+      }
+    }
+  }
 }
 
 // Each parameter's gradient is overwritten (not accumulated), complete when marked ready, and

@@ -49,7 +49,9 @@ OpNames recorded_image_model_ops(st::models::Model& m, const st::Shape& input, b
   const st::Tensor x = random_tensor(input, 2);
   if (training) {
     const st::Tensor logits = m.forward(ctx, x, true);
-    m.backward(ctx, random_tensor(logits.shape(), 3));
+    std::vector<st::Tensor> aux_dlogits;
+    for (const st::Tensor& a : m.aux_logits()) aux_dlogits.push_back(random_tensor(a.shape(), 4));
+    m.backward(ctx, random_tensor(logits.shape(), 3), aux_dlogits);
   }
   m.forward(ctx, x, false);
   return recorder.ops();
@@ -132,6 +134,27 @@ BOOST_AUTO_TEST_CASE(resnet50_says_what_it_runs) {
   auto m = st::models::make_model("resnet50", 5, 3);
   BOOST_TEST(names(m->ops(true)) == names(recorded_image_model_ops(*m, {2, 32, 32, 3}, true)));
   BOOST_TEST(names(m->ops(false)) == names(recorded_image_model_ops(*m, {2, 32, 32, 3}, false)));
+}
+
+// The CNNs of the LRZ study at small inputs (the Caffe models at their fixed sizes), with their
+// auxiliary heads on (their default weights) and off: dropout, LRN, the flatten, the
+// concatenations and the heads' ops are listed exactly when they run.
+BOOST_AUTO_TEST_CASE(imagenet_cnns_say_what_they_run) {
+  struct Case {
+    const char* model;
+    st::Shape input;
+    double aux_weight;
+  };
+  for (const Case& c : {Case{"alexnet", {1, 64, 64, 3}, 0.0}, Case{"googlenet", {2, 32, 32, 3}, 0.3},
+                        Case{"googlenet", {2, 32, 32, 3}, 0.0}, Case{"inception_v3", {2, 75, 75, 3}, 0.0},
+                        Case{"alexnet-caffe", {1, 227, 227, 3}, 0.0}, Case{"googlenet-caffe", {1, 224, 224, 3}, 0.3}}) {
+    BOOST_TEST_CONTEXT(c.model << " with --aux-loss-weight " << c.aux_weight) {
+      auto m = st::models::make_model(c.model, 5, 3);
+      m->set_aux_loss_weight(c.aux_weight);
+      BOOST_TEST(names(m->ops(true)) == names(recorded_image_model_ops(*m, c.input, true)));
+      BOOST_TEST(names(m->ops(false)) == names(recorded_image_model_ops(*m, c.input, false)));
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(neumf_says_what_it_runs) {

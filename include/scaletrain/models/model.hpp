@@ -79,6 +79,13 @@ class Model : public Network {
   bool last_training_ = false;
 };
 
+// The parameters of the model's auxiliary heads (0 without heads).
+int64_t aux_head_parameters(Model& model);
+// Multiply-adds of the convolutions and fully connected layers in one evaluation forward of one
+// image of input_chw (C, H, W): the main head only, as in evaluation. Throws naming the size when
+// the model cannot take it.
+int64_t forward_macs_per_sample(Model& model, const Shape& input_chw);
+
 // The image classifiers of the registry (registry.hpp). Throws scaletrain::Error for an unknown
 // name (listing the known ones) and for a model of another task.
 // in_channels: from the dataset (1 for Fashion-MNIST, 3 for RGB).

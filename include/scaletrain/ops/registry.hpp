@@ -8,6 +8,7 @@
 // every program that links the models or the optimizers links every op.
 #pragma once
 
+#include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
@@ -58,6 +59,25 @@ class OpRecorder {
   OpNames ops_;
   OpRecorder* outer_;
 };
+
+// Counts the multiply-adds of the convolutions and matrix products (conv2d_forward,
+// linear_forward) dispatched on this thread while it lives: `scaletrain info`'s forward
+// multiply-adds per sample, from one forward of one sample. Nested counters each see every op.
+class MacCounter {
+ public:
+  MacCounter();
+  ~MacCounter();
+  MacCounter(const MacCounter&) = delete;
+  MacCounter& operator=(const MacCounter&) = delete;
+  int64_t total() const { return total_; }
+  void add(int64_t macs);
+
+ private:
+  int64_t total_ = 0;
+  MacCounter* outer_;
+};
+// What an op adds to the live counters (none: nothing).
+void count_macs(int64_t macs);
 
 // Called by an op's declaration (src/ops/op.hpp); a name registered twice is an error at start-up.
 void register_op(const OpInfo& info);
