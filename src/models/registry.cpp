@@ -28,6 +28,13 @@ ModelEntry image_classifier(std::string name, std::string description, int image
   return e;
 }
 
+ModelEntry inception_v3_entry() {
+  ModelEntry e = image_classifier("inception_v3", "Inception-v3 (torchvision's, auxiliary head at 299x299)", 299,
+                                  "Conv2d_1a_3x3.conv.weight", "fc.weight", "", {{"aux-loss-weight", "0.4"}});
+  e.aux_min_image_size = 299;
+  return e;
+}
+
 ModelEntry ncf_entry() {
   ModelEntry e;
   e.name = "ncf";
@@ -54,8 +61,7 @@ const std::vector<ModelEntry>& model_registry() {
                        "classifier.6.weight", ""),
       image_classifier("googlenet", "GoogLeNet (torchvision's, batch norm, two auxiliary heads)", 224,
                        "conv1.conv.weight", "fc.weight", "", {{"aux-loss-weight", "0.3"}}),
-      image_classifier("inception_v3", "Inception-v3 (torchvision's, auxiliary head at 299x299)", 299,
-                       "Conv2d_1a_3x3.conv.weight", "fc.weight", "", {{"aux-loss-weight", "0.4"}}),
+      inception_v3_entry(),
       image_classifier("alexnet-caffe", "BVLC Caffe's bvlc_alexnet (LRN, grouped convolutions, 227x227)", 227,
                        "conv1.weight", "fc8.weight", "", {{"preprocess", "caffe"}}),
       image_classifier("googlenet-caffe", "BVLC Caffe's bvlc_googlenet (LRN, no batch norm, loss1/loss2 heads)", 224,

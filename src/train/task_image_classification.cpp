@@ -220,6 +220,7 @@ class ImageClassification : public Task {
   std::unique_ptr<models::Network> make_network(uint64_t seed) const override {
     auto model = models::make_model(cfg_.model, train_.num_classes, train_.channels);
     model->set_aux_loss_weight(cfg_.aux_loss_weight);
+    check_aux_heads_fit(*model);
     model->initialize(seed);
     return model;
   }
@@ -317,6 +318,17 @@ class ImageClassification : public Task {
   }
 
  private:
+  // Auxiliary heads that would run in training need their model's minimum input (Inception-v3's
+  // 299x299): refused before the first step rather than failing inside the head.
+  void check_aux_heads_fit(const models::Model& model) const {
+    const int min_size = models::model_entry(cfg_.model).aux_min_image_size;
+    const std::vector<int64_t> hwc = image_shape();
+    ST_CHECK(model.aux_loss_weight() == 0.0 || min_size == 0 || (hwc[0] >= min_size && hwc[1] >= min_size),
+             "--aux-loss-weight " << model.aux_loss_weight() << ": the auxiliary head of " << cfg_.model
+                                  << " needs images of at least " << min_size << "x" << min_size << ", the input is "
+                                  << hwc[0] << "x" << hwc[1] << " (train with --aux-loss-weight 0, or larger images)");
+  }
+
   // `buffer`, (re)allocated to the shape and device of `logits`.
   static Tensor& gradient_buffer(Context& ctx, const Tensor& logits, Tensor& buffer) {
     if (!buffer.defined() || buffer.shape() != logits.shape() || buffer.device() != ctx.device())

@@ -46,6 +46,16 @@ expect_failure "aux weight without heads" "--aux-loss-weight 0.3: --model resnet
   "$BIN/scaletrain" train --data "$T/gray" --model resnet20 --aux-loss-weight 0.3
 expect_failure "negative aux weight" "--aux-loss-weight must be a finite value >= 0, got -1" \
   "$BIN/scaletrain" train --data "$T/gray" --aux-loss-weight -1
+# Inception-v3's auxiliary head needs 299x299 images: refused before the first step, naming the
+# option; with the head off the same small images train.
+"$BIN/scaletrain-data" synthetic --task image_classification --samples 4 --val-samples 2 --image-size 75,75,3 \
+  --classes 3 --output "$T/rgb75" >/dev/null
+expect_failure "inception aux head on small images" \
+  "--aux-loss-weight 0.4: the auxiliary head of inception_v3 needs images of at least 299x299, the input is 75x75" \
+  "$BIN/scaletrain" train --model inception_v3 --data "$T/rgb75" --batch-size 2 --max-steps 1 --output-dir "$T/inc"
+"$BIN/scaletrain" train --model inception_v3 --data "$T/rgb75" --batch-size 2 --max-steps 1 --aux-loss-weight 0 \
+  --output-dir "$T/inc0" >"$T/inc0.log" 2>&1 || fail "inception_v3 at 75x75 without its head: $(tail -5 "$T/inc0.log")"
+echo "ok: inception_v3 trains at 75x75 with --aux-loss-weight 0"
 # --preprocess: a known mode, for image models, on 3-channel images.
 expect_failure "unknown preprocess" "unknown --preprocess 'bogus' (known: torchvision, caffe)" \
   "$BIN/scaletrain" train --data "$T/rgb" --model resnet20 --preprocess bogus

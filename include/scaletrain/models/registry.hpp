@@ -24,6 +24,10 @@ struct ModelEntry {
   // tensors that tell a checkpoint's input channels (the first convolution's weight, dimension 1)
   // and classes (the classifier's weight, dimension 0).
   int image_size = 0;
+  // The smallest input (height and width) the auxiliary heads can run on in training, where it
+  // is larger than what the trunk takes (Inception-v3's head needs a 17x17 Mixed_6e map: 299);
+  // 0 where any input the trunk takes will do.
+  int aux_min_image_size = 0;
   std::string first_conv_weight;
   std::string classifier_weight;
   // The MLPerf benchmark the model is ("resnet", "ncf"), the MLPerf log's submission_benchmark;
