@@ -75,6 +75,9 @@ expect_text optimizers_lr "FAIL: params: relative L2 error of the update"
 
 # The demo: without its data it skips and says where it looked; a run that cannot reach 92% (one
 # short epoch on a tiny synthetic set) fails, naming the accuracy it reached.
+# The CNNs' step (googlenet alone: Branches, auxiliary heads, dropout), and a learning rate 10% off.
+run_case cnn_same 0 test_cnn_steps.sh ST_GPU_TEST_CNN_MODELS=googlenet
+run_case cnn_lr 1 test_cnn_steps.sh ST_GPU_TEST_CNN_MODELS=googlenet ST_GPU_TEST_ARGS="--base-lr 0.011"
 run_case demo_no_data 77 test_demo.sh ST_GPU_TEST_FASHION_MNIST="$T/none"
 expect_text demo_no_data "SKIP: no Fashion-MNIST files in $T/none"
 "$BIN/scaletrain-data" synthetic --task image_classification --samples 256 --val-samples 32 --image-size 8,8,1 \
