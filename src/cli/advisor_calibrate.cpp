@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -40,6 +41,7 @@ struct CalibrateCommand {
   std::vector<int64_t> batches;           // empty: the model's default
   int image_height = 0, image_width = 0;  // 0: the model's default
   std::string preprocess;                 // empty: the model's default
+  double aux_loss_weight = -1.0;          // < 0: the model's default (train's --aux-loss-weight)
   int steps = 5;
   int warmup_steps = 1;
   int threads = 0;
@@ -64,15 +66,21 @@ po::options_description calibrate_options(CalibrateCommand& c) {
       "googlenet-caffe, ncf): the step `scaletrain train --model` runs, with the model's defaults (its optimizer, "
       "learning rate and auxiliary loss weight)")(
       "batches", po::value<std::string>(),
-      "per-rank batch sizes to time, comma-separated (default 8,16,32 for resnet20, 2,4,8 for resnet50, "
-      "256,1024,4096 for ncf: cheap on a CPU; two or more sizes give the curves a fixed and a per-sample part)")(
+      "per-rank batch sizes to time, comma-separated (default 8,16,32 for resnet20, 2,4,8 for the ImageNet models "
+      "(resnet50, alexnet, googlenet, inception_v3 and the Caffe ones), 256,1024,4096 for ncf: cheap on a CPU; two or "
+      "more sizes give the curves a fixed and a per-sample part)")(
       "steps", po::value(&c.steps)->default_value(c.steps), "timed steps per batch size (each phase: their median)")(
       "warmup-steps", po::value(&c.warmup_steps)->default_value(c.warmup_steps),
       "untimed steps before them (oneDNN primitive creation, first-touch allocation)")(
       "threads", po::value(&c.threads)->default_value(c.threads), "CPU threads (0 = the node's cores)")(
       "image-size", po::value<std::string>(),
-      "H,W: an image model's input size (default: the model's, 224,224 for resnet50, 299,299 for inception_v3, "
-      "32,32 for resnet20; a raw --data's own size)")("preprocess", po::value(&c.preprocess), kPreprocessHelp)(
+      "H,W: an image model's input size (default: the model's, 224,224 for resnet50, alexnet, googlenet and "
+      "googlenet-caffe, 227,227 for alexnet-caffe, 299,299 for inception_v3, 32,32 for resnet20; a raw --data's own "
+      "size)")("preprocess", po::value(&c.preprocess), kPreprocessHelp)(
+      "aux-loss-weight", po::value<double>(),
+      "as train's: the auxiliary heads' loss weight (default: the model's, 0.3 for googlenet and googlenet-caffe, "
+      "0.4 for inception_v3); 0 times the step without them (their gradients are still all-reduced), and lets "
+      "inception_v3 take inputs below 299x299 (75,75 at least)")(
       "bucket-mb", po::value(&c.bucket_mb)->default_value(c.bucket_mb, "25"),
       "gradient bucket size in MiB, as the trainer's --bucket-mb: the bucket layout and ready times are for it")(
       "data", po::value(&c.data_dir),
@@ -127,6 +135,18 @@ void check_output_path(const std::string& output) {
     throw UsageError("--output " + output + ": directory " + dir.string() + " is not writable");
 }
 
+// --aux-loss-weight as train checks it: finite and >= 0, and 0 for a model without auxiliary heads.
+double parse_aux_loss_weight(double weight, const std::string& model) {
+  std::ostringstream text;
+  text << weight;  // 0.3, not 0.29999999999999999
+  if (!std::isfinite(weight) || weight < 0.0)
+    throw UsageError("--aux-loss-weight must be a finite value >= 0, got " + text.str());
+  if (weight > 0.0 && models::default_aux_loss_weight(model) == 0.0)
+    throw UsageError("--aux-loss-weight " + text.str() + ": --model " + model +
+                     " has no auxiliary heads (set it to 0)");
+  return weight;
+}
+
 // Parses argv (argv[0] is "calibrate") and checks every option; --help prints and returns false.
 bool parse_calibrate_command(int argc, char** argv, CalibrateCommand& c) {
   po::options_description desc = calibrate_options(c);
@@ -142,6 +162,8 @@ bool parse_calibrate_command(int argc, char** argv, CalibrateCommand& c) {
     std::tie(c.image_height, c.image_width) = parse_image_size(vm["image-size"].as<std::string>());
   }
   if (vm.count("preprocess")) train::check_preprocess(c.preprocess, c.model);
+  if (vm.count("aux-loss-weight"))
+    c.aux_loss_weight = parse_aux_loss_weight(vm["aux-loss-weight"].as<double>(), c.model);
   check_output_path(c.output);
   if (vm.count("data")) {
     if (c.data_dir.empty()) throw UsageError("--data needs a dataset directory");
@@ -165,6 +187,7 @@ train::TrainConfig trainer_config(const CalibrateCommand& c) {
   config.image_height = c.image_height;
   config.image_width = c.image_width;
   if (!c.preprocess.empty()) config.preprocess = c.preprocess;
+  if (c.aux_loss_weight >= 0.0) config.aux_loss_weight = c.aux_loss_weight;
   config.verify_data = c.verify_data;
   config.require_checksums = c.require_checksums;
   return config;

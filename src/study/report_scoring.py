@@ -222,4 +222,22 @@ def comparison(rows):
     for mode in table.values():
         mode["nodes"].sort()
         mode["gpus"].sort()
+    for row in rows:  # rows are in ascending rank order within a series: the first used is the baseline
+        mode = table[row["mode"]].setdefault("communication", {})
+        if row["model"] not in mode and row["runs_used"] > 0:
+            mode[row["model"]] = communication(row)
     return table
+
+
+def communication(row):
+    """A model's (series') gradient traffic against its compute, at its baseline (smallest) run: the
+    megabytes each rank all-reduces per optimizer step, the compute milliseconds of that step
+    (forward + backward + optimizer, mean over the repeats) and their ratio. The higher the ratio,
+    the sooner communication outgrows compute as ranks are added (AlexNet's 61 M parameters on
+    little compute against GoogLeNet's 13 M)."""
+    mb, compute = row.get("allreduce_mb_per_step"), row.get("compute_s")
+    return {"point": row["point"], "nodes": row["nodes"], "ranks": row["ranks"],
+            "batch_per_rank": row["batch_per_rank"], "accumulate_steps": row["accumulate_steps"],
+            "allreduce_mb_per_step": mb,
+            "compute_ms_per_step": compute * 1e3 if finite(compute) else None,
+            "mb_per_compute_ms": mb / (compute * 1e3) if finite(mb) and finite(compute) and compute > 0 else None}

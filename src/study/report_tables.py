@@ -180,7 +180,21 @@ def comparison_section(comp):
             lines.append([model] + cells)
         out.append(f"### {mode}\n")
         out.append(table(header, lines))
+        out.append(communication_table(data.get("communication", {})))
     return "\n".join(out)
+
+
+def communication_table(comm):
+    """Each model's all-reduce megabytes per step against its compute, at its baseline run."""
+    if not comm:
+        return ""
+    header = ["model", "at", "batch per rank", "all-reduce MB/step", "compute ms/step", "MB per compute ms"]
+    lines = [[model, point_label(c["point"]), batch_cell(c), num(c["allreduce_mb_per_step"], 4),
+              num(c["compute_ms_per_step"], 4), num(c["mb_per_compute_ms"], 3)] for model, c in comm.items()]
+    return ("\nGradient traffic against compute, at each model's smallest run (the speedups' baseline): the "
+            "megabytes each rank all-reduces per optimizer step, the compute (forward + backward + optimizer) of "
+            "that step, and their ratio. The higher the ratio, the sooner communication outgrows compute as GPUs "
+            "and nodes are added.\n\n" + table(header, lines))
 
 
 def time_to_target_section(rows):

@@ -156,6 +156,24 @@ for key, rs in reports.items():
     for value in both(key, "allreduce_mb_per_step"):
         close(value, statistics.fmean(4 * r["parameters"] / 1e6 for r in rs), (key, "all-reduce MB"))
 
+# Models side by side: each model's all-reduce MB per step against its compute, at its 1-node run
+# (the speedups' baseline), in scaling.json and in the Markdown's side-by-side section.
+side = open(S + "/report/scaling.md").read().split("## Models side by side")[1].split("\n## ")[0]
+for (model, mode, n), rs in reports.items():
+    if n != 1:
+        continue
+    c = rep["comparison"][mode]["communication"][model]
+    mb = statistics.fmean(4 * r["parameters"] / 1e6 for r in rs)
+    compute_ms = rows_json[(model, mode, 1)]["compute_s"] * 1e3
+    assert c["point"] == "n1" and c["nodes"] == 1, c
+    close(c["allreduce_mb_per_step"], mb, (model, mode, "side-by-side MB"))
+    close(c["compute_ms_per_step"], compute_ms, (model, mode, "side-by-side compute"))
+    close(c["mb_per_compute_ms"], mb / compute_ms, (model, mode, "side-by-side MB per compute ms"))
+    assert f"| {model} | 1 node | {rows_json[(model, mode, 1)]['batch_per_rank']} |" in side, (model, side)
+assert set(rep["comparison"]["strong"]["communication"]) == {"resnet20", "resnet50"}, rep["comparison"]
+assert side.count("| model | at | batch per rank | all-reduce MB/step | compute ms/step | MB per compute ms |") == 2, side
+print("side by side: all-reduce MB/step and MB per compute ms of each model")
+
 # Time to target of the weak series: fewer runs than MLPerf's 5, so a flagged plain mean.
 for n in (1, 2):
     row = rows_json[("resnet20", "weak", n)]

@@ -6,6 +6,8 @@
 #  - a dry run of runs inside one node (gpus = 1,2) and three [series] of one model: each run's
 #    sbatch line (--nodes, --ntasks-per-node, and --gpus-per-node with request-gpus), directory
 #    and train options;
+#  - a dry run of the shipped inputs/study_cnn_dgx1.ini (on a synthetic dataset): its 333 runs
+#    and report job, and a few runs' sbatch lines, configs and train options;
 #  - bad input is refused before anything is submitted, with exit 2 and a message naming the
 #    option or key: a strong global batch that 3 ranks do not divide (naming the valid node counts
 #    near 3), an unknown mode, a bad node list, a missing dataset, two series of one name, more GPUs
@@ -176,6 +178,46 @@ for expected in "strong-g2-r1 --nodes=1 --ntasks-per-node=2 --gpus-per-node=2 " 
                 "weak-n2-r1 --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 "; do
   grep -qF -- "$expected" "$T/dry-run-gpus.sh" || fail "request-gpus: no '$expected': $(cat "$T/dry-run-gpus.sh")"
 done
+# The shipped study, inputs/study_cnn_dgx1.ini (issue 24), dry-run as its users would, with its data
+# pointed at a synthetic set as large as its largest global batch (AlexNet weak on 80 nodes: 640
+# ranks x 256 = 163,840 samples, one step per epoch) and its output here. Without sbatch on PATH
+# (the fixture has no GPUs for its --gpus-per-node): the study tool checks the rest, the models
+# against `scaletrain info`, the configs in inputs/ and the dataset.
+"$BIN/scaletrain-data" synthetic --samples 163840 --val-samples 8 --image-size 2,2,1 --classes 4 --shards 1 \
+  --output "$T/cnn-data" >/dev/null
+sed "s#^data = .*#data = $T/cnn-data#" "$SOURCE/inputs/study_cnn_dgx1.ini" > "$T/study_cnn_dgx1.ini"
+env PATH="$T/no-sbatch" /usr/bin/python3 "$SOURCE/src/study/scaletrain_study.py" submit "$T/study_cnn_dgx1.ini" \
+  --output "$T/cnn-study" --dry-run > "$T/dry-run-cnn.sh" || fail "the dry run of inputs/study_cnn_dgx1.ini failed"
+bash -n "$T/dry-run-cnn.sh" || fail "the cnn dry run is not a valid shell script"
+# 12 series (4 networks x 2 strong + weak) on 4 GPU counts of one node plus their node counts: 111
+# points, 3 repeats.
+[ "$(grep -c '^job[0-9]*=$(sbatch --parsable ' "$T/dry-run-cnn.sh")" -eq 333 ] ||
+  fail "inputs/study_cnn_dgx1.ini: not 333 run lines: $(grep -c '^job' "$T/dry-run-cnn.sh")"
+grep -q '^report=$(sbatch --parsable --dependency=afterany:$job1:.*:$job333 ' "$T/dry-run-cnn.sh" ||
+  fail "inputs/study_cnn_dgx1.ini: no report line after the 333 runs"
+# expect_cnn_run ID SBATCH CONFIG TRAIN: the run's line asks Slurm for SBATCH (GPUs included), trains
+# with inputs/CONFIG and these train options.
+expect_cnn_run() {
+  local line
+  line=$(grep -F -- "--job-name=cnn-dgx1-${1/\//-} " "$T/dry-run-cnn.sh") || fail "cnn: no line for run $1"
+  grep -qF -- "--job-name=cnn-dgx1-${1/\//-} $2 --time=00:45:00 " <<<"$line" || fail "cnn $1: not '$2': $line"
+  grep -qF -- "OUTPUT_DIR=$T/cnn-study/$1," <<<"$line" || fail "cnn $1: not in $T/cnn-study/$1: $line"
+  grep -qF -- ",CONFIG=$SOURCE/inputs/$3 " <<<"$line" || fail "cnn $1: not config inputs/$3: $line"
+  grep -qF -- "train.sbatch $4 --stage-to /raid/scaletrain-stage" <<<"$line" || fail "cnn $1: not '$4': $line"
+}
+one="--nodes=1 --ntasks-per-node=1 --gpus-per-node=1"
+expect_cnn_run alexnet-b256/strong-g1-r1 "$one" alexnet_imagenet.ini \
+  "--batch-size 256 --base-lr 0.01 --warmup-epochs 5 --epochs 1 --max-steps 200 --seed 1"
+expect_cnn_run alexnet-weak/weak-n80-r3 "--nodes=80 --ntasks-per-node=8 --gpus-per-node=8" alexnet_imagenet.ini \
+  "--batch-size 256 --base-lr 6.4 --warmup-epochs 5 --epochs 200 --max-steps 200 --seed 3"
+expect_cnn_run googlenet-b32/strong-n4-r2 "--nodes=4 --ntasks-per-node=8 --gpus-per-node=8" googlenet_imagenet.ini \
+  "--batch-size 1 --base-lr 0.01 --warmup-epochs 5 --epochs 1 --max-steps 200 --seed 2"
+expect_cnn_run inception_v3-b256/strong-g1-r1 "$one" inception_v3_imagenet.ini \
+  "--batch-size 128 --accumulate-steps 2 --base-lr 0.0072 --warmup-epochs 5 --epochs 1 --max-steps 200 --seed 1"
+expect_cnn_run resnet50-b64/strong-g4-r1 "--nodes=1 --ntasks-per-node=4 --gpus-per-node=4" resnet50_imagenet.ini \
+  "--batch-size 16 --base-lr 0.025 --warmup-epochs 5 --epochs 1 --max-steps 200 --seed 1"
+[ ! -e "$T/cnn-study" ] || fail "the cnn dry run created $T/cnn-study"
+echo "ok: inputs/study_cnn_dgx1.ini: 333 sbatch lines and the report's, runs as expected"
 queue_empty "series dry runs"
 [ ! -e "$T/series-study" ] || fail "the series dry run created $T/series-study"
 echo "ok: a study with runs inside one node and three series of one model: 8 sbatch lines as expected"
