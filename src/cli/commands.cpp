@@ -791,7 +791,7 @@ int cmd_info(int argc, char** argv) {
   std::string model, input_shape;
   int num_classes = 1000;
   int64_t num_users = 138493, num_items = 26744;  // MovieLens-20M
-  bool json = false, list_ops = false;
+  bool json = false, list_ops = false, names = false;
   po::options_description desc("scaletrain info", kHelpWidth);
   desc.add_options()("help,h", "print this help")(
       "model", po::value(&model),
@@ -803,6 +803,8 @@ int cmd_info(int argc, char** argv) {
       "num-users", po::value(&num_users)->default_value(num_users), "ncf: users (embedding rows; ml-20m's)")(
       "num-items", po::value(&num_items)->default_value(num_items), "ncf: items (embedding rows; ml-20m's)")(
       "json", po::bool_switch(&json), "print a JSON object instead of a table")(
+      "names", po::bool_switch(&names),
+      "only the models' names, one per line (at once: the list builds every model to measure it)")(
       "ops", po::bool_switch(&list_ops),
       "the op registry: every op, its dtypes and the devices with a kernel for it, and whether that kernel is "
       "deterministic (docs/ops.md is this table)");
@@ -811,6 +813,11 @@ int cmd_info(int argc, char** argv) {
   notify("info", vm);
   if (list_ops) {
     if (log_rank() == 0) std::cout << (json ? ops::registry_json().dump(2) + "\n" : ops::registry_markdown());
+    return 0;
+  }
+  if (names) {
+    if (log_rank() == 0)
+      for (const std::string& name : models::model_names()) std::cout << name << "\n";
     return 0;
   }
   if (model.empty()) {

@@ -787,8 +787,11 @@ def check_trainer(study):
 
 
 def trainer_models(path):
-    """The models the trainer knows (`scaletrain info --json` lists them); empty when it cannot say
-    (an older trainer), which leaves the check to the runs."""
+    """The models the trainer knows (`scaletrain info --names`, or an older trainer's `info --json`,
+    which builds every model); empty when it cannot say, which leaves the check to the runs."""
+    result = run_tool([str(path), "info", "--names"], "scaletrain info --names")
+    if result.returncode == 0:
+        return set(result.stdout.split())
     result = run_tool([str(path), "info", "--json"], "scaletrain info --json")
     try:
         return {m["model"] for m in json.loads(result.stdout)} if result.returncode == 0 else set()

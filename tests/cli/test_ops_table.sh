@@ -15,6 +15,10 @@ rows=$(grep -c '^| `' "$T/program.md")
 echo "ok: docs/ops.md has the registry's $rows ops"
 
 "$BIN/scaletrain" info --json >"$T/models.json"
+# info --names (what the study tool asks, at once) lists the same models in the same order.
+"$BIN/scaletrain" info --names >"$T/names.txt"
+$PY -c 'import json, sys; print("\n".join(m["model"] for m in json.load(open(sys.argv[1]))))' "$T/models.json" |
+  diff - "$T/names.txt" || fail "info --names differs from the models of info --json (above)"
 $PY - "$T/models.json" "$T/program.md" <<'PY' || fail "info --json's ops (above)"
 import json, sys
 models = {m["model"]: m for m in json.load(open(sys.argv[1]))}
