@@ -53,7 +53,8 @@ run: deps build data
 	  --config inputs/resnet20_fashion_mnist.ini --data $(DATA) --output-dir $(RUN_DIR)
 
 # The ImageNet CNNs' CPU training images/s against PyTorch 1.13 (OpenBLAS, from make deps), side by
-# side, and their all-reduce MB per compute ms (docs/performance.md, issue 24). About 10 minutes on a quiet 2-core VM.
+# side, and their all-reduce MB per compute ms (docs/performance.md, issue 24). About 10 minutes on a
+# quiet 2-core VM (estimated), 20 under load 8-12 (measured).
 BENCH_CNN_ARGS ?= 3 5 4
 bench-cnn: deps build
 	BIN=$(BUILD)/bin bash tools/bench_cnn.sh $(BENCH_CNN_ARGS)

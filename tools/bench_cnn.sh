@@ -22,8 +22,8 @@
 #   tools/bench_cnn.sh [ROUNDS] [STEPS] [BATCH]     (defaults 3, 5, 4; make bench-cnn)
 #   tools/bench_cnn.sh --summary                    (the tables again from OUT/results.jsonl,
 #                                                    e.g. of an interrupted run: complete rounds only)
-# About 10 minutes on the quiet 2-core development VM with the defaults; several times that under
-# other engineers' builds (PyTorch's 2-thread OpenMP suffers most, see docs/performance.md).
+# About 10 minutes on the quiet 2-core development VM with the defaults (estimated); 20 minutes under
+# load 8-12 from other engineers' builds (measured, 2026-11-26; docs/performance.md).
 # env: BIN=build/bin OUT=build/bench_cnn (datasets, results.jsonl, logs)
 #      RUNS=/dev/shm/... (run directories, removed after each run: the final checkpoint of
 #      alexnet is ~490 MB) MODELS="alexnet googlenet ..." (a subset)
@@ -39,8 +39,11 @@ PY=${PY:-/usr/bin/python3}
 MODELS=${MODELS:-"alexnet googlenet inception_v3 alexnet-caffe googlenet-caffe resnet50"}
 runs_parent=/tmp
 [ -d /dev/shm ] && [ -w /dev/shm ] && runs_parent=/dev/shm
-RUNS=${RUNS:-$(mktemp -d "$runs_parent/bench_cnn.XXXXXX")}
-trap 'rm -rf "$RUNS"' EXIT
+if [ -z "${RUNS:-}" ]; then  # our own scratch folder, removed at exit (a given RUNS is left alone)
+  RUNS=$(mktemp -d "$runs_parent/bench_cnn.XXXXXX")
+  trap 'rm -rf "$RUNS"' EXIT
+fi
+mkdir -p "$RUNS"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 [ -x "$BIN/scaletrain" ] || { echo "bench_cnn: no $BIN/scaletrain (build first)" >&2; exit 2; }
 mkdir -p "$OUT/logs"
