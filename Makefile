@@ -11,7 +11,7 @@ NP ?= 2
 export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 
-.PHONY: all deps configure build test test-sanitize run data clean format
+.PHONY: all deps configure build test test-sanitize run data bench-cnn clean format
 
 all: build
 
@@ -51,6 +51,13 @@ data: deps build $(DATA)/train
 run: deps build data
 	mpirun -np $(NP) --oversubscribe --bind-to none $(BUILD)/bin/scaletrain train --overwrite \
 	  --config inputs/resnet20_fashion_mnist.ini --data $(DATA) --output-dir $(RUN_DIR)
+
+# The ImageNet CNNs' CPU training images/s against PyTorch 1.13 (OpenBLAS, from make deps), side by
+# side, and their all-reduce MB per compute ms (docs/performance.md, issue 24). About 10 minutes on a
+# quiet 2-core VM (estimated), 20 under load 8-12 (measured).
+BENCH_CNN_ARGS ?= 3 5 4
+bench-cnn: deps build
+	BIN=$(BUILD)/bin bash tools/bench_cnn.sh $(BENCH_CNN_ARGS)
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp')
