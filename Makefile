@@ -11,7 +11,7 @@ NP ?= 2
 export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 
-.PHONY: all deps configure build test test-sanitize run data bench-cnn clean format
+.PHONY: all deps configure build test test-sanitize test-learning run data bench-cnn clean format
 
 all: build
 
@@ -26,8 +26,14 @@ configure: $(BUILD)/CMakeCache.txt
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
+# Every test but the learning checks (minutes each, timed: make test-learning).
 test: deps build
-	cd $(BUILD) && ctest --output-on-failure -j 1 --timeout 900
+	cd $(BUILD) && ctest --output-on-failure -j 1 --timeout 900 -LE '^learning$$'
+
+# The learning checks of issue 24 (tests/learning): each CNN on 2 ranks reaches three times chance
+# on planted synthetic classes within 10 minutes of this machine's CPU (about 30 minutes in all).
+test-learning: deps build
+	cd $(BUILD) && ctest --output-on-failure -j 1 --timeout 900 -L '^learning$$'
 
 # Unit, MPI and command-line tests, then short seeded runs of the fuzz targets, built with
 # ASan and UBSan (docs/sanitizers-and-fuzzing.md). RelWithDebInfo: -O2 with -g, usable stacks.

@@ -10,6 +10,8 @@
 #  - a checkpoint from another run is refused, naming every difference;
 #  - --optimizer adam: a run cut by --max-steps and resumed ends bitwise equal to an uninterrupted
 #    one (both moments and the step count are in the checkpoint); resuming it as sgd is refused;
+#  - googlenet (dropout, auxiliary heads): resumed bitwise; another --seed gives other weights;
+#    another --aux-loss-weight is refused;
 #  - the output directory rules (--resume never/auto/PATH, --overwrite, --init-from);
 #  - periodic checkpoints and retention; a damaged newest checkpoint is skipped with a warning
 #    and the resume from the one before is still bitwise on course;
@@ -121,6 +123,36 @@ grep -q '"key": "opt_adam_beta_2", "value": 0.999' "$T/adam/mllog.txt" || fail "
 expect_failure "resuming an adam run as sgd" '--optimizer is "sgd" here, "adam" in the checkpoint' \
   "${ON2[@]}" --batch-size 16 --optimizer sgd --base-lr 0.002 --output-dir "$T/adam" --max-steps 20 --resume auto
 echo "ok: adam run resumed bitwise; sgd resume refused"
+
+echo "== googlenet (dropout, auxiliary heads at 0.3): cut by --max-steps, resumed, bitwise equal to an uninterrupted run"
+# Dropout masks are drawn from (--seed, layer, step, micro-batch, rank), not from a stream that a
+# restart would rewind, so the promise above holds with dropout and auxiliary losses too. 32x32
+# and 2 images per rank keep it to seconds (also under the sanitizers).
+"$BIN/scaletrain-data" synthetic --samples 64 --val-samples 8 --image-size 32,32,3 --classes 4 --shards 2 \
+  --output "$T/data32" >/dev/null
+GOOG=(timeout 300 mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model googlenet --data "$T/data32"
+  --threads 1 --batch-size 2 --base-lr 0.01 --log-every 1 --keep-checkpoints 1)
+"${GOOG[@]}" --output-dir "$T/goog_ref" --max-steps 4 >"$T/goog_ref.log"
+"${GOOG[@]}" --output-dir "$T/goog" --max-steps 2 >"$T/goog1.log"
+"${GOOG[@]}" --output-dir "$T/goog" --max-steps 4 --resume auto >"$T/goog2.log"
+report_check "$T/goog" 'r["steps"] == 4 and r["restarts"] == 1 and r["config"]["aux_loss_weight"] == 0.3'
+"${CK[@]}" same "$T/goog_ref" "$T/goog"
+# Another seed draws other masks: from the same weights, data order and batches (no shuffling, no
+# augmentation), one step at --seed 1 ends elsewhere than one at --seed 0.
+for seed in 0 1; do
+  "${GOOG[@]}" --output-dir "$T/goog_seed$seed" --init-from "$T/goog_ref" --no-shuffle --no-augment --max-steps 1 \
+    --seed $seed >"$T/goog_seed$seed.log"
+done
+$PY - "$("${CK[@]}" latest "$T/goog_seed0")" "$("${CK[@]}" latest "$T/goog_seed1")" <<'EOF2'
+import h5py, numpy as np, sys
+a, b = (h5py.File(p, "r")["model"] for p in sys.argv[1:])
+differ = [k for k in a if not np.array_equal(a[k][()], b[k][()])]
+assert "fc.weight" in differ and "aux1.fc2.weight" in differ, f"--seed 0 and 1 give equal weights except {differ}"
+EOF2
+expect_failure "resuming googlenet with another --aux-loss-weight" \
+  "--aux-loss-weight is 0.5 here, 0.3 in the checkpoint" \
+  "${GOOG[@]}" --output-dir "$T/goog" --max-steps 6 --resume auto --aux-loss-weight 0.5
+echo "ok: googlenet resumed bitwise; another seed draws other dropout masks; another aux weight refused"
 
 echo "== output directory rules"
 expect_failure "existing checkpoints without --resume" "already holds checkpoints" \

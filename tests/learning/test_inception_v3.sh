@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# Learning check of inception_v3 at its input size 299x299 on 2 ranks (issue 24; run_learning_check.sh).
+# Batch norm, the auxiliary head at the default weight 0.4; the largest: about 4x googlenet's compute per
+# image at 299x299, hence the smallest dataset.
+exec bash "$(dirname "$0")/run_learning_check.sh" inception_v3 299 10 80 40 --batch-size 4 --epochs 20 --optimizer adam --base-lr 0.0005 --lr-schedule constant
