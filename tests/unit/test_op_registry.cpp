@@ -136,7 +136,8 @@ BOOST_AUTO_TEST_CASE(resnet50_says_what_it_runs) {
   BOOST_TEST(names(m->ops(false)) == names(recorded_image_model_ops(*m, {2, 32, 32, 3}, false)));
 }
 
-// The CNNs of the LRZ study at small inputs (the Caffe models at their fixed sizes), with their
+// The CNNs of the LRZ study at small inputs (alexnet-caffe at its fixed size; googlenet-caffe, at
+// 224 only, has no op the others lack but biased 5x5 convolutions), with their
 // auxiliary heads on (their default weights) and off: dropout, LRN, the flatten, the
 // concatenations and the heads' ops are listed exactly when they run.
 BOOST_AUTO_TEST_CASE(imagenet_cnns_say_what_they_run) {
@@ -147,7 +148,7 @@ BOOST_AUTO_TEST_CASE(imagenet_cnns_say_what_they_run) {
   };
   for (const Case& c : {Case{"alexnet", {1, 64, 64, 3}, 0.0}, Case{"googlenet", {2, 32, 32, 3}, 0.3},
                         Case{"googlenet", {2, 32, 32, 3}, 0.0}, Case{"inception_v3", {2, 75, 75, 3}, 0.0},
-                        Case{"alexnet-caffe", {1, 227, 227, 3}, 0.0}, Case{"googlenet-caffe", {1, 224, 224, 3}, 0.3}}) {
+                        Case{"alexnet-caffe", {1, 227, 227, 3}, 0.0}}) {
     BOOST_TEST_CONTEXT(c.model << " with --aux-loss-weight " << c.aux_weight) {
       auto m = st::models::make_model(c.model, 5, 3);
       m->set_aux_loss_weight(c.aux_weight);
