@@ -35,10 +35,14 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 start=$(date +%s.%N)
 rc=0
 # SIGUSR1, which mpirun forwards to the ranks: they stop after the step with a checkpoint.
-timeout -s USR1 -k 120 "$LIMIT_S" "${cmd[@]}" >"$T/train.log" 2>&1 || rc=$?
+# `time` (user and system seconds of the ranks, through mpirun): against 2 x wall it shows how much of
+# the 2 cores the run had on a shared machine.
+TIMEFORMAT='%U %S'
+{ time timeout -s USR1 -k 120 "$LIMIT_S" "${cmd[@]}" >"$T/train.log" 2>&1 || rc=$?; } 2>"$T/cpu_s"
 wall=$($PY -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.0f}')" "$start" "$(date +%s.%N)")
 grep -E "epoch [0-9]+ done|val top-1" "$T/train.log" || true
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "CPU seconds of the ranks (user system): $(cat "$T/cpu_s") in $wall s of wall time on 2 ranks"
 # 124: stopped by the time limit (SIGUSR1: the ranks stop after their step with a checkpoint and
 # report.json); the check below then prints the accuracy it had reached and fails.
 [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || fail "$model: train exited $rc: $(tail -n 5 "$T/train.log")"
