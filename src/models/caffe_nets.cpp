@@ -76,14 +76,9 @@ void gconv(nn::Sequential& seq, nn::ParameterSet& params, const std::string& nam
             ConvSpec::square(kernel, stride, padding).with_init(kXavierConv));
 }
 
-struct InceptionChannels {
-  int ch1x1, ch3x3red, ch3x3, ch5x5red, ch5x5, pool_proj;
-  int out() const { return ch1x1 + ch3x3 + ch5x5 + pool_proj; }
-};
-
 // inception_Nx: 1x1; 3x3_reduce, 3x3; 5x5_reduce, 5x5; pool (3x3 stride 1), pool_proj.
 int inception(nn::Sequential& net, nn::ParameterSet& params, const std::string& name, int in,
-              const InceptionChannels& c) {
+              const cnn::InceptionChannels& c) {
   auto& block = net.emplace<nn::Branches>();
   gconv(block.add_branch(), params, name + ".1x1", in, c.ch1x1, 1);
   nn::Sequential& b3 = block.add_branch();
@@ -132,19 +127,19 @@ std::unique_ptr<Model> make_googlenet_caffe(int num_classes, int in_channels) {
   gconv(*net, params, "conv2.3x3", 64, 192, 3, 1, 1);
   net->emplace<nn::LocalResponseNorm>(caffe_lrn());
   net->emplace<nn::MaxPool2d>(cnn::max_pool(3, 2, 0, true));
-  int c = inception(*net, params, "inception_3a", 192, {64, 96, 128, 16, 32, 32});
-  c = inception(*net, params, "inception_3b", c, {128, 128, 192, 32, 96, 64});
+  int c = inception(*net, params, "inception_3a", 192, cnn::kInception3a);
+  c = inception(*net, params, "inception_3b", c, cnn::kInception3b);
   net->emplace<nn::MaxPool2d>(cnn::max_pool(3, 2, 0, true));
-  c = inception(*net, params, "inception_4a", c, {192, 96, 208, 16, 48, 64});
+  c = inception(*net, params, "inception_4a", c, cnn::kInception4a);
   tap_loss_head(*net, *model, "loss1", c, num_classes);
-  c = inception(*net, params, "inception_4b", c, {160, 112, 224, 24, 64, 64});
-  c = inception(*net, params, "inception_4c", c, {128, 128, 256, 24, 64, 64});
-  c = inception(*net, params, "inception_4d", c, {112, 144, 288, 32, 64, 64});
+  c = inception(*net, params, "inception_4b", c, cnn::kInception4b);
+  c = inception(*net, params, "inception_4c", c, cnn::kInception4c);
+  c = inception(*net, params, "inception_4d", c, cnn::kInception4d);
   tap_loss_head(*net, *model, "loss2", c, num_classes);
-  c = inception(*net, params, "inception_4e", c, {256, 160, 320, 32, 128, 128});
+  c = inception(*net, params, "inception_4e", c, cnn::kInception4e);
   net->emplace<nn::MaxPool2d>(cnn::max_pool(3, 2, 0, true));
-  c = inception(*net, params, "inception_5a", c, {256, 160, 320, 32, 128, 128});
-  c = inception(*net, params, "inception_5b", c, {384, 192, 384, 48, 128, 128});
+  c = inception(*net, params, "inception_5a", c, cnn::kInception5a);
+  c = inception(*net, params, "inception_5b", c, cnn::kInception5b);
   net->emplace<nn::AvgPool2d>(cnn::avg_pool(7, 1, 0));
   net->emplace<nn::FlattenCHW>();  // 1x1 x 1024: the order is the same either way
   cnn::dropout(*net, *model, 0.4);

@@ -47,6 +47,24 @@ inline ops::AvgPool2dParams avg_pool(int kernel, int stride, int padding, bool c
   return p;
 }
 
+// The output channels of one GoogLeNet inception block: its 1x1 branch, its 3x3 branch's reduce
+// and 3x3, its "5x5" branch's reduce and convolution, and the pool branch's projection.
+struct InceptionChannels {
+  int ch1x1, ch3x3red, ch3x3, ch5x5red, ch5x5, pool_proj;
+  int out() const { return ch1x1 + ch3x3 + ch5x5 + pool_proj; }
+};
+
+// GoogLeNet's blocks (Szegedy et al. 2014, table 1), the same in torchvision's and Caffe's form.
+constexpr InceptionChannels kInception3a{64, 96, 128, 16, 32, 32};
+constexpr InceptionChannels kInception3b{128, 128, 192, 32, 96, 64};
+constexpr InceptionChannels kInception4a{192, 96, 208, 16, 48, 64};
+constexpr InceptionChannels kInception4b{160, 112, 224, 24, 64, 64};
+constexpr InceptionChannels kInception4c{128, 128, 256, 24, 64, 64};
+constexpr InceptionChannels kInception4d{112, 144, 288, 32, 64, 64};
+constexpr InceptionChannels kInception4e{256, 160, 320, 32, 128, 128};
+constexpr InceptionChannels kInception5a{256, 160, 320, 32, 128, 128};
+constexpr InceptionChannels kInception5b{384, 192, 384, 48, 128, 128};
+
 // A Dropout layer of the model's stream: layers are numbered in the order they are built, which
 // must be the order torchvision registers its nn.Dropout modules (the masks' keys depend on it).
 inline void dropout(nn::Sequential& seq, Model& model, double p) { seq.emplace<nn::Dropout>(model.random_stream(), p); }

@@ -23,15 +23,10 @@ void conv(nn::Sequential& seq, nn::ParameterSet& params, const std::string& pref
                   ConvSpec::square(kernel, stride, padding).with_init(kWeights));
 }
 
-struct InceptionChannels {
-  int ch1x1, ch3x3red, ch3x3, ch5x5red, ch5x5, pool_proj;
-  int out() const { return ch1x1 + ch3x3 + ch5x5 + pool_proj; }
-};
-
 // torchvision's Inception: branch1 (1x1), branch2 (1x1, 3x3), branch3 (1x1, 3x3), branch4 (3x3
 // max pool stride 1 ceil, 1x1), concatenated in that order.
 int inception(nn::Sequential& net, nn::ParameterSet& params, const std::string& name, int in_channels,
-              const InceptionChannels& c) {
+              const cnn::InceptionChannels& c) {
   auto& block = net.emplace<nn::Branches>();
   conv(block.add_branch(), params, name + ".branch1", in_channels, c.ch1x1, 1);
   nn::Sequential& b2 = block.add_branch();
@@ -72,21 +67,21 @@ std::unique_ptr<Model> make_googlenet(int num_classes, int in_channels) {
   conv(*net, params, "conv2", 64, 64, 1);
   conv(*net, params, "conv3", 64, 192, 3, 1, 1);
   net->emplace<nn::MaxPool2d>(cnn::max_pool(3, 2, 0, true));
-  int c = inception(*net, params, "inception3a", 192, {64, 96, 128, 16, 32, 32});
-  c = inception(*net, params, "inception3b", c, {128, 128, 192, 32, 96, 64});
+  int c = inception(*net, params, "inception3a", 192, cnn::kInception3a);
+  c = inception(*net, params, "inception3b", c, cnn::kInception3b);
   net->emplace<nn::MaxPool2d>(cnn::max_pool(3, 2, 0, true));
-  c = inception(*net, params, "inception4a", c, {192, 96, 208, 16, 48, 64});
+  c = inception(*net, params, "inception4a", c, cnn::kInception4a);
   const int aux1_in = c;
   auto& aux1 = net->emplace<nn::AuxTap>(model->aux_heads(), params);
-  c = inception(*net, params, "inception4b", c, {160, 112, 224, 24, 64, 64});
-  c = inception(*net, params, "inception4c", c, {128, 128, 256, 24, 64, 64});
-  c = inception(*net, params, "inception4d", c, {112, 144, 288, 32, 64, 64});
+  c = inception(*net, params, "inception4b", c, cnn::kInception4b);
+  c = inception(*net, params, "inception4c", c, cnn::kInception4c);
+  c = inception(*net, params, "inception4d", c, cnn::kInception4d);
   const int aux2_in = c;
   auto& aux2 = net->emplace<nn::AuxTap>(model->aux_heads(), params);
-  c = inception(*net, params, "inception4e", c, {256, 160, 320, 32, 128, 128});
+  c = inception(*net, params, "inception4e", c, cnn::kInception4e);
   net->emplace<nn::MaxPool2d>(cnn::max_pool(2, 2, 0, true));
-  c = inception(*net, params, "inception5a", c, {256, 160, 320, 32, 128, 128});
-  c = inception(*net, params, "inception5b", c, {384, 192, 384, 48, 128, 128});
+  c = inception(*net, params, "inception5a", c, cnn::kInception5a);
+  c = inception(*net, params, "inception5b", c, cnn::kInception5b);
   // The heads' parameters here, after inception5b, and their dropouts before the main one.
   int first = cnn::next_parameter(*model);
   aux1.set_head(aux_head(*model, "aux1", aux1_in, num_classes), first);

@@ -108,4 +108,21 @@ void check_throws(const std::function<void()>& f, std::initializer_list<std::str
   BOOST_ERROR("no scaletrain::Error thrown");
 }
 
+double central_difference(const std::function<double()>& f, float* p, float h) {
+  const float saved = *p;
+  *p = saved + h;
+  const double fp = f();
+  *p = saved - h;
+  const double fm = f();
+  *p = saved;
+  return (fp - fm) / (2.0 * static_cast<double>(h));
+}
+
+double weighted_sum(const Tensor& y, const std::vector<double>& r) {
+  const float* p = y.data<float>();
+  double s = 0.0;
+  for (std::size_t i = 0; i < r.size(); ++i) s += p[i] * r[i];
+  return s;
+}
+
 }  // namespace scaletrain::test

@@ -20,6 +20,13 @@ Context& cpu_context();
 // d f / d x by central differences, perturbing each x[i] by +-h in turn (x restored after).
 std::vector<double> numeric_gradient(const std::function<double()>& f, std::vector<double>& x, double h = 1e-6);
 
+// d f / d *p by a central difference with step h in float (*p restored after): for a layer's
+// input or weight, which live in float32 tensors.
+double central_difference(const std::function<double()>& f, float* p, float h);
+
+// sum(y * r) in double: a scalar loss whose gradient with respect to y is r.
+double weighted_sum(const Tensor& y, const std::vector<double>& r);
+
 // Random values in [lo, hi) from a fixed seed.
 std::vector<double> random_vector(std::size_t n, uint64_t seed, double lo = -1.0, double hi = 1.0);
 

@@ -15,28 +15,13 @@
 #include "support/gradcheck.hpp"
 
 using namespace scaletrain;
+using scaletrain::test::central_difference;
 using scaletrain::test::random_vector;
 using scaletrain::test::to_tensor;
 using scaletrain::test::to_vector;
+using scaletrain::test::weighted_sum;
 
 namespace {
-
-double weighted_sum(const Tensor& y, const std::vector<double>& r) {
-  const float* p = y.data<float>();
-  double s = 0.0;
-  for (std::size_t i = 0; i < r.size(); ++i) s += p[i] * r[i];
-  return s;
-}
-
-double central_difference(const std::function<double()>& f, float* p, float h) {
-  const float saved = *p;
-  *p = saved + h;
-  const double fp = f();
-  *p = saved - h;
-  const double fm = f();
-  *p = saved;
-  return (fp - fm) / (2.0 * static_cast<double>(h));
-}
 
 // "a, b, c": the ops, sorted, for a failure message that shows both sides.
 std::string names(const ops::OpNames& ops) {

@@ -16,9 +16,11 @@
 #include "support/reference_conv2d.hpp"
 
 using namespace scaletrain;
+using scaletrain::test::central_difference;
 using scaletrain::test::random_vector;
 using scaletrain::test::to_tensor;
 using scaletrain::test::to_vector;
+using scaletrain::test::weighted_sum;
 
 namespace {
 
@@ -26,25 +28,6 @@ void set_values(Tensor& t, const std::vector<double>& v) {
   BOOST_REQUIRE_EQUAL(static_cast<int64_t>(v.size()), t.numel());
   float* p = t.data<float>();
   for (std::size_t i = 0; i < v.size(); ++i) p[i] = static_cast<float>(v[i]);
-}
-
-// sum(y * r) in double: a loss whose gradient w.r.t. y is r.
-double weighted_sum(const Tensor& y, const std::vector<double>& r) {
-  const float* p = y.data<float>();
-  double s = 0.0;
-  for (std::size_t i = 0; i < r.size(); ++i) s += p[i] * r[i];
-  return s;
-}
-
-// Central difference of f w.r.t. the float *p.
-double central_difference(const std::function<double()>& f, float* p, float h) {
-  const float saved = *p;
-  *p = saved + h;
-  const double fp = f();
-  *p = saved - h;
-  const double fm = f();
-  *p = saved;
-  return (fp - fm) / (2.0 * static_cast<double>(h));
 }
 
 }  // namespace

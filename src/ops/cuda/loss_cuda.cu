@@ -45,8 +45,8 @@ __device__ inline bool label_ok(int32_t label, int64_t k) { return label >= 0 &&
 
 // Per row i: row_loss[i] = (1 - eps) * (lse - x_y) + eps * (lse - mean_k x_k) (0 for a bad
 // label), and, when dlogits is given, dlogits[i][j] = (p_j - eps / K) * g_scale, less
-// (1 - eps) * g_scale at the label (g_scale: the gradient's scale over N). The whole warp runs each row (the row loop bound is the same for its lanes), as the
-// full-mask shuffles need.
+// (1 - eps) * g_scale at the label (g_scale: the gradient's scale over N). The whole warp runs each row (the row loop
+// bound is the same for its lanes), as the full-mask shuffles need.
 __global__ void softmax_xent_rows_kernel(const float* logits, const int32_t* labels, float* dlogits, double* row_loss,
                                          int64_t n, int64_t k, double eps, double g_scale) {
   const int lane = threadIdx.x % kWarp;
@@ -187,7 +187,7 @@ double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& l
   const auto* y = static_cast<const int32_t*>(labels.raw());
   float* dx = dlogits.defined() ? static_cast<float*>(dlogits.raw()) : nullptr;
   softmax_xent_rows_kernel<<<blocks_for_rows(n), kThreadsPerBlock, 0, stream>>>(x, y, dx, row_loss, n, k, eps,
-                                                                                 grad_scale * inv_n);
+                                                                                grad_scale * inv_n);
   ST_CHECK_LAUNCH();
   softmax_xent_total_kernel<<<1, kThreadsPerBlock, 0, stream>>>(row_loss, y, n, k, result);
   ST_CHECK_LAUNCH();
