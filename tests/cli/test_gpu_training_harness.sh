@@ -64,6 +64,7 @@ expect_text shared_seed "largest in tensor model/"
 ncf=(ST_GPU_TEST_STEPS=6 ST_GPU_TEST_BATCH=256)
 run_case ncf_same 0 test_ncf_training.sh "${ncf[@]}"
 expect_text ncf_same "ok: HR@10 within 0.05"
+expect_text ncf_same "ok: params: relative L2 error"
 run_case ncf_seed 1 test_ncf_training.sh "${ncf[@]}" ST_GPU_TEST_ARGS="--seed 2"
 expect_text ncf_seed "FAIL: loss curves: step 1:"
 

@@ -22,15 +22,23 @@ run_train cpu 1 cpu "" "${common[@]}"
 # Tolerances. The embedding, concat and product kernels give the CPU's bits (copies, one rounding,
 # sums in position order), Adam's update the same float operations; the MLP's matrix products
 # (cuBLAS against oneDNN) and the loss's mean differ in the last bits, and Adam divides by the
-# square root of the second moment, which amplifies where a moment is small. So, as for ResNet-20
-# (test_resnet20_training.sh): the first 3 steps' losses within 1e-3 x loss + 1e-3, the last 10
-# steps' mean loss within 5%, below step 1's; the parameters within 0.1 relative L2 after 200
-# steps (first set here, not yet measured on a GPU: docs/gpu.md), and the evaluation's HR@10
-# within 0.05 of the CPU's.
+# square root of the second moment: an element whose gradient is near zero moves by about the
+# learning rate in a direction its rounding decides, and the trajectories part. Measured on an
+# H100 (2026-11-26, docs/gpu.md): after the 200 steps the parameters were 0.37 apart (relative L2)
+# while the losses agreed to 5 digits over the first steps, the last 10 steps' mean loss within
+# 0.6% and HR@10 within 0.005. So, as for ResNet-20 (test_resnet20_training.sh):
+#   arithmetic: the first 3 steps' losses within 1e-3 x loss + 1e-3, and the parameters after
+#               3 steps (runs of their own) within 1e-4 relative L2, before the trajectories part
+#               (2.8e-7 on the H100);
+#   learning:   the last 10 steps' mean loss within 5% of the CPU's, below step 1's;
+#   evaluation: HR@10 after the 200 steps within 0.05 of the CPU's.
 status=0
 compare_losses "$T/gpu.log" "$T/cpu.log" 1e-3 1e-3 3 || status=1
 compare_learning "$T/gpu.log" "$T/cpu.log" "$((steps < 10 ? steps : 10))" 0.05 || status=1
-compare_checkpoints --what params --tolerance 0.1 "$T/gpu" "$T/cpu" || status=1
+short=(--model ncf --data "$T/data" --epochs 1 --max-steps 3 --batch-size "$batch" --seed 9 --log-every 1 --eval-every 0)
+run_train gpu3 1 "$DEV" "$TEST_ARGS" "${short[@]}"
+run_train cpu3 1 cpu "" "${short[@]}"
+compare_checkpoints --what params --tolerance 1e-4 "$T/gpu3" "$T/cpu3" || status=1
 "$PY" - "$T/gpu/report.json" "$T/cpu/report.json" <<'PY' || status=1
 import json, sys
 g, c = (json.load(open(p))["final_val_accuracy"] for p in sys.argv[1:3])
