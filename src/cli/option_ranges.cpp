@@ -184,6 +184,7 @@ const std::vector<OptionRange>& option_ranges() {
       // scaletrain info, and the dataset tools
       {"num-classes", 1, 1e6, "classes"},
       {"classes", 1, 1e6, "classes"},
+      {"prototype-cell", 1, 65536, "pixels"},
       {"samples", 1, 1e10, "samples"},
       {"val-samples", 1, 1e10, "samples"},
       {"shards", 1, 1e6, "shards"},

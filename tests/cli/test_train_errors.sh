@@ -173,4 +173,6 @@ expect_failure "eval batch of 0" "--batch-size 0 is out of range: allowed 1 to" 
   "$BIN/scaletrain" eval --model resnet20 --checkpoint "$T/none.h5" --data "$T/gray" --batch-size 0
 expect_failure "dataset with 0 classes" "--classes 0 is out of range: allowed 1 to" \
   "$BIN/scaletrain-data" synthetic --samples 10 --image-size 8,8,3 --classes 0 --output "$T/zero-classes"
+expect_failure "synthetic prototype cell of 0" "--prototype-cell 0 is out of range: allowed 1 to 65536 pixels" \
+  "$BIN/scaletrain-data" synthetic --samples 10 --image-size 8,8,3 --classes 2 --prototype-cell 0 --output "$T/zero-cell"
 echo "all error cases passed"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The learning check of issue 24 (section 3): a model trained on 2 ranks on a synthetic dataset
-# with planted classes (scaletrain-data synthetic: each class has a random prototype image, each
-# sample is the mean of its class's prototype and fresh noise) at the model's input size must reach
+# with planted classes (scaletrain-data synthetic: each class has a random prototype image of
+# 16 x 16-pixel blocks, --prototype-cell 16, each sample is the mean of its class's prototype and
+# fresh per-pixel noise) at the model's input size must reach
 # a validation top-1 of at least three times chance within 10 minutes of wall time on this CPU.
 # The run evaluates after every epoch and stops at the first evaluation that reaches 3/CLASSES
 # (--target-accuracy), so the wall time is the time to learn; a run still short of it after
@@ -25,7 +26,7 @@ rm -rf "$T" && mkdir -p "$T"
 
 # The dataset is not timed: it stands for data that exists before the run.
 "$BIN/scaletrain-data" synthetic --samples "$samples" --val-samples "$val_samples" --image-size "$size,$size,3" \
-  --classes "$classes" --shards 2 --seed 24 --output "$T/data" >/dev/null
+  --classes "$classes" --prototype-cell 16 --shards 2 --seed 24 --output "$T/data" >/dev/null
 
 cmd=(mpirun -np 2 --oversubscribe --bind-to none "$BIN/scaletrain" train --model "$model" --data "$T/data"
   --output-dir "$T/run" --threads 1 --log-every 10 --keep-checkpoints 1 --eval-every 1

@@ -605,6 +605,68 @@ BOOST_AUTO_TEST_CASE(synthetic_is_deterministic_and_shard_independent) {
   BOOST_TEST(!std::equal(val.begin(), val.end(), all.begin()));
 }
 
+// --prototype-cell N: a class's prototype is constant on N x N blocks, so the mean of many samples
+// of one class is flat within a block (up to the noise's average) and steps between blocks; with
+// cell 1 (the default) it varies from pixel to pixel as much within a block as between blocks.
+// The noise is uniform on 0..255, so a pixel's mean over n samples is (prototype + 127.5) / 2 with
+// a standard deviation of 74 / 2 / sqrt(n): 1.3 for the ~800 samples of a class here.
+BOOST_AUTO_TEST_CASE(synthetic_prototype_cells) {
+  const int h = 8, w = 12, c = 2, k = 2, n = 1600, cell = 4;
+  const int64_t bytes = int64_t(h) * w * c;
+  // Per class and byte: the mean over the class's samples.
+  const auto class_means = [&](int prototype_cell) {
+    std::vector<uint8_t> images(n * bytes);
+    std::vector<int32_t> labels(n);
+    data::synthetic_samples(11, 0, 0, n, h, w, c, k, images.data(), labels.data(), prototype_cell);
+    std::vector<std::vector<double>> mean(k, std::vector<double>(bytes, 0.0));
+    std::vector<int> count(k, 0);
+    for (int s = 0; s < n; ++s) {
+      ++count[labels[s]];
+      for (int64_t b = 0; b < bytes; ++b) mean[labels[s]][b] += images[s * bytes + b];
+    }
+    for (int l = 0; l < k; ++l)
+      for (auto& m : mean[l]) m /= count[l];
+    return mean;
+  };
+  // The largest spread of the means within one block and channel, and the largest step between
+  // the blocks' averages, over both classes.
+  const auto spreads = [&](const std::vector<std::vector<double>>& mean) {
+    double within = 0, between = 0;
+    for (int l = 0; l < k; ++l)
+      for (int ch = 0; ch < c; ++ch) {
+        std::vector<double> block_avg;
+        for (int by = 0; by < h; by += cell)
+          for (int bx = 0; bx < w; bx += cell) {
+            double lo = 1e9, hi = -1e9, sum = 0;
+            for (int y = by; y < by + cell; ++y)
+              for (int x = bx; x < bx + cell; ++x) {
+                const double m = mean[l][(int64_t(y) * w + x) * c + ch];
+                lo = std::min(lo, m), hi = std::max(hi, m), sum += m;
+              }
+            within = std::max(within, hi - lo);
+            block_avg.push_back(sum / (cell * cell));
+          }
+        for (double a : block_avg)
+          for (double b : block_avg) between = std::max(between, std::abs(a - b));
+      }
+    return std::pair{within, between};
+  };
+  const auto [within_cells, between_cells] = spreads(class_means(cell));
+  BOOST_TEST(within_cells < 10.0);   // about 5 standard deviations of a mean
+  BOOST_TEST(between_cells > 30.0);  // 6 blocks x 2 channels x 2 classes of random bytes / 2
+  const auto [within_pixels, between_pixels] = spreads(class_means(1));
+  BOOST_TEST(within_pixels > 30.0);  // per-pixel prototypes: no flat blocks
+  // Cell 1 is the default, bit for bit; a cell larger than the image is one block.
+  std::vector<uint8_t> a(4 * bytes), b(4 * bytes), big(4 * bytes);
+  std::vector<int32_t> la(4), lb(4);
+  data::synthetic_samples(5, 0, 0, 4, h, w, c, k, a.data(), la.data());
+  data::synthetic_samples(5, 0, 0, 4, h, w, c, k, b.data(), lb.data(), 1);
+  BOOST_TEST(a == b);
+  data::synthetic_samples(5, 0, 0, 4, h, w, c, k, big.data(), lb.data(), 100);
+  BOOST_TEST(la == lb);  // the labels do not depend on the cell
+  BOOST_CHECK_THROW(data::synthetic_samples(5, 0, 0, 4, h, w, c, k, a.data(), la.data(), 0), std::exception);
+}
+
 BOOST_AUTO_TEST_CASE(idx_reader_plain_and_gzip) {
   const fs::path dir = fresh_dir("idx");
   // 3 images of 2x2 and their labels, big-endian headers; images gzip-compressed, labels plain.

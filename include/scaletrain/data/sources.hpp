@@ -23,10 +23,14 @@ IdxSplit read_idx_split(const std::string& dir, const std::string& prefix);
 
 // Synthetic sample `index` of split `split_id` (0 train, 1 val): the label is uniform in
 // [0, classes); each byte is the mean of a per-class prototype byte and a noise byte, so that the
-// data is learnable. Depends only on (seed, split_id, index, shape, classes): the same data for
-// any number of shards or ranks. images: count * h * w * c bytes; labels: count values.
+// data is learnable. The prototype has one random value per channel and per `prototype_cell` x
+// `prototype_cell` block of pixels (1: every pixel its own value): a class is then a coarse
+// pattern of coloured blocks, which convolutions and pooling keep, where a per-pixel pattern
+// survives them only as a faint trace. Depends only on (seed, split_id, index, shape, classes,
+// prototype_cell): the same data for any number of shards or ranks. images: count * h * w * c
+// bytes; labels: count values.
 void synthetic_samples(uint64_t seed, int split_id, int64_t first_index, int64_t count, int h, int w, int c,
-                       int classes, uint8_t* images, int32_t* labels);
+                       int classes, uint8_t* images, int32_t* labels, int prototype_cell = 1);
 
 // One image file of a directory tree and its label.
 struct ImageFile {
