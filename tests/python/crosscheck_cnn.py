@@ -69,7 +69,8 @@ def check_update_l2(failures, what, ours, theirs, before, tol, exact):
     w0)|| / ||exact - w0|| <= tol, printed beside PyTorch's float32 step's own error. For networks
     whose step turns on max-pool near-ties and ReLU inputs within rounding of 0 (docs/models.md),
     where no elementwise tolerance holds for PyTorch's float32 step either; a wrong mask, gradient
-    or graph is an error of order 1."""
+    or graph is an error of order 1. tools/near_tie_attribution.py shows, by hand, that once the
+    float64 step follows our few near-tie decisions our step is closer to it than PyTorch's."""
     rel = relative_update_error(ours, exact, before)
     print(f"{what}: relative L2 error of the whole update against the float64 step: ours {rel:.3g}, PyTorch "
           f"float32 {relative_update_error(theirs, exact, before):.3g}, ours against PyTorch float32 "
