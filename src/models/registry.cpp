@@ -56,17 +56,19 @@ const std::vector<ModelEntry>& model_registry() {
                        "conv1.weight", "fc.weight", "resnet"),
       // The CNNs of the LRZ DGX-1 study (models/imagenet_cnns.hpp); their training recipes are the
       // configs in inputs/. The auxiliary heads' weights: GoogLeNet's paper (0.3 per head) and
-      // TF-slim's Inception-v3 recipe (0.4).
+      // TF-slim's Inception-v3 recipe (0.4). The three networks without batch norm default to the
+      // 0.01 of their Caffe solvers (and of torchvision's AlexNet recipe): at the trainer's 0.1
+      // googlenet-caffe's loss is NaN within 3 steps of batch 2.
       image_classifier("alexnet", "AlexNet (torchvision's one-GPU form, no LRN)", 224, "features.0.weight",
-                       "classifier.6.weight", ""),
+                       "classifier.6.weight", "", {{"base-lr", "0.01"}}),
       image_classifier("googlenet", "GoogLeNet (torchvision's, batch norm, two auxiliary heads)", 224,
                        "conv1.conv.weight", "fc.weight", "", {{"aux-loss-weight", "0.3"}}),
       inception_v3_entry(),
       image_classifier("alexnet-caffe", "BVLC Caffe's bvlc_alexnet (LRN, grouped convolutions, 227x227)", 227,
-                       "conv1.weight", "fc8.weight", "", {{"preprocess", "caffe"}}),
+                       "conv1.weight", "fc8.weight", "", {{"preprocess", "caffe"}, {"base-lr", "0.01"}}),
       image_classifier("googlenet-caffe", "BVLC Caffe's bvlc_googlenet (LRN, no batch norm, loss1/loss2 heads)", 224,
                        "conv1.7x7_s2.weight", "loss3.classifier.weight", "",
-                       {{"aux-loss-weight", "0.3"}, {"preprocess", "caffe"}}),
+                       {{"aux-loss-weight", "0.3"}, {"preprocess", "caffe"}, {"base-lr", "0.01"}}),
       ncf_entry(),
   };
   return entries;
