@@ -26,6 +26,7 @@
 #include "scaletrain/ops/embedding.hpp"
 #include "scaletrain/ops/flatten.hpp"
 #include "scaletrain/ops/lars.hpp"
+#include "scaletrain/ops/layer_norm.hpp"
 #include "scaletrain/ops/linear.hpp"
 #include "scaletrain/ops/loss.hpp"
 #include "scaletrain/ops/lrn.hpp"
@@ -34,6 +35,7 @@
 #include "scaletrain/ops/pool.hpp"
 #include "scaletrain/ops/sgd.hpp"
 #include "scaletrain/ops/sigmoid_bce.hpp"
+#include "scaletrain/ops/softmax.hpp"
 #include "support/gradcheck.hpp"
 #include "support/reference_activation.hpp"
 #include "support/reference_batch_norm.hpp"
@@ -42,12 +44,14 @@
 #include "support/reference_dropout.hpp"
 #include "support/reference_embedding.hpp"
 #include "support/reference_flatten.hpp"
+#include "support/reference_layer_norm.hpp"
 #include "support/reference_linear.hpp"
 #include "support/reference_loss.hpp"
 #include "support/reference_lrn.hpp"
 #include "support/reference_multiply.hpp"
 #include "support/reference_pool.hpp"
 #include "support/reference_sigmoid_bce.hpp"
+#include "support/reference_softmax.hpp"
 
 namespace scaletrain::test {
 
@@ -711,6 +715,98 @@ OpCase lrn_case(const Shape& xs, const ops::LrnParams& p, double scale, bool non
   return c;
 }
 
+// ---- layer normalisation (the Transformer) -------------------------------------------------------
+
+// x uniform in [offset - scale, offset + scale]: a row with a large mean and a small spread is
+// where a one-pass or float variance loses its digits.
+OpCase layer_norm_case(const Shape& xs, double offset, double scale, uint64_t seed) {
+  const int64_t d = xs.back(), rows = shape_numel(xs) / d;
+  const Shape ds{d}, ms{rows};
+  const ops::LayerNormParams p{1e-6f};  // the MLPerf reference Transformer's epsilon
+  OpCase c;
+  std::ostringstream name;
+  name << "layer_norm " << dims(xs);
+  if (offset != 0.0) name << " mean " << offset << " spread " << scale;
+  c.name = name.str();
+  c.ops = {"layer_norm_forward", "layer_norm_backward"};
+  c.make_inputs = [=] {
+    return NamedTensors{{"x", random_tensor(xs, seed, offset - scale, offset + scale)},
+                        {"gamma", random_tensor(ds, seed + 1, 0.5, 1.5)},
+                        {"beta", random_tensor(ds, seed + 2)},
+                        {"dy", random_tensor(xs, seed + 3)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    const Tensor x = on(ctx, input(in, "x")), gamma = on(ctx, input(in, "gamma")), beta = on(ctx, input(in, "beta"));
+    Tensor y = nan_on(ctx, xs), mean = nan_on(ctx, ms), rstd = nan_on(ctx, ms);
+    ops::layer_norm_forward(ctx, p, x, gamma, beta, y, mean, rstd);
+    Tensor dx = nan_on(ctx, xs), dgamma = nan_on(ctx, ds), dbeta = nan_on(ctx, ds);
+    ops::layer_norm_backward(ctx, x, on(ctx, input(in, "dy")), gamma, mean, rstd, dx, dgamma, dbeta);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)},   {"saved_mean", to_cpu(mean)}, {"saved_rstd", to_cpu(rstd)},
+                        {"dx", to_cpu(dx)}, {"dgamma", to_cpu(dgamma)},   {"dbeta", to_cpu(dbeta)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    const auto x = values(in, "x"), gamma = values(in, "gamma");
+    const LayerNormForwardRef f = reference_layer_norm_forward(x, d, gamma, values(in, "beta"), p.eps);
+    const LayerNormBackwardRef b = reference_layer_norm_backward(x, values(in, "dy"), d, gamma, p.eps);
+    return NamedValues{{"y", f.y},   {"saved_mean", f.mean}, {"saved_rstd", f.rstd},
+                       {"dx", b.dx}, {"dgamma", b.dgamma},   {"dbeta", b.dbeta}};
+  };
+  // The statistics are float64 sums rounded once; y and dx go through the rounded rstd (relative
+  // 6e-8) and x's distance from the mean, which loses |offset| / scale of x's digits; dx subtracts
+  // row sums that may cancel. dgamma and dbeta: float64 column sums, rounded once.
+  const double digits = (std::fabs(offset) + scale) / scale;
+  const Tolerance ty{1e-6 * digits, 1e-5}, tmean{1e-7 * (std::fabs(offset) + scale), 1e-6}, trstd{0.0, 1e-6},
+      tdx{1e-5 * digits, 1e-4}, tsum{1e-6 * digits, 1e-5};
+  c.outputs = {{"y", ty, twice(ty)},    {"saved_mean", tmean, twice(tmean)}, {"saved_rstd", trstd, twice(trstd)},
+               {"dx", tdx, twice(tdx)}, {"dgamma", tsum, twice(tsum)},       {"dbeta", tsum, twice(tsum)}};
+  c.gradients = {{"x", "dx", "y", "dy"}, {"gamma", "dgamma", "y", "dy"}, {"beta", "dbeta", "y", "dy"}};
+  return c;
+}
+
+// ---- masked softmax over attention scores (the Transformer) -------------------------------------
+
+// Scores uniform in [-scale, scale] (20: differences of e^40, where a softmax that does not
+// subtract the row's maximum overflows); key lengths drawn in [1, Lk], the first at Lk.
+OpCase masked_softmax_case(const Shape& xs, bool causal, double scale, uint64_t seed) {
+  const RefScores rs{xs[0], xs[1], xs[2], xs[3]};
+  OpCase c;
+  std::ostringstream name;
+  name << "masked_softmax " << dims(xs) << (causal ? " causal" : "") << " scores in [" << -scale << ", " << scale
+       << "]";
+  c.name = name.str();
+  c.ops = {"masked_softmax_forward", "masked_softmax_backward"};
+  c.make_inputs = [=] {
+    Tensor lengths = Tensor::empty({rs.n}, DType::i32);
+    Rng rng(seed + 2);
+    for (int64_t b = 0; b < rs.n; ++b)
+      lengths.data<int32_t>()[b] =
+          b == 0 ? static_cast<int32_t>(rs.lk) : 1 + static_cast<int32_t>(rng.below(static_cast<uint64_t>(rs.lk)));
+    return NamedTensors{
+        {"x", random_tensor(xs, seed, -scale, scale)}, {"key_lengths", lengths}, {"dy", random_tensor(xs, seed + 1)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor y = nan_on(ctx, xs), dx = nan_on(ctx, xs);
+    ops::masked_softmax_forward(ctx, ops::SoftmaxMask{causal}, on(ctx, input(in, "x")),
+                                on(ctx, input(in, "key_lengths")), y);
+    ops::masked_softmax_backward(ctx, y, on(ctx, input(in, "dy")), dx);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)}, {"dx", to_cpu(dx)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    const Tensor& l = input(in, "key_lengths");
+    const std::vector<int32_t> lengths(l.data<int32_t>(), l.data<int32_t>() + l.numel());
+    const auto y = reference_masked_softmax(rs, values(in, "x"), lengths, causal);
+    return NamedValues{{"y", y}, {"dx", reference_masked_softmax_backward(rs, y, values(in, "dy"))}};
+  };
+  // Probabilities are rounded once from float64 (a few 1e-8 absolute where they are near 1);
+  // dx subtracts a row sum of up to Lk terms.
+  const Tolerance ty{1e-8, 1e-6}, tdx{1e-7, 1e-5};
+  c.outputs = {{"y", ty, twice(ty)}, {"dx", tdx, twice(tdx)}};
+  c.gradients = {{"x", "dx", "y", "dy"}};
+  return c;
+}
+
 OpCase flatten_chw_case(const Shape& xs, uint64_t seed) {
   const int64_t n = xs[0], h = xs[1], w = xs[2], ch = xs[3];
   const Shape ys{n, ch * h * w};
@@ -1329,6 +1425,26 @@ std::vector<OpCase> build_cases() {
   cases.push_back(normalize_images_case({2, 3, 3, 1}, next_seed(), reversed));
   cases.push_back(normalize_images_case({3, 4, 3, 4}, next_seed(), reversed));
   cases.push_back(normalize_images_case({1, 151, 151, 3}, next_seed(), reversed, /*caffe_mean=*/true));
+  // Issue 25 (the Transformer): layer norm over rows of tokens. A few short rows; (batch, length,
+  // width) with width 64; one value per row (y = beta, no gradient to x); a row wider than a CUDA
+  // block (1,000, not a multiple of 256) with a mean 20 times its spread; one row; and
+  // transformer-base's width for 300 tokens (above the CPU threading bound).
+  cases.push_back(layer_norm_case({6, 13}, 0.0, 1.0, next_seed()));
+  cases.push_back(layer_norm_case({2, 5, 64}, 0.0, 2.0, next_seed()));
+  cases.push_back(layer_norm_case({3, 1}, 0.0, 1.0, next_seed()));
+  cases.push_back(layer_norm_case({4, 1000}, 10.0, 0.5, next_seed()));
+  cases.push_back(layer_norm_case({1, 517}, 0.0, 1.0, next_seed()));
+  cases.push_back(layer_norm_case({300, 512}, 0.0, 1.0, next_seed()));
+  // Attention scores: padding masks alone and with the causal mask, one key, queries fewer than
+  // keys (encoder-decoder attention), scores that overflow without the maximum subtracted, a row
+  // wider than a CUDA block, and transformer-base's 8 heads over 2 x 64 x 64 (above the CPU
+  // threading bound).
+  cases.push_back(masked_softmax_case({3, 2, 5, 5}, false, 3.0, next_seed()));
+  cases.push_back(masked_softmax_case({3, 2, 5, 5}, true, 3.0, next_seed()));
+  cases.push_back(masked_softmax_case({2, 1, 3, 1}, true, 1.0, next_seed()));
+  cases.push_back(masked_softmax_case({4, 3, 2, 7}, false, 20.0, next_seed()));
+  cases.push_back(masked_softmax_case({2, 1, 2, 300}, false, 5.0, next_seed()));
+  cases.push_back(masked_softmax_case({2, 8, 64, 64}, true, 4.0, next_seed()));
   return cases;
 }
 
