@@ -20,6 +20,7 @@
 #include "scaletrain/ops/activation.hpp"
 #include "scaletrain/ops/adam.hpp"
 #include "scaletrain/ops/batch_norm.hpp"
+#include "scaletrain/ops/batched_matmul.hpp"
 #include "scaletrain/ops/concat.hpp"
 #include "scaletrain/ops/conv2d.hpp"
 #include "scaletrain/ops/dropout.hpp"
@@ -39,6 +40,7 @@
 #include "support/gradcheck.hpp"
 #include "support/reference_activation.hpp"
 #include "support/reference_batch_norm.hpp"
+#include "support/reference_batched_matmul.hpp"
 #include "support/reference_concat.hpp"
 #include "support/reference_conv2d.hpp"
 #include "support/reference_dropout.hpp"
@@ -807,6 +809,56 @@ OpCase masked_softmax_case(const Shape& xs, bool causal, double scale, uint64_t 
   return c;
 }
 
+// ---- batched matrix products (attention) --------------------------------------------------------
+
+// c = alpha op(a) op(b), then its gradients computed with the op itself, as attention's backward
+// does: each transpose combination of the forward exercises the others in the gradients.
+OpCase batched_matmul_case(const RefMatmulDims& d, float alpha, uint64_t seed) {
+  const Shape as = d.trans_a ? Shape{d.batch, d.k, d.m} : Shape{d.batch, d.m, d.k};
+  const Shape bs = d.trans_b ? Shape{d.batch, d.n, d.k} : Shape{d.batch, d.k, d.n};
+  const Shape cs{d.batch, d.m, d.n};
+  OpCase c;
+  std::ostringstream name;
+  name << "batched_matmul B" << d.batch << " M" << d.m << " K" << d.k << " N" << d.n << (d.trans_a ? " a^T" : "")
+       << (d.trans_b ? " b^T" : "") << " alpha " << alpha;
+  c.name = name.str();
+  c.ops = {"batched_matmul"};
+  c.make_inputs = [=] {
+    return NamedTensors{
+        {"a", random_tensor(as, seed)}, {"b", random_tensor(bs, seed + 1)}, {"dc", random_tensor(cs, seed + 2)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    const Tensor a = on(ctx, input(in, "a")), b = on(ctx, input(in, "b")), dc = on(ctx, input(in, "dc"));
+    Tensor out = nan_on(ctx, cs), da = nan_on(ctx, as), db = nan_on(ctx, bs);
+    ops::batched_matmul(ctx, {d.trans_a, d.trans_b, alpha}, a, b, out);
+    // da = alpha dc op(b)^T, stored transposed when a is; db = alpha op(a)^T dc, likewise.
+    if (!d.trans_a)
+      ops::batched_matmul(ctx, {false, !d.trans_b, alpha}, dc, b, da);
+    else
+      ops::batched_matmul(ctx, {d.trans_b, true, alpha}, b, dc, da);
+    if (!d.trans_b)
+      ops::batched_matmul(ctx, {!d.trans_a, false, alpha}, a, dc, db);
+    else
+      ops::batched_matmul(ctx, {true, d.trans_a, alpha}, dc, a, db);
+    ctx.synchronize();
+    return NamedTensors{{"c", to_cpu(out)}, {"da", to_cpu(da)}, {"db", to_cpu(db)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    const auto a = values(in, "a"), b = values(in, "b"), dc = values(in, "dc");
+    return NamedValues{{"c", reference_batched_matmul(d, alpha, a, b)},
+                       {"da", reference_batched_matmul_da(d, alpha, b, dc)},
+                       {"db", reference_batched_matmul_db(d, alpha, a, dc)}};
+  };
+  const double scale = std::fabs(alpha);
+  const Tolerance tc = fp32_sum(d.k), tda = fp32_sum(d.n), tdb = fp32_sum(d.m);
+  const auto scaled = [scale](Tolerance t) { return Tolerance{t.abs * scale, t.rel}; };
+  c.outputs = {{"c", scaled(tc), twice(scaled(tc))},
+               {"da", scaled(tda), twice(scaled(tda))},
+               {"db", scaled(tdb), twice(scaled(tdb))}};
+  c.gradients = {{"a", "da", "c", "dc"}, {"b", "db", "c", "dc"}};
+  return c;
+}
+
 OpCase flatten_chw_case(const Shape& xs, uint64_t seed) {
   const int64_t n = xs[0], h = xs[1], w = xs[2], ch = xs[3];
   const Shape ys{n, ch * h * w};
@@ -1445,6 +1497,17 @@ std::vector<OpCase> build_cases() {
   cases.push_back(masked_softmax_case({4, 3, 2, 7}, false, 20.0, next_seed()));
   cases.push_back(masked_softmax_case({2, 1, 2, 300}, false, 5.0, next_seed()));
   cases.push_back(masked_softmax_case({2, 8, 64, 64}, true, 4.0, next_seed()));
+  // Attention's products: every transpose combination (scores Q K^T with 1/sqrt(d); P V; their
+  // gradients inside each case), one-row and one-column shapes, K = 1, and transformer-base's 8
+  // heads x 2 sequences of 64 tokens at d = 64 (above oneDNN's and cuBLAS's small-matrix paths).
+  using MD = RefMatmulDims;
+  cases.push_back(batched_matmul_case(MD{3, 4, 5, 6, false, false}, 1.0f, next_seed()));
+  cases.push_back(batched_matmul_case(MD{3, 4, 5, 6, false, true}, 0.125f, next_seed()));
+  cases.push_back(batched_matmul_case(MD{2, 5, 3, 4, true, false}, 1.0f, next_seed()));
+  cases.push_back(batched_matmul_case(MD{2, 5, 3, 4, true, true}, -0.5f, next_seed()));
+  cases.push_back(batched_matmul_case(MD{1, 1, 7, 1, false, true}, 1.0f, next_seed()));
+  cases.push_back(batched_matmul_case(MD{4, 6, 1, 3, false, false}, 2.0f, next_seed()));
+  cases.push_back(batched_matmul_case(MD{16, 64, 64, 64, false, true}, 0.125f, next_seed()));
   return cases;
 }
 

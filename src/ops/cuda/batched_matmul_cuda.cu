@@ -1,0 +1,30 @@
+// CUDA batched matrix products: cuBLAS's strided-batched SGEMM, one call for the whole batch. cuBLAS
+// is column-major: a row-major (r, c) matrix is its transpose to cuBLAS, so c = op(a) . op(b) is
+// computed as c^T = op(b)^T . op(a)^T with the operands swapped, each transposed exactly where our
+// row-major operand is not. The context's cuBLAS handle sets the math mode (TF32 only with --tf32).
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_context.hpp"
+#include "scaletrain/ops/batched_matmul.hpp"
+
+namespace scaletrain::ops::cuda {
+
+void batched_matmul(Context& ctx, const BatchedMatmulParams& p, const Tensor& a, const Tensor& b, Tensor& c) {
+  const int64_t batch = c.dim(0), m = c.dim(1), n = c.dim(2), k = p.trans_a ? a.dim(1) : a.dim(2);
+  if (c.numel() == 0) return;
+  if (k == 0) {  // a sum over nothing
+    c.zero();
+    return;
+  }
+  // cuBLAS's view: C^T (n x m, leading dimension n) = op_b(B view) (n x k) . op_a(A view) (k x m).
+  const cublasOperation_t op_b = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int64_t ldb = p.trans_b ? k : n, lda = p.trans_a ? m : k;
+  const float zero = 0.0f;
+  ST_CHECK_CUBLAS(cublasSgemmStridedBatched(
+      scaletrain::cuda::cublas_handle(ctx), op_b, op_a, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
+      &p.alpha, static_cast<const float*>(b.raw()), static_cast<int>(ldb), k * n, static_cast<const float*>(a.raw()),
+      static_cast<int>(lda), m * k, &zero, static_cast<float*>(c.raw()), static_cast<int>(n), m * n,
+      static_cast<int>(batch)));
+}
+
+}  // namespace scaletrain::ops::cuda
