@@ -23,6 +23,16 @@ SoftmaxCrossEntropyFn softmax_cross_entropy;
 }
 const Op<SoftmaxCrossEntropyFn> softmax_cross_entropy_op{
     "softmax_cross_entropy", {cpu::softmax_cross_entropy}, {ST_CUDA_KERNEL(cuda::softmax_cross_entropy)}};
+using TokenCrossEntropyFn = TokenLoss(Context& ctx, const Tensor& logits, const Tensor& labels, float label_smoothing,
+                                      int32_t ignore_index, double normaliser, Tensor& dlogits);
+namespace cpu {
+TokenCrossEntropyFn token_cross_entropy;
+}
+namespace cuda {
+TokenCrossEntropyFn token_cross_entropy;
+}
+const Op<TokenCrossEntropyFn> token_cross_entropy_op{
+    "token_cross_entropy", {cpu::token_cross_entropy}, {ST_CUDA_KERNEL(cuda::token_cross_entropy)}};
 using CountCorrectFn = int64_t(Context& ctx, const Tensor& logits, const Tensor& labels);
 namespace cpu {
 CountCorrectFn count_correct;
@@ -66,6 +76,23 @@ double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& l
   ST_CHECK(std::isfinite(grad_scale) && grad_scale >= 0.0,
            op << ": the gradient's scale must be a finite value >= 0, got " << grad_scale);
   return softmax_cross_entropy_op(ctx, logits, labels, label_smoothing, dlogits, grad_scale);
+}
+
+TokenLoss token_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels, float label_smoothing,
+                              int32_t ignore_index, double normaliser, Tensor& dlogits) {
+  const char* op = "token_cross_entropy";
+  check_logits_labels(ctx, logits, labels, op);
+  ST_CHECK(label_smoothing >= 0.0f && label_smoothing <= 1.0f,
+           op << ": label smoothing must be in [0, 1], got " << label_smoothing);
+  ST_CHECK(std::isfinite(normaliser) && normaliser > 0.0,
+           op << ": the normaliser (real tokens of the global batch) must be finite and > 0, got " << normaliser);
+  if (dlogits.defined()) {
+    ST_CHECK(dlogits.dtype() == DType::f32 && dlogits.shape() == logits.shape() && dlogits.device() == logits.device(),
+             op << ": dlogits must be float32 " << shape_string(logits.shape()) << " like the logits, got "
+                << dtype_name(dlogits.dtype()) << shape_string(dlogits.shape()));
+  }
+  if (logits.dim(0) == 0) return {};
+  return token_cross_entropy_op(ctx, logits, labels, label_smoothing, ignore_index, normaliser, dlogits);
 }
 
 int64_t count_correct(Context& ctx, const Tensor& logits, const Tensor& labels) {

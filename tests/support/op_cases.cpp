@@ -859,6 +859,70 @@ OpCase batched_matmul_case(const RefMatmulDims& d, float alpha, uint64_t seed) {
   return c;
 }
 
+// ---- token cross-entropy (the Transformer's loss) ------------------------------------------------
+
+// T tokens of a V-word vocabulary, every third one padding (label = ignore_index, the pad id 0 of
+// the reference's vocabulary, so class 0 is never a target), normalised by `normaliser` real tokens
+// (the global batch's, more than this call's).
+OpCase token_cross_entropy_case(int64_t t, int64_t v, double smoothing, double normaliser, uint64_t seed) {
+  const Shape ls{t, v};
+  constexpr int32_t kPad = 0;
+  OpCase c;
+  std::ostringstream name;
+  name << "token_cross_entropy T" << t << " V" << v << " smoothing " << smoothing << " normaliser " << normaliser;
+  c.name = name.str();
+  c.ops = {"token_cross_entropy"};
+  c.make_inputs = [=] {
+    Tensor labels = Tensor::empty({t}, DType::i32);
+    Rng rng(seed + 1);
+    for (int64_t i = 0; i < t; ++i)
+      labels.data<int32_t>()[i] = i % 3 == 2 ? kPad : 1 + static_cast<int32_t>(rng.below(static_cast<uint64_t>(v - 1)));
+    return NamedTensors{{"logits", random_tensor(ls, seed, -3.0, 3.0)}, {"labels", labels}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor dlogits = nan_on(ctx, ls);
+    const ops::TokenLoss r = ops::token_cross_entropy(ctx, on(ctx, input(in, "logits")), on(ctx, input(in, "labels")),
+                                                      static_cast<float>(smoothing), kPad, normaliser, dlogits);
+    ctx.synchronize();
+    return NamedTensors{{"loss_sum", scalar_f32(r.sum)},
+                        {"loss", scalar_f32(r.sum / normaliser)},
+                        {"tokens", scalar_f32(static_cast<double>(r.tokens))},
+                        {"dlogits", to_cpu(dlogits)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    // The real tokens' rows through the mean-loss reference, scaled to a sum and to the normaliser.
+    const auto logits = values(in, "logits");
+    const auto labels = labels_of(in);
+    std::vector<double> real_logits;
+    std::vector<int32_t> real_labels;
+    for (int64_t i = 0; i < t; ++i)
+      if (labels[i] != kPad) {
+        real_logits.insert(real_logits.end(), logits.begin() + i * v, logits.begin() + (i + 1) * v);
+        real_labels.push_back(labels[i]);
+      }
+    const int64_t n = static_cast<int64_t>(real_labels.size());
+    std::vector<double> dreal, dlogits(t * v, 0.0);
+    const double mean = reference_softmax_cross_entropy(n, v, real_logits, real_labels, smoothing, &dreal);
+    for (int64_t i = 0, r = 0; i < t; ++i)
+      if (labels[i] != kPad) {
+        for (int64_t j = 0; j < v; ++j) dlogits[i * v + j] = dreal[r * v + j] * static_cast<double>(n) / normaliser;
+        ++r;
+      }
+    return NamedValues{{"loss_sum", {mean * static_cast<double>(n)}},
+                       {"loss", {mean * static_cast<double>(n) / normaliser}},
+                       {"tokens", {static_cast<double>(n)}},
+                       {"dlogits", dlogits}};
+  };
+  const Tolerance tloss{1e-6, 1e-6}, td{1e-8, 1e-5};
+  // dlogits is d(loss)/d(logits) with loss = loss_sum / normaliser: padding rows exactly 0.
+  c.outputs = {{"loss_sum", tloss, twice(tloss)},
+               {"loss", tloss, twice(tloss)},
+               {"tokens", {kExact}, kExact},
+               {"dlogits", td, twice(td)}};
+  c.gradients = {{"logits", "dlogits", "loss", ""}};
+  return c;
+}
+
 OpCase flatten_chw_case(const Shape& xs, uint64_t seed) {
   const int64_t n = xs[0], h = xs[1], w = xs[2], ch = xs[3];
   const Shape ys{n, ch * h * w};
@@ -1508,6 +1572,11 @@ std::vector<OpCase> build_cases() {
   cases.push_back(batched_matmul_case(MD{1, 1, 7, 1, false, true}, 1.0f, next_seed()));
   cases.push_back(batched_matmul_case(MD{4, 6, 1, 3, false, false}, 2.0f, next_seed()));
   cases.push_back(batched_matmul_case(MD{16, 64, 64, 64, false, true}, 0.125f, next_seed()));
+  // The token loss: the reference's smoothing 0.1 and none, a normaliser above the call's tokens (the
+  // global batch), a vocabulary wider than a warp's stride many times over.
+  cases.push_back(token_cross_entropy_case(9, 7, 0.1, 6.0, next_seed()));
+  cases.push_back(token_cross_entropy_case(12, 11, 0.0, 40.0, next_seed()));
+  cases.push_back(token_cross_entropy_case(30, 4099, 0.1, 100.0, next_seed()));
   return cases;
 }
 

@@ -13,29 +13,38 @@
 namespace scaletrain::ops::cpu {
 namespace {
 
-// Every label in [0, K), before any is used as an index.
-void check_labels(const Tensor& labels, int64_t k, const char* op) {
+// No label is ignored (softmax_cross_entropy), or labels equal to `value` are (token_cross_entropy).
+struct Ignore {
+  bool active = false;
+  int32_t value = 0;
+  bool operator()(int32_t label) const { return active && label == value; }
+};
+
+// Every label in [0, K) or ignored, before any is used as an index.
+void check_labels(const Tensor& labels, int64_t k, const char* op, Ignore ignore = {}) {
   const int64_t n = labels.dim(0);
   const int32_t* y = labels.data<int32_t>();
   for (int64_t i = 0; i < n; ++i)
-    if (y[i] < 0 || y[i] >= k) throw_label_out_of_range(op, i, y[i], k);
+    if ((y[i] < 0 || y[i] >= k) && !ignore(y[i])) throw_label_out_of_range(op, i, y[i], k);
 }
 
-}  // namespace
-
-double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels, float label_smoothing,
-                             Tensor& dlogits, double grad_scale) {
-  const double eps = label_smoothing;  // the smoothing in double, as every sum here
+// The loss summed over the rows that are not ignored, and their count; dlogits (if given) gets
+// (p - q) * g_scale per row, and zeros in ignored rows.
+TokenLoss cross_entropy_rows(const Tensor& logits, const Tensor& labels, double eps, Ignore ignore, double g_scale,
+                             Tensor& dlogits) {
   const int64_t n = logits.dim(0), k = logits.dim(1);
-  check_labels(labels, k, "softmax_cross_entropy");
   const float* x = logits.data<float>();
   const int32_t* y = labels.data<int32_t>();
   float* dx = dlogits.defined() ? dlogits.data<float>() : nullptr;
-  const double inv_n = 1.0 / static_cast<double>(n);
-  const double g_scale = grad_scale * inv_n;  // exactly inv_n for a scale of 1
   std::vector<double> e(k);
-  double total = 0.0;
+  TokenLoss out;
+  double& total = out.sum;
   for (int64_t i = 0; i < n; ++i) {
+    if (ignore(y[i])) {
+      if (dx) std::fill(dx + i * k, dx + (i + 1) * k, 0.0f);
+      continue;
+    }
+    ++out.tokens;
     const float* row = x + i * k;
     double m = row[0], sum_x = 0.0;
     for (int64_t j = 0; j < k; ++j) m = std::max(m, static_cast<double>(row[j]));
@@ -53,10 +62,28 @@ double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& l
       g[y[i]] -= static_cast<float>((1.0 - eps) * g_scale);
     }
   }
-  return total * inv_n;
+  return out;
 }
 
-int64_t count_correct(Context& ctx, const Tensor& logits, const Tensor& labels) {
+}  // namespace
+
+double softmax_cross_entropy(Context& /*ctx*/, const Tensor& logits, const Tensor& labels, float label_smoothing,
+                             Tensor& dlogits, double grad_scale) {
+  const int64_t n = logits.dim(0), k = logits.dim(1);
+  check_labels(labels, k, "softmax_cross_entropy");
+  const double inv_n = 1.0 / static_cast<double>(n);
+  // The smoothing in double, as every sum here; the gradient's scale exactly inv_n for a scale of 1.
+  return cross_entropy_rows(logits, labels, label_smoothing, Ignore{}, grad_scale * inv_n, dlogits).sum * inv_n;
+}
+
+TokenLoss token_cross_entropy(Context& /*ctx*/, const Tensor& logits, const Tensor& labels, float label_smoothing,
+                              int32_t ignore_index, double normaliser, Tensor& dlogits) {
+  const Ignore ignore{true, ignore_index};
+  check_labels(labels, logits.dim(1), "token_cross_entropy", ignore);
+  return cross_entropy_rows(logits, labels, label_smoothing, ignore, 1.0 / normaliser, dlogits);
+}
+
+int64_t count_correct(Context& /*ctx*/, const Tensor& logits, const Tensor& labels) {
   const int64_t n = logits.dim(0), k = logits.dim(1);
   check_labels(labels, k, "count_correct");
   const float* x = logits.data<float>();

@@ -43,12 +43,19 @@ __device__ inline double warp_max(double v) {
 
 __device__ inline bool label_ok(int32_t label, int64_t k) { return label >= 0 && label < k; }
 
+// No label is ignored (softmax_cross_entropy), or labels equal to `value` are (token_cross_entropy).
+struct Ignore {
+  bool active;
+  int32_t value;
+  __device__ bool operator()(int32_t label) const { return active && label == value; }
+};
+
 // Per row i: row_loss[i] = (1 - eps) * (lse - x_y) + eps * (lse - mean_k x_k) (0 for a bad
 // label), and, when dlogits is given, dlogits[i][j] = (p_j - eps / K) * g_scale, less
 // (1 - eps) * g_scale at the label (g_scale: the gradient's scale over N). The whole warp runs each row (the row loop
 // bound is the same for its lanes), as the full-mask shuffles need.
 __global__ void softmax_xent_rows_kernel(const float* logits, const int32_t* labels, float* dlogits, double* row_loss,
-                                         int64_t n, int64_t k, double eps, double g_scale) {
+                                         int64_t n, int64_t k, double eps, double g_scale, Ignore ignore) {
   const int lane = threadIdx.x % kWarp;
   for (int64_t i = first_row(); i < n; i += row_stride()) {
     const float* row = logits + i * k;
@@ -64,12 +71,14 @@ __global__ void softmax_xent_rows_kernel(const float* logits, const int32_t* lab
     sum_e = warp_sum(sum_e);
     sum_x = warp_sum(sum_x);
     const int32_t label = labels[i];
-    const bool ok = label_ok(label, k);
+    const bool ok = label_ok(label, k) && !ignore(label);
     const double x_label = ok ? static_cast<double>(row[label]) : 0.0;
     // Every lane has read the row before any writes its gradient, in case dlogits is the logits.
     __syncwarp();
     const double lse = m + log(sum_e);  // -log p_j = lse - x_j
     if (lane == 0) row_loss[i] = ok ? (1.0 - eps) * (lse - x_label) + eps * (lse - sum_x / k) : 0.0;
+    if (dlogits != nullptr && ignore(label))  // padding: no gradient
+      for (int64_t j = lane; j < k; j += kWarp) dlogits[i * k + j] = 0.0f;
     if (dlogits != nullptr && ok) {
       float* g = dlogits + i * k;
       const float at_label = static_cast<float>((1.0 - eps) * g_scale);
@@ -86,34 +95,41 @@ __global__ void softmax_xent_rows_kernel(const float* logits, const int32_t* lab
 // What a loss or count kernel hands back to the host in one copy.
 struct LossResult {
   double total;           // sum of the per-row losses
+  int64_t tokens;         // rows not ignored
   int64_t first_bad_row;  // the first sample with a label outside [0, K), or -1
 };
 
 // One block of kThreadsPerBlock threads: sums the per-row losses (each thread a strided share in
 // order, then a tree) and finds the first bad label.
 __global__ void softmax_xent_total_kernel(const double* row_loss, const int32_t* labels, int64_t n, int64_t k,
-                                          LossResult* result) {
+                                          Ignore ignore, LossResult* result) {
   __shared__ double sums[kThreadsPerBlock];
   __shared__ int64_t first_bad[kThreadsPerBlock];
+  __shared__ int64_t tokens[kThreadsPerBlock];
   const int t = threadIdx.x;
   double sum = 0.0;
-  int64_t bad = n;
+  int64_t bad = n, count = 0;
   for (int64_t i = t; i < n; i += kThreadsPerBlock) {
     sum += row_loss[i];
-    if (bad == n && !label_ok(labels[i], k)) bad = i;  // i rises, so the first found is this thread's first
+    const bool ignored = ignore(labels[i]);
+    count += ignored ? 0 : 1;
+    if (bad == n && !ignored && !label_ok(labels[i], k)) bad = i;  // i rises: the first found is this thread's first
   }
   sums[t] = sum;
   first_bad[t] = bad;
+  tokens[t] = count;
   __syncthreads();
   for (int half = kThreadsPerBlock / 2; half > 0; half /= 2) {
     if (t < half) {
       sums[t] += sums[t + half];
+      tokens[t] += tokens[t + half];
       if (first_bad[t + half] < first_bad[t]) first_bad[t] = first_bad[t + half];
     }
     __syncthreads();
   }
   if (t == 0) {
     result->total = sums[0];
+    result->tokens = tokens[0];
     result->first_bad_row = first_bad[0] < n ? first_bad[0] : -1;
   }
 }
@@ -170,11 +186,13 @@ int32_t label_at(const Tensor& labels, int64_t row, cudaStream_t stream) {
 
 }  // namespace
 
-double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels, float label_smoothing,
-                             Tensor& dlogits, double grad_scale) {
-  const double eps = label_smoothing;  // the smoothing in double, as every sum here
+namespace {
+
+// The per-row losses and their fixed-order sum (scaletrain::ops::cuda's two kernels), copied back;
+// a label outside [0, K) that is not ignored is reported in the CPU kernel's words.
+LossResult cross_entropy_rows(Context& ctx, const Tensor& logits, const Tensor& labels, double eps, Ignore ignore,
+                              double g_scale, Tensor& dlogits, const char* op) {
   const int64_t n = logits.dim(0), k = logits.dim(1);
-  const double inv_n = 1.0 / static_cast<double>(n);
   cudaStream_t stream = scaletrain::cuda::compute_stream(ctx);
   // Scratch: the result first (aligned by the allocator), then the per-row losses.
   constexpr std::size_t kResultBytes = 64;
@@ -186,18 +204,36 @@ double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& l
   const auto* x = static_cast<const float*>(logits.raw());
   const auto* y = static_cast<const int32_t*>(labels.raw());
   float* dx = dlogits.defined() ? static_cast<float*>(dlogits.raw()) : nullptr;
-  softmax_xent_rows_kernel<<<blocks_for_rows(n), kThreadsPerBlock, 0, stream>>>(x, y, dx, row_loss, n, k, eps,
-                                                                                grad_scale * inv_n);
+  softmax_xent_rows_kernel<<<blocks_for_rows(n), kThreadsPerBlock, 0, stream>>>(x, y, dx, row_loss, n, k, eps, g_scale,
+                                                                                ignore);
   ST_CHECK_LAUNCH();
-  softmax_xent_total_kernel<<<1, kThreadsPerBlock, 0, stream>>>(row_loss, y, n, k, result);
+  softmax_xent_total_kernel<<<1, kThreadsPerBlock, 0, stream>>>(row_loss, y, n, k, ignore, result);
   ST_CHECK_LAUNCH();
   LossResult host{};
   ST_CHECK_CUDA(cudaMemcpyAsync(&host, result, sizeof host, cudaMemcpyDeviceToHost, stream));
   ST_CHECK_CUDA(cudaStreamSynchronize(stream));
   if (host.first_bad_row >= 0)
-    throw_label_out_of_range("softmax_cross_entropy", host.first_bad_row, label_at(labels, host.first_bad_row, stream),
-                             k);
-  return host.total * inv_n;
+    throw_label_out_of_range(op, host.first_bad_row, label_at(labels, host.first_bad_row, stream), k);
+  return host;
+}
+
+}  // namespace
+
+double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels, float label_smoothing,
+                             Tensor& dlogits, double grad_scale) {
+  const double eps = label_smoothing;  // the smoothing in double, as every sum here
+  const double inv_n = 1.0 / static_cast<double>(logits.dim(0));
+  return cross_entropy_rows(ctx, logits, labels, eps, Ignore{false, 0}, grad_scale * inv_n, dlogits,
+                            "softmax_cross_entropy")
+             .total *
+         inv_n;
+}
+
+TokenLoss token_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels, float label_smoothing,
+                              int32_t ignore_index, double normaliser, Tensor& dlogits) {
+  const LossResult r = cross_entropy_rows(ctx, logits, labels, label_smoothing, Ignore{true, ignore_index},
+                                          1.0 / normaliser, dlogits, "token_cross_entropy");
+  return {r.total, r.tokens};
 }
 
 int64_t count_correct(Context& ctx, const Tensor& logits, const Tensor& labels) {
