@@ -90,18 +90,16 @@ IdxSplit read_idx_split(const std::string& dir, const std::string& prefix) {
 
 namespace {
 
-// The class prototype: one byte per channel of each cell x cell block, the blocks in row-major
+// A class prototype: one byte per channel of each cell x cell block, the blocks in row-major
 // order, drawn from the class's stream 0 eight bytes at a time (low byte first), so that cell 1
 // gives the per-pixel prototypes of earlier versions bit for bit.
-std::vector<uint8_t> class_prototype(uint64_t seed, int label, int h, int w, int c, int cell) {
-  const int64_t rows = (h + cell - 1) / cell, cols = (w + cell - 1) / cell;
-  std::vector<uint8_t> proto(rows * cols * c);
+// `proto` holds the cells' bytes (its size set by the caller); overwritten.
+void draw_class_prototype(uint64_t seed, int label, std::vector<uint8_t>& proto) {
   Rng stream = Rng::derive(seed, 0, static_cast<uint64_t>(label));
   for (std::size_t i = 0; i < proto.size(); i += 8) {
     uint64_t a = stream.next_u64();
     for (std::size_t k = i; k < std::min(proto.size(), i + 8); ++k, a >>= 8) proto[k] = static_cast<uint8_t>(a & 0xff);
   }
-  return proto;
 }
 
 }  // namespace
@@ -110,7 +108,8 @@ void synthetic_samples(uint64_t seed, int split_id, int64_t first_index, int64_t
                        int classes, uint8_t* images, int32_t* labels, int prototype_cell) {
   ST_CHECK(prototype_cell >= 1, "synthetic data: the prototype cell must be at least 1 pixel, got " << prototype_cell);
   const int64_t bytes = int64_t(h) * w * c;
-  const int64_t cols = (w + prototype_cell - 1) / prototype_cell;
+  const int64_t rows = (h + prototype_cell - 1) / prototype_cell, cols = (w + prototype_cell - 1) / prototype_cell;
+  std::vector<uint8_t> proto(rows * cols * c);
   // Byte k of an image (pixel k / c, channel k % c) reads its block's prototype byte.
   const auto cell_byte = [&](int64_t k) {
     const int64_t pixel = k / c, y = pixel / w, x = pixel % w;
@@ -122,7 +121,7 @@ void synthetic_samples(uint64_t seed, int split_id, int64_t first_index, int64_t
     const int label = static_cast<int>(noise.below(classes));
     // Streams 0 are the class prototypes; the noise streams start at 1. Drawn again for each
     // sample (as cheap as its noise) rather than kept: 1000 classes at 299x299 would hold 268 MB.
-    const std::vector<uint8_t> proto = class_prototype(seed, label, h, w, c, prototype_cell);
+    draw_class_prototype(seed, label, proto);
     uint8_t* out = images + s * bytes;
     for (int64_t i = 0; i < bytes; i += 8) {
       uint64_t b = noise.next_u64();

@@ -34,6 +34,11 @@ void batched_matmul(Context& ctx, const BatchedMatmulParams& p, const Tensor& a,
   check_tensor(ctx, c, {batch, m, n}, op, "c");
   check_no_overlap(c, a, op, "c", "a");
   check_no_overlap(c, b, op, "c", "b");
+  if (c.numel() == 0) return;
+  if (k == 0) {  // a sum over nothing; the kernels take K >= 1 (cuBLAS refuses leading dimensions of 0)
+    c.zero();
+    return;
+  }
   return batched_matmul_op(ctx, p, a, b, c);
 }
 

@@ -855,7 +855,8 @@ OpCase batched_matmul_case(const RefMatmulDims& d, float alpha, uint64_t seed) {
   c.outputs = {{"c", scaled(tc), twice(scaled(tc))},
                {"da", scaled(tda), twice(scaled(tda))},
                {"db", scaled(tdb), twice(scaled(tdb))}};
-  c.gradients = {{"a", "da", "c", "dc"}, {"b", "db", "c", "dc"}};
+  // With K = 0, a and b are empty: nothing to differentiate (the case checks c = 0).
+  if (d.k > 0) c.gradients = {{"a", "da", "c", "dc"}, {"b", "db", "c", "dc"}};
   return c;
 }
 
@@ -1562,7 +1563,7 @@ std::vector<OpCase> build_cases() {
   cases.push_back(masked_softmax_case({2, 1, 2, 300}, false, 5.0, next_seed()));
   cases.push_back(masked_softmax_case({2, 8, 64, 64}, true, 4.0, next_seed()));
   // Attention's products: every transpose combination (scores Q K^T with 1/sqrt(d); P V; their
-  // gradients inside each case), one-row and one-column shapes, K = 1, and transformer-base's 8
+  // gradients inside each case), one-row and one-column shapes, K = 1 and 0, and transformer-base's 8
   // heads x 2 sequences of 64 tokens at d = 64 (above oneDNN's and cuBLAS's small-matrix paths).
   using MD = RefMatmulDims;
   cases.push_back(batched_matmul_case(MD{3, 4, 5, 6, false, false}, 1.0f, next_seed()));
@@ -1571,6 +1572,7 @@ std::vector<OpCase> build_cases() {
   cases.push_back(batched_matmul_case(MD{2, 5, 3, 4, true, true}, -0.5f, next_seed()));
   cases.push_back(batched_matmul_case(MD{1, 1, 7, 1, false, true}, 1.0f, next_seed()));
   cases.push_back(batched_matmul_case(MD{4, 6, 1, 3, false, false}, 2.0f, next_seed()));
+  cases.push_back(batched_matmul_case(MD{2, 3, 0, 4, false, true}, 1.0f, next_seed()));  // K = 0: c = 0
   cases.push_back(batched_matmul_case(MD{16, 64, 64, 64, false, true}, 0.125f, next_seed()));
   // The token loss: the reference's smoothing 0.1 and none, a normaliser above the call's tokens (the
   // global batch), a vocabulary wider than a warp's stride many times over.

@@ -38,7 +38,6 @@ TokenLoss cross_entropy_rows(const Tensor& logits, const Tensor& labels, double 
   float* dx = dlogits.defined() ? dlogits.data<float>() : nullptr;
   std::vector<double> e(k);
   TokenLoss out;
-  double& total = out.sum;
   for (int64_t i = 0; i < n; ++i) {
     if (ignore(y[i])) {
       if (dx) std::fill(dx + i * k, dx + (i + 1) * k, 0.0f);
@@ -55,7 +54,7 @@ TokenLoss cross_entropy_rows(const Tensor& logits, const Tensor& labels, double 
       sum_x += row[j];
     }
     const double lse = m + std::log(sum_e);  // -log p_j = lse - x_j
-    total += (1.0 - eps) * (lse - row[y[i]]) + eps * (lse - sum_x / k);
+    out.sum += (1.0 - eps) * (lse - row[y[i]]) + eps * (lse - sum_x / k);
     if (dx) {
       float* g = dx + i * k;
       for (int64_t j = 0; j < k; ++j) g[j] = static_cast<float>((e[j] / sum_e - eps / k) * g_scale);

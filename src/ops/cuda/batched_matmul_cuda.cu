@@ -10,11 +10,6 @@ namespace scaletrain::ops::cuda {
 
 void batched_matmul(Context& ctx, const BatchedMatmulParams& p, const Tensor& a, const Tensor& b, Tensor& c) {
   const int64_t batch = c.dim(0), m = c.dim(1), n = c.dim(2), k = p.trans_a ? a.dim(1) : a.dim(2);
-  if (c.numel() == 0) return;
-  if (k == 0) {  // a sum over nothing
-    c.zero();
-    return;
-  }
   // cuBLAS's view: C^T (n x m, leading dimension n) = op_b(B view) (n x k) . op_a(A view) (k x m).
   const cublasOperation_t op_b = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_a = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
