@@ -32,6 +32,7 @@
 #include "scaletrain/data/pipeline.hpp"
 #include "scaletrain/data/recommendation.hpp"
 #include "scaletrain/data/sources.hpp"
+#include "scaletrain/data/translation.hpp"
 #include "scaletrain/io/hdf5.hpp"
 #include "scaletrain/ops/normalize.hpp"
 
@@ -47,8 +48,10 @@ const char* kUsage =
     "commands:\n"
     "  convert fashion-mnist  convert Fashion-MNIST's idx files into the scaletrain dataset format\n"
     "  convert movielens      convert MovieLens ratings (ml-20m, ml-1m) into the recommendation task\n"
-    "  synthetic              write a random (learnable) image-classification or recommendation dataset for tests\n"
-    "                         and benchmarks (--task recommendation)\n"
+    "  translation            convert sentence pairs (two text files or a TSV) into the translation task, with the\n"
+    "                         MLPerf Transformer's subword vocabulary (built, or read from a file)\n"
+    "  synthetic              write a random (learnable) image-classification, recommendation or translation\n"
+    "                         dataset for tests and benchmarks (--task recommendation|translation)\n"
     "  inspect DIR            validate a dataset and print its splits, shards, sample counts and shapes\n"
     "  verify DIR             compare every shard's bytes with the dataset's manifest (checksums; ranks share the "
     "work)\n"
@@ -57,6 +60,7 @@ const char* kUsage =
     "  upgrade DIR            rewrite a dataset (e.g. format-1 JPEG shards, or shards h5py wrote without\n"
     "                         checksummed metadata) in the current format with checksummed HDF5 metadata:\n"
     "                         scaletrain-data upgrade OLD_DIR --output NEW_DIR\n"
+    "  bleu                   score a translation (--hypotheses F --references F) with MLPerf's Transformer BLEU\n"
     "\n"
     "The format is described in docs/dataset-format.md. Run 'scaletrain-data <command> --help' for a\n"
     "command's options. convert, synthetic and upgrade may run under mpirun: ranks share the shards to\n"
@@ -199,18 +203,20 @@ int convert_main(int argc, char** argv) {
 // ---------------------------------------------------------------------------------------------
 // synthetic
 
-// --task recommendation: different data, different options (src/cli/data_recommendation.cpp).
-bool asks_for_recommendation(int argc, char** argv) {
+// --task recommendation or translation: different data, different options
+// (src/cli/data_recommendation.cpp, src/cli/data_translation.cpp).
+bool asks_for_task(int argc, char** argv, const std::string& task) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--task=" + std::string(data::kTaskRecommendation)) return true;
-    if (a == "--task" && i + 1 < argc && argv[i + 1] == std::string(data::kTaskRecommendation)) return true;
+    if (a == "--task=" + task) return true;
+    if (a == "--task" && i + 1 < argc && argv[i + 1] == task) return true;
   }
   return false;
 }
 
 int synthetic_main(int argc, char** argv) {
-  if (asks_for_recommendation(argc, argv)) return synthetic_recommendation_main(argc, argv);
+  if (asks_for_task(argc, argv, data::kTaskRecommendation)) return synthetic_recommendation_main(argc, argv);
+  if (asks_for_task(argc, argv, data::kTaskTranslation)) return synthetic_translation_main(argc, argv);
   std::string task, image_size, output;
   int64_t samples = 0, val_samples = -1, shards = 1, chunk = data::kDefaultChunkSamples;
   int classes = 0, prototype_cell = 1;
@@ -219,8 +225,9 @@ int synthetic_main(int argc, char** argv) {
   po::options_description desc("options");
   desc.add_options()("help,h", "print this help")(
       "task", po::value(&task)->default_value(data::kTaskImageClassification),
-      "image_classification, or recommendation ('synthetic --task recommendation --help' for its options)")(
-      "samples", po::value(&samples)->required(), "training samples (OUTPUT/train)")(
+      "image_classification, recommendation or translation ('synthetic --task recommendation --help' and "
+      "'synthetic --task translation --help' for theirs)")("samples", po::value(&samples)->required(),
+                                                           "training samples (OUTPUT/train)")(
       "val-samples", po::value(&val_samples), "validation samples (OUTPUT/val); default max(1, samples / 10)")(
       "image-size", po::value(&image_size)->required(), "H,W,C, e.g. 28,28,1 or 224,224,3")(
       "classes", po::value(&classes)->required(), "number of classes K (labels uniform in [0, K))")(
@@ -240,7 +247,8 @@ int synthetic_main(int argc, char** argv) {
                           "--samples N --image-size H,W,C --classes K --output DIR [options]"))
     return 0;
   if (task != data::kTaskImageClassification)
-    throw UsageError("synthetic: unknown --task '" + task + "' (known: image_classification, recommendation)");
+    throw UsageError("synthetic: unknown --task '" + task +
+                     "' (known: image_classification, recommendation, translation)");
   std::vector<int> hwc;
   {
     std::stringstream ss(image_size);
@@ -357,12 +365,21 @@ int inspect_main(int argc, char** argv) {
   Json split_objects = Json::object();
   if (!json) std::cout << "dataset " << dir << " (scaletrain format " << data::kFormatVersion << ")\n";
   for (const auto& split : splits) {
-    if (data::split_task(dir, split) == data::kTaskRecommendation) {
+    const std::string task = data::split_task(dir, split);
+    if (task == data::kTaskRecommendation) {
       const data::RecommendationSplit rec = data::open_recommendation_split(dir, split);
       if (json)
         split_objects.set(split, recommendation_split_json(rec));
       else
         print_recommendation_split(rec, true);
+      continue;
+    }
+    if (task == data::kTaskTranslation) {
+      const data::TranslationSplit tr = data::open_translation_split(dir, split);
+      if (json)
+        split_objects.set(split, translation_split_json(tr));
+      else
+        print_translation_split(tr, true);
       continue;
     }
     const data::SplitInfo info = data::open_split(dir, split);
@@ -717,7 +734,9 @@ int bench_main(int argc, char** argv) {
 }
 
 int data_main(int argc, char** argv) {
-  if (argc < 2) throw UsageError("missing command (convert, synthetic, inspect, bench, verify, manifest or upgrade)");
+  if (argc < 2)
+    throw UsageError(
+        "missing command (convert, translation, synthetic, inspect, bench, verify, manifest, upgrade or bleu)");
   const std::string command = argv[1];
   if (command == "--help" || command == "-h" || command == "help") {
     if (World().rank == 0) std::cout << kUsage;
@@ -725,14 +744,16 @@ int data_main(int argc, char** argv) {
   }
   // Sub-commands parse argv[1..]: argv[1] (the command word) stands in for the program name.
   if (command == "convert") return convert_main(argc - 1, argv + 1);
+  if (command == "translation") return translation_main(argc - 1, argv + 1);
   if (command == "synthetic") return synthetic_main(argc - 1, argv + 1);
   if (command == "inspect") return inspect_main(argc - 1, argv + 1);
   if (command == "bench") return bench_main(argc - 1, argv + 1);
   if (command == "verify") return verify_main(argc - 1, argv + 1);
   if (command == "manifest") return manifest_main(argc - 1, argv + 1);
   if (command == "upgrade") return upgrade_main(argc - 1, argv + 1);
+  if (command == "bleu") return bleu_main(argc - 1, argv + 1);
   throw UsageError("unknown command '" + command +
-                   "' (known: convert, synthetic, inspect, bench, verify, manifest, upgrade)");
+                   "' (known: convert, translation, synthetic, inspect, bench, verify, manifest, upgrade, bleu)");
 }
 
 }  // namespace

@@ -10,7 +10,8 @@ namespace scaletrain {
 class Json;
 namespace data {
 struct RecommendationSplit;
-}
+struct TranslationSplit;
+}  // namespace data
 }  // namespace scaletrain
 
 namespace scaletrain::cli {
@@ -41,6 +42,9 @@ int convert_imagenet_main(int argc, char** argv);
 // dataset in the current format version.
 int upgrade_main(int argc, char** argv);
 
+// `scaletrain-data bleu --hypotheses F --references F [--cased] [--json]` (src/cli/data_bleu.cpp).
+int bleu_main(int argc, char** argv);
+
 // The recommendation task (src/cli/data_recommendation.cpp): `convert movielens ...`,
 // `synthetic --task recommendation ...`, and inspect's text and JSON for such a split.
 int convert_movielens_main(int argc, char** argv);
@@ -49,5 +53,12 @@ void print_recommendation_split(const data::RecommendationSplit& split, bool sha
 // inspect's lines for a split's unchecked shards (data/manifest.hpp); nothing when there are none.
 void print_unchecked_shards(const std::vector<std::string>& unchecked);
 Json recommendation_split_json(const data::RecommendationSplit& split);
+
+// The translation task (src/cli/data_translation.cpp): `translation ...` (text to shards),
+// `synthetic --task translation ...`, and inspect's text and JSON for such a split.
+int translation_main(int argc, char** argv);
+int synthetic_translation_main(int argc, char** argv);
+void print_translation_split(const data::TranslationSplit& split, bool shards);
+Json translation_split_json(const data::TranslationSplit& split);
 
 }  // namespace scaletrain::cli

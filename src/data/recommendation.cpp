@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "data/shard_files.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/data/dataset.hpp"
 #include "scaletrain/data/negative_sampler.hpp"
@@ -16,22 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The *.h5 files of DATA/<split> in name order, with the same messages as open_split.
-std::vector<std::string> shard_paths(const std::string& dataset_dir, const std::string& split) {
-  std::error_code ec;
-  ST_CHECK(fs::is_directory(dataset_dir, ec),
-           "data directory " << dataset_dir << " does not exist or is not a directory");
-  const std::string dir = (fs::path(dataset_dir) / split).string();
-  ST_CHECK(fs::is_directory(dir, ec),
-           dir << ": no such split directory (a dataset has one sub-directory per split holding *.h5 shards)");
-  std::vector<std::string> paths;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".h5" && !e.is_directory()) paths.push_back(e.path().string());
-  std::sort(paths.begin(), paths.end());
-  ST_CHECK(!paths.empty(), dir << ": no *.h5 shard files");
-  return paths;
-}
-
 int64_t positive_attribute(const io::H5File& f, const char* name) {
   ST_CHECK(f.has_attribute(name), f.path() << ": missing root attribute '" << name
                                            << "' (an integer; see docs/dataset-format.md, Recommendation)");
@@ -41,16 +26,8 @@ int64_t positive_attribute(const io::H5File& f, const char* name) {
   return v;
 }
 
-// Checks presence, dtype int32 and rank; returns the shape.
 Shape int32_dataset(const io::H5File& f, const char* name, int rank, const char* layout) {
-  ST_CHECK(f.is_dataset(name), f.path() << ": missing dataset '" << name << "' (int32 " << layout << ")");
-  const std::string type = f.dataset_type(name);
-  ST_CHECK(type == "int32", f.path() << ": dataset '" << name << "' has dtype " << type << ", expected int32 " << layout
-                                     << (type == "int64" ? " (convert with .astype('int32'))" : ""));
-  const Shape shape = f.dataset_shape(name);
-  ST_CHECK(static_cast<int>(shape.size()) == rank,
-           f.path() << ": dataset '" << name << "' has shape " << shape_string(shape) << ", expected " << layout);
-  return shape;
+  return typed_dataset(f, name, "int32", rank, layout);
 }
 
 std::vector<int32_t> read_ids(const io::H5File& f, const char* name, int64_t count, int64_t limit) {
@@ -175,9 +152,7 @@ void write_shard(const std::string& path, int64_t num_users, int64_t num_items, 
     fill(f);
     f.close();
   }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  ST_CHECK(!ec, path << ": cannot rename " << tmp << " into place: " << ec.message());
+  publish_shard(path);
 }
 
 }  // namespace
