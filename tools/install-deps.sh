@@ -21,6 +21,9 @@ packages=(
   # PyTorch's CPU matrix products for the baselines: Debian's python3-torch calls libblas.so.3,
   # the unoptimised reference BLAS unless OpenBLAS is installed (tools/torch_blas.py refuses it).
   libopenblas0-pthread
+  # English-German text for the Transformer (tools/translation_text.py, docs/translation-text.md):
+  trans-de-en  # the Ding dictionary, whose ~19,000 example sentences give train and all of test
+  libreoffice-l10n-de  # LibreOffice's German .mo catalogs (~35 MB download, ~86 MB installed)
 )
 
 missing=()
