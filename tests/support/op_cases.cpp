@@ -37,6 +37,7 @@
 #include "scaletrain/ops/sgd.hpp"
 #include "scaletrain/ops/sigmoid_bce.hpp"
 #include "scaletrain/ops/softmax.hpp"
+#include "scaletrain/ops/swap_axes.hpp"
 #include "support/gradcheck.hpp"
 #include "support/reference_activation.hpp"
 #include "support/reference_batch_norm.hpp"
@@ -860,6 +861,41 @@ OpCase batched_matmul_case(const RefMatmulDims& d, float alpha, uint64_t seed) {
   return c;
 }
 
+// ---- the heads' transpose (attention) -----------------------------------------------------------
+
+// (A, B, C, D) -> (A, C, B, D) and back (the op with B and C exchanged): the gradient of the
+// forward is the op applied to dy.
+OpCase swap_middle_axes_case(const Shape& xs, uint64_t seed) {
+  const Shape ys{xs[0], xs[2], xs[1], xs[3]};
+  OpCase c;
+  c.name = "swap_middle_axes " + dims(xs);
+  c.ops = {"swap_middle_axes"};
+  c.make_inputs = [=] { return NamedTensors{{"x", random_tensor(xs, seed)}, {"dy", random_tensor(ys, seed + 1)}}; };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor y = nan_on(ctx, ys), dx = nan_on(ctx, xs);
+    ops::swap_middle_axes(ctx, on(ctx, input(in, "x")), y);
+    ops::swap_middle_axes(ctx, on(ctx, input(in, "dy")), dx);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)}, {"dx", to_cpu(dx)}};
+  };
+  // y[a][c][b][d] = x[a][b][c][d], by index arithmetic written out here.
+  const auto swap = [](const Shape& s, const std::vector<double>& v) {
+    std::vector<double> out(v.size());
+    for (int64_t a = 0; a < s[0]; ++a)
+      for (int64_t b = 0; b < s[1]; ++b)
+        for (int64_t cc = 0; cc < s[2]; ++cc)
+          for (int64_t d = 0; d < s[3]; ++d)
+            out[((a * s[2] + cc) * s[1] + b) * s[3] + d] = v[((a * s[1] + b) * s[2] + cc) * s[3] + d];
+    return out;
+  };
+  c.reference = [=](const NamedTensors& in) {
+    return NamedValues{{"y", swap(xs, values(in, "x"))}, {"dx", swap(ys, values(in, "dy"))}};
+  };
+  c.outputs = {{"y", kExact, kExact}, {"dx", kExact, kExact}};  // copies
+  c.gradients = {{"x", "dx", "y", "dy"}};
+  return c;
+}
+
 // ---- token cross-entropy (the Transformer's loss) ------------------------------------------------
 
 // T tokens of a V-word vocabulary, every third one padding (label = ignore_index, the pad id 0 of
@@ -1579,6 +1615,11 @@ std::vector<OpCase> build_cases() {
   cases.push_back(token_cross_entropy_case(9, 7, 0.1, 6.0, next_seed()));
   cases.push_back(token_cross_entropy_case(12, 11, 0.0, 40.0, next_seed()));
   cases.push_back(token_cross_entropy_case(30, 4099, 0.1, 100.0, next_seed()));
+  // The heads' transpose: a Transformer's (N, L, H, 64), single-element axes, an odd shape.
+  cases.push_back(swap_middle_axes_case({2, 7, 8, 64}, next_seed()));
+  cases.push_back(swap_middle_axes_case({1, 1, 3, 5}, next_seed()));
+  cases.push_back(swap_middle_axes_case({3, 5, 1, 2}, next_seed()));
+  cases.push_back(swap_middle_axes_case({2, 3, 4, 1}, next_seed()));
   return cases;
 }
 
