@@ -87,6 +87,12 @@ void initialize_parameters(Rng& rng, const Init& init, double fan_in, double fan
       if (bias.defined()) bias.fill(static_cast<float>(init.bias_value));
       return;
     }
+    case Init::Kind::glorot_uniform: {
+      const double bound = std::sqrt(6.0 / (fan_in + fan_out));
+      fill(weight, [&] { return rng.uniform(-bound, bound); });
+      if (bias.defined()) bias.fill(0.0f);
+      return;
+    }
   }
   ST_THROW("initialize_parameters: unknown init kind " << static_cast<int>(init.kind));
 }

@@ -38,6 +38,7 @@
 #include "scaletrain/ops/sigmoid_bce.hpp"
 #include "scaletrain/ops/softmax.hpp"
 #include "scaletrain/ops/swap_axes.hpp"
+#include "scaletrain/ops/token_embedding.hpp"
 #include "support/gradcheck.hpp"
 #include "support/reference_activation.hpp"
 #include "support/reference_batch_norm.hpp"
@@ -1084,6 +1085,48 @@ OpCase embedding_case(int64_t rows, int64_t dim, int64_t n, uint64_t seed) {
   return c;
 }
 
+// The Transformer's embedding after the lookup: ids in [0, 3), so a third are padding (masked).
+OpCase token_embedding_case(int64_t n, int64_t l, int64_t d, int64_t p, float scale, uint64_t seed) {
+  const Shape xs{n, l, d}, ps{p, d};
+  OpCase c;
+  c.name = "token_embedding " + dims(xs) + " P" + std::to_string(p) + " scale " + std::to_string(scale);
+  c.ops = {"token_embedding_forward", "token_embedding_backward"};
+  c.make_inputs = [=] {
+    Rng rng(seed + 3);
+    Tensor ids = Tensor::empty({n, l}, DType::i32);
+    for (int64_t i = 0; i < n * l; ++i) ids.data<int32_t>()[i] = static_cast<int32_t>(rng.below(3));
+    return NamedTensors{{"x", random_tensor(xs, seed)},
+                        {"ids", ids},
+                        {"positions", random_tensor(ps, seed + 1)},
+                        {"dy", random_tensor(xs, seed + 2)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    const Tensor ids = on(ctx, input(in, "ids"));
+    Tensor y = nan_on(ctx, xs), dx = nan_on(ctx, xs);
+    ops::token_embedding_forward(ctx, on(ctx, input(in, "x")), ids, scale, on(ctx, input(in, "positions")), y);
+    ops::token_embedding_backward(ctx, ids, scale, on(ctx, input(in, "dy")), dx);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)}, {"dx", to_cpu(dx)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    const std::vector<int32_t> ids = int_values(input(in, "ids"));
+    const auto x = values(in, "x"), pe = values(in, "positions"), dy = values(in, "dy");
+    std::vector<double> y(x.size()), dx(x.size());
+    for (int64_t r = 0; r < n * l; ++r)
+      for (int64_t k = 0; k < d; ++k) {
+        const double s = ids[r] != 0 ? scale : 0.0;
+        y[r * d + k] = s * x[r * d + k] + pe[(r % l) * d + k];
+        dx[r * d + k] = s * dy[r * d + k];
+      }
+    return NamedValues{{"y", y}, {"dx", dx}};
+  };
+  // One float multiply and one add: within two roundings of the float64 value.
+  const Tolerance t{1e-6, 1e-6};
+  c.outputs = {{"y", t, kExact}, {"dx", t, kExact}};
+  c.gradients = {{"x", "dx", "y", "dy"}};
+  return c;
+}
+
 OpCase concat_case(int64_t n, int64_t wa, int64_t wb, uint64_t seed) {
   const Shape as{n, wa}, bs{n, wb}, ys{n, wa + wb};
   OpCase c;
@@ -1620,6 +1663,9 @@ std::vector<OpCase> build_cases() {
   cases.push_back(swap_middle_axes_case({1, 1, 3, 5}, next_seed()));
   cases.push_back(swap_middle_axes_case({3, 5, 1, 2}, next_seed()));
   cases.push_back(swap_middle_axes_case({2, 3, 4, 1}, next_seed()));
+  // The embedding's scale and positions: the base model's sqrt(512), more positions than tokens.
+  cases.push_back(token_embedding_case(3, 7, 16, 9, 22.627417f, next_seed()));
+  cases.push_back(token_embedding_case(1, 1, 1, 1, 1.0f, next_seed()));
   return cases;
 }
 

@@ -36,6 +36,8 @@ struct Init {
     trunc_normal,            // weight trunc_normal_(std, a=-2, b=2); bias as torch_default (torchvision leaves it)
     gaussian,                // Caffe's gaussian filler: weight N(0, std^2); bias the constant bias_value
     xavier_fan_in,           // Caffe's xavier filler: weight U(-sqrt(3 / fan_in), +sqrt(3 / fan_in)); bias constant
+    glorot_uniform,          // TensorFlow's glorot (variance scaling 1, fan_avg, uniform):
+                             // weight U(-sqrt(6 / (fan_in + fan_out)), +...); bias 0 (the Transformer's Dense)
   };
   Kind kind = Kind::kaiming_normal_fan_out;
   double stddev = 0.0;      // trunc_normal and gaussian
@@ -47,6 +49,7 @@ struct Init {
   static Init trunc_normal(double stddev) { return {Kind::trunc_normal, stddev}; }
   static Init gaussian(double stddev, double bias_value = 0.0) { return {Kind::gaussian, stddev, bias_value}; }
   static Init xavier_fan_in(double bias_value = 0.0) { return {Kind::xavier_fan_in, 0.0, bias_value}; }
+  static Init glorot_uniform() { return {Kind::glorot_uniform}; }
 };
 
 // Fills `weight` and `bias` (undefined: none) by `init`, drawing from rng in that order.

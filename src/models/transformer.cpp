@@ -1,0 +1,324 @@
+// The MLPerf Transformer (include/scaletrain/models/transformer.hpp): the encoder and decoder
+// layers as pre-norm residual blocks over nn/attention.hpp's blocks, the shared embedding with
+// its scaled, masked, position-added lookup, and the tied pre-softmax projection.
+#include "scaletrain/models/transformer.hpp"
+
+#include <cmath>
+
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/ops/activation.hpp"
+#include "scaletrain/ops/batched_matmul.hpp"
+#include "scaletrain/ops/embedding.hpp"
+#include "scaletrain/ops/token_embedding.hpp"
+
+namespace scaletrain::models {
+
+using nn::reuse_buffer;
+
+TransformerConfig transformer_config(const std::string& model) {
+  // model_params.py: big and base; tiny: small enough to learn a toy task in a minute on a CPU.
+  if (model == "transformer") return {model, 1024, 16, 4096, 6, 0.1};
+  if (model == "transformer-base") return {model, 512, 8, 2048, 6, 0.1};
+  if (model == "transformer-tiny") return {model, 128, 4, 512, 2, 0.1};
+  ST_THROW("unknown Transformer '" << model << "' (known: transformer, transformer-base, transformer-tiny)");
+}
+
+// x + dropout(sublayer(norm(x))): the reference's PrePostProcessingWrapper, in pieces each layer
+// strings together; `sum` is the residual stream's next value.
+namespace {
+
+Tensor residual_add(Context& ctx, const Tensor& x, const Tensor& branch, Tensor& buffer) {
+  Tensor y = reuse_buffer(buffer, x.shape(), ctx.device());
+  ops::add_forward(ctx, x, branch, y);
+  return y;
+}
+
+}  // namespace
+
+struct Transformer::EncoderLayer {
+  nn::LayerNorm norm1;
+  nn::MultiheadAttention self_attn;
+  nn::Dropout drop1;
+  nn::LayerNorm norm2;
+  nn::FeedForward ffn;
+  nn::Dropout drop2;
+  Tensor sum1_buffer, sum2_buffer;
+
+  EncoderLayer(nn::ParameterSet& p, const std::string& prefix, const TransformerConfig& c,
+               const std::shared_ptr<nn::RandomStream>& s)
+      : norm1(p, prefix + "norm1", c.width),
+        self_attn(p, prefix + "self_attn", c.width, c.heads, s, c.dropout),
+        drop1(s, c.dropout),
+        norm2(p, prefix + "norm2", c.width),
+        ffn(p, prefix, c.width, c.inner, s, c.dropout),
+        drop2(s, c.dropout) {}
+
+  Tensor forward(Context& ctx, const Tensor& x, const nn::AttentionShape& shape, const Tensor& lengths, bool training) {
+    const Tensor h = norm1.forward(ctx, x, training);
+    const Tensor a = drop1.forward(ctx, self_attn.forward(ctx, h, h, shape, lengths, false, training), training);
+    const Tensor x1 = residual_add(ctx, x, a, sum1_buffer);
+    const Tensor f = drop2.forward(ctx, ffn.forward(ctx, norm2.forward(ctx, x1, training), training), training);
+    return residual_add(ctx, x1, f, sum2_buffer);
+  }
+
+  Tensor backward(Context& ctx, const Tensor& dy) {
+    Tensor dx1 = norm2.backward(ctx, ffn.backward(ctx, drop2.backward(ctx, dy)));
+    ops::add_inplace(ctx, dx1, dy);
+    Tensor dx = norm1.backward(ctx, self_attn.backward(ctx, drop1.backward(ctx, dx1)));
+    ops::add_inplace(ctx, dx, dx1);
+    return dx;
+  }
+
+  void initialize(Rng& rng) {
+    norm1.initialize(rng);
+    self_attn.initialize(rng);
+    norm2.initialize(rng);
+    ffn.initialize(rng);
+  }
+
+  void list_ops(ops::OpNames& ops, bool training) const {
+    norm1.list_ops(ops, training);
+    self_attn.list_ops(ops, training);
+    drop1.list_ops(ops, training);
+    ffn.list_ops(ops, training);
+    ops.insert("add_forward");
+  }
+};
+
+struct Transformer::DecoderLayer {
+  nn::LayerNorm norm1;
+  nn::MultiheadAttention self_attn;
+  nn::Dropout drop1;
+  nn::LayerNorm norm2;
+  nn::MultiheadAttention cross_attn;  // PyTorch's multihead_attn
+  nn::Dropout drop2;
+  nn::LayerNorm norm3;
+  nn::FeedForward ffn;
+  nn::Dropout drop3;
+  Tensor sum1_buffer, sum2_buffer, sum3_buffer;
+
+  DecoderLayer(nn::ParameterSet& p, const std::string& prefix, const TransformerConfig& c,
+               const std::shared_ptr<nn::RandomStream>& s)
+      : norm1(p, prefix + "norm1", c.width),
+        self_attn(p, prefix + "self_attn", c.width, c.heads, s, c.dropout),
+        drop1(s, c.dropout),
+        norm2(p, prefix + "norm2", c.width),
+        cross_attn(p, prefix + "multihead_attn", c.width, c.heads, s, c.dropout),
+        drop2(s, c.dropout),
+        norm3(p, prefix + "norm3", c.width),
+        ffn(p, prefix, c.width, c.inner, s, c.dropout),
+        drop3(s, c.dropout) {}
+
+  Tensor forward(Context& ctx, const Tensor& y, const Tensor& memory, const nn::AttentionShape& self_shape,
+                 const Tensor& target_lengths, const nn::AttentionShape& cross_shape, const Tensor& source_lengths,
+                 bool training) {
+    const Tensor h1 = norm1.forward(ctx, y, training);
+    const Tensor a1 =
+        drop1.forward(ctx, self_attn.forward(ctx, h1, h1, self_shape, target_lengths, true, training), training);
+    const Tensor y1 = residual_add(ctx, y, a1, sum1_buffer);
+    const Tensor h2 = norm2.forward(ctx, y1, training);
+    const Tensor a2 =
+        drop2.forward(ctx, cross_attn.forward(ctx, h2, memory, cross_shape, source_lengths, false, training), training);
+    const Tensor y2 = residual_add(ctx, y1, a2, sum2_buffer);
+    const Tensor f = drop3.forward(ctx, ffn.forward(ctx, norm3.forward(ctx, y2, training), training), training);
+    return residual_add(ctx, y2, f, sum3_buffer);
+  }
+
+  // Returns the gradient of y; the memory's is cross_attn.memory_gradient().
+  Tensor backward(Context& ctx, const Tensor& dy) {
+    Tensor dy2 = norm3.backward(ctx, ffn.backward(ctx, drop3.backward(ctx, dy)));
+    ops::add_inplace(ctx, dy2, dy);
+    Tensor dy1 = norm2.backward(ctx, cross_attn.backward(ctx, drop2.backward(ctx, dy2)));
+    ops::add_inplace(ctx, dy1, dy2);
+    Tensor dx = norm1.backward(ctx, self_attn.backward(ctx, drop1.backward(ctx, dy1)));
+    ops::add_inplace(ctx, dx, dy1);
+    return dx;
+  }
+
+  void initialize(Rng& rng) {
+    norm1.initialize(rng);
+    self_attn.initialize(rng);
+    norm2.initialize(rng);
+    cross_attn.initialize(rng);
+    norm3.initialize(rng);
+    ffn.initialize(rng);
+  }
+
+  void list_ops(ops::OpNames& ops, bool training) const {
+    norm1.list_ops(ops, training);
+    self_attn.list_ops(ops, training);
+    drop1.list_ops(ops, training);
+    ffn.list_ops(ops, training);
+    ops.insert("add_forward");
+  }
+};
+
+// One side's embedded input: the ids, the looked-up rows, the dropout after the position signal.
+struct Transformer::Embedded {
+  nn::Dropout dropout;
+  Tensor ids, rows_buffer, drows_buffer;
+  explicit Embedded(const std::shared_ptr<nn::RandomStream>& s, double p) : dropout(s, p) {}
+};
+
+Transformer::Transformer(const TransformerConfig& c, int64_t vocab, uint64_t seed)
+    : config_(c), vocab_(vocab), stream_(std::make_shared<nn::RandomStream>(seed)) {
+  ST_CHECK(vocab >= 3,
+           name() << ": a vocabulary of " << vocab << " ids (at least padding, end of sentence and one more)");
+  ST_CHECK(c.width % 2 == 0 && c.width >= 4, name() << ": the width must be even (sines and cosines), got " << c.width);
+  // Registered in forward order (the gradient buckets' contract): E first, whose gradient is
+  // complete last.
+  embedding_ = params_.add_parameter("embedding.weight", {vocab, c.width});
+  source_embedded_ = std::make_unique<Embedded>(stream_, c.dropout);
+  for (int i = 0; i < c.layers; ++i)
+    encoder_.push_back(
+        std::make_unique<EncoderLayer>(params_, "encoder.layers." + std::to_string(i) + ".", c, stream_));
+  encoder_norm_ = std::make_unique<nn::LayerNorm>(params_, "encoder.norm", c.width);
+  target_embedded_ = std::make_unique<Embedded>(stream_, c.dropout);
+  for (int i = 0; i < c.layers; ++i)
+    decoder_.push_back(
+        std::make_unique<DecoderLayer>(params_, "decoder.layers." + std::to_string(i) + ".", c, stream_));
+  decoder_norm_ = std::make_unique<nn::LayerNorm>(params_, "decoder.norm", c.width);
+  params_.finalize();
+}
+
+Transformer::~Transformer() = default;
+
+std::vector<float> Transformer::position_signal(int64_t length, int width) {
+  const int half = width / 2;
+  const double increment = std::log(1.0e4) / std::max(half - 1, 1);
+  std::vector<float> signal(static_cast<std::size_t>(length * width));
+  for (int64_t pos = 0; pos < length; ++pos)
+    for (int i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(pos) * std::exp(-static_cast<double>(i) * increment);
+      signal[pos * width + i] = static_cast<float>(std::sin(angle));
+      signal[pos * width + half + i] = static_cast<float>(std::cos(angle));
+    }
+  return signal;
+}
+
+const Tensor& Transformer::positions(Context& ctx, int64_t length) {
+  if (!positions_.defined() || positions_.dim(0) < length || positions_.device() != ctx.device()) {
+    // Grown in steps of 64 so that a run computes the table a few times at most.
+    const int64_t rows = std::max<int64_t>(64, (length + 63) / 64 * 64);
+    const std::vector<float> signal = position_signal(rows, config_.width);
+    Tensor host = Tensor::empty({rows, config_.width});
+    std::copy(signal.begin(), signal.end(), host.data<float>());
+    positions_ = host.to(ctx.device());
+  }
+  return positions_;
+}
+
+Tensor Transformer::embed(Context& ctx, const Tensor& ids, Embedded& e, bool training) {
+  const int64_t n = ids.dim(0), l = ids.dim(1), d = config_.width;
+  e.ids = ids;
+  Tensor rows = reuse_buffer(e.rows_buffer, {n, l, d}, ctx.device());
+  Tensor flat_rows = rows.reshape({n * l, d});
+  ops::embedding_forward(ctx, params_.value(embedding_), ids.reshape({n * l}), flat_rows);
+  const float scale = static_cast<float>(std::sqrt(static_cast<double>(d)));
+  ops::token_embedding_forward(ctx, rows, ids, scale, positions(ctx, l), rows);
+  return e.dropout.forward(ctx, flat_rows, training);
+}
+
+// dy: (N * L, D) of the dropped-out embedding. Adds E's gradient of this lookup to grad(E)
+// (first: the projection's was written before).
+void Transformer::embed_backward(Context& ctx, Embedded& e, const Tensor& dy, bool) {
+  const int64_t n = e.ids.dim(0), l = e.ids.dim(1), d = config_.width;
+  const float scale = static_cast<float>(std::sqrt(static_cast<double>(d)));
+  const Tensor dropped = e.dropout.backward(ctx, dy);
+  Tensor drows = reuse_buffer(e.drows_buffer, {n, l, d}, ctx.device());
+  ops::token_embedding_backward(ctx, e.ids, scale, dropped.reshape({n, l, d}), drows);
+  Tensor dtable = reuse_buffer(dtable_buffer_, {vocab_, d}, ctx.device());
+  ops::embedding_backward(ctx, e.ids.reshape({n * l}), drows.reshape({n * l, d}), dtable);
+  ops::add_inplace(ctx, params_.grad(embedding_), dtable);
+}
+
+Tensor Transformer::forward(Context& ctx, const Tensor& source, const Tensor& source_lengths,
+                            const Tensor& target_input, bool training) {
+  ST_CHECK(source.ndim() == 2 && target_input.ndim() == 2 && source.dim(0) == target_input.dim(0) &&
+               source_lengths.shape() == (Shape{source.dim(0)}),
+           name() << ": source " << shape_string(source.shape()) << ", its lengths "
+                  << shape_string(source_lengths.shape()) << " and target " << shape_string(target_input.shape())
+                  << " must be (N, Ls), (N) and (N, Lt)");
+  n_ = source.dim(0), ls_ = source.dim(1), lt_ = target_input.dim(1);
+  source_lengths_ = source_lengths;
+  // Decoder self-attention: every key position of the padded target (only the causal mask).
+  if (!target_lengths_.defined() || target_lengths_.dim(0) != n_ || target_lengths_.device() != ctx.device() ||
+      target_lengths_buffer_.data<int32_t>()[0] != lt_) {
+    target_lengths_buffer_ = Tensor::empty({n_}, DType::i32);
+    std::fill_n(target_lengths_buffer_.data<int32_t>(), n_, static_cast<int32_t>(lt_));
+    target_lengths_ = target_lengths_buffer_.to(ctx.device());
+  }
+  Tensor x = embed(ctx, source, *source_embedded_, training);
+  const nn::AttentionShape enc{n_, ls_, ls_};
+  for (auto& layer : encoder_) x = layer->forward(ctx, x, enc, source_lengths, training);
+  const Tensor memory = encoder_norm_->forward(ctx, x, training);
+  Tensor y = embed(ctx, target_input, *target_embedded_, training);
+  const nn::AttentionShape self{n_, lt_, lt_}, cross{n_, lt_, ls_};
+  for (auto& layer : decoder_)
+    y = layer->forward(ctx, y, memory, self, target_lengths_, cross, source_lengths, training);
+  out_ = decoder_norm_->forward(ctx, y, training);
+  // logits = out E^T: one product of the batch's tokens with the whole vocabulary.
+  Tensor logits = reuse_buffer(logits_buffer_, {n_ * lt_, vocab_}, ctx.device());
+  Tensor logits_3d = logits.reshape({1, n_ * lt_, vocab_});
+  ops::batched_matmul(ctx, {false, true, 1.0f}, out_.reshape({1, n_ * lt_, config_.width}),
+                      params_.value(embedding_).reshape({1, vocab_, config_.width}), logits_3d);
+  return logits;
+}
+
+void Transformer::backward(Context& ctx, const Tensor& dlogits) {
+  ST_CHECK(out_.defined() && dlogits.shape() == (Shape{n_ * lt_, vocab_}),
+           name() << ": backward needs the gradient of the last forward's logits (" << n_ * lt_ << " x " << vocab_
+                  << "), got " << shape_string(dlogits.shape()));
+  const int64_t t = n_ * lt_, d = config_.width;
+  const Tensor dl = dlogits.reshape({1, t, vocab_});
+  Tensor dout = reuse_buffer(dout_buffer_, {t, d}, ctx.device());
+  Tensor dout_3d = dout.reshape({1, t, d});
+  ops::batched_matmul(ctx, {false, false, 1.0f}, dl, params_.value(embedding_).reshape({1, vocab_, d}), dout_3d);
+  // The projection's part of E's gradient first: dE = dlogits^T out (overwrites it).
+  Tensor dtable_3d = params_.grad(embedding_).reshape({1, vocab_, d});
+  ops::batched_matmul(ctx, {true, false, 1.0f}, dl, out_.reshape({1, t, d}), dtable_3d);
+  Tensor dy = decoder_norm_->backward(ctx, dout);
+  Tensor dmemory = reuse_buffer(dmemory_buffer_, {n_ * ls_, d}, ctx.device());
+  for (std::size_t i = decoder_.size(); i-- > 0;) {
+    dy = decoder_[i]->backward(ctx, dy);
+    const Tensor& dm = decoder_[i]->cross_attn.memory_gradient();
+    if (i + 1 == decoder_.size())
+      dmemory.copy_from(dm);
+    else
+      ops::add_inplace(ctx, dmemory, dm);
+  }
+  embed_backward(ctx, *target_embedded_, dy, false);
+  Tensor dx = encoder_norm_->backward(ctx, dmemory);
+  for (std::size_t i = encoder_.size(); i-- > 0;) dx = encoder_[i]->backward(ctx, dx);
+  embed_backward(ctx, *source_embedded_, dx, false);
+  params_.mark_grad_ready(embedding_);
+}
+
+void Transformer::initialize(uint64_t seed) {
+  Rng rng(seed);
+  const double std = 1.0 / std::sqrt(static_cast<double>(config_.width));
+  Tensor& e = params_.value(embedding_);
+  Tensor host = Tensor::empty(e.shape());
+  for (int64_t i = 0; i < host.numel(); ++i) host.data<float>()[i] = static_cast<float>(std * rng.normal());
+  e.copy_from(host);
+  for (auto& layer : encoder_) layer->initialize(rng);
+  encoder_norm_->initialize(rng);
+  for (auto& layer : decoder_) layer->initialize(rng);
+  decoder_norm_->initialize(rng);
+}
+
+ops::OpNames Transformer::ops(bool training) const {
+  ops::OpNames ops{"embedding_forward", "token_embedding_forward", "batched_matmul"};
+  if (training) ops.insert({"embedding_backward", "token_embedding_backward", "add_inplace"});
+  source_embedded_->dropout.list_ops(ops, training);
+  for (const auto& layer : encoder_) layer->list_ops(ops, training);
+  encoder_norm_->list_ops(ops, training);
+  for (const auto& layer : decoder_) layer->list_ops(ops, training);
+  return ops;
+}
+
+void Transformer::set_random_position(int64_t global_step, int micro_batch, int rank) {
+  stream_->set_position(global_step, micro_batch, rank);
+}
+
+}  // namespace scaletrain::models
