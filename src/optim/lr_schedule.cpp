@@ -8,7 +8,7 @@
 
 namespace scaletrain::optim {
 
-const char* lr_schedule_kinds() { return "cosine, poly, step, constant"; }
+const char* lr_schedule_kinds() { return "cosine, poly, step, constant, rsqrt"; }
 
 LrSchedule::LrSchedule(const LrScheduleOptions& options) : options_(options) {
   if (options.kind == "cosine") {
@@ -19,6 +19,8 @@ LrSchedule::LrSchedule(const LrScheduleOptions& options) : options_(options) {
     kind_ = Kind::step;
   } else if (options.kind == "constant") {
     kind_ = Kind::constant;
+  } else if (options.kind == "rsqrt") {
+    kind_ = Kind::rsqrt;
   } else {
     ST_THROW("unknown learning-rate schedule '" << options.kind << "' (--lr-schedule): known schedules are "
                                                 << lr_schedule_kinds());
@@ -30,7 +32,11 @@ LrSchedule::LrSchedule(const LrScheduleOptions& options) : options_(options) {
   ST_CHECK(options.steps_per_epoch >= 1,
            "learning-rate schedule: steps per epoch must be >= 1, got " << options.steps_per_epoch);
   ST_CHECK(options.total_steps >= 1, "learning-rate schedule: total steps must be >= 1, got " << options.total_steps);
-  warmup_steps_ = std::llround(options.warmup_epochs * static_cast<double>(options.steps_per_epoch));
+  warmup_steps_ = options.warmup_steps >= 0
+                      ? options.warmup_steps
+                      : std::llround(options.warmup_epochs * static_cast<double>(options.steps_per_epoch));
+  ST_CHECK(kind_ != Kind::rsqrt || warmup_steps_ >= 1,
+           "rsqrt schedule: needs a warmup of at least one step (--warmup-steps; the reference: 16000)");
 
   if (kind_ == Kind::poly) {
     ST_CHECK(std::isfinite(options.end_lr) && options.end_lr >= 0.0 && options.end_lr <= options.base_lr,
@@ -67,6 +73,10 @@ LrSchedule::LrSchedule(const LrScheduleOptions& options) : options_(options) {
 double LrSchedule::at(int64_t step) const {
   ST_CHECK(step >= 0, "learning rate asked for step " << step);
   const double base = options_.base_lr;
+  if (kind_ == Kind::rsqrt) {
+    const double s = static_cast<double>(step), w = static_cast<double>(warmup_steps_);
+    return base * std::min(1.0, s / w) * std::sqrt(w / std::max(s, w));
+  }
   // (s + 1) / W first, so that the last warmup step gives base_lr exactly.
   if (step < warmup_steps_) return base * (static_cast<double>(step + 1) / static_cast<double>(warmup_steps_));
 
@@ -84,6 +94,8 @@ double LrSchedule::at(int64_t step) const {
       const double decay = options_.poly_power == 2.0 ? (1.0 - p) * (1.0 - p) : std::pow(1.0 - p, options_.poly_power);
       return p == 0.0 ? base : end + (base - end) * decay;
     }
+    case Kind::rsqrt:
+      return base;  // handled above
     case Kind::step: {
       double lr = base;
       for (int64_t b : boundaries_)

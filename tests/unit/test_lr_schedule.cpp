@@ -161,4 +161,24 @@ BOOST_AUTO_TEST_CASE(bad_options) {
                         [](const scaletrain::Error& e) { return message_has(e, "--lr-poly-power"); });
 }
 
+// The MLPerf Transformer reference's schedule (transformer_main.py's get_learning_rate):
+// 2.0 * d^-0.5 * min(1, step / 16000) * max(step, 16000)^-0.5 for the big model (d = 1024), with
+// base_lr its peak 2 / sqrt(1024 * 16000) = 4.941e-4 at step 16000.
+BOOST_AUTO_TEST_CASE(rsqrt_is_the_transformer_reference) {
+  LrScheduleOptions o = make("rsqrt", 0.0, 1000, 100000);
+  o.warmup_steps = 16000;
+  o.base_lr = 2.0 / std::sqrt(1024.0 * 16000.0);
+  LrSchedule s(o);
+  for (int64_t step : {0, 1, 800, 15999, 16000, 16001, 40000, 99999}) {
+    const double d = static_cast<double>(step);
+    const double reference = 2.0 / std::sqrt(1024.0) * std::min(1.0, d / 16000.0) / std::sqrt(std::max(d, 16000.0));
+    BOOST_TEST(s.at(step) == reference, tt::tolerance(1e-12));
+  }
+  BOOST_TEST(s.at(0) == 0.0);  // the reference's first update uses learning rate 0
+  BOOST_TEST(std::abs(s.at(16000) - 4.941e-4) < 1e-7);
+  o.warmup_steps = 0;
+  BOOST_CHECK_EXCEPTION(LrSchedule{o}, scaletrain::Error,
+                        [](const scaletrain::Error& e) { return message_has(e, "rsqrt", "--warmup-steps"); });
+}
+
 BOOST_AUTO_TEST_SUITE_END()

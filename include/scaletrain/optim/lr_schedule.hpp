@@ -16,6 +16,9 @@
 //           decay, as Inception-v3's 0.94 every 2 epochs). Drops count from step 0, warmup included,
 //           as Caffe's and TF's solvers count iterations.
 //   constant: base_lr                                 (the MLPerf NCF reference's Adam)
+//   rsqrt:  base_lr * min(1, s / W) * sqrt(W / max(s, W))   (the MLPerf Transformer reference's
+//           2 d^-1/2 min(1, s/W) max(s, W)^-1/2 with base_lr its peak 2 (d W)^-1/2 at s = W; its
+//           own warmup from 0 at step 0, as the reference's first update; needs W >= 1)
 // With warmup_epochs 0, at(0) == base_lr exactly. A warmup longer than the run is allowed (a short
 // --max-steps smoke test of a long config): the run then ends inside the warmup.
 #pragma once
@@ -30,6 +33,7 @@ struct LrScheduleOptions {
   std::string kind = "cosine";  // cosine | poly | step | constant
   double base_lr = 0.1;         // the LR for the run's global batch; no implicit scaling
   double warmup_epochs = 0.0;   // linear warmup from base_lr/warmup_steps up to base_lr
+  int64_t warmup_steps = -1;    // >= 0: the warmup in optimizer steps, instead of warmup_epochs
   int64_t steps_per_epoch = 1;
   int64_t total_steps = 1;          // epochs * steps_per_epoch (or --max-steps)
   double end_lr = 1e-4;             // poly only: the final LR (MLPerf ResNet reference value)
@@ -53,14 +57,14 @@ class LrSchedule {
   const std::vector<int64_t>& step_boundaries() const { return boundaries_; }
 
  private:
-  enum class Kind { cosine, poly, step, constant };
+  enum class Kind { cosine, poly, step, constant, rsqrt };
   LrScheduleOptions options_;
   Kind kind_ = Kind::cosine;
   int64_t warmup_steps_ = 0;
   std::vector<int64_t> boundaries_;
 };
 
-// "cosine, poly, step, constant": for help texts and error messages.
+// "cosine, poly, step, constant, rsqrt": for help texts and error messages.
 const char* lr_schedule_kinds();
 
 }  // namespace scaletrain::optim
