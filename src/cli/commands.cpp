@@ -224,6 +224,10 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "batch-size", po::value(&c.batch_size)->default_value(c.batch_size),
       "samples per rank per step (per micro-batch with --accumulate-steps); global batch = ranks x batch size x "
       "accumulate steps")(
+      "batch-tokens", po::value(&c.batch_tokens)->default_value(c.batch_tokens),
+      "translation models: tokens per rank per step, whole sentence pairs grouped by length so that neither "
+      "side's padded batch exceeds it (the MLPerf reference's batch_size: 4096 for the big model; MLPerf's "
+      "global_batch_size is ranks x this); --batch-size does not apply")(
       "accumulate-steps", po::value(&c.accumulate_steps)->default_value(c.accumulate_steps),
       "K: each optimizer step sums the gradients of K micro-batches of --batch-size, then all-reduces once "
       "(exact but for batch-norm statistics, which are per micro-batch); for large global batches on few ranks")(
@@ -232,7 +236,8 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "lr-schedule", po::value(&c.lr_schedule)->default_value(c.lr_schedule),
       "cosine (to 0) | poly (power --lr-poly-power, to --end-lr) | step (x --lr-step-gamma at --lr-step-epochs, "
       "default 30%, 60%, 80% of the epochs, or every --lr-step-every epochs) | constant (--base-lr throughout, after "
-      "any warmup: NCF's)")(
+      "any warmup: NCF's) | rsqrt (linear warmup from 0 over --warmup-steps to --base-lr, then x sqrt(warmup / "
+      "step): the MLPerf Transformer's)")(
       "lr-poly-power", po::value(&c.lr_poly_power)->default_value(c.lr_poly_power, shortest(c.lr_poly_power)),
       "poly schedule: the exponent (2: MLPerf ResNet-50; 0.5: Caffe's bvlc_googlenet quick solver)")(
       "lr-step-epochs", po::value<std::string>(),
@@ -245,6 +250,8 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "step schedule: the factor of each drop")(
       "warmup-epochs", po::value(&c.warmup_epochs)->default_value(c.warmup_epochs, shortest(c.warmup_epochs)),
       "linear warmup to --base-lr over this many epochs (may be fractional)")(
+      "warmup-steps", po::value(&c.warmup_steps)->default_value(c.warmup_steps),
+      "the warmup in optimizer steps instead of epochs (> 0; the Transformer reference's rsqrt schedule: 16000)")(
       "end-lr", po::value(&c.end_lr)->default_value(c.end_lr, shortest(c.end_lr)),
       "final learning rate of the poly schedule")(
       "momentum", po::value(&c.momentum)->default_value(c.momentum, shortest(c.momentum)),
@@ -314,7 +321,8 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
   progress.add_options()("eval-every", po::value(&c.eval_every)->default_value(c.eval_every),
                          "evaluate on val every N epochs (and after the last)")(
       "target-accuracy", po::value(&c.target_accuracy)->default_value(c.target_accuracy, shortest(c.target_accuracy)),
-      "stop at the first evaluation with top-1 >= this (0..1; 0 = train all epochs)")(
+      "stop at the first evaluation whose quality reaches this: top-1 or HR@10 as a fraction (0..1), BLEU (0..100) "
+      "for translation models (MLPerf: 25); 0 = train all epochs")(
       "log-every", po::value(&c.log_every)->default_value(c.log_every), "progress line every N steps (rank 0)")(
       "trace", po::bool_switch(&c.trace),
       "write each rank's timeline (data wait, forward, backward, each bucket's all-reduce, optimizer, evaluation, "
@@ -380,6 +388,7 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("epochs", c.epochs);
   j.set("max_steps", c.max_steps);
   j.set("batch_size", c.batch_size);
+  j.set("batch_tokens", c.batch_tokens);
   j.set("accumulate_steps", c.accumulate_steps);
   j.set("base_lr", c.base_lr);
   j.set("lr_schedule", c.lr_schedule);
@@ -388,6 +397,7 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("lr_step_every", c.lr_step_every);
   j.set("lr_step_gamma", c.lr_step_gamma);
   j.set("warmup_epochs", c.warmup_epochs);
+  j.set("warmup_steps", c.warmup_steps);
   j.set("end_lr", c.end_lr);
   j.set("momentum", c.momentum);
   j.set("weight_decay", c.weight_decay);
@@ -499,6 +509,13 @@ bool parse_train_command(int argc, char** argv, train::TrainConfig& c, std::stri
     if (vm.count("lr-step-epochs"))
       c.lr_step_epochs = parse_epoch_list("lr-step-epochs", vm["lr-step-epochs"].as<std::string>());
     if (c.submission_division.empty()) c.submission_division = c.model == "resnet50" ? "closed" : "open";
+    train::check_model_name(c.model);
+    if (models::model_entry(c.model).task == models::kTaskTranslation) {
+      if (!vm["batch-size"].defaulted())
+        throw UsageError("--batch-size counts samples; --model " + c.model +
+                         " batches sentence pairs by tokens: use --batch-tokens");
+      c.batch_size = c.batch_tokens;
+    }
     train::check_train_config(c);
   } catch (const UsageError& e) {
     throw UsageError(e.what() + lines.where_mentioned(e.what()));
@@ -791,17 +808,21 @@ int cmd_info(int argc, char** argv) {
   std::string model, input_shape;
   int num_classes = 1000;
   int64_t num_users = 138493, num_items = 26744;  // MovieLens-20M
+  int64_t vocab_size = 33708;                     // the MLPerf Transformer reference's vocabulary
   bool json = false, list_ops = false, names = false;
   po::options_description desc("scaletrain info", kHelpWidth);
   desc.add_options()("help,h", "print this help")(
       "model", po::value(&model),
-      (image_model_names() + " | ncf; without it, the list of models, their tasks and sizes").c_str())(
-      "num-classes", po::value(&num_classes)->default_value(num_classes), "classes (outputs of fc)")(
+      (image_model_names() + " | ncf | transformer, transformer-base, transformer-tiny; without it, the list of "
+                             "models, their tasks and sizes")
+          .c_str())("num-classes", po::value(&num_classes)->default_value(num_classes), "classes (outputs of fc)")(
       "input-shape", po::value(&input_shape),
       "C,H,W (default 3 channels at the model's input size: 3,224,224 for "
       "resnet50, 3,299,299 for inception_v3, 3,227,227 for alexnet-caffe, 3,32,32 for resnet20)")(
       "num-users", po::value(&num_users)->default_value(num_users), "ncf: users (embedding rows; ml-20m's)")(
       "num-items", po::value(&num_items)->default_value(num_items), "ncf: items (embedding rows; ml-20m's)")(
+      "vocab-size", po::value(&vocab_size)->default_value(vocab_size),
+      "transformer models: subtokens of the shared embedding (the MLPerf reference's vocabulary: 33708)")(
       "json", po::bool_switch(&json), "print a JSON object instead of a table")(
       "names", po::bool_switch(&names),
       "only the models' names, one per line (at once: the list builds every model to measure it)")(
@@ -839,6 +860,8 @@ int cmd_info(int argc, char** argv) {
   shape.width = static_cast<int>(chw[2]);
   shape.num_users = num_users;
   shape.num_items = num_items;
+  // A translation dataset's one number is its vocabulary (train::DataShape).
+  if (models::model_entry(model).task == models::kTaskTranslation) shape.num_items = vocab_size;
   if (log_rank() == 0) describe_network(model, shape, json);
   return 0;
 }

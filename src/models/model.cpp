@@ -10,6 +10,7 @@
 #include "scaletrain/models/imagenet_cnns.hpp"
 #include "scaletrain/models/neumf.hpp"
 #include "scaletrain/models/resnet.hpp"
+#include "scaletrain/models/transformer.hpp"
 
 namespace scaletrain::models {
 
@@ -77,6 +78,11 @@ void Model::backward(Context& ctx, const Tensor& dlogits, const std::vector<Tens
 ops::OpNames model_ops(const std::string& name, bool training) {
   // An uninitialised instance, as small as the model allows: the ops do not depend on the sizes.
   if (model_entry(name).task == kTaskRecommendation) return NeuMF(1, 1).ops(training);
+  if (model_entry(name).task == kTaskTranslation) {
+    TransformerConfig c = transformer_config(name);
+    c.width = 8, c.heads = 2, c.inner = 8, c.layers = 1;
+    return Transformer(c, 3).ops(training);
+  }
   return make_model(name, 2, 3)->ops(training);
 }
 

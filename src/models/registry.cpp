@@ -5,6 +5,8 @@
 // configuration inputs/ncf_movielens.ini spells them out.
 #include "scaletrain/models/registry.hpp"
 
+#include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "scaletrain/core/error.hpp"
@@ -32,6 +34,26 @@ ModelEntry inception_v3_entry() {
   ModelEntry e = image_classifier("inception_v3", "Inception-v3 (torchvision's, auxiliary head at 299x299)", 299,
                                   "Conv2d_1a_3x3.conv.weight", "fc.weight", "", {{"aux-loss-weight", "0.4"}});
   e.aux_min_image_size = 299;
+  return e;
+}
+
+// The MLPerf Transformer reference's training (transformer_main.py, model_params.py): Adam with
+// beta2 0.997 and epsilon 1e-9, the rsqrt schedule with 16000 warmup steps at peak
+// 2 / sqrt(width * 16000), label smoothing 0.1, 4096 tokens per GPU (big; base: 2048); no weight
+// decay, no gradient clipping. inputs/ has the configs, NVIDIA's large-batch one too.
+ModelEntry transformer_entry(const std::string& name, const std::string& description, int width,
+                             const std::string& batch_tokens) {
+  ModelEntry e;
+  e.name = name;
+  e.task = kTaskTranslation;
+  e.description = description;
+  char peak[32];
+  std::snprintf(peak, sizeof peak, "%.6g", 2.0 / std::sqrt(width * 16000.0));
+  e.defaults = {
+      {"optimizer", "adam"},      {"adam-beta1", "0.9"},         {"adam-beta2", "0.997"}, {"adam-epsilon", "1e-9"},
+      {"lr-schedule", "rsqrt"},   {"warmup-steps", "16000"},     {"base-lr", peak},       {"weight-decay", "0"},
+      {"label-smoothing", "0.1"}, {"batch-tokens", batch_tokens}};
+  e.mlperf_benchmark = name == "transformer" ? "transformer" : "";
   return e;
 }
 
@@ -70,6 +92,16 @@ const std::vector<ModelEntry>& model_registry() {
                        "conv1.7x7_s2.weight", "loss3.classifier.weight", "",
                        {{"aux-loss-weight", "0.3"}, {"preprocess", "caffe"}, {"base-lr", "0.01"}}),
       ncf_entry(),
+      transformer_entry("transformer",
+                        "Transformer big (MLPerf translation): 6+6 layers, width 1024, 16 heads, "
+                        "feed-forward 4096",
+                        1024, "4096"),
+      transformer_entry("transformer-base", "Transformer base: 6+6 layers, width 512, 8 heads, feed-forward 2048", 512,
+                        "2048"),
+      transformer_entry("transformer-tiny",
+                        "Transformer for tests and demos: 2+2 layers, width 128, 4 heads, "
+                        "feed-forward 512",
+                        128, "2048"),
   };
   return entries;
 }

@@ -3,6 +3,7 @@
 // its scaled, masked, position-added lookup, and the tied pre-softmax projection.
 #include "scaletrain/models/transformer.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "scaletrain/core/error.hpp"
@@ -234,13 +235,30 @@ void Transformer::embed_backward(Context& ctx, Embedded& e, const Tensor& dy, bo
 
 Tensor Transformer::forward(Context& ctx, const Tensor& source, const Tensor& source_lengths,
                             const Tensor& target_input, bool training) {
-  ST_CHECK(source.ndim() == 2 && target_input.ndim() == 2 && source.dim(0) == target_input.dim(0) &&
-               source_lengths.shape() == (Shape{source.dim(0)}),
-           name() << ": source " << shape_string(source.shape()) << ", its lengths "
-                  << shape_string(source_lengths.shape()) << " and target " << shape_string(target_input.shape())
-                  << " must be (N, Ls), (N) and (N, Lt)");
-  n_ = source.dim(0), ls_ = source.dim(1), lt_ = target_input.dim(1);
+  ST_CHECK(target_input.ndim() == 2 && source.ndim() == 2 && source.dim(0) == target_input.dim(0),
+           name() << ": source " << shape_string(source.shape()) << " and target " << shape_string(target_input.shape())
+                  << " must be (N, Ls) and (N, Lt)");
+  encode(ctx, source, source_lengths, training);
+  return decode(ctx, target_input, training);
+}
+
+void Transformer::encode(Context& ctx, const Tensor& source, const Tensor& source_lengths, bool training) {
+  ST_CHECK(source.ndim() == 2 && source_lengths.shape() == (Shape{source.dim(0)}),
+           name() << ": source " << shape_string(source.shape()) << " and its lengths "
+                  << shape_string(source_lengths.shape()) << " must be (N, Ls) and (N)");
+  n_ = source.dim(0), ls_ = source.dim(1);
   source_lengths_ = source_lengths;
+  Tensor x = embed(ctx, source, *source_embedded_, training);
+  const nn::AttentionShape enc{n_, ls_, ls_};
+  for (auto& layer : encoder_) x = layer->forward(ctx, x, enc, source_lengths, training);
+  memory_ = encoder_norm_->forward(ctx, x, training);
+}
+
+Tensor Transformer::decode(Context& ctx, const Tensor& target_input, bool training) {
+  ST_CHECK(memory_.defined() && target_input.ndim() == 2 && target_input.dim(0) == n_,
+           name() << ": decode needs encode() of the same " << n_ << " sentences first, got target "
+                  << shape_string(target_input.shape()));
+  lt_ = target_input.dim(1);
   // Decoder self-attention: every key position of the padded target (only the causal mask).
   if (!target_lengths_.defined() || target_lengths_.dim(0) != n_ || target_lengths_.device() != ctx.device() ||
       target_lengths_buffer_.data<int32_t>()[0] != lt_) {
@@ -248,14 +266,10 @@ Tensor Transformer::forward(Context& ctx, const Tensor& source, const Tensor& so
     std::fill_n(target_lengths_buffer_.data<int32_t>(), n_, static_cast<int32_t>(lt_));
     target_lengths_ = target_lengths_buffer_.to(ctx.device());
   }
-  Tensor x = embed(ctx, source, *source_embedded_, training);
-  const nn::AttentionShape enc{n_, ls_, ls_};
-  for (auto& layer : encoder_) x = layer->forward(ctx, x, enc, source_lengths, training);
-  const Tensor memory = encoder_norm_->forward(ctx, x, training);
   Tensor y = embed(ctx, target_input, *target_embedded_, training);
   const nn::AttentionShape self{n_, lt_, lt_}, cross{n_, lt_, ls_};
   for (auto& layer : decoder_)
-    y = layer->forward(ctx, y, memory, self, target_lengths_, cross, source_lengths, training);
+    y = layer->forward(ctx, y, memory_, self, target_lengths_, cross, source_lengths_, training);
   out_ = decoder_norm_->forward(ctx, y, training);
   // logits = out E^T: one product of the batch's tokens with the whole vocabulary.
   Tensor logits = reuse_buffer(logits_buffer_, {n_ * lt_, vocab_}, ctx.device());
@@ -263,6 +277,42 @@ Tensor Transformer::forward(Context& ctx, const Tensor& source, const Tensor& so
   ops::batched_matmul(ctx, {false, true, 1.0f}, out_.reshape({1, n_ * lt_, config_.width}),
                       params_.value(embedding_).reshape({1, vocab_, config_.width}), logits_3d);
   return logits;
+}
+
+std::vector<std::vector<int32_t>> Transformer::translate_greedy(Context& ctx, const Tensor& source,
+                                                                const Tensor& source_lengths, int64_t max_extra) {
+  const int64_t n = source.dim(0);
+  const int32_t* lengths = source_lengths.data<int32_t>();
+  int64_t max_steps = 0;
+  for (int64_t i = 0; i < n; ++i) max_steps = std::max<int64_t>(max_steps, lengths[i] + max_extra);
+  encode(ctx, source.to(ctx.device()), source_lengths.to(ctx.device()), false);
+  std::vector<std::vector<int32_t>> out(static_cast<std::size_t>(n));
+  std::vector<char> done(static_cast<std::size_t>(n), 0);
+  // The decoder input grows by one column a step: id 0 (the start), then each sentence's choices.
+  std::vector<int32_t> input(static_cast<std::size_t>(n), 0);
+  for (int64_t t = 1; t <= max_steps; ++t) {
+    Tensor in = Tensor::empty({n, t}, DType::i32);
+    std::copy(input.begin(), input.end(), in.data<int32_t>());
+    const Tensor logits = decode(ctx, in.to(ctx.device()), false).to(Device::cpu);
+    const float* l = logits.data<float>();
+    std::vector<int32_t> next(static_cast<std::size_t>(n * (t + 1)), 0);
+    bool all_done = true;
+    for (int64_t i = 0; i < n; ++i) {
+      std::copy(input.begin() + i * t, input.begin() + (i + 1) * t, next.begin() + i * (t + 1));
+      if (done[i]) continue;
+      const float* row = l + ((i * t) + t - 1) * vocab_;
+      const int32_t best = static_cast<int32_t>(std::max_element(row, row + vocab_) - row);
+      next[i * (t + 1) + t] = best;
+      if (best == 1 || t >= lengths[i] + max_extra) {
+        done[i] = 1;
+      }
+      if (best != 1) out[i].push_back(best);
+      all_done = all_done && done[i];
+    }
+    input.swap(next);
+    if (all_done) break;
+  }
+  return out;
 }
 
 void Transformer::backward(Context& ctx, const Tensor& dlogits) {

@@ -101,6 +101,11 @@ Json throughput(const comm::Communicator& comm, const TrainSummary& s) {
   const double my_rate = s.segment_samples / std::max(s.segment_train_s, 1e-9);
   Json t = Json::object();
   t.set("samples_per_s", s.samples_trained / std::max(s.train_time_s, 1e-9));
+  // Translation counts tokens too (MLPerf's Transformer throughput): both rates.
+  if (s.work_unit != "samples") {
+    t.set("unit", s.work_unit);
+    t.set(s.work_unit + "_per_s", s.units_trained / std::max(s.train_time_s, 1e-9));
+  }
   t.set("per_rank_samples_per_s", Json::array_of(comm.allgather(my_rate)));
   t.set("per_rank_summary", stats_over_ranks(comm, my_rate));
   return t;

@@ -86,7 +86,7 @@ void check_schedule(const TrainConfig& c) {
   require(c.epochs > 0, "--epochs must be positive, got " + std::to_string(c.epochs));
   require(c.max_steps >= 0, "--max-steps must be >= 0, got " + std::to_string(c.max_steps));
   require(c.base_lr > 0 && std::isfinite(c.base_lr), "--base-lr must be positive, got " + shortest(c.base_lr));
-  require(one_of(c.lr_schedule, {"cosine", "poly", "step", "constant"}),
+  require(one_of(c.lr_schedule, {"cosine", "poly", "step", "constant", "rsqrt"}),
           "--lr-schedule '" + c.lr_schedule + "' is not one of " + optim::lr_schedule_kinds());
   require(c.warmup_epochs >= 0 && std::isfinite(c.warmup_epochs),
           "--warmup-epochs must be >= 0, got " + shortest(c.warmup_epochs));
@@ -100,8 +100,12 @@ void check_schedule(const TrainConfig& c) {
   require(c.lars_epsilon >= 0 && std::isfinite(c.lars_epsilon),
           "--lars-epsilon must be >= 0, got " + shortest(c.lars_epsilon));
   check_adam(c);
-  require(c.target_accuracy >= 0 && c.target_accuracy <= 1,
-          "--target-accuracy must be between 0 and 1 (e.g. 0.92), got " + shortest(c.target_accuracy));
+  // The task's quality metric: a fraction (top-1, HR@10), or BLEU on 0-100 for translation.
+  const bool bleu = models::model_entry(c.model).task == models::kTaskTranslation;
+  require(c.target_accuracy >= 0 && c.target_accuracy <= (bleu ? 100 : 1),
+          bleu ? "--target-accuracy is BLEU for --model " + c.model + ": between 0 and 100 (MLPerf: 25), got " +
+                     shortest(c.target_accuracy)
+               : "--target-accuracy must be between 0 and 1 (e.g. 0.92), got " + shortest(c.target_accuracy));
   require(c.eval_every >= 0, "--eval-every must be >= 0, got " + std::to_string(c.eval_every));
   require(c.log_every >= 0, "--log-every must be >= 0, got " + std::to_string(c.log_every));
 }
@@ -233,7 +237,16 @@ void check_task_options(const TrainConfig& c) {
   require(c.aux_loss_weight == 0.0 || models::default_aux_loss_weight(c.model) > 0.0,
           "--aux-loss-weight " + shortest(c.aux_loss_weight) + ": --model " + c.model +
               " has no auxiliary heads (set it to 0)");
-  if (models::model_entry(c.model).task != models::kTaskRecommendation) return;
+  const std::string& task = models::model_entry(c.model).task;
+  if (task == models::kTaskTranslation) {
+    require(c.shuffle_mode == "global", "--shuffle " + c.shuffle_mode + " is for image shards; --model " + c.model +
+                                            " shuffles its sentence pairs globally (in memory)");
+    require(c.accumulate_steps == 1, "--accumulate-steps " + std::to_string(c.accumulate_steps) + ": --model " +
+                                         c.model +
+                                         " batches by tokens; raise --batch-tokens for a larger step instead");
+    return;
+  }
+  if (task != models::kTaskRecommendation) return;
   require(c.label_smoothing == 0.0, "--label-smoothing is for image classification; --model " + c.model +
                                         " trains with sigmoid cross-entropy (set it to 0)");
   require(c.shuffle_mode == "global", "--shuffle " + c.shuffle_mode + " is for image shards; --model " + c.model +
@@ -323,6 +336,7 @@ optim::LrScheduleOptions schedule_options(const TrainConfig& c, int64_t steps_pe
   o.kind = c.lr_schedule;
   o.base_lr = c.base_lr;
   o.warmup_epochs = c.warmup_epochs;
+  if (c.warmup_steps > 0) o.warmup_steps = c.warmup_steps;
   o.steps_per_epoch = steps_per_epoch;
   o.total_steps = steps_per_epoch * c.epochs;
   o.end_lr = c.end_lr;

@@ -197,7 +197,7 @@ void MlperfRecorder::on_evaluation_start(const RunPosition& position) {
 }
 
 void MlperfRecorder::on_evaluation_end(const RunPosition& position, const Evaluation& evaluation) {
-  log_.eval_stop(position.epoch + 1, position.samples_seen, evaluation.quality);
+  log_.eval_stop(position.epoch + 1, position.samples_seen, evaluation.quality * evaluation.mlperf_scale);
 }
 
 // A block ends at every --eval-every-th epoch, at --epochs, and where the run's steps end.

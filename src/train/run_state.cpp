@@ -28,6 +28,7 @@ Json run_identity(const TrainConfig& c, const Task& task, int64_t global_batch) 
   j.set("--end-lr", c.end_lr);
   // Only where they differ from their defaults, so that checkpoints from before them resume.
   if (c.lr_poly_power != 2.0) j.set("--lr-poly-power", c.lr_poly_power);
+  if (c.warmup_steps > 0) j.set("--warmup-steps", c.warmup_steps);
   if (!c.lr_step_epochs.empty()) j.set("--lr-step-epochs", Json::array_of(c.lr_step_epochs));
   if (c.lr_step_every != 0.0) j.set("--lr-step-every", c.lr_step_every);
   if (c.lr_step_gamma != 0.1) j.set("--lr-step-gamma", c.lr_step_gamma);
@@ -82,6 +83,7 @@ Json RunState::to_json(const Json& current_segment) const {
   p.set("step_in_epoch", position.step_in_epoch);
   p.set("global_step", position.global_step);
   p.set("samples_seen", position.samples_seen);
+  p.set("units_seen", position.units_seen);
   p.set("epoch_loss_sum", position.epoch_loss_sum);
   Json r = Json::object();
   r.set("best_accuracy", optional_number(results.best_accuracy));
@@ -115,6 +117,8 @@ void RunState::restore(const Json& s) {
   position.step_in_epoch = p.at("step_in_epoch").as_int();
   position.global_step = p.at("global_step").as_int();
   position.samples_seen = p.at("samples_seen").as_int();
+  // Checkpoints from before units counted only samples.
+  position.units_seen = p.contains("units_seen") ? p.at("units_seen").as_int() : position.samples_seen;
   position.epoch_loss_sum = p.at("epoch_loss_sum").as_double();
   const Json& r = s.at("results");
   results.best_accuracy = number_or(r.at("best_accuracy"), -1.0);

@@ -44,21 +44,23 @@ void StepClock::fill(report::TrainSummary& summary) {
 void ProgressLine::on_epoch_start(const RunPosition&) {
   clock_.reset();
   steps_ = 0;
+  units_ = 0;
   loss_ = 0.0;
 }
 
 void ProgressLine::on_step_end(const StepEnd& step) {
   loss_ += step.loss;
   ++steps_;
+  units_ += step.global_batch;
   const RunPosition& pos = step.position;
   if (log_every_ <= 0 || pos.global_step % log_every_ != 0) return;
   const double dt = clock_.elapsed();
-  const double rate = steps_ * step.global_batch / std::max(dt, 1e-9);
+  const double rate = static_cast<double>(units_) / std::max(dt, 1e-9);
   const double eta = (step.total_steps - pos.global_step) * dt / steps_;
   char line[256];
-  std::snprintf(line, sizeof line, "epoch %lld/%d  step %lld/%lld  loss %.4f  lr %.5f  %.1f samples/s  eta %s",
+  std::snprintf(line, sizeof line, "epoch %lld/%d  step %lld/%lld  loss %.4f  lr %.5f  %.1f %s/s  eta %s",
                 static_cast<long long>(pos.epoch + 1), step.epochs, static_cast<long long>(pos.step_in_epoch),
-                static_cast<long long>(step.steps_per_epoch), loss_ / steps_, step.lr, rate,
+                static_cast<long long>(step.steps_per_epoch), loss_ / steps_, step.lr, rate, unit_.c_str(),
                 format_duration(eta).c_str());
   ST_LOG(line);
   on_epoch_start(pos);

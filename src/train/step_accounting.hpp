@@ -45,14 +45,18 @@ class StepClock final : public TrainingObserver {
 class ProgressLine final : public TrainingObserver {
  public:
   explicit ProgressLine(int log_every) : log_every_(log_every) {}
+  // What the rate counts: the task's unit (Task::work_unit).
+  void set_unit(std::string unit) { unit_ = std::move(unit); }
   void on_epoch_start(const RunPosition& position) override;
   void on_step_end(const StepEnd& step) override;
   void on_epoch_record(const EpochRecord& record) override;
 
  private:
   int log_every_;
+  std::string unit_ = "samples";  // or tokens
   Stopwatch clock_;
   int64_t steps_ = 0;
+  int64_t units_ = 0;
   double loss_ = 0.0;
 };
 

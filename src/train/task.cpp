@@ -75,6 +75,8 @@ constexpr TaskEntry kTasks[] = {
      nullptr},
     {models::kTaskRecommendation, "recommendation", open_recommendation_task, recommendation_of_shape,
      recommendation_for_evaluation, recommendation_shape_of, "val", "the held-out items and their negatives"},
+    {models::kTaskTranslation, "translation", open_translation_task, translation_of_shape, translation_for_evaluation,
+     translation_shape_of, nullptr, nullptr},
 };
 
 const TaskEntry* find_task(const std::string& name) {

@@ -13,6 +13,10 @@ namespace scaletrain::train {
 
 std::unique_ptr<Task> open_image_classification_task(const TrainConfig& config, const comm::Communicator& comm);
 std::unique_ptr<Task> open_recommendation_task(const TrainConfig& config, const comm::Communicator& comm);
+std::unique_ptr<Task> open_translation_task(const TrainConfig& config, const comm::Communicator& comm);
+std::unique_ptr<Task> translation_of_shape(const TrainConfig& config, const DataShape& shape);
+std::unique_ptr<Task> translation_for_evaluation(const TrainConfig& config, const std::string& split);
+DataShape translation_shape_of(const TrainConfig& config, const checkpoint::CheckpointData& data);
 std::unique_ptr<Task> image_classification_of_shape(const TrainConfig& config, const DataShape& shape);
 std::unique_ptr<Task> recommendation_of_shape(const TrainConfig& config, const DataShape& shape);
 std::unique_ptr<Task> image_classification_for_evaluation(const TrainConfig& config, const std::string& split);

@@ -169,6 +169,7 @@ void keep_epoch_record(Json& epochs, const Json& entry) {
 void record_run_state(const RunState& state, report::TrainSummary& s) {
   s.steps = state.position.global_step;
   s.samples_trained = state.position.samples_seen;
+  s.units_trained = state.position.units_seen;
   s.epochs = state.epochs;
   s.segments = state.segments;
   s.final_val_accuracy = state.results.last_accuracy;
@@ -263,6 +264,7 @@ Training::Training(const comm::Communicator& comm, const TrainConfig& config, co
   // A new run's MLPerf log starts with its set-up.
   mlperf_ = std::make_unique<MlperfRecorder>(cfg_, comm_.rank(), resume_.has_value());
   task_ = open_task(cfg_, comm_);
+  progress_line_.set_unit(task_->work_unit());
   topology_.emplace(comm::Topology::build(comm_, cfg_.ranks_per_node));
   stage_data();
   threads_ = cfg_.threads > 0 ? cfg_.threads : default_threads(comm_);
@@ -476,15 +478,18 @@ void Training::train_step() {
     ST_CHECK(batches_->next(batch_), "internal: the training batches ran out at step " << pos.step_in_epoch << " of "
                                                                                        << state_->steps_per_epoch);
   }
+  // Token batches differ from step to step; a batch of samples is the global batch.
+  const StepWork work = batches_->last_step_work().value_or(StepWork{global_batch_, global_batch_});
   const double lr = state_->learning_rate();
   const double loss = step_->run(batch_, micro_batch_, pos.global_step, lr, *phases_);
   ST_CHECK(std::isfinite(loss), "training diverged: loss is " << loss << " at epoch " << pos.epoch + 1 << " step "
                                                               << pos.step_in_epoch + 1 << " (try a smaller --base-lr)");
   ++pos.step_in_epoch;
   ++pos.global_step;
-  pos.samples_seen += global_batch_;
+  pos.samples_seen += work.samples;
+  pos.units_seen += work.units;
   state_->epoch_loss_here += loss;
-  const StepEnd end{pos, state_->steps_per_epoch, total_steps_, cfg_.epochs, batch_, global_batch_, loss,
+  const StepEnd end{pos, state_->steps_per_epoch, total_steps_, cfg_.epochs, batch_, work.units, loss,
                     lr,  clock.elapsed()};
   for (TrainingObserver* o : observers_) o->on_step_end(end);
 }
@@ -671,6 +676,7 @@ report::TrainSummary Training::setup_summary() const {
   s.staging = staging_;
   s.target_accuracy = cfg_.target_accuracy;
   s.global_batch = global_batch_;
+  s.work_unit = task_->work_unit();
   s.accumulate_steps = cfg_.accumulate_steps;
   s.steps_per_epoch = state_->steps_per_epoch;
   s.optimizer = state_->optimizer().describe();

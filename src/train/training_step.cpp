@@ -39,8 +39,11 @@ TrainingStep::~TrainingStep() { network_.params().set_grad_ready_hook(nullptr); 
 double TrainingStep::run(const Batch& batch, int64_t micro_batch, int64_t global_step, double lr,
                          StepPhaseWatcher& watcher) {
   double loss = 0.0;
-  for (int k = 0; k < micro_batches(); ++k)
-    loss += forward_and_backward(batch.rows(k * micro_batch, micro_batch), k, global_step, watcher);
+  if (micro_batches() == 1)  // the batch whole: token batches hold a different number of rows each step
+    loss = forward_and_backward(batch, 0, global_step, watcher);
+  else
+    for (int k = 0; k < micro_batches(); ++k)
+      loss += forward_and_backward(batch.rows(k * micro_batch, micro_batch), k, global_step, watcher);
   {
     WatchedPhase phase(watcher, Phase::allreduce);
     reducer_.finish();

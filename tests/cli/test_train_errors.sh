@@ -148,7 +148,7 @@ expect_failure "related options from an INI file, with file and lines" \
   "--stall-abort-s 5 is shorter than --stall-warn-s 60 (0 = never abort); from $T/related.ini: --stall-abort-s line 3, --stall-warn-s line 2" \
   "$BIN/scaletrain" train --config "$T/related.ini" --data "$T/gray"
 printf 'model = ResNet-50\n' >"$T/model.ini"
-expect_failure "unknown model from an INI file" "unknown model 'ResNet-50' (--model; known: resnet20, resnet50, alexnet, googlenet, inception_v3, alexnet-caffe, googlenet-caffe, ncf); from $T/model.ini: --model line 1" \
+expect_failure "unknown model from an INI file" "unknown model 'ResNet-50' (--model; known: resnet20, resnet50, alexnet, googlenet, inception_v3, alexnet-caffe, googlenet-caffe, ncf, transformer, transformer-base, transformer-tiny); from $T/model.ini: --model line 1" \
   "$BIN/scaletrain" train --config "$T/model.ini" --data "$T/gray"
 printf 'model = resnet20\n# the input pipeline\nprefetch = 2147483647\n' >"$T/overflow.ini"
 expect_failure "INI value out of range, with file and line" \

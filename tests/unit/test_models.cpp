@@ -121,12 +121,14 @@ BOOST_AUTO_TEST_CASE(resnet20_layout_and_state_dict_order) {
 BOOST_AUTO_TEST_CASE(unknown_model_and_bad_input_are_clear_errors) {
   const std::string msg = error_of([] { scaletrain::models::make_model("resnet18", 10, 3); });
   BOOST_TEST(msg.find("unknown model 'resnet18' (known: resnet20, resnet50, alexnet, googlenet, inception_v3, "
-                      "alexnet-caffe, googlenet-caffe, ncf)") != std::string::npos,
+                      "alexnet-caffe, googlenet-caffe, ncf, transformer, transformer-base, transformer-tiny)") !=
+                 std::string::npos,
              msg);
-  BOOST_TEST(scaletrain::models::model_names() ==
-                 (std::vector<std::string>{"resnet20", "resnet50", "alexnet", "googlenet", "inception_v3",
-                                           "alexnet-caffe", "googlenet-caffe", "ncf"}),
-             boost::test_tools::per_element());
+  BOOST_TEST(
+      scaletrain::models::model_names() ==
+          (std::vector<std::string>{"resnet20", "resnet50", "alexnet", "googlenet", "inception_v3", "alexnet-caffe",
+                                    "googlenet-caffe", "ncf", "transformer", "transformer-base", "transformer-tiny"}),
+      boost::test_tools::per_element());
   // ncf is a model of another task: make_model builds image classifiers only.
   const std::string not_image = error_of([] { scaletrain::models::make_model("ncf", 10, 3); });
   BOOST_TEST(not_image.find("model ncf is not an image classifier (its task is recommendation)") != std::string::npos,

@@ -13,6 +13,7 @@ namespace scaletrain::models {
 // Tasks (train/task.hpp): what a model learns and how it is judged.
 constexpr const char* kTaskImageClassification = "image_classification";
 constexpr const char* kTaskRecommendation = "recommendation";
+constexpr const char* kTaskTranslation = "translation";
 
 struct ModelEntry {
   std::string name;         // --model

@@ -63,6 +63,19 @@ class Transformer : public Network {
   // sums the projection's and both lookups' gradients).
   void backward(Context& ctx, const Tensor& dlogits);
 
+  // forward's two halves, for decoding: encode() runs the encoder on a batch and keeps its
+  // output; decode() runs the decoder on target_input (N, Lt) against it and returns the logits
+  // (N * Lt, V). forward() is encode() then decode().
+  void encode(Context& ctx, const Tensor& source, const Tensor& source_lengths, bool training);
+  Tensor decode(Context& ctx, const Tensor& target_input, bool training);
+
+  // Greedy translation (no dropout): for each source sentence, the ids of the most probable next
+  // token, one at a time, until the end of sentence or max_extra tokens beyond the source's
+  // length (the reference's extra_decode_length: 50); the end of sentence is not returned.
+  // source and source_lengths as forward's, on the CPU; the work runs on the context's device.
+  std::vector<std::vector<int32_t>> translate_greedy(Context& ctx, const Tensor& source, const Tensor& source_lengths,
+                                                     int64_t max_extra);
+
   // The reference's initialisation (glorot-uniform projections, E ~ N(0, D^-1/2), layer norms
   // 1 and 0, biases 0), seeded.
   void initialize(uint64_t seed) override;
@@ -93,6 +106,7 @@ class Transformer : public Network {
   int64_t n_ = 0, ls_ = 0, lt_ = 0;
   Tensor source_lengths_, target_lengths_, target_lengths_buffer_;
   Tensor positions_;
+  Tensor memory_;
   Tensor out_, logits_buffer_, dout_buffer_, dmemory_buffer_, dtable_buffer_;
 };
 

@@ -45,8 +45,10 @@ struct TrainSummary {
   Json optimizer;               // the optimizer's describe(): name (sgd | lars) and hyper-parameters
   int64_t steps = 0;            // optimizer steps of the whole run
   int64_t samples_trained = 0;  // training samples of the whole run, all ranks
-  std::string status;           // completed | target_reached | max_steps | interrupted
-  Json epochs, segments;        // history, this segment included
+  int64_t units_trained = 0;    // in the task's unit (work_unit): samples, or tokens for translation
+  std::string work_unit = "samples";
+  std::string status;     // completed | target_reached | max_steps | interrupted
+  Json epochs, segments;  // history, this segment included
   double final_val_accuracy = -1.0, target_accuracy = 0.0, time_to_target_s = -1.0;
   double start_time_unix_ms = 0.0;  // of the run's first segment
   double train_time_s = 0.0;        // training steps, every segment (slowest rank of each)

@@ -58,6 +58,10 @@ struct TrainConfig {
   // Micro-batches of batch_size per optimizer step, their gradients summed locally and all-reduced
   // once (gradient_accumulation.hpp): large global batches on few ranks.
   int accumulate_steps = 1;
+  // Translation: tokens per rank per step (the reference's batch_size: whole sentence pairs up to
+  // this many tokens a side, data/translation_batches.hpp). The trainer's per-rank batch is then
+  // this, in tokens (batch_size is set to it).
+  int64_t batch_tokens = 4096;
 
   // SGD with momentum (PyTorch's rule); MLPerf ResNet-50 reference: momentum 0.9.
   double base_lr = 0.1;  // LR for the run's global batch, no implicit scaling
@@ -66,6 +70,7 @@ struct TrainConfig {
   bool nesterov = false;
   std::string lr_schedule = "cosine";  // cosine | poly | step
   double warmup_epochs = 0.0;
+  int64_t warmup_steps = 0;    // > 0: the warmup in optimizer steps instead (the Transformer's 16000)
   double end_lr = 1e-4;        // poly decay target (MLPerf ResNet-50: 1e-4)
   double lr_poly_power = 2.0;  // poly: the exponent (MLPerf ResNet-50: 2; bvlc_googlenet's solver: 0.5)
   // step: the epochs where the learning rate drops (empty: 30%, 60%, 80% of the epochs), or a drop

@@ -27,6 +27,7 @@ struct RunPosition {
   int64_t step_in_epoch = 0;  // its steps already taken
   int64_t global_step = 0;    // optimizer steps taken: the learning-rate schedule's position
   int64_t samples_seen = 0;   // training samples consumed, all ranks together
+  int64_t units_seen = 0;     // the task's unit of work (Task::work_unit): samples, or tokens
   // The sum over the epoch's steps of the training loss averaged over ranks, for the steps
   // before this segment began the epoch (0 when it began it); see RunState::epoch_loss_here.
   double epoch_loss_sum = 0.0;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,6 +56,13 @@ class Batch {
   std::deque<std::pair<std::string, Tensor>> tensors_;  // a deque: slot() references stay valid
 };
 
+// What one optimizer step trained on, over all ranks: samples (sentence pairs for translation)
+// and the task's unit of work (samples, or real target tokens for translation).
+struct StepWork {
+  int64_t samples = 0;
+  int64_t units = 0;
+};
+
 // One rank's training batches, epoch by epoch. Every rank gets the same number of full batches,
 // so every rank runs the same steps.
 class BatchSource {
@@ -68,6 +76,9 @@ class BatchSource {
   virtual bool next(Batch& batch) = 0;
   virtual int64_t bytes_read() const { return 0; }       // from the dataset's files, so far
   virtual int64_t skipped_samples() const { return 0; }  // --skip-bad-samples
+  // The last batch's step over all ranks, where steps differ (token batches); none where every
+  // step is the global batch of samples.
+  virtual std::optional<StepWork> last_step_work() const { return std::nullopt; }
 };
 
 // What scaletrain predict writes: the network's logits for every sample of the input file, in the
@@ -84,13 +95,19 @@ struct Evaluation {
   double loss = 0.0;
   Json metrics = Json::object();
   int64_t samples = 0;  // evaluated: images, or users
+  // MLPerf's eval_accuracy is quality x this: BLEU (0-100) / 100 for translation.
+  double mlperf_scale = 1.0;
 };
 
 class Task {
  public:
   virtual ~Task() = default;
   virtual const char* name() const = 0;            // models::kTask*
-  virtual const char* quality_metric() const = 0;  // "top1", "hr@10"
+  virtual const char* quality_metric() const = 0;  // "top1", "hr@10", "bleu"
+  // What throughput counts: "samples" (images, (user, item) pairs) or "tokens" (translation:
+  // the real target tokens, as MLPerf's Transformer results count them).
+  virtual const char* work_unit() const { return "samples"; }
+
   // The metric as the epoch log line prints it: "top-1 46.62%", "hr@10 0.6020"; NaN (not
   // evaluated this epoch): "top-1 -".
   virtual std::string describe_quality(double value) const = 0;
@@ -160,7 +177,8 @@ std::unique_ptr<Task> open_task(const TrainConfig& config, const comm::Communica
 // A dataset described by its shape alone, without files: enough for a task to build its model
 // and make synthetic batches (scaletrain-advisor calibrate without --data). Image classification
 // reads classes, channels and the image size (raw images of that size, pixels normalised with
-// mean 0.5 and std 0.25); recommendation reads users and items.
+// mean 0.5 and std 0.25); recommendation reads users and items; translation reads num_items as its
+// vocabulary's size.
 struct DataShape {
   int num_classes = 0, channels = 0, height = 0, width = 0;
   int64_t num_users = 0, num_items = 0;

@@ -24,11 +24,11 @@ namespace scaletrain::train {
 struct StepEnd {
   const RunPosition& position;  // after the step
   int64_t steps_per_epoch = 0;
-  int64_t total_steps = 0;  // of this run (--max-steps or all epochs)
-  int epochs = 0;           // --epochs
-  const Batch& batch;       // this rank's (all micro-batches)
-  int64_t global_batch = 0;
-  double loss = 0.0;  // this rank's mean over the step's micro-batches
+  int64_t total_steps = 0;   // of this run (--max-steps or all epochs)
+  int epochs = 0;            // --epochs
+  const Batch& batch;        // this rank's (all micro-batches)
+  int64_t global_batch = 0;  // this step's work over all ranks, in the task's unit (samples or tokens)
+  double loss = 0.0;         // this rank's mean over the step's micro-batches
   double lr = 0.0;
   double seconds = 0.0;  // this rank's wall time: the wait for the batch and the step
 };
