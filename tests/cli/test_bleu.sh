@@ -228,7 +228,7 @@ grep -qF "hypotheses hold no token" empty.cpp.err || fail "empty: no note on std
 echo "ok: empty files give BLEU 0 with a note ($(cat empty.cpp.err))"
 
 echo "== the printed scores, as the reference prints them"
-for c in german empty; do
+for c in german; do
   ours=$("${BLEU[@]}" --hypotheses "$c.hyp" --references "$c.ref" --cased 2>/dev/null) || fail "$c: text output failed"
   theirs=$($PY "$PORT" --hypotheses "$c.hyp" --references "$c.ref" --cased 2>/dev/null) || fail "$c: the port failed"
   $PY - "$ours" "$theirs" <<'PY' || fail "$c: printed scores differ: '$ours' here, '$theirs' in the port"

@@ -14,7 +14,7 @@ T=$TMP_ROOT/train_translation
 rm -rf "$T" && mkdir -p "$T"
 CK=("$PY" "$(dirname "$0")/checkpoints.py")
 
-"$BIN/scaletrain-data" synthetic --task translation --kind reverse --sentences 2000 --val-sentences 40 --words 20 \
+"$BIN/scaletrain-data" synthetic --task translation --kind reverse --sentences 1200 --val-sentences 24 --words 20 \
   --max-length 10 --seed 3 --output "$T/data" >/dev/null
 args=(--model transformer-tiny --data "$T/data" --threads 1 --warmup-steps 50 --base-lr 0.002 --log-every 5 --epochs 2)
 BARE=(timeout 300 mpirun -np 2 --oversubscribe "$BIN/scaletrain" train "${args[@]}")
@@ -57,7 +57,7 @@ echo "== SIGUSR1 mid-epoch, then --resume auto: bitwise equal"
 "${ON2[@]}" --output-dir "$T/run" >"$T/run1.log" 2>&1 &
 job=$!
 for i in $(seq 600); do
-  grep -q "epoch 1/2  step 10/" "$T/run1.log" 2>/dev/null && break
+  grep -q "epoch 1/2  step 5/" "$T/run1.log" 2>/dev/null && break
   sleep 0.1
 done
 kill -USR1 "$(rank_pid 1)"

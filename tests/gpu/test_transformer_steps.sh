@@ -5,8 +5,11 @@
 # the evaluation split greedily on each device. Every op the model brought is on the GPU here:
 # layer norm, masked softmax (padding and causal), batched products (cuBLAS), the heads'
 # transpose, the scaled embedding with its position signal, the token loss, Adam.
-# Checks: the parameters after the 3 steps within 1e-4 relative L2 (gpu.ncf_training's bound for
-# Adam, which normalises each step), the losses of the 3 steps within 1e-3, and both runs' BLEU
+# (--warmup-steps 0: the model's default 16000 warmup steps would apply to the constant schedule too.)
+# Checks: the parameters after the 3 steps within 1e-3 relative L2 (ten times gpu.ncf_training's
+# bound: Adam's epsilon is 1e-9 here, so an element whose gradient is near 0 moves by up to the
+# learning rate either way on float rounding; a wrong kernel moves every element, 1e-2 and more),
+# the losses of the 3 steps within 1e-3, and both runs' BLEU
 # equal within 1 point (greedy decoding of nearly equal models). Skips (77) without a GPU.
 source "$(dirname "$0")/lib.sh"
 require_gpu
@@ -17,10 +20,10 @@ status=0
 "$BIN/scaletrain-data" synthetic --task translation --kind reverse --sentences 600 --val-sentences 24 --words 20 \
   --max-length 10 --seed 7 --output "$T/data" >/dev/null || fail "scaletrain-data synthetic failed"
 common=(--model transformer-tiny --data "$T/data" --epochs 1 --max-steps 3 --batch-tokens 512 --seed 11
-  --lr-schedule constant --base-lr 1e-3 --log-every 1 --eval-every 1)
+  --lr-schedule constant --warmup-steps 0 --base-lr 1e-3 --log-every 1 --eval-every 1)
 run_train gpu 1 "$DEV" "$TEST_ARGS" "${common[@]}"
 run_train cpu 1 cpu "" "${common[@]}"
-compare_checkpoints --what params --tolerance 1e-4 "$T/gpu" "$T/cpu" || status=1
+compare_checkpoints --what params --tolerance 1e-3 "$T/gpu" "$T/cpu" || status=1
 compare_losses "$T/gpu.log" "$T/cpu.log" 1e-3 1e-3 || status=1
 "$PY" - "$T/gpu/report.json" "$T/cpu/report.json" <<'PY' || status=1
 import json, sys
