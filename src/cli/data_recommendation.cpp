@@ -22,21 +22,6 @@ namespace po = boost::program_options;
 namespace scaletrain::cli {
 namespace {
 
-struct Ranks {
-  int rank = 0, size = 1;
-  Ranks() {
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-  }
-};
-
-void require_range(const char* command, const char* option, int64_t value, int64_t min, int64_t max,
-                   const char* why = "") {
-  if (value < min || value > max)
-    throw UsageError(std::string(command) + ": --" + option + " " + std::to_string(value) + " is out of range [" +
-                     std::to_string(min) + ", " + std::to_string(max) + "]" + why);
-}
-
 // Writes both splits and their manifests, then rank 0 re-opens them and prints a summary.
 void write_and_report(const data::RecommendationData& d, const std::string& output, int64_t shards, bool overwrite,
                       const Stopwatch& clock) {
@@ -62,6 +47,36 @@ void write_and_report(const data::RecommendationData& d, const std::string& outp
 
 }  // namespace
 
+Ranks::Ranks() {
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+}
+
+void require_range(const std::string& command, const char* option, int64_t value, int64_t min, int64_t max,
+                   const std::string& why) {
+  if (value < min || value > max)
+    throw UsageError(command + ": --" + option + " " + std::to_string(value) + " is out of range [" +
+                     std::to_string(min) + ", " + std::to_string(max) + "]" + why);
+}
+
+void print_manifest_line(const std::optional<data::Manifest>& manifest) {
+  std::cout << "  manifest "
+            << (manifest ? manifest->path + " (sizes match; 'scaletrain-data verify' checks the checksums)"
+                         : std::string("none (sizes and checksums unknown; 'scaletrain-data manifest' writes one)"))
+            << "\n";
+}
+
+Json shards_json(const std::vector<std::string>& paths, const std::vector<int64_t>& rows) {
+  Json shards = Json::array();
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    Json o = Json::object();
+    o.set("path", paths[i]);
+    o.set("rows", rows[i]);
+    shards.push_back(o);
+  }
+  return shards;
+}
+
 void print_unchecked_shards(const std::vector<std::string>& unchecked) {
   if (unchecked.empty()) return;
   std::cout << "  unchecked: " << unchecked.size() << " shard" << (unchecked.size() == 1 ? " has" : "s have")
@@ -77,10 +92,7 @@ void print_recommendation_split(const data::RecommendationSplit& s, bool shards)
   else
     std::cout << s.rows() << " positives";
   std::cout << " in " << s.shards.size() << " shard" << (s.shards.size() == 1 ? "" : "s") << "\n";
-  std::cout << "  manifest "
-            << (s.manifest ? s.manifest->path + " (sizes match; 'scaletrain-data verify' checks the checksums)"
-                           : std::string("none (sizes and checksums unknown; 'scaletrain-data manifest' writes one)"))
-            << "\n";
+  print_manifest_line(s.manifest);
   if (shards)
     for (std::size_t i = 0; i < s.shards.size(); ++i)
       std::cout << "  " << s.shards[i] << "  " << s.shard_rows[i] << (s.is_evaluation() ? " users\n" : " positives\n");
@@ -97,14 +109,7 @@ Json recommendation_split_json(const data::RecommendationSplit& s) {
   j.set("positives", s.is_evaluation() ? Json() : Json(s.rows()));
   j.set("negatives_per_user", s.is_evaluation() ? Json(s.negatives_per_user) : Json());
   j.set("manifest", s.manifest ? Json(s.manifest->path) : Json());
-  Json shards = Json::array();
-  for (std::size_t i = 0; i < s.shards.size(); ++i) {
-    Json o = Json::object();
-    o.set("path", s.shards[i]);
-    o.set("rows", s.shard_rows[i]);
-    shards.push_back(o);
-  }
-  j.set("shards", shards);
+  j.set("shards", shards_json(s.shards, s.shard_rows));
   j.set("unchecked_shards", Json::array_of(s.unchecked_shards));
   return j;
 }

@@ -3,8 +3,12 @@
 #pragma once
 
 #include <boost/program_options.hpp>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "scaletrain/data/manifest.hpp"
 
 namespace scaletrain {
 class Json;
@@ -52,6 +56,18 @@ int synthetic_recommendation_main(int argc, char** argv);
 void print_recommendation_split(const data::RecommendationSplit& split, bool shards);
 // inspect's lines for a split's unchecked shards (data/manifest.hpp); nothing when there are none.
 void print_unchecked_shards(const std::vector<std::string>& unchecked);
+// What the in-memory tasks' subcommands share (src/cli/data_recommendation.cpp): the manifest's
+// line of inspect's text; the JSON list of a split's shards [{"path", "rows"}]; a usage error
+// naming the command and option for a value outside [min, max] (`why` completes the message).
+void print_manifest_line(const std::optional<data::Manifest>& manifest);
+Json shards_json(const std::vector<std::string>& paths, const std::vector<int64_t>& rows);
+void require_range(const std::string& command, const char* option, int64_t value, int64_t min, int64_t max,
+                   const std::string& why = "");
+// This process's rank and the world's size (MPI_COMM_WORLD).
+struct Ranks {
+  int rank = 0, size = 1;
+  Ranks();
+};
 Json recommendation_split_json(const data::RecommendationSplit& split);
 
 // The translation task (src/cli/data_translation.cpp): `translation ...` (text to shards),

@@ -26,14 +26,6 @@ namespace po = boost::program_options;
 namespace scaletrain::cli {
 namespace {
 
-struct Ranks {
-  int rank = 0, size = 1;
-  Ranks() {
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-  }
-};
-
 // Lines of a text file without their newline (a final line without one counts).
 std::vector<std::string> read_lines(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -178,13 +170,6 @@ void write_and_report(const Ranks& ranks, const std::string& output,
             << ranks.size << " rank" << (ranks.size == 1 ? "" : "s") << "\n";
 }
 
-void require_range(const std::string& command, const char* option, int64_t value, int64_t min, int64_t max,
-                   const std::string& why = "") {
-  if (value < min || value > max)
-    throw UsageError(command + ": --" + option + " " + std::to_string(value) + " is out of range [" +
-                     std::to_string(min) + ", " + std::to_string(max) + "]" + why);
-}
-
 // A split's text options: --NAME-source and --NAME-target, or --NAME-tsv.
 struct SplitFiles {
   std::string source, target, tsv;
@@ -210,10 +195,7 @@ void print_translation_split(const data::TranslationSplit& s, bool shards) {
             << " target tokens in " << s.shards.size() << " shard" << (s.shards.size() == 1 ? "" : "s") << "\n";
   std::cout << "  vocabulary " << s.vocabulary.size << " subtokens (" << s.vocabulary.tokenizer << "), max_length "
             << s.vocabulary.max_length << " (" << s.vocabulary.length_method << ")\n";
-  std::cout << "  manifest "
-            << (s.manifest ? s.manifest->path + " (sizes match; 'scaletrain-data verify' checks the checksums)"
-                           : std::string("none (sizes and checksums unknown; 'scaletrain-data manifest' writes one)"))
-            << "\n";
+  print_manifest_line(s.manifest);
   if (shards)
     for (std::size_t i = 0; i < s.shards.size(); ++i)
       std::cout << "  " << s.shards[i] << "  " << s.shard_rows[i] << " pairs\n";
@@ -234,14 +216,7 @@ Json translation_split_json(const data::TranslationSplit& s) {
   j.set("source_tokens", s.pairs.source_offsets.back());
   j.set("target_tokens", s.pairs.target_offsets.back());
   j.set("manifest", s.manifest ? Json(s.manifest->path) : Json());
-  Json shards = Json::array();
-  for (std::size_t i = 0; i < s.shards.size(); ++i) {
-    Json o = Json::object();
-    o.set("path", s.shards[i]);
-    o.set("rows", s.shard_rows[i]);
-    shards.push_back(o);
-  }
-  j.set("shards", shards);
+  j.set("shards", shards_json(s.shards, s.shard_rows));
   j.set("unchecked_shards", Json::array_of(s.unchecked_shards));
   return j;
 }

@@ -96,7 +96,7 @@ void check_offsets(const std::string& path, const char* name, const std::vector<
 }
 
 // Every sentence: not empty, ids in [2, V) before its final end-of-sentence id, at most max_length.
-void check_sentences(const std::string& path, const char* side, const std::vector<int32_t>& tokens,
+void check_sentences(const std::string& path, const char* side, const int32_t* tokens,
                      const std::vector<int64_t>& offsets, const TranslationVocabulary& v) {
   for (std::size_t s = 0; s + 1 < offsets.size(); ++s) {
     const int64_t b = offsets[s], e = offsets[s + 1];
@@ -136,7 +136,7 @@ int64_t read_side(const io::H5File& f, const char* side, const TranslationVocabu
   const std::vector<int32_t> t = read_vector<int32_t>(f, tokens_name.c_str(), DType::i32, n_tokens);
   const std::vector<int64_t> o = read_vector<int64_t>(f, offsets_name.c_str(), DType::i64, n_offsets);
   check_offsets(f.path(), offsets_name.c_str(), o, n_tokens);
-  check_sentences(f.path(), side, t, o, v);
+  check_sentences(f.path(), side, t.data(), o, v);
   const int64_t base = static_cast<int64_t>(tokens.size());
   tokens.insert(tokens.end(), t.begin(), t.end());
   for (std::size_t i = 1; i < o.size(); ++i) offsets.push_back(base + o[i]);
@@ -176,13 +176,24 @@ Tensor vector_tensor(const T* data, int64_t n, DType dtype) {
   return t;
 }
 
-// Pairs [begin, end) of one side as the shard stores them: ids, and offsets from 0.
-void write_side(io::H5File& f, const char* side, const std::vector<int32_t>& tokens,
-                const std::vector<int64_t>& offsets, int64_t begin, int64_t end) {
-  std::vector<int64_t> local(offsets.begin() + begin, offsets.begin() + end + 1);
-  for (int64_t& o : local) o -= offsets[begin];
-  f.write(std::string(side) + "_tokens", vector_tensor(tokens.data() + offsets[begin], local.back(), DType::i32));
-  f.write(std::string(side) + "_offsets", vector_tensor(local.data(), static_cast<int64_t>(local.size()), DType::i64));
+// Pairs [begin, end) of one side as a shard stores them: the first pair's ids, and offsets from 0.
+struct ShardSide {
+  const char* name;
+  const int32_t* tokens;
+  std::vector<int64_t> offsets;
+};
+
+ShardSide shard_side(const char* name, const std::vector<int32_t>& tokens, const std::vector<int64_t>& offsets,
+                     int64_t begin, int64_t end) {
+  ShardSide s{name, tokens.data() + offsets[begin], {offsets.begin() + begin, offsets.begin() + end + 1}};
+  for (int64_t& o : s.offsets) o -= offsets[begin];
+  return s;
+}
+
+void write_side(io::H5File& f, const ShardSide& s) {
+  f.write(std::string(s.name) + "_tokens", vector_tensor(s.tokens, s.offsets.back(), DType::i32));
+  f.write(std::string(s.name) + "_offsets",
+          vector_tensor(s.offsets.data(), static_cast<int64_t>(s.offsets.size()), DType::i64));
 }
 
 }  // namespace
@@ -215,13 +226,10 @@ void write_translation_shard(const std::string& path, const TranslationVocabular
                              int64_t begin, int64_t end) {
   ST_CHECK(begin >= 0 && begin <= end && end <= pairs.size(),
            path << ": pairs [" << begin << ", " << end << ") of " << pairs.size());
+  const ShardSide sides[] = {shard_side("source", pairs.source_tokens, pairs.source_offsets, begin, end),
+                             shard_side("target", pairs.target_tokens, pairs.target_offsets, begin, end)};
   // The reader's checks, before anything is written.
-  std::vector<int64_t> so(pairs.source_offsets.begin() + begin, pairs.source_offsets.begin() + end + 1);
-  std::vector<int64_t> to(pairs.target_offsets.begin() + begin, pairs.target_offsets.begin() + end + 1);
-  for (int64_t& o : so) o -= pairs.source_offsets[begin];
-  for (int64_t& o : to) o -= pairs.target_offsets[begin];
-  check_sentences(path, "source", {pairs.source(begin), pairs.source(begin) + so.back()}, so, v);
-  check_sentences(path, "target", {pairs.target(begin), pairs.target(begin) + to.back()}, to, v);
+  for (const ShardSide& s : sides) check_sentences(path, s.name, s.tokens, s.offsets, v);
   {
     io::H5File f(path + ".tmp", io::H5File::Mode::create_truncate);
     f.set_attribute("scaletrain_format", int64_t(kFormatVersion));
@@ -234,8 +242,7 @@ void write_translation_shard(const std::string& path, const TranslationVocabular
     f.set_attribute("length_method", v.length_method);
     f.write("vocabulary", vector_tensor(reinterpret_cast<const uint8_t*>(v.text.data()),
                                         static_cast<int64_t>(v.text.size()), DType::u8));
-    write_side(f, "source", pairs.source_tokens, pairs.source_offsets, begin, end);
-    write_side(f, "target", pairs.target_tokens, pairs.target_offsets, begin, end);
+    for (const ShardSide& s : sides) write_side(f, s);
     f.close();
   }
   publish_shard(path);

@@ -221,8 +221,8 @@ Tensor Transformer::embed(Context& ctx, const Tensor& ids, Embedded& e, bool tra
 }
 
 // dy: (N * L, D) of the dropped-out embedding. Adds E's gradient of this lookup to grad(E)
-// (first: the projection's was written before).
-void Transformer::embed_backward(Context& ctx, Embedded& e, const Tensor& dy, bool) {
+// (the projection's was written first).
+void Transformer::embed_backward(Context& ctx, Embedded& e, const Tensor& dy) {
   const int64_t n = e.ids.dim(0), l = e.ids.dim(1), d = config_.width;
   const float scale = static_cast<float>(std::sqrt(static_cast<double>(d)));
   const Tensor dropped = e.dropout.backward(ctx, dy);
@@ -337,10 +337,10 @@ void Transformer::backward(Context& ctx, const Tensor& dlogits) {
     else
       ops::add_inplace(ctx, dmemory, dm);
   }
-  embed_backward(ctx, *target_embedded_, dy, false);
+  embed_backward(ctx, *target_embedded_, dy);
   Tensor dx = encoder_norm_->backward(ctx, dmemory);
   for (std::size_t i = encoder_.size(); i-- > 0;) dx = encoder_[i]->backward(ctx, dx);
-  embed_backward(ctx, *source_embedded_, dx, false);
+  embed_backward(ctx, *source_embedded_, dx);
   params_.mark_grad_ready(embedding_);
 }
 

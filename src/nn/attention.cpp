@@ -183,7 +183,6 @@ Tensor MultiheadAttention::backward(Context& ctx, const Tensor& dy) {
 }
 
 void MultiheadAttention::initialize(Rng& rng) {
-  const Tensor none;
   for (int which = 0; which < 3; ++which) {
     Tensor w = projection(which), b;
     initialize_parameters(rng, Init::glorot_uniform(), width_, width_, w, b);

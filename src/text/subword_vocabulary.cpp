@@ -1,9 +1,6 @@
 // The reference's vocabulary build (utils/tokenizer.py: _count_tokens, _generate_subtokens and
 // the min_count search), for scaletrain-data translation.
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/text/subword_tokenizer.hpp"
@@ -128,14 +125,6 @@ void count_runs_in_lines(const std::vector<std::string>& lines, double file_byte
     skipped = 0;
     for (CodePoints& run : split_into_runs(text)) ++counts[std::move(run)];
   }
-}
-
-void count_runs_in_file(const std::string& path, double sample_chars, RunCounts& counts) {
-  std::ifstream in(path, std::ios::binary);
-  ST_CHECK(in, path << ": cannot open");
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(std::move(line));
-  count_runs_in_lines(lines, static_cast<double>(std::filesystem::file_size(path)), sample_chars, counts, path);
 }
 
 BuiltVocabulary build_vocabulary(const RunCounts& counts, const VocabularyOptions& options) {

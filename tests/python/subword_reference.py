@@ -14,14 +14,11 @@ in mlcommons/training), not copied from it; it reproduces the examples of the re
   consecutive runs that both start with an alphanumeric character;
 - the vocabulary is built in 4 rounds from token counts with a minimum count (6 in the reference).
 
-Usable as a module (SubwordTokenizer, build_vocabulary, split_text, escape, unescape) and as a
-command that writes the alphanumeric ranges of this Python's Unicode database, for the C++ table:
-
-  python3 subword_reference.py alnum-ranges   # "FIRST LAST" code points a line, hexadecimal
+A module (SubwordTokenizer, build_vocabulary, search_min_count, count_runs, split_text, escape,
+unescape); tests/python/check_translation_data.py compares scaletrain's output with it.
 """
 import collections
 import re
-import sys
 import unicodedata
 
 PAD, EOS = "<pad>", "<EOS>"
@@ -202,26 +199,3 @@ def search_min_count(run_counts, target_size, threshold, lo=1, hi=1000):
     if abs(len(other.subtokens) - target_size) < abs(size - target_size):
         return other, other_mid
     return here, mid
-
-
-def alnum_ranges():
-    ranges, start = [], None
-    for cp in range(sys.maxunicode + 1):
-        if is_alnum(chr(cp)):
-            if start is None:
-                start = cp
-        elif start is not None:
-            ranges.append((start, cp - 1))
-            start = None
-    if start is not None:
-        ranges.append((start, sys.maxunicode))
-    return ranges
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] == ["alnum-ranges"]:
-        print(f"# Unicode {unicodedata.unidata_version}: code points of general category L* or N*")
-        for first, last in alnum_ranges():
-            print(f"{first:x} {last:x}")
-    else:
-        sys.exit(__doc__)

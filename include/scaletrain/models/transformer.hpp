@@ -90,7 +90,7 @@ class Transformer : public Network {
   struct DecoderLayer;
   struct Embedded;
   Tensor embed(Context& ctx, const Tensor& ids, Embedded& e, bool training);
-  void embed_backward(Context& ctx, Embedded& e, const Tensor& dy, bool first);
+  void embed_backward(Context& ctx, Embedded& e, const Tensor& dy);
   const Tensor& positions(Context& ctx, int64_t length);
 
   TransformerConfig config_;

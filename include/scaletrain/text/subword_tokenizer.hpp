@@ -71,13 +71,12 @@ class SubwordTokenizer {
 CodePoints escape_run(const CodePoints& run, const std::unordered_set<char32_t>& alphabet);
 CodePoints unescape_run(const CodePoints& escaped);
 
-// Token (run) counts, as the reference's _count_tokens: from each file, lines spread evenly over
-// it (every (file bytes / (2 * sample_chars))-th line, then the next) until about sample_chars
-// characters are read; each line stripped and split into runs. sample_chars <= 0 reads all.
+// Token (run) counts, as the reference's _count_tokens over one file, given as its lines (UTF-8,
+// without their newline) and its size in bytes: lines spread evenly over it (every
+// (file bytes / (2 * sample_chars))-th line, then the next) until about sample_chars characters
+// are read; each line stripped and split into runs. sample_chars <= 0 reads all. `where` names
+// the file in errors.
 using RunCounts = std::unordered_map<CodePoints, int64_t>;
-void count_runs_in_file(const std::string& path, double sample_chars, RunCounts& counts);
-// The same over a file's lines (UTF-8, without their newline) and its size in bytes; `where`
-// names the file in errors.
 void count_runs_in_lines(const std::vector<std::string>& lines, double file_bytes, double sample_chars,
                          RunCounts& counts, const std::string& where);
 
