@@ -11,7 +11,8 @@
 #   with ids equal to its line numbers;
 # - a dataset written with h5py as docs/dataset-format.md shows is inspected, and each kind of bad
 #   data (an id outside the vocabulary, the padding id inside a sentence, an empty sentence, a
-#   missing end of sentence, offsets that do not add up, shards with different vocabularies) is
+#   missing end of sentence, offsets that do not add up, shards with different vocabularies, an
+#   unknown tokenizer) is
 #   an error naming the file and the sentence;
 # - the converter's usage errors; `synthetic --task translation` (copy and reverse).
 # Env (set by ctest): ST_BIN (build/bin), ST_SOURCE (repository), ST_TMP (scratch).
@@ -165,6 +166,9 @@ shard(f"{out}/no_eos/train/a.h5", [[5, 6, 7], [7, 1]], good[1])
 shard(f"{out}/offsets/train/a.h5", *good)
 with h5py.File(f"{out}/offsets/train/a.h5", "a") as f:
     f["source_offsets"][2] = 9
+shard(f"{out}/tokenizer/train/a.h5", *good)
+with h5py.File(f"{out}/tokenizer/train/a.h5", "a") as f:
+    f.attrs["tokenizer"] = np.bytes_("sentencepiece")
 shard(f"{out}/vocab/train/a.h5", *good)
 other = vocab.replace(b"'the_'", b"'teh_'")
 assert other != vocab
@@ -179,6 +183,7 @@ expect_failure "empty sentence" "source sentence 1 is empty" "$DATA" inspect "$W
 expect_failure "no end of sentence" "source sentence 0 ends in id 7" "$DATA" inspect "$W/h5/no_eos"
 expect_failure "offsets" "source_offsets ends at 9 but the tokens dataset holds 5 ids" "$DATA" inspect "$W/h5/offsets"
 expect_failure "another vocabulary" "b.h5: its vocabulary" "$DATA" inspect "$W/h5/vocab"
+expect_failure "unknown tokenizer" "tokenizer 'sentencepiece' is unknown" "$DATA" inspect "$W/h5/tokenizer"
 
 echo "== usage errors"
 T=(--train-source "$W/src.txt" --train-target "$W/tgt.txt")

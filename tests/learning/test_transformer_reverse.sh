@@ -4,7 +4,7 @@
 # sentences of 2 to 10, 20,000 pairs), which it can only do by attending to the right source
 # position, and reaches BLEU above 90 on the 200 held-out pairs within a few minutes of this CPU.
 # The run evaluates every epoch and stops at the first BLEU of 90 (--target-accuracy); the BLEU is
-# read from report.json. About 35 s (3 epochs) on the 2-core development machine.
+# read from report.json. 35 to 45 s (3 epochs) on the 2-core development machine.
 # Not part of `make test` (label `learning`, `make test-learning`).
 set -euo pipefail
 BIN=${ST_BIN:-build/bin}
