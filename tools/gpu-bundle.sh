@@ -175,6 +175,10 @@ B
 # The full benchmark (batch 64 and 128, 40 steps) is the same script without the env settings.
 [ -f "$src_dir/tools/bench_gpu_resnet50.sh" ] &&
   printf 'gpu_resnet50_train\tenv BENCH_BATCH_SIZES=64 BENCH_STEPS=10 BENCH_LOG_EVERY=5 BENCH_WARMUP=5 bash tools/bench_gpu_resnet50.sh\n' >>"$b/benches.sh"
+# transformer-base fp32 training tokens/s at 4096 batch tokens, scaletrain's and PyTorch's
+# nn.Transformer (TF32 off) on the same GPU (issue 25): 15 steps each, the rate of steps 6 to 15.
+[ -f "$src_dir/tools/bench_transformer.sh" ] &&
+  printf 'gpu_transformer_train\tenv BENCH_DEVICE=cuda BENCH_MODELS=transformer-base BENCH_STEPS=15 BENCH_LOG_EVERY=5 bash tools/bench_transformer.sh\n' >>"$b/benches.sh"
 
 # Data sets the GPU tests need and the GPU machine cannot fetch, on request only (30 MB more to
 # carry): GPU_BUNDLE_DATA=fashion-mnist packs Debian's dataset-fashion-mnist files.
