@@ -12,9 +12,10 @@
 #   BENCH_DEVICE=cpu|cuda (default cpu)   BENCH_MODELS="transformer-tiny transformer-base"
 #   BENCH_BATCH_TOKENS=4096               BENCH_STEPS=20 (a multiple of BENCH_LOG_EVERY=5)
 #   BENCH_THREADS=2 (PyTorch's CPU threads; ours: oneDNN's default, the cores)
+#   BENCH_TORCH_WARMUP=5 (PyTorch's untimed steps first)
 #
 # The rate is the median of the progress lines after the first (the first holds the start-up's
-# allocations); PyTorch's, of windows of BENCH_LOG_EVERY steps after 5 warm-up steps. Run in the
+# allocations); PyTorch's, of windows of BENCH_LOG_EVERY steps after BENCH_TORCH_WARMUP warm-up steps. Run in the
 # repository root; in the GPU bundle $BUNDLE/bin holds the programs (gpu-check.sh's benches.sh).
 set -euo pipefail
 BIN=${ST_BIN:-${BUNDLE:+$BUNDLE/bin}}
@@ -30,6 +31,7 @@ log_every=${BENCH_LOG_EVERY:-5}
 length=${BENCH_LENGTH:-32}
 vocab=${BENCH_VOCAB:-33708}
 threads=${BENCH_THREADS:-2}
+torch_warmup=${BENCH_TORCH_WARMUP:-5}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # length_bucket_bounds (src/data/translation_batches.cpp): 8, 9, ..., then 10% larger steps.
@@ -67,6 +69,6 @@ print(f"scaletrain {model} on {device}: {statistics.median(rates[1:]):.1f} token
       f"windows of {every} steps after the first; {pairs} pairs of {length} tokens)")
 PY
   python3 "$here/bench_torch_transformer.py" --model "$model" --sentences "$per_step" --length "$length" \
-    --vocab "$vocab" --steps "$steps" --warmup 5 --window "$log_every" --device "$device" --threads "$threads"
+    --vocab "$vocab" --steps "$steps" --warmup "$torch_warmup" --window "$log_every" --device "$device" --threads "$threads"
   rm -rf "$out/run-$model/checkpoints"
 done

@@ -323,7 +323,10 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "target-accuracy", po::value(&c.target_accuracy)->default_value(c.target_accuracy, shortest(c.target_accuracy)),
       "stop at the first evaluation whose quality reaches this: top-1 or HR@10 as a fraction (0..1), BLEU (0..100) "
       "for translation models (MLPerf: 25); 0 = train all epochs")(
-      "log-every", po::value(&c.log_every)->default_value(c.log_every), "progress line every N steps (rank 0)")(
+      "beam-size", po::value(&c.beam_size)->default_value(c.beam_size), kBeamSizeHelp)(
+      "length-penalty", po::value(&c.length_penalty)->default_value(c.length_penalty, shortest(c.length_penalty)),
+      kLengthPenaltyHelp)("log-every", po::value(&c.log_every)->default_value(c.log_every),
+                          "progress line every N steps (rank 0)")(
       "trace", po::bool_switch(&c.trace),
       "write each rank's timeline (data wait, forward, backward, each bucket's all-reduce, optimizer, evaluation, "
       "checkpoints) to --output-dir/trace/rank-NNNNN.json for Perfetto or chrome://tracing; scaletrain-report trace "
@@ -389,6 +392,8 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("max_steps", c.max_steps);
   j.set("batch_size", c.batch_size);
   j.set("batch_tokens", c.batch_tokens);
+  j.set("beam_size", c.beam_size);
+  j.set("length_penalty", c.length_penalty);
   j.set("accumulate_steps", c.accumulate_steps);
   j.set("base_lr", c.base_lr);
   j.set("lr_schedule", c.lr_schedule);
@@ -603,8 +608,10 @@ int cmd_eval(int argc, char** argv) {
       "data-threads", po::value(&c.data_threads)->default_value(c.data_threads),
       "image shards: decode threads per rank")("image-size", po::value<std::string>(), kImageSizeHelp)(
       "preprocess", po::value<std::string>(), kPreprocessHelp)(
-      "verify-data", po::bool_switch(&c.verify_data),
-      "first compare the split's shards with its manifest.json (checksums, shared by the ranks)")(
+      "beam-size", po::value(&c.beam_size)->default_value(c.beam_size), kBeamSizeHelp)(
+      "length-penalty", po::value(&c.length_penalty)->default_value(c.length_penalty, shortest(c.length_penalty)),
+      kLengthPenaltyHelp)("verify-data", po::bool_switch(&c.verify_data),
+                          "first compare the split's shards with its manifest.json (checksums, shared by the ranks)")(
       "require-checksums", po::bool_switch(&c.require_checksums),
       "refuse a split without manifest.json and, unless --verify-data, shards whose HDF5 metadata has no checksums "
       "or whose 'task'/'encoding' is a variable-length string (docs/reliability.md)");
@@ -619,6 +626,7 @@ int cmd_eval(int argc, char** argv) {
   std::tie(c.image_height, c.image_width) = image_size_option(vm);
   c.preprocess = vm.count("preprocess") ? vm["preprocess"].as<std::string>() : train::default_preprocess(c.model);
   train::check_preprocess(c.preprocess, c.model);
+  train::check_decoding_options(c);
   evaluate_checkpoint(c, checkpoint, split, batch_size, threads, device);
   return 0;
 }

@@ -20,6 +20,14 @@ inline constexpr const char* kPreprocessHelp =
     "then a random --image-size crop and a random mirror in training, the centre crop in evaluation. Raw "
     "datasets keep the augmentation of --no-augment and --crop-padding either way";
 
+// --help of --beam-size and --length-penalty (train, eval).
+inline constexpr const char* kBeamSizeHelp =
+    "translation models: the evaluation's beam search keeps this many hypotheses per sentence (the MLPerf "
+    "reference's 4; 1 = greedy decoding, the most probable token each step); other models refuse it";
+inline constexpr const char* kLengthPenaltyHelp =
+    "translation models: beam search's length penalty alpha, a finished hypothesis scoring its log probability / "
+    "((5 + length) / 6)^alpha (the MLPerf reference's 0.6; 0 = none); other models refuse it";
+
 // Parses argv (after the command word "train") and the --config file it names into `config`
 // (config_file: that file's path, or empty). Returns false when --help was asked (help printed).
 // Throws UsageError naming the option, and for a value from the config file that file and line.

@@ -5,11 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <utility>
 
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/ops/activation.hpp"
 #include "scaletrain/ops/batched_matmul.hpp"
 #include "scaletrain/ops/embedding.hpp"
+#include "scaletrain/ops/swap_axes.hpp"
 #include "scaletrain/ops/token_embedding.hpp"
 
 namespace scaletrain::models {
@@ -279,40 +282,261 @@ Tensor Transformer::decode(Context& ctx, const Tensor& target_input, bool traini
   return logits;
 }
 
+// ---- decoding ----
+
+namespace {
+
+constexpr int32_t kEos = 1;  // the reference's EOS_ID (text/subword_tokenizer.hpp's kEosId)
+
+Tensor upload_i32(const std::vector<int32_t>& values, Device device) {
+  Tensor host = Tensor::empty({static_cast<int64_t>(values.size())}, DType::i32);
+  std::copy(values.begin(), values.end(), host.data<int32_t>());
+  return host.to(device);
+}
+
+// Each sentence's max_decode_length: its source's length + max_extra.
+std::vector<int64_t> max_decode_lengths(const Tensor& source_lengths, int64_t max_extra) {
+  const Tensor lengths = source_lengths.to(Device::cpu);
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < lengths.numel(); ++i) out.push_back(lengths.data<int32_t>()[i] + max_extra);
+  return out;
+}
+
+}  // namespace
+
+// One decoder layer's cache: the self-attention's keys and values position-major, (positions,
+// rows, D), so that a step's new position is one contiguous block its projection writes in
+// place; the encoder-decoder attention's in heads layout (sentences * H, Ls, D / H), once per
+// sentence (its beams' queries go against them together).
+struct IncrementalDecoder::LayerCache {
+  Tensor keys, values, cross_keys, cross_values;
+  nn::AttentionScratch self_scratch, cross_scratch;
+  Tensor sum1_buffer, sum2_buffer, sum3_buffer;
+};
+
+IncrementalDecoder::IncrementalDecoder(Context& ctx, Transformer& model, const Tensor& source,
+                                       const Tensor& source_lengths, int64_t beams, int64_t max_positions)
+    : ctx_(ctx),
+      model_(model),
+      beams_(beams),
+      capacity_(max_positions),
+      rows_(source.dim(0) * beams),
+      sentences_(source.dim(0)),
+      source_length_(source.dim(1)) {
+  ST_CHECK(beams >= 1 && max_positions >= 1, model.name()
+                                                 << ": incremental decoding needs at least 1 beam and 1 position, got "
+                                                 << beams << " and " << max_positions);
+  const Device dev = ctx.device();
+  model.encode(ctx, source.to(dev), source_lengths.to(dev), false);
+  const Tensor host_lengths = source_lengths.to(Device::cpu);
+  source_lengths_host_.assign(host_lengths.data<int32_t>(), host_lengths.data<int32_t>() + sentences_);
+  source_lengths_ = upload_i32(source_lengths_host_, dev);
+  positions_ = model.positions(ctx, capacity_);
+  const int64_t d = model.config_.width, heads = model.config_.heads, n = sentences_, ls = source_length_;
+  const int64_t cross_elements = n * ls * d;
+  Tensor projected = Tensor::empty({n * ls, d}, DType::f32, dev);
+  for (auto& layer : model.decoder_) {
+    auto c = std::make_unique<LayerCache>();
+    for (auto [which, target] : {std::pair<int, Tensor*>{1, &c->cross_keys}, {2, &c->cross_values}}) {
+      layer->cross_attn.project(ctx, model.memory_, which, projected);
+      *target = Tensor::empty({cross_elements}, DType::f32, dev);
+      Tensor heads_view = target->reshape({n, heads, ls, d / heads});
+      ops::swap_middle_axes(ctx, projected.reshape({n, ls, heads, d / heads}), heads_view);
+    }
+    layers_.push_back(std::move(c));
+  }
+  cross_scratch_ = Tensor::empty({cross_elements}, DType::f32, dev);
+}
+
+// Room for `positions` positions of the current rows in every self-attention cache. Most searches
+// end long before max_positions, so the caches start small and double: the copies add up to less
+// than one cache's final size.
+void IncrementalDecoder::reserve_positions(int64_t positions) {
+  if (positions <= reserved_) return;
+  const int64_t d = model_.config_.width, keep = position_ * rows_ * d;
+  reserved_ = std::min(capacity_, std::max(positions, 2 * reserved_));
+  const Shape shape{reserved_ * rows_ * d};
+  for (auto& c : layers_)
+    for (Tensor* cache : {&c->keys, &c->values}) {
+      Tensor grown = Tensor::empty(shape, DType::f32, ctx_.device());
+      if (keep > 0) Tensor::view_of(grown, 0, {keep}).copy_from(Tensor::view_of(*cache, 0, {keep}));
+      *cache = grown;
+    }
+  self_scratch_ = Tensor::empty(shape, DType::f32, ctx_.device());
+}
+
+IncrementalDecoder::~IncrementalDecoder() = default;
+
+// The new tokens' input rows (M, D): scaled embedding, zero for id 0 (the start), plus the
+// position signal of this step's position (the reference's timing_signal[i:i + 1]).
+Tensor IncrementalDecoder::embed_step(const std::vector<int32_t>& last_ids) {
+  const int64_t m = rows_, d = model_.config_.width;
+  const Tensor ids = upload_i32(last_ids, ctx_.device());
+  Tensor rows = nn::reuse_buffer(rows_buffer_, {m, d}, ctx_.device());
+  ops::embedding_forward(ctx_, model_.params_.value(model_.embedding_), ids, rows);
+  const float scale = static_cast<float>(std::sqrt(static_cast<double>(d)));
+  Tensor rows_3d = rows.reshape({m, 1, d});
+  ops::token_embedding_forward(ctx_, rows_3d, ids.reshape({m, 1}), scale,
+                               Tensor::view_of(positions_, position_ * d, {1, d}), rows_3d);
+  return rows;
+}
+
+// The cache's first position() + 1 positions (position-major, (L, M * H, D / H)) as the heads'
+// matrices (M * H, L, D / H) that the batched products take.
+Tensor IncrementalDecoder::heads_of_cache(const Tensor& cache, Tensor& buffer) {
+  const int64_t l = position_ + 1, heads = model_.config_.heads, dh = model_.config_.width / heads;
+  Tensor h = nn::reuse_buffer(buffer, {1, rows_ * heads, l, dh}, ctx_.device());
+  ops::swap_middle_axes(ctx_, Tensor::view_of(cache, 0, {1, l, rows_ * heads, dh}), h);
+  return h.reshape({rows_ * heads, l, dh});
+}
+
+// DecoderLayer::forward for one position: the same blocks, the keys and values from the cache.
+Tensor IncrementalDecoder::layer_step(Transformer::DecoderLayer& l, LayerCache& c, const Tensor& y) {
+  const int64_t m = rows_, d = model_.config_.width, heads = model_.config_.heads;
+  const Tensor h1 = l.norm1.forward(ctx_, y, false);
+  for (auto [which, cache] : {std::pair<int, Tensor*>{1, &c.keys}, {2, &c.values}}) {
+    Tensor at = Tensor::view_of(*cache, position_ * m * d, {m, d});
+    l.self_attn.project(ctx_, h1, which, at);
+  }
+  const Tensor kh = heads_of_cache(c.keys, keys_heads_), vh = heads_of_cache(c.values, values_heads_);
+  const Tensor a1 = l.self_attn.attend(ctx_, h1, kh, vh, {m, 1, position_ + 1}, self_lengths_, c.self_scratch);
+  const Tensor y1 = residual_add(ctx_, y, a1, c.sum1_buffer);
+  const Tensor h2 = l.norm2.forward(ctx_, y1, false);
+  const Shape cross_shape{sentences_ * heads, source_length_, d / heads};
+  const Tensor a2 = l.cross_attn.attend(ctx_, h2, Tensor::view_of(c.cross_keys, 0, cross_shape),
+                                        Tensor::view_of(c.cross_values, 0, cross_shape),
+                                        {sentences_, beams_, source_length_}, source_lengths_, c.cross_scratch);
+  const Tensor y2 = residual_add(ctx_, y1, a2, c.sum2_buffer);
+  const Tensor f = l.ffn.forward(ctx_, l.norm3.forward(ctx_, y2, false), false);
+  return residual_add(ctx_, y2, f, c.sum3_buffer);
+}
+
+Tensor IncrementalDecoder::step(const std::vector<int32_t>& last_ids) {
+  ST_CHECK(static_cast<int64_t>(last_ids.size()) == rows_ && position_ < capacity_,
+           model_.name() << ": decoding step " << position_ << " with " << last_ids.size() << " ids for " << rows_
+                         << " rows (at most " << capacity_ << " steps)");
+  // Every row sees the positions so far, its own included (no causal mask: the cache holds no later one).
+  reserve_positions(std::max<int64_t>(position_ + 1, 16));
+  self_lengths_ = upload_i32(std::vector<int32_t>(rows_, static_cast<int32_t>(position_ + 1)), ctx_.device());
+  Tensor y = embed_step(last_ids);
+  for (std::size_t i = 0; i < layers_.size(); ++i) y = layer_step(*model_.decoder_[i], *layers_[i], y);
+  const Tensor out = model_.decoder_norm_->forward(ctx_, y, false);
+  const int64_t v = model_.vocab_, d = model_.config_.width;
+  Tensor logits = nn::reuse_buffer(logits_buffer_, {rows_, v}, ctx_.device());
+  Tensor logits_3d = logits.reshape({1, rows_, v});
+  ops::batched_matmul(ctx_, {false, true, 1.0f}, out.reshape({1, rows_, d}),
+                      model_.params_.value(model_.embedding_).reshape({1, v, d}), logits_3d);
+  ++position_;
+  return logits;
+}
+
+// buffer's first `rows` rows of `width` become rows indices[0], indices[1], ... (the embedding
+// lookup is a row gather on any device), written to scratch, which then takes buffer's place.
+void IncrementalDecoder::gather_rows(Tensor& buffer, Tensor& scratch, int64_t rows, int64_t width,
+                                     const Tensor& indices, int64_t new_rows) {
+  Tensor out = Tensor::view_of(scratch, 0, {new_rows, width});
+  ops::embedding_forward(ctx_, Tensor::view_of(buffer, 0, {rows, width}), indices, out);
+  std::swap(buffer, scratch);
+}
+
+void IncrementalDecoder::keep_rows(const std::vector<int64_t>& origins) {
+  const int64_t m = rows_, kept_rows = static_cast<int64_t>(origins.size()), kept = kept_rows / beams_;
+  ST_CHECK(kept_rows % beams_ == 0 && kept_rows <= m, model_.name()
+                                                          << ": keep_rows: " << kept_rows << " rows of " << m
+                                                          << ", not whole sentences of " << beams_ << " beams");
+  std::vector<int32_t> sentences;  // each new sentence's old one
+  bool same = kept_rows == m;
+  for (int64_t r = 0; r < kept_rows; ++r) {
+    const int64_t origin = origins[r], sentence = origin / beams_;
+    ST_CHECK(origin >= 0 && origin < m && sentence == origins[r - r % beams_] / beams_,
+             model_.name() << ": keep_rows: row " << r << " from row " << origin << " of " << m
+                           << " (a sentence's rows come from one sentence's)");
+    if (r % beams_ == 0) sentences.push_back(static_cast<int32_t>(sentence));
+    same = same && origin == r;
+  }
+  if (same) return;
+  const Device dev = ctx_.device();
+  const int64_t d = model_.config_.width;
+  if (position_ > 0) {
+    std::vector<int32_t> indices;
+    for (int64_t p = 0; p < position_; ++p)
+      for (int64_t r = 0; r < kept_rows; ++r) indices.push_back(static_cast<int32_t>(p * m + origins[r]));
+    const Tensor device_indices = upload_i32(indices, dev);
+    for (auto& c : layers_) {
+      gather_rows(c->keys, self_scratch_, position_ * m, d, device_indices, position_ * kept_rows);
+      gather_rows(c->values, self_scratch_, position_ * m, d, device_indices, position_ * kept_rows);
+    }
+  }
+  bool same_sentences = kept == sentences_;
+  for (int64_t s = 0; s < kept; ++s) same_sentences = same_sentences && sentences[s] == s;
+  if (!same_sentences) {
+    const Tensor device_sentences = upload_i32(sentences, dev);
+    for (auto& c : layers_) {
+      gather_rows(c->cross_keys, cross_scratch_, sentences_, source_length_ * d, device_sentences, kept);
+      gather_rows(c->cross_values, cross_scratch_, sentences_, source_length_ * d, device_sentences, kept);
+    }
+    std::vector<int32_t> lengths;
+    for (int32_t s : sentences) lengths.push_back(source_lengths_host_[s]);
+    source_lengths_host_.swap(lengths);
+    source_lengths_ = upload_i32(source_lengths_host_, dev);
+  }
+  rows_ = kept_rows;
+  sentences_ = kept;
+}
+
 std::vector<std::vector<int32_t>> Transformer::translate_greedy(Context& ctx, const Tensor& source,
                                                                 const Tensor& source_lengths, int64_t max_extra) {
-  const int64_t n = source.dim(0);
-  const int32_t* lengths = source_lengths.data<int32_t>();
-  int64_t max_steps = 0;
-  for (int64_t i = 0; i < n; ++i) max_steps = std::max<int64_t>(max_steps, lengths[i] + max_extra);
-  encode(ctx, source.to(ctx.device()), source_lengths.to(ctx.device()), false);
-  std::vector<std::vector<int32_t>> out(static_cast<std::size_t>(n));
-  std::vector<char> done(static_cast<std::size_t>(n), 0);
-  // The decoder input grows by one column a step: id 0 (the start), then each sentence's choices.
-  std::vector<int32_t> input(static_cast<std::size_t>(n), 0);
-  for (int64_t t = 1; t <= max_steps; ++t) {
-    Tensor in = Tensor::empty({n, t}, DType::i32);
-    std::copy(input.begin(), input.end(), in.data<int32_t>());
-    const Tensor logits = decode(ctx, in.to(ctx.device()), false).to(Device::cpu);
-    const float* l = logits.data<float>();
-    std::vector<int32_t> next(static_cast<std::size_t>(n * (t + 1)), 0);
-    bool all_done = true;
-    for (int64_t i = 0; i < n; ++i) {
-      std::copy(input.begin() + i * t, input.begin() + (i + 1) * t, next.begin() + i * (t + 1));
-      if (done[i]) continue;
-      const float* row = l + ((i * t) + t - 1) * vocab_;
+  const std::vector<int64_t> limits = max_decode_lengths(source_lengths, max_extra);
+  if (limits.empty()) return {};
+  IncrementalDecoder decoder(ctx, *this, source, source_lengths, 1, *std::max_element(limits.begin(), limits.end()));
+  std::vector<std::vector<int32_t>> out(limits.size());
+  std::vector<int64_t> live(limits.size());
+  std::iota(live.begin(), live.end(), 0);
+  std::vector<int32_t> last(limits.size(), 0);  // the start
+  for (int64_t t = 1; !live.empty(); ++t) {
+    const Tensor logits = decoder.step(last).to(Device::cpu);
+    std::vector<int64_t> keep, still_live;
+    last.clear();
+    for (std::size_t r = 0; r < live.size(); ++r) {
+      const float* row = logits.data<float>() + static_cast<int64_t>(r) * vocab_;
       const int32_t best = static_cast<int32_t>(std::max_element(row, row + vocab_) - row);
-      next[i * (t + 1) + t] = best;
-      if (best == 1 || t >= lengths[i] + max_extra) {
-        done[i] = 1;
-      }
-      if (best != 1) out[i].push_back(best);
-      all_done = all_done && done[i];
+      const int64_t i = live[r];
+      if (best != kEos) out[i].push_back(best);
+      if (best == kEos || t >= limits[i]) continue;
+      keep.push_back(static_cast<int64_t>(r));
+      still_live.push_back(i);
+      last.push_back(best);
     }
-    input.swap(next);
-    if (all_done) break;
+    if (!still_live.empty() && still_live.size() != live.size()) decoder.keep_rows(keep);
+    live.swap(still_live);
   }
   return out;
+}
+
+namespace {
+
+// Beam search's view of the decoder: host logits, rows kept on the device.
+class CachedBeamDecoder : public BeamSearchDecoder {
+ public:
+  explicit CachedBeamDecoder(IncrementalDecoder& decoder) : decoder_(decoder) {}
+  Tensor next_logits(const std::vector<int32_t>& last_ids) override { return decoder_.step(last_ids).to(Device::cpu); }
+  void keep_rows(const std::vector<int64_t>& origins) override { decoder_.keep_rows(origins); }
+
+ private:
+  IncrementalDecoder& decoder_;
+};
+
+}  // namespace
+
+std::vector<BeamSearchResult> Transformer::translate_beam(Context& ctx, const Tensor& source,
+                                                          const Tensor& source_lengths, int64_t beam_size, double alpha,
+                                                          int64_t max_extra) {
+  const std::vector<int64_t> limits = max_decode_lengths(source_lengths, max_extra);
+  if (limits.empty()) return {};
+  IncrementalDecoder decoder(ctx, *this, source, source_lengths, beam_size,
+                             *std::max_element(limits.begin(), limits.end()));
+  CachedBeamDecoder view(decoder);
+  return beam_search(view, limits, {beam_size, alpha, kEos});
 }
 
 void Transformer::backward(Context& ctx, const Tensor& dlogits) {

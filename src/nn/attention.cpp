@@ -102,15 +102,14 @@ Tensor MultiheadAttention::forward(Context& ctx, const Tensor& query, const Tens
   shape_ = s;
   self_ = query.raw() == memory.raw() && s.lq == s.lk;
   query_ = query, memory_ = memory, key_lengths_ = key_lengths;
-  const Tensor& bias = params_->value(in_bias_);
-  const auto project = [&](const Tensor& x, int which, int64_t l, Tensor& rows_buffer, Tensor& heads_buffer) {
+  const auto project_heads = [&](const Tensor& x, int which, int64_t l, Tensor& rows_buffer, Tensor& heads_buffer) {
     Tensor rows = reuse_buffer(rows_buffer, {s.n * l, width_}, dev);
-    ops::linear_forward(ctx, x, projection(which), Tensor::view_of(bias, int64_t(which) * width_, {width_}), rows);
+    project(ctx, x, which, rows);
     return to_heads(ctx, rows, s.n, l, heads_, heads_buffer);
   };
-  qh_ = project(query, 0, s.lq, dq_buffer_, qh_buffer_);
-  kh_ = project(memory, 1, s.lk, dk_buffer_, kh_buffer_);
-  vh_ = project(memory, 2, s.lk, dv_buffer_, vh_buffer_);
+  qh_ = project_heads(query, 0, s.lq, dq_buffer_, qh_buffer_);
+  kh_ = project_heads(memory, 1, s.lk, dk_buffer_, kh_buffer_);
+  vh_ = project_heads(memory, 2, s.lk, dv_buffer_, vh_buffer_);
   const int64_t dh = width_ / heads_;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh)));
   Tensor scores = reuse_buffer(dscores_buffer_, {s.n, heads_, s.lq, s.lk}, dev);
@@ -124,6 +123,40 @@ Tensor MultiheadAttention::forward(Context& ctx, const Tensor& query, const Tens
   context_ = from_heads(ctx, context_h, s.n, s.lq, heads_, context_buffer_);
   Tensor out = reuse_buffer(out_buffer_, {s.n * s.lq, width_}, dev);
   ops::linear_forward(ctx, context_, params_->value(out_weight_), params_->value(out_bias_), out);
+  return out;
+}
+
+void MultiheadAttention::project(Context& ctx, const Tensor& x, int which, Tensor& rows) const {
+  ST_CHECK(which >= 0 && which < 3 && x.ndim() == 2 && x.dim(1) == width_ && rows.shape() == x.shape(),
+           "MultiheadAttention::project: projection " << which << " of " << shape_string(x.shape()) << " into "
+                                                      << shape_string(rows.shape()) << ", width " << width_);
+  const Tensor bias = Tensor::view_of(params_->value(in_bias_), int64_t(which) * width_, {width_});
+  ops::linear_forward(ctx, x, projection(which), bias, rows);
+}
+
+Tensor MultiheadAttention::attend(Context& ctx, const Tensor& query, const Tensor& kh, const Tensor& vh,
+                                  const AttentionShape& s, const Tensor& key_lengths, AttentionScratch& b) const {
+  const int64_t dh = width_ / heads_;
+  ST_CHECK(query.shape() == (Shape{s.n * s.lq, width_}) && kh.shape() == (Shape{s.n * heads_, s.lk, dh}) &&
+               vh.shape() == kh.shape(),
+           "MultiheadAttention::attend: query " << shape_string(query.shape()) << ", keys " << shape_string(kh.shape())
+                                                << " and values " << shape_string(vh.shape()) << " do not match N "
+                                                << s.n << ", Lq " << s.lq << ", Lk " << s.lk << ", width " << width_);
+  const Device dev = ctx.device();
+  Tensor q = reuse_buffer(b.q, {s.n * s.lq, width_}, dev);
+  project(ctx, query, 0, q);
+  const Tensor qh = to_heads(ctx, q, s.n, s.lq, heads_, b.qh);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh)));
+  Tensor scores = reuse_buffer(b.scores, {s.n, heads_, s.lq, s.lk}, dev);
+  Tensor scores_3d = scores.reshape({s.n * heads_, s.lq, s.lk});
+  ops::batched_matmul(ctx, {false, true, scale}, qh, kh, scores_3d);
+  Tensor probs = reuse_buffer(b.probs, {s.n, heads_, s.lq, s.lk}, dev);
+  ops::masked_softmax_forward(ctx, ops::SoftmaxMask{false}, scores, key_lengths, probs);
+  Tensor context_h = reuse_buffer(b.context_h, {s.n * heads_, s.lq, dh}, dev);
+  ops::batched_matmul(ctx, {false, false, 1.0f}, probs.reshape({s.n * heads_, s.lq, s.lk}), vh, context_h);
+  const Tensor context = from_heads(ctx, context_h, s.n, s.lq, heads_, b.context);
+  Tensor out = reuse_buffer(b.out, {s.n * s.lq, width_}, dev);
+  ops::linear_forward(ctx, context, params_->value(out_weight_), params_->value(out_bias_), out);
   return out;
 }
 

@@ -197,6 +197,22 @@ void check_preprocess(const std::string& preprocess, const std::string& model) {
               ") takes no images (leave --preprocess out)");
 }
 
+void check_decoding_options(const TrainConfig& c) {
+  require(c.beam_size >= 1 && c.beam_size <= 64,
+          "--beam-size must be between 1 (greedy decoding) and 64 beams, got " + std::to_string(c.beam_size));
+  require(std::isfinite(c.length_penalty) && c.length_penalty >= 0,
+          "--length-penalty must be a finite alpha >= 0 (the reference's 0.6), got " + shortest(c.length_penalty));
+  const models::ModelEntry& entry = models::model_entry(c.model);
+  if (entry.task == models::kTaskTranslation) return;
+  const TrainConfig defaults;
+  require(c.beam_size == defaults.beam_size, "--beam-size " + std::to_string(c.beam_size) +
+                                                 " is for translation models' beam search; --model " + c.model + " (" +
+                                                 entry.task + ") does not translate (leave --beam-size out)");
+  require(c.length_penalty == defaults.length_penalty,
+          "--length-penalty " + shortest(c.length_penalty) + " is for translation models' beam search; --model " +
+              c.model + " (" + entry.task + ") does not translate (leave --length-penalty out)");
+}
+
 std::string default_preprocess(const std::string& model) {
   for (const models::ModelEntry& e : models::model_registry()) {
     if (e.name != model) continue;
@@ -284,6 +300,7 @@ void check_train_config(const TrainConfig& c) {
   check_model_name(c.model);
   check_preprocess(c.preprocess, c.model);
   check_task_options(c);
+  check_decoding_options(c);
   check_schedule(c);
   check_input(c);
   check_communication(c);

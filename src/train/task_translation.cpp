@@ -2,8 +2,9 @@
 // (data/translation.hpp), batched by tokens in the reference's length buckets
 // (data/translation_batches.hpp), the Transformer (models/transformer.hpp), label-smoothed token
 // cross-entropy normalised by the real target tokens of the whole step; evaluation translates the
-// evaluation split (greedy decoding for now) and scores it with BLEU as the reference does
-// (text/bleu.hpp: uncased, its tokenisation), on the 0-100 scale users know.
+// evaluation split (the reference's beam search, --beam-size and --length-penalty, or greedy
+// decoding with --beam-size 1) and scores it with BLEU as the reference does (text/bleu.hpp:
+// uncased, its tokenisation), on the 0-100 scale users know.
 //
 // Loss and gradient: every rank's loss is the sum over its real target tokens (padding excluded,
 // the end of sentence included, as the reference's weights), its gradient divided by
@@ -244,8 +245,8 @@ class Translation : public Task {
   }
   void backward(Context& ctx, models::Network& network) override { transformer(network).backward(ctx, dlogits_); }
 
-  // The evaluation split in contiguous ranges over the ranks, translated greedily, gathered in the
-  // split's order on every rank and scored with the reference's BLEU.
+  // The evaluation split in contiguous ranges over the ranks, translated (translate()), gathered in
+  // the split's order on every rank and scored with the reference's BLEU.
   Evaluation evaluate(const comm::Communicator& comm, Context& ctx, models::Network& network, int64_t /*batch_size*/,
                       int /*ranks_on_node*/) const override {
     require_files(val_.dir, "evaluation");
@@ -269,8 +270,8 @@ class Translation : public Task {
 
   std::string describe_evaluation(const Evaluation& e, const std::string& where) const override {
     char line[160];
-    std::snprintf(line, sizeof line, "BLEU %.2f (uncased, MLPerf's compute_bleu) on %s (%lld sentences)", e.quality,
-                  where.c_str(), static_cast<long long>(e.samples));
+    std::snprintf(line, sizeof line, "BLEU %.2f (uncased, MLPerf's compute_bleu; %s) on %s (%lld sentences)", e.quality,
+                  describe_decoding().c_str(), where.c_str(), static_cast<long long>(e.samples));
     return line;
   }
 
@@ -290,8 +291,7 @@ class Translation : public Task {
         std::copy(p.source(b + i), p.source(b + i) + p.source_length(b + i), source.data<int32_t>() + i * ls);
         lengths.data<int32_t>()[i] = static_cast<int32_t>(p.source_length(b + i));
       }
-      for (const std::vector<int32_t>& ids :
-           transformer(network).translate_greedy(ctx, source, lengths, kExtraDecodeLength)) {
+      for (const std::vector<int32_t>& ids : translate(ctx, network, source, lengths)) {
         std::string line = tokenizer.decode(ids);
         std::replace(line.begin(), line.end(), '\n', ' ');  // one sentence a line
         mine += line + "\n";
@@ -305,6 +305,26 @@ class Translation : public Task {
     ST_CHECK(static_cast<int64_t>(lines.size()) == n,
              "internal: " << lines.size() << " translations gathered for " << n << " sentences");
     return lines;
+  }
+
+  // Each sentence's ids: the reference's beam search (beam 4, alpha 0.6 by default), or greedy
+  // decoding for --beam-size 1; at most the source's length + 50 tokens either way.
+  std::vector<std::vector<int32_t>> translate(Context& ctx, models::Network& network, const Tensor& source,
+                                              const Tensor& lengths) const {
+    models::Transformer& model = transformer(network);
+    if (cfg_.beam_size == 1) return model.translate_greedy(ctx, source, lengths, kExtraDecodeLength);
+    std::vector<std::vector<int32_t>> out;
+    for (models::BeamSearchResult& r :
+         model.translate_beam(ctx, source, lengths, cfg_.beam_size, cfg_.length_penalty, kExtraDecodeLength))
+      out.push_back(std::move(r.ids));
+    return out;
+  }
+
+  std::string describe_decoding() const {
+    if (cfg_.beam_size == 1) return "greedy decoding";
+    char text[64];
+    std::snprintf(text, sizeof text, "beam search %d, alpha %g", cfg_.beam_size, cfg_.length_penalty);
+    return text;
   }
 
   // The references are the evaluation split's targets, decoded (the tokenizer is lossless).

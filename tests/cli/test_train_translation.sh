@@ -6,9 +6,11 @@
 #    max_sequence_length) and eval_accuracy = BLEU / 100;
 #  - a run stopped by SIGUSR1 mid-epoch and resumed ends bitwise equal to one that was not
 #    stopped (the token batches are a function of seed and epoch; dropout of the step);
+#  - evaluation decodes with beam search by default (beam 4, alpha 0.6, in report.json's config);
+#    scaletrain eval of the run's checkpoint with --beam-size 4 and with --beam-size 1 (greedy);
 #  - errors on every rank within 60 s: --batch-tokens smaller than a bucket of the data, --batch-size
 #    for a translation model, --accumulate-steps, a translation model on an image dataset and an
-#    image model on a translation dataset.
+#    image model on a translation dataset, --beam-size for an image model, --beam-size 0.
 source "$(dirname "$0")/lib.sh"
 T=$TMP_ROOT/train_translation
 rm -rf "$T" && mkdir -p "$T"
@@ -52,6 +54,17 @@ bleu = [e["val_accuracy"] for e in r["epochs"]]
 assert all(abs(a - b / 100) < 1e-12 for a, b in zip(keys["eval_accuracy"], bleu)), (keys["eval_accuracy"], bleu)
 print("ok: MLLOG transformer keys, eval_accuracy = BLEU / 100:", keys["eval_accuracy"])
 PY
+
+echo "== decoding: beam search 4, alpha 0.6 by default; scaletrain eval with beam 4 and greedy"
+report_check "$T/ref" 'r["config"]["beam_size"] == 4 and r["config"]["length_penalty"] == 0.6'
+for beam in 4 1; do
+  timeout 120 "$BIN/scaletrain" eval --model transformer-tiny --checkpoint "$T/ref" --data "$T/data" --threads 1 \
+    --beam-size "$beam" >"$T/eval-$beam.log" 2>&1 || fail "eval --beam-size $beam: $(tail -n 3 "$T/eval-$beam.log")"
+done
+grep -q "BLEU .*beam search 4, alpha 0.6.* (24 sentences)" "$T/eval-4.log" || fail "eval: $(tail -n 1 "$T/eval-4.log")"
+grep -q "BLEU .*greedy decoding.* (24 sentences)" "$T/eval-1.log" || fail "eval --beam-size 1: $(tail -n 1 "$T/eval-1.log")"
+echo "ok: $(tail -n 1 "$T/eval-4.log")"
+echo "ok: $(tail -n 1 "$T/eval-1.log")"
 
 echo "== SIGUSR1 mid-epoch, then --resume auto: bitwise equal"
 "${ON2[@]}" --output-dir "$T/run" >"$T/run1.log" 2>&1 &
@@ -114,5 +127,9 @@ expect_failure "images for a translation model" "translation" timeout 300 mpirun
   "$BIN/scaletrain" train --model transformer-tiny --data "$T/images" --output-dir "$T/x" --threads 1
 expect_failure "translation data for an image model" "image classification" timeout 300 mpirun -np 2 \
   --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/data" --output-dir "$T/x" --threads 1
+expect_failure "beam size for an image model" "--beam-size 2 is for translation models" timeout 300 mpirun -np 2 \
+  --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/images" --output-dir "$T/x" --threads 1 \
+  --beam-size 2
+expect_failure "beam size 0" "--beam-size must be between 1" "${ON2[@]}" --output-dir "$T/x" --beam-size 0
 no_scaletrain_left
 echo "PASS"

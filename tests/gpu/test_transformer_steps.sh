@@ -2,7 +2,8 @@
 # The Transformer (issue 25) on the GPU against the CPU: transformer-tiny, 3 Adam steps of token
 # batches on a synthetic reverse task from the same weights and batches (dropout on: Philox masks
 # by element index are the same on both devices), then the end-of-run evaluation, which translates
-# the evaluation split greedily on each device. Every op the model brought is on the GPU here:
+# the evaluation split on each device with beam search (beam 4, the default: the key/value cache's
+# steps and its row gathers on the GPU). Every op the model brought is on the GPU here:
 # layer norm, masked softmax (padding and causal), batched products (cuBLAS), the heads'
 # transpose, the scaled embedding with its position signal, the token loss, Adam.
 # (--warmup-steps 0: the model's default 16000 warmup steps would apply to the constant schedule too.)
@@ -10,7 +11,7 @@
 # bound: Adam's epsilon is 1e-9 here, so an element whose gradient is near 0 moves by up to the
 # learning rate either way on float rounding; a wrong kernel moves every element, 1e-2 and more),
 # the losses of the 3 steps within 1e-3, and both runs' BLEU
-# equal within 1 point (greedy decoding of nearly equal models). Skips (77) without a GPU.
+# equal within 1 point (beam search of nearly equal models). Skips (77) without a GPU.
 source "$(dirname "$0")/lib.sh"
 require_gpu
 T=$TMP_ROOT/gpu_transformer_steps

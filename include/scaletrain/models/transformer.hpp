@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "scaletrain/backend/context.hpp"
+#include "scaletrain/models/beam_search.hpp"
 #include "scaletrain/models/network.hpp"
 #include "scaletrain/nn/attention.hpp"
 #include "scaletrain/nn/dropout.hpp"
@@ -39,6 +40,8 @@ struct TransformerConfig {
 
 // The reference's big (the MLPerf benchmark), base, and a tiny one for tests and the demo.
 TransformerConfig transformer_config(const std::string& model);
+
+class IncrementalDecoder;
 
 class Transformer : public Network {
  public:
@@ -69,12 +72,16 @@ class Transformer : public Network {
   void encode(Context& ctx, const Tensor& source, const Tensor& source_lengths, bool training);
   Tensor decode(Context& ctx, const Tensor& target_input, bool training);
 
-  // Greedy translation (no dropout): for each source sentence, the ids of the most probable next
-  // token, one at a time, until the end of sentence or max_extra tokens beyond the source's
-  // length (the reference's extra_decode_length: 50); the end of sentence is not returned.
-  // source and source_lengths as forward's, on the CPU; the work runs on the context's device.
+  // Translation, without dropout, on the key/value cache (IncrementalDecoder). Each sentence gets
+  // at most its source's length + max_extra tokens (the reference's max_decode_length, with
+  // extra_decode_length 50); the end of sentence is not returned. source and source_lengths as
+  // forward's, on the CPU; the work runs on the context's device.
+  // Greedy: the most probable next token, one at a time, until the end of sentence.
   std::vector<std::vector<int32_t>> translate_greedy(Context& ctx, const Tensor& source, const Tensor& source_lengths,
                                                      int64_t max_extra);
+  // The reference's beam search (models/beam_search.hpp; its predict(): beam 4, alpha 0.6).
+  std::vector<BeamSearchResult> translate_beam(Context& ctx, const Tensor& source, const Tensor& source_lengths,
+                                               int64_t beam_size, double alpha, int64_t max_extra);
 
   // The reference's initialisation (glorot-uniform projections, E ~ N(0, D^-1/2), layer norms
   // 1 and 0, biases 0), seeded.
@@ -86,6 +93,7 @@ class Transformer : public Network {
   static std::vector<float> position_signal(int64_t length, int width);
 
  private:
+  friend class IncrementalDecoder;
   struct EncoderLayer;
   struct DecoderLayer;
   struct Embedded;
@@ -108,6 +116,56 @@ class Transformer : public Network {
   Tensor positions_;
   Tensor memory_;
   Tensor out_, logits_buffer_, dout_buffer_, dmemory_buffer_, dtable_buffer_;
+};
+
+// Decoding one position at a time, as the reference's predict() does (transformer.py's
+// symbols_to_logits_fn and the decoder stack's cache): the source is encoded once, each decoder
+// layer's encoder-decoder keys and values are projected once, and its self-attention's keys and
+// values of the positions decoded so far are kept, one more position each step. A step runs the
+// decoder on one new token per row: the work of one position, where decode() would redo the whole
+// prefix. Rows are hypotheses, `beams` of them per sentence, sentence by sentence, all at the
+// start (id 0) at first; keep_rows() picks and reorders them (the reference's _gather_beams on its
+// cache) and drops the sentences whose search has ended. Everything runs on the context's device
+// through the op registry; only ids and row indices come from the host. The model must outlive
+// the decoder; its forward and decode may run in between (the decoder keeps its own state).
+class IncrementalDecoder {
+ public:
+  // source, source_lengths: as Transformer::forward's (on any device). max_positions: the most
+  // steps the decoder will run (the longest max_decode_length).
+  IncrementalDecoder(Context& ctx, Transformer& model, const Tensor& source, const Tensor& source_lengths,
+                     int64_t beams, int64_t max_positions);
+  ~IncrementalDecoder();
+  IncrementalDecoder(const IncrementalDecoder&) = delete;
+  IncrementalDecoder& operator=(const IncrementalDecoder&) = delete;
+
+  int64_t rows() const { return rows_; }
+  int64_t position() const { return position_; }  // the steps run so far
+
+  // Feeds each row's last token (id 0, the start, at the first step), at position(); returns the
+  // logits of the next token (rows, V) on the context's device, valid until the next step.
+  Tensor step(const std::vector<int32_t>& last_ids);
+  // Row r continues old row origins[r]: the next step's rows, `beams` per sentence, each
+  // sentence's from one old sentence's rows (those of a sentence left out are dropped).
+  void keep_rows(const std::vector<int64_t>& origins);
+
+ private:
+  struct LayerCache;
+  Tensor embed_step(const std::vector<int32_t>& last_ids);
+  Tensor layer_step(Transformer::DecoderLayer& layer, LayerCache& cache, const Tensor& y);
+  Tensor heads_of_cache(const Tensor& cache, Tensor& buffer);
+  void reserve_positions(int64_t positions);
+  void gather_rows(Tensor& buffer, Tensor& scratch, int64_t rows, int64_t width, const Tensor& indices,
+                   int64_t new_rows);
+
+  Context& ctx_;
+  Transformer& model_;
+  int64_t beams_, capacity_, rows_, sentences_, source_length_, position_ = 0, reserved_ = 0;
+  std::vector<int32_t> source_lengths_host_;
+  Tensor source_lengths_, self_lengths_, positions_;
+  std::vector<std::unique_ptr<LayerCache>> layers_;
+  // The targets of keep_rows' gathers, swapped with the buffer gathered from.
+  Tensor self_scratch_, cross_scratch_;
+  Tensor rows_buffer_, keys_heads_, values_heads_, logits_buffer_;
 };
 
 }  // namespace scaletrain::models

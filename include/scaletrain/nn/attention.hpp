@@ -45,6 +45,12 @@ struct AttentionShape {
   int64_t n = 0, lq = 0, lk = 0;
 };
 
+// What one attention call of incremental decoding writes (MultiheadAttention::attend): the
+// caller's, kept from call to call, so that decoding leaves the layer's training state alone.
+struct AttentionScratch {
+  Tensor q, qh, scores, probs, context_h, context, out;
+};
+
 // Multi-head attention without bias terms (the reference's), with PyTorch's names:
 // "<name>.in_proj_weight" (3D, D) = the query, key and value projections stacked,
 // "<name>.in_proj_bias" (3D), "<name>.out_proj.weight" (D, D), "<name>.out_proj.bias" (D).
@@ -64,6 +70,17 @@ class MultiheadAttention {
   // it is already added into the returned one).
   Tensor backward(Context& ctx, const Tensor& dy);
   const Tensor& memory_gradient() const { return dmemory_; }
+
+  // Incremental decoding (models/transformer.hpp's IncrementalDecoder) projects keys and values
+  // once and keeps them, so it calls the pieces of forward on their own:
+  // rows = x W^T + b of one projection (0: query, 1: key, 2: value); x (M, D); rows (M, D),
+  // overwritten (a view into a cache, say).
+  void project(Context& ctx, const Tensor& x, int which, Tensor& rows) const;
+  // Attention of query (N * Lq, D), projected here, over keys and values already projected and
+  // in heads layout, kh and vh (N * H, Lk, D / H); key_lengths (N) on the device, each in [1, Lk].
+  // No dropout, nothing kept for backward. Returns (N * Lq, D), in scratch.out.
+  Tensor attend(Context& ctx, const Tensor& query, const Tensor& kh, const Tensor& vh, const AttentionShape& shape,
+                const Tensor& key_lengths, AttentionScratch& scratch) const;
   // Glorot-uniform for each of the three projections and the output, as the reference's Dense
   // layers (fan_in = fan_out = D); the biases 0.
   void initialize(Rng& rng);

@@ -93,7 +93,11 @@ struct TrainConfig {
   double adam_beta2 = 0.999;
   double adam_epsilon = 1e-8;
 
-  int eval_every = 1;            // epochs between evaluations (MLPerf ResNet-50: 4)
+  int eval_every = 1;  // epochs between evaluations (MLPerf ResNet-50: 4)
+  // Translation models' evaluation: beam search (models/beam_search.hpp) with this many beams (the
+  // MLPerf reference's 4; 1: greedy decoding) and its length penalty's alpha (the reference's 0.6).
+  int beam_size = 4;
+  double length_penalty = 0.6;
   double target_accuracy = 0.0;  // 0: none; stop at the first evaluation reaching it
   uint64_t seed = 0;
   bool shuffle = true;
@@ -183,6 +187,9 @@ void check_data_threads(int data_threads);
 // --preprocess for --model: a known mode, and torchvision (the default) for a model that takes no
 // images.
 void check_preprocess(const std::string& preprocess, const std::string& model);
+// --beam-size and --length-penalty (train and eval): in range, and left at their defaults for a
+// model that does not translate.
+void check_decoding_options(const TrainConfig& config);
 // The model's own default --preprocess (its registry entry's "preprocess" default; torchvision
 // without one): for the commands that do not apply the registry's defaults (eval).
 std::string default_preprocess(const std::string& model);
