@@ -115,6 +115,8 @@ class Task {
   // keys (mllog.txt, docs/mllog.md); micro_batch: samples per rank and forward.
   virtual std::string mlperf_benchmark() const = 0;
   virtual Json mlperf_keys(int64_t micro_batch) const = 0;
+  // Metadata some of those keys carry (key -> object), e.g. max_sequence_length's method.
+  virtual Json mlperf_key_metadata() const { return Json::object(); }
 
   // The dataset. stage(): --stage-to, one rank per node copies the files (a task whose data is
   // read whole into memory needs none and returns null).
