@@ -9,6 +9,7 @@
 #include <exception>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "scaletrain/backend/context.hpp"
@@ -172,6 +173,20 @@ ModelDefaults model_defaults(const std::string& model) {
   // images cost about 1.4x ResNet-50's, so the same small batches.
   if (model != "resnet20" && models::model_entry(model).task == models::kTaskImageClassification)
     return {"ImageNet (ILSVRC2012 train)", 1281167, images(1000, train::default_image_size(model)), {2, 4, 8}};
+  // Translation (the MLPerf Transformer): WMT17 en-de as the reference prepares it, about 4.5 M
+  // sentence pairs (docs/dataset-format.md); an epoch in target tokens is an estimate, not a
+  // count: 4.5 M pairs x 31 subtokens (end of sentence included; the sentences' mean,
+  // docs/performance.md), 139.5 M. The vocabulary is the reference's 33,708 subtokens (`scaletrain
+  // info --vocab-size`). Batches are tokens a rank, small for a CPU (a reference step is 4,096):
+  // transformer-base took 29.5 s for a step of 1,000 tokens on 2 busy cores.
+  if (models::model_entry(model).task == models::kTaskTranslation) {
+    train::DataShape wmt;
+    wmt.num_items = 33708;
+    const std::vector<int64_t> batches =
+        model == "transformer-tiny" ? std::vector<int64_t>{256, 512, 1024} : std::vector<int64_t>{128, 256, 512};
+    return {"WMT17 en-de train (MLPerf), about 4.5 M pairs x 31 target tokens (an estimate)", 4500000LL * 31, wmt,
+            batches};
+  }
   if (model == "ncf") {
     train::DataShape ml20m;
     ml20m.num_users = 138493;
@@ -179,6 +194,23 @@ ModelDefaults model_defaults(const std::string& model) {
     return {"MovieLens-20M (ml-20m) train, 4 negatives per positive", 19861770 * 5, ml20m, {256, 1024, 4096}};
   }
   return {"CIFAR-10 train", 50000, images(10, train::default_image_size(model)), {8, 16, 32}};
+}
+
+void check_model_batches(const std::string& model, const std::vector<int64_t>& batches) {
+  if (models::model_entry(model).task != models::kTaskTranslation) return;
+  const int64_t pair = train::kSyntheticSentenceTokens;
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    if (batches[i] < pair)
+      throw UsageError("--batches: " + std::to_string(batches[i]) + " tokens cannot hold one sentence pair (--model " +
+                       model + " is timed on pairs of " + std::to_string(pair) + " tokens a side: at least " +
+                       std::to_string(pair) + ")");
+    for (std::size_t j = 0; j < i; ++j)
+      if (batches[i] / pair == batches[j] / pair)
+        throw UsageError("--batches: " + std::to_string(batches[j]) + " and " + std::to_string(batches[i]) +
+                         " tokens both hold " + std::to_string(batches[i] / pair) + " pairs of " +
+                         std::to_string(pair) + " tokens (" + std::to_string(batches[i] / pair * pair) +
+                         " tokens): give sizes at least " + std::to_string(pair) + " apart");
+  }
 }
 
 double median(std::vector<double> values) {
@@ -257,7 +289,7 @@ BatchMeasurement measure_batch(Context& ctx, const SweepSubject& subject, const 
     for (std::size_t k = 0; k < f.size(); ++k) fractions[k].push_back(f[k]);
   }
   BatchMeasurement m;
-  m.point = {batch, median(forward), median(backward), median(optimizer)};
+  m.point = {subject.task.batch_work(input), median(forward), median(backward), median(optimizer)};
   for (const auto& per_step : fractions) m.bucket_fractions.push_back(median(per_step));
   m.buckets = buckets;
   m.gradient_bytes = step.params().parameter_count() * static_cast<int64_t>(sizeof(float));
@@ -298,6 +330,7 @@ Calibration run_sweep(Context& ctx, const SweepSubject& subject, const SweepOpti
   c.model = subject.config.model;
   c.precision = "fp32";
   c.bucket_mb = o.bucket_mb;
+  c.batch_unit = subject.task.work_unit();
   c.default_batch = subject.config.batch_size;
   BatchMeasurement largest;  // batches ascend: the last one measured
   for (int64_t b : batches) {
@@ -333,7 +366,8 @@ double measure_input_rate(train::BatchSource& source, int64_t skipped, int batch
   int64_t samples = 0;
   for (int64_t i = 0; i < timed; ++i) {
     ST_CHECK(source.next(batch), "internal: the training batches ended after " << skipped + i << " of " << available);
-    samples += batch.size();
+    const std::optional<train::StepWork> work = source.last_step_work();
+    samples += work ? work->units : batch.size();
   }
   return static_cast<double>(samples) / std::max(clock.elapsed(), 1e-9);
 }

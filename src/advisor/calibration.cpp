@@ -78,6 +78,8 @@ void check_calibration(const Calibration& c, const std::string& where) {
   }
   if (sum != c.gradient_bytes)
     fail("the buckets hold " + std::to_string(sum) + " bytes, gradient_bytes says " + std::to_string(c.gradient_bytes));
+  if (c.batch_unit != "samples" && c.batch_unit != "tokens")
+    fail("batch_unit \"" + c.batch_unit + "\" is not \"samples\" or \"tokens\"");
   if (c.input_samples_per_s < 0) fail("input_samples_per_s must not be negative (0: not measured)");
   if (c.default_batch <= 0) fail("default_batch must be positive");
   if (c.train_samples <= 0) fail("train_samples must be positive");
@@ -114,6 +116,7 @@ Json to_json(const Calibration& c) {
   j.set("gradient_bytes", c.gradient_bytes);
   j.set("bucket_mb", c.bucket_mb);
   j.set("buckets", buckets);
+  j.set("batch_unit", c.batch_unit);
   j.set("input_samples_per_s", c.input_samples_per_s);
   j.set("default_batch", c.default_batch);
   j.set("train_samples", c.train_samples);
@@ -145,6 +148,8 @@ Calibration calibration_from_json(const Json& j, const std::string& where) {
     const Json& buckets = j.at("buckets");
     for (std::size_t i = 0; i < buckets.size(); ++i)
       c.buckets.push_back({buckets.at(i).at("bytes").as_int(), buckets.at(i).at("ready_fraction").as_double()});
+    // Files written before translation had no unit: their batches are samples.
+    if (j.contains("batch_unit")) c.batch_unit = j.at("batch_unit").as_string();
     c.input_samples_per_s = j.at("input_samples_per_s").as_double();
     c.default_batch = j.at("default_batch").as_int();
     c.train_samples = j.at("train_samples").as_int();

@@ -89,10 +89,12 @@ std::string duration(double s) {
   return fmt("%.1f h", s / 3600.0);
 }
 
-void print_series(const char* title, const std::vector<advisor::Point>& series) {
-  std::cout << title << "\n"
-            << "   GPUs  nodes  batch/GPU     step  compute  exposed comm  data wait     samples/s  speedup  "
-               "efficiency  all-reduce    epoch\n";
+// unit: the calibration's batch_unit ("samples", "tokens"), which the throughput counts.
+void print_series(const char* title, const std::vector<advisor::Point>& series, const std::string& unit) {
+  std::printf(
+      "%s\n   GPUs  nodes  batch/GPU     step  compute  exposed comm  data wait  %12s  speedup  "
+      "efficiency  all-reduce    epoch\n",
+      title, (unit + "/s").c_str());
   for (const advisor::Point& p : series) {
     std::printf("  %5d  %5d  %9.1f  %7.1f  %7.1f  %12.2f  %9.2f  %12.0f  %7.2f  %9.0f%%  %-12s  %s\n", p.gpus, p.nodes,
                 p.per_rank_batch, p.step_s * 1e3, p.compute_s * 1e3, p.exposed_comm_s * 1e3, p.data_wait_s * 1e3,
@@ -138,15 +140,16 @@ Json sharing_json(const std::vector<advisor::Sharing>& choices, int budget_gpus)
 }
 
 void print_sharing(const std::vector<advisor::Sharing>& choices, int budget_gpus, double job_batch,
-                   const advisor::Machine& m) {
+                   const advisor::Machine& m, const std::string& unit) {
   std::cout << "sharing " << budget_gpus << " GPUs (" << budget_gpus / m.gpus_per_node
             << (budget_gpus / m.gpus_per_node == 1 ? " node" : " nodes")
-            << ") between independent jobs, each with a global batch of " << fmt("%g", job_batch) << ":\n";
+            << ") between independent jobs, each with a global batch of " << fmt("%g", job_batch)
+            << (unit == "samples" ? "" : " " + unit) << ":\n";
   const advisor::Sharing* best = &choices.front();
   for (const advisor::Sharing& s : choices) {
-    std::printf("  %3d job%s of %4d GPU%s (%9.1f per GPU) %12.0f samples/s in all  (%.2fx one wide job)\n", s.jobs,
+    std::printf("  %3d job%s of %4d GPU%s (%9.1f per GPU) %12.0f %s/s in all  (%.2fx one wide job)\n", s.jobs,
                 s.jobs == 1 ? " " : "s", s.gpus_per_job, s.gpus_per_job == 1 ? " " : "s", s.per_gpu_batch,
-                s.samples_per_s, s.vs_one_job);
+                s.samples_per_s, unit.c_str(), s.vs_one_job);
     if (s.samples_per_s > best->samples_per_s) best = &s;
   }
   if (best->jobs == 1)
@@ -196,8 +199,9 @@ int cmd_advisor_predict(int argc, char** argv) {
       "gpus", po::value(&o.gpus),
       "GPU counts to predict, e.g. 1,4,8,16 (default: 1, 2, 4 .. a node, then 2, 4, 8 .. nodes)")(
       "batch", po::value(&o.batch)->default_value(o.batch),
-      "samples per GPU: the weak series' batch, and the strong series' at its first point (0: the calibration's "
-      "default)")("scaling", po::value(&o.scaling)->default_value(o.scaling), "strong | weak | both")(
+      "samples per GPU (tokens for a calibration whose batch_unit is tokens): the weak series' batch, and the strong "
+      "series' at its first point (0: the calibration's default)")(
+      "scaling", po::value(&o.scaling)->default_value(o.scaling), "strong | weak | both")(
       "efficiency", po::value(&o.efficiency)->default_value(o.efficiency, "0.7"),
       "the parallel efficiency threshold: the advice names the largest count that meets it")(
       "budget-nodes", po::value(&o.budget_nodes)->default_value(o.budget_nodes),
@@ -248,7 +252,10 @@ int cmd_advisor_predict(int argc, char** argv) {
   cal.set("device", c.device);
   cal.set("precision", c.precision);
   cal.set("source", c.source);
+  cal.set("batch_unit", c.batch_unit);
   out.set("calibration", cal);
+  // What per_rank_batch, global_batch, samples_per_s and job_batch count (the keys keep their names).
+  out.set("batch_unit", c.batch_unit);
   out.set("machine", advisor::to_json(m));
   out.set("batch_per_gpu", batch);
   out.set("efficiency_threshold", o.efficiency);
@@ -259,11 +266,13 @@ int cmd_advisor_predict(int argc, char** argv) {
     const auto points =
         advisor::predict_series(c, m, weak ? advisor::Scaling::weak : advisor::Scaling::strong, gpus, batch, forced);
     std::cout << "\n";
-    print_series(weak ? ("weak scaling: " + fmt("%g", batch) + " samples per GPU").c_str()
-                      : ("strong scaling: a global batch of " + fmt("%g", batch * gpus.front()) + " samples").c_str(),
-                 points);
+    const std::string& unit = c.batch_unit;
+    print_series(weak ? ("weak scaling: " + fmt("%g", batch) + " " + unit + " per GPU").c_str()
+                      : ("strong scaling: a global batch of " + fmt("%g", batch * gpus.front()) + " " + unit).c_str(),
+                 points, unit);
     if (points.size() < gpus.size())
-      std::cout << "  (ends at " << points.back().gpus << " GPUs: beyond, a GPU would get less than one sample)\n";
+      std::cout << "  (ends at " << points.back().gpus << " GPUs: beyond, a GPU would get less than one "
+                << unit.substr(0, unit.size() - 1) << ")\n";
     std::cout << "  largest count at >= " << fmt("%g", o.efficiency * 100)
               << "% efficiency: " << largest_text(points, o.efficiency, m) << "\n";
     series.set(kind, series_json(points));
@@ -275,7 +284,7 @@ int cmd_advisor_predict(int argc, char** argv) {
   const double job_batch = o.job_batch > 0 ? o.job_batch : batch * m.gpus_per_node;
   const auto choices = advisor::share_budget(c, m, budget, job_batch, forced);
   std::cout << "\n";
-  print_sharing(choices, budget, job_batch, m);
+  print_sharing(choices, budget, job_batch, m, c.batch_unit);
   Json sharing = sharing_json(choices, budget);
   sharing.set("job_batch", job_batch);
   out.set("sharing", sharing);

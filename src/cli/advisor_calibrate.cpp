@@ -63,13 +63,15 @@ po::options_description calibrate_options(CalibrateCommand& c) {
   desc.add_options()("help,h", "print this help")(
       "model", po::value(&c.model)->required(),
       "a model of `scaletrain info` (resnet20, resnet50, alexnet, googlenet, inception_v3, alexnet-caffe, "
-      "googlenet-caffe, ncf): the step `scaletrain train --model` runs, with the model's defaults (its optimizer, "
-      "learning rate and auxiliary loss weight)")(
+      "googlenet-caffe, ncf, transformer, transformer-base, transformer-tiny): the step `scaletrain train --model` "
+      "runs, with the model's defaults (its optimizer, learning rate and auxiliary loss weight)")(
       "batches", po::value<std::string>(),
       "per-rank batch sizes to time, comma-separated (default 8,16,32 for resnet20, 2,4,8 for the ImageNet models "
       "(resnet50, alexnet, googlenet, inception_v3 and the Caffe ones), 256,1024,4096 for ncf: cheap on a CPU; two or "
-      "more sizes give the curves a fixed and a per-sample part)")(
-      "steps", po::value(&c.steps)->default_value(c.steps), "timed steps per batch size (each phase: their median)")(
+      "more sizes give the curves a fixed and a per-sample part). The Transformers' batches are tokens (as "
+      "--batch-tokens), timed on whole pairs of 25 tokens a side (at least 25; default 256,512,1024 for "
+      "transformer-tiny, 128,256,512 for the others)")("steps", po::value(&c.steps)->default_value(c.steps),
+                                                       "timed steps per batch size (each phase: their median)")(
       "warmup-steps", po::value(&c.warmup_steps)->default_value(c.warmup_steps),
       "untimed steps before them (oneDNN primitive creation, first-touch allocation)")(
       "threads", po::value(&c.threads)->default_value(c.threads), "CPU threads (0 = the node's cores)")(
@@ -86,9 +88,9 @@ po::options_description calibrate_options(CalibrateCommand& c) {
       "data", po::value(&c.data_dir),
       "dataset directory of the model's task (docs/dataset-format.md): time its train split's input pipeline, one "
       "rank, with the trainer's batches, and take its sample count and shape (image size and classes; users and "
-      "items); without it input_samples_per_s is 0 (not measured) and the model's standard dataset gives "
-      "train_samples and the shape (ImageNet 1,281,167; CIFAR-10 50,000; MovieLens-20M 99,308,850 with 4 "
-      "negatives per positive)")(
+      "items; the vocabulary); without it input_samples_per_s is 0 (not measured) and the model's standard dataset "
+      "gives train_samples and the shape (ImageNet 1,281,167; CIFAR-10 50,000; MovieLens-20M 99,308,850 with 4 "
+      "negatives per positive; WMT17 en-de about 139.5 M target tokens, an estimate, vocabulary 33,708)")(
       "verify-data", po::bool_switch(&c.verify_data),
       "with --data: first compare its shards with its manifest.json (checksums), as train's --verify-data")(
       "require-checksums", po::bool_switch(&c.require_checksums),
@@ -155,6 +157,7 @@ bool parse_calibrate_command(int argc, char** argv, CalibrateCommand& c) {
     return false;
   train::check_model_name(c.model);
   if (vm.count("batches")) c.batches = parse_batches(vm["batches"].as<std::string>());
+  advisor::check_model_batches(c.model, c.batches);
   if (vm.count("image-size")) {
     const std::string task = models::model_entry(c.model).task;
     if (task != models::kTaskImageClassification)
@@ -180,6 +183,8 @@ bool parse_calibrate_command(int argc, char** argv, CalibrateCommand& c) {
 // and loss options), with calibrate's data and input options.
 train::TrainConfig trainer_config(const CalibrateCommand& c) {
   train::TrainConfig config = train_defaults(c.model);
+  // As train: a translation model's batch is --batch-tokens (tokens a side per rank).
+  if (models::model_entry(c.model).task == models::kTaskTranslation) config.batch_size = config.batch_tokens;
   config.data_dir = c.data_dir;
   config.io = c.io;
   config.data_threads = c.data_threads;
@@ -251,13 +256,24 @@ std::string command_line(int argc, char** argv) {
 
 std::string count_of(int64_t n, const char* noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
 
+// "samples" -> "sample", "tokens" -> "token".
+std::string singular(const std::string& unit) { return unit.substr(0, unit.size() - 1); }
+
 void log_start(const CalibrateCommand& c, const advisor::SweepOptions& sweep, const train::Task& task, int threads) {
   std::string batches;
   for (int64_t b : sweep.batches) batches += (batches.empty() ? "" : ",") + std::to_string(b);
-  ST_LOG("calibrating " << c.model << " on " << task.describe_shape() << ", batches " << batches << ": "
+  const std::string unit = task.work_unit();
+  const std::string pairs = unit == "tokens"
+                                ? " tokens (whole pairs of " + std::to_string(train::kSyntheticSentenceTokens) +
+                                      " tokens a side; the table counts their target tokens)"
+                                : "";
+  ST_LOG("calibrating " << c.model << " on " << task.describe_shape() << ", batches " << batches << pairs << ": "
                         << sweep.warmup_steps << " warm-up and " << sweep.steps << " timed steps each, "
                         << count_of(threads, "thread"));
-  ST_LOG("   batch    forward s   backward s  optimizer s    samples/s");
+  char header[128];
+  std::snprintf(header, sizeof header, "%8s %12s %12s %12s %12s", "batch", "forward s", "backward s", "optimizer s",
+                (unit + "/s").c_str());
+  ST_LOG(header);
 }
 
 // The dataset's part of the calibration: with --data, the input pipeline's rate at the sweep's
@@ -274,8 +290,8 @@ std::string add_dataset(advisor::Calibration& cal, const CalibrateCommand& c, co
       task.training_batches(comm, cal.points.back().batch, /*ranks_on_node=*/1);
   cal.input_samples_per_s =
       advisor::measure_input_rate(*batches, /*skipped=*/c.prefetch + 1, c.input_batches, c.data_dir + "/train");
-  cal.train_samples = task.train_samples();
-  return "--data " + c.data_dir + " train split";
+  cal.train_samples = task.train_work();
+  return "--data " + c.data_dir + " train split" + (cal.batch_unit == "tokens" ? "'s target tokens" : "");
 }
 
 std::string table_row(const advisor::BatchPoint& p) {
@@ -287,9 +303,10 @@ std::string table_row(const advisor::BatchPoint& p) {
 
 void log_summary(const advisor::Calibration& cal, const std::string& output) {
   char line[256];
-  std::snprintf(
-      line, sizeof line, "fitted: forward %.3g s + %.3g s/sample, backward %.3g s + %.3g s/sample, optimizer %.3g s",
-      cal.forward.fixed_s, cal.forward.per_sample_s, cal.backward.fixed_s, cal.backward.per_sample_s, cal.optimizer_s);
+  const std::string per = singular(cal.batch_unit);
+  std::snprintf(line, sizeof line, "fitted: forward %.3g s + %.3g s/%s, backward %.3g s + %.3g s/%s, optimizer %.3g s",
+                cal.forward.fixed_s, cal.forward.per_sample_s, per.c_str(), cal.backward.fixed_s,
+                cal.backward.per_sample_s, per.c_str(), cal.optimizer_s);
   ST_LOG(line);
   std::snprintf(line, sizeof line,
                 "gradients: %lld bytes in %zu bucket%s of up to %g MiB, the first ready at %.2f of backward",
@@ -297,7 +314,8 @@ void log_summary(const advisor::Calibration& cal, const std::string& output) {
                 cal.bucket_mb, cal.buckets.front().ready_fraction);
   ST_LOG(line);
   if (cal.input_samples_per_s > 0) {
-    std::snprintf(line, sizeof line, "input pipeline: %.1f samples/s (one rank)", cal.input_samples_per_s);
+    std::snprintf(line, sizeof line, "input pipeline: %.1f %s/s (one rank)", cal.input_samples_per_s,
+                  cal.batch_unit.c_str());
     ST_LOG(line);
   } else {
     ST_LOG("input pipeline: not measured (no --data)");

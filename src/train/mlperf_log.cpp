@@ -93,7 +93,10 @@ void MlperfLog::hyperparameters(const TrainConfig& c, const MlperfRunFacts& f) {
   } else {
     sgd_or_lars_hyperparameters(c, f);
   }
-  for (const auto& [key, value] : f.task_keys.items()) log_.point(key, value, ST_MLLOG_HERE);
+  for (const auto& [key, value] : f.task_keys.items()) {
+    const bool has_metadata = f.task_key_metadata.contains(key);
+    log_.point(key, value, ST_MLLOG_HERE, has_metadata ? f.task_key_metadata.at(key) : Json::object());
+  }
   log_.point("train_samples", f.train_samples, ST_MLLOG_HERE);
   log_.point("eval_samples", f.eval_samples, ST_MLLOG_HERE);
 }

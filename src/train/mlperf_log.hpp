@@ -27,6 +27,7 @@ struct MlperfRunFacts {
   // hyper-parameter keys in order.
   std::string benchmark = "resnet";
   Json task_keys = Json::object();
+  Json task_key_metadata = Json::object();  // key -> its metadata, for the keys that have some
 };
 
 class MlperfLog {

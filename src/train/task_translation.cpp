@@ -114,6 +114,16 @@ class Translation : public Task {
     keys.set("max_sequence_length", train_.vocabulary.max_length);
     return keys;
   }
+  // closed_transformer.yaml wants the method, truncate or discard. Data where nothing was cut
+  // (length_method none: synthetic pairs, text within the limit) is logged as discard, which is
+  // what happened: no pair was longer than max_length, so none was dropped.
+  Json mlperf_key_metadata() const override {
+    Json method = Json::object();
+    method.set("method", train_.vocabulary.length_method == "truncate" ? "truncate" : "discard");
+    Json metadata = Json::object();
+    metadata.set("max_sequence_length", method);
+    return metadata;
+  }
   int64_t train_samples() const override { return train_.pairs.size(); }
   int64_t eval_samples() const override { return val_.pairs.size(); }
 
@@ -169,9 +179,10 @@ class Translation : public Task {
     return std::make_unique<TranslationSource>(train_, comm.rank(), comm.size(), batch_size, cfg_.seed, cfg_.shuffle);
   }
 
-  // Sentences of 25 tokens a side with random ids, as many as `size` tokens hold.
+  // Sentences of kSyntheticSentenceTokens tokens a side with random ids, as many as `size` tokens
+  // hold (at least one).
   Batch synthetic_batch(int64_t size, uint64_t seed) const override {
-    const int64_t len = 25, n = std::max<int64_t>(1, size / len);
+    const int64_t len = kSyntheticSentenceTokens, n = std::max<int64_t>(1, size / len);
     Batch b;
     Rng rng = Rng::derive(seed, static_cast<uint64_t>(size));
     const auto ids = [&](Tensor& t, bool shifted) {
@@ -190,6 +201,14 @@ class Translation : public Task {
     fill_column(b, kStepRanks, n, 1);
     return b;
   }
+
+  // The real target tokens (not padding), end of sentence included, as the step's tokens count.
+  int64_t batch_work(const Batch& batch) const override {
+    const Tensor& target = batch.at("target");
+    const int32_t* ids = target.data<int32_t>();
+    return std::count_if(ids, ids + target.numel(), [](int32_t id) { return id != text::kPadId; });
+  }
+  int64_t train_work() const override { return train_.pairs.target_offsets.back(); }
 
   std::unique_ptr<models::Network> make_network(uint64_t seed) const override {
     auto model =

@@ -435,6 +435,7 @@ MlperfRunFacts Training::mlperf_facts() const {
   f.lars_epsilon = cfg_.lars_epsilon;
   f.benchmark = task_->mlperf_benchmark();
   f.task_keys = task_->mlperf_keys(micro_batch_);
+  f.task_key_metadata = task_->mlperf_key_metadata();
   return f;
 }
 

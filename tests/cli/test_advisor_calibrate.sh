@@ -3,7 +3,8 @@
 # whose gradient size and bucket layout match PyTorch's parameters bucketed by DDP's rule, whose
 # times grow with the batch and whose ready fractions are ordered; with --data it times the input
 # pipeline and takes the split's sample count; NCF's sweep times the trainer's step with Adam on
-# ml-20m's shape or on --data; a tiny sweep of each ImageNet CNN of issue 24
+# ml-20m's shape or on --data; transformer-tiny's in tokens (batches, rates, the epoch, predict's
+# labels); a tiny sweep of each ImageNet CNN of issue 24
 # at a small input; bad options fail before the sweep, naming the option and the value.
 source "$(dirname "$0")/lib.sh"
 T=$TMP_ROOT/advisor_calibrate
@@ -170,7 +171,57 @@ grep -qF "calibrating alexnet-caffe on 227x227x3 images, 1000 classes" "$T/alexn
   >"$T/googlenet-caffe.txt"
 check_cnn "$T/googlenet-caffe.json" googlenet-caffe 13378280 1,2
 
+echo "== transformer-tiny: batches in tokens, on the WMT shape and on --data"
+# check_translation FILE LOG BATCHES TRAIN_TOKENS INPUT(measured|none): batch_unit tokens, the points
+# at the real target tokens of the whole 25-token pairs each batch holds, each point's tokens/s as
+# the log prints it from the step times, the default batch --batch-tokens' (2048), train_samples
+# in tokens.
+check_translation() {
+  $PY - "$@" <<'EOF'
+import json, re, sys
+path, log, batches, train_tokens, input_kind = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+c = json.load(open(path))
+assert c["model"] == "transformer-tiny" and c["batch_unit"] == "tokens", (c["model"], c.get("batch_unit"))
+assert [p["batch"] for p in c["points"]] == [int(b) // 25 * 25 for b in batches.split(",")], c["points"]
+assert c["default_batch"] == 2048 and c["train_samples"] == train_tokens, (c["default_batch"], c["train_samples"])
+assert sum(b["bytes"] for b in c["buckets"]) == c["gradient_bytes"] > 0, c["buckets"]
+rows = {int(m.group(1)): float(m.group(2))
+        for m in re.finditer(r"^ +(\d+) +[\d.]+ +[\d.]+ +[\d.]+ +([\d.]+)$", open(log).read(), re.M)}
+for p in c["points"]:
+    rate = p["batch"] / (p["forward_s"] + p["backward_s"] + p["optimizer_s"])
+    assert abs(rows[p["batch"]] - rate) <= 0.05 + 1e-3 * rate, (p, rows, rate)
+assert (c["input_samples_per_s"] > 0) == (input_kind == "measured"), c["input_samples_per_s"]
+print(f"ok: {path}: points {[p['batch'] for p in c['points']]} tokens, {c['train_samples']} tokens an epoch")
+EOF
+}
+tiny=(--model transformer-tiny --steps 2 --warmup-steps 1 --threads 1)
+"$A" calibrate "${tiny[@]}" --batches 512,256 --output "$T/tiny.json" >"$T/tiny.txt"
+cat "$T/tiny.txt"
+check_translation "$T/tiny.json" "$T/tiny.txt" 256,512 $((4500000 * 31)) none
+grep -qF "a vocabulary of 33708 subtokens, batches 512,256 tokens" "$T/tiny.txt" || fail "start line: $(head -n 1 "$T/tiny.txt")"
+grep -qE "^ +batch .* tokens/s$" "$T/tiny.txt" || fail "the table does not count tokens/s"
+grep -qF "WMT17 en-de" "$T/tiny.json" || fail "source does not say where train_samples comes from"
+"$BIN/scaletrain-data" synthetic --task translation --kind reverse --sentences 600 --val-sentences 20 --words 20 \
+  --max-length 10 --output "$T/reverse" >/dev/null
+tokens=$($PY - "$T/reverse" <<'EOF'
+import sys, h5py, glob
+print(sum(int(h5py.File(f, "r")["target_offsets"][-1]) for f in sorted(glob.glob(sys.argv[1] + "/train/*.h5"))))
+EOF
+)
+"$A" calibrate "${tiny[@]}" --batches 256,512 --data "$T/reverse" --input-batches 3 --output "$T/tiny-data.json" \
+  >"$T/tiny-data.txt"
+check_translation "$T/tiny-data.json" "$T/tiny-data.txt" 256,512 "$tokens" measured
+grep -qE "input pipeline: [0-9.]+ tokens/s \(one rank\)" "$T/tiny-data.txt" || fail "input rate: $(cat "$T/tiny-data.txt")"
+# The advisor reads the unit back and labels the throughput with it.
+"$A" predict --calibration "$T/tiny.json" --gpus 1,2 --gpus-per-node 2 >"$T/tiny-predict.txt"
+{ grep -qF "weak scaling: 2048 tokens per GPU" "$T/tiny-predict.txt" && grep -qE "^ +GPUs .* tokens/s " "$T/tiny-predict.txt"; } ||
+  fail "predict does not count tokens: $(cat "$T/tiny-predict.txt")"
+
 echo "== usage errors, before any sweep"
+expect_failure "translation batch below one pair" "--batches: 24 tokens cannot hold one sentence pair" \
+  "$A" calibrate --model transformer-tiny --batches 24,256 --output "$T/x.json"
+expect_failure "translation batches of the same pairs" "--batches: 260 and 270 tokens both hold 10 pairs" \
+  "$A" calibrate --model transformer-tiny --batches 260,270 --output "$T/x.json"
 expect_failure "unknown model" "unknown model 'resnet51'" "$A" calibrate --model resnet51 --output "$T/x.json"
 expect_failure "missing --model" "--model" "$A" calibrate --output "$T/x.json"
 expect_failure "missing --output" "--output" "$A" calibrate --model resnet20

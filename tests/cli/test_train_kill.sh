@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # kill -9 at random moments (issue 9): a 2-rank run that checkpoints every 2 steps loses one rank
-# to SIGKILL 20 times, at random moments (during steps, evaluations and checkpoint writes). After
-# every kill each published checkpoint verifies (its CRC-32, checked here with h5py and zlib) and
-# the next --resume auto continues from the newest one without skipping any; the run then
-# finishes with the weights of an uninterrupted run, bit for bit (the work lost after each
-# checkpoint is redone exactly), and report.json lists the lost segments.
+# to SIGKILL 12 times (ST_KILLS; 20 until the suite reached its time limit), at random moments
+# (during steps, evaluations and checkpoint writes). After every kill each published checkpoint
+# verifies (its CRC-32, checked here with h5py and zlib) and the next --resume auto continues from
+# the newest one without skipping any; the run then finishes with the weights of an uninterrupted
+# run, bit for bit (the work lost after each checkpoint is redone exactly), and report.json lists
+# the lost segments.
 source "$(dirname "$0")/lib.sh"
 T=$TMP_ROOT/train_kill
 rm -rf "$T" && mkdir -p "$T"
 CK=("$PY" "$(dirname "$0")/checkpoints.py")
-KILLS=${ST_KILLS:-20}
+KILLS=${ST_KILLS:-12}
 
 # 16384 samples, global batch 16: 1024 steps per epoch, 3072 steps (about 25 s here, longer than
-# the 20 kills take, so that every kill hits a running job).
+# the kills take, so that every kill hits a running job).
 "$BIN/scaletrain-data" synthetic --samples 16384 --val-samples 32 --image-size 8,8,3 --classes 4 --shards 2 \
   --output "$T/data" >/dev/null
 TRAIN=(mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/data" --epochs 3

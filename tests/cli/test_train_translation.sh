@@ -3,7 +3,8 @@
 #  - transformer-tiny on 2 ranks on a synthetic reverse task: the progress line counts tokens/s,
 #    report.json gives tokens_per_s beside samples_per_s and BLEU as the quality, the MLPerf log
 #    has the transformer keys (opt_name adam, opt_adam_epsilon 1e-9, warmup steps,
-#    max_sequence_length) and eval_accuracy = BLEU / 100;
+#    max_sequence_length with its method) and eval_accuracy = BLEU / 100, and it passes
+#    tests/python/mllog_check.py's Transformer rules;
 #  - a run stopped by SIGUSR1 mid-epoch and resumed ends bitwise equal to one that was not
 #    stopped (the token batches are a function of seed and epoch; dropout of the step);
 #  - evaluation decodes with beam search by default (beam 4, alpha 0.6, in report.json's config);
@@ -49,11 +50,17 @@ assert keys["submission_benchmark"] == ["transformer"], keys["submission_benchma
 assert keys["opt_name"] == ["adam"] and keys["opt_adam_epsilon"] == [1e-9], (keys["opt_name"], keys["opt_adam_epsilon"])
 assert keys["opt_adam_beta_2"] == [0.997] and keys["opt_learning_rate_warmup_steps"] == [50]
 assert keys["max_sequence_length"] == [11]
+meta = [json.loads(l[len(":::MLLOG "):])["metadata"] for l in open(run + "/mllog.txt") if '"max_sequence_length"' in l]
+assert meta[0]["method"] == "discard", meta  # synthetic data: nothing was longer, so nothing dropped
 assert keys["global_batch_size"] == [1024]  # tokens: 2 ranks x --batch-tokens 512
 bleu = [e["val_accuracy"] for e in r["epochs"]]
 assert all(abs(a - b / 100) < 1e-12 for a, b in zip(keys["eval_accuracy"], bleu)), (keys["eval_accuracy"], bleu)
 print("ok: MLLOG transformer keys, eval_accuracy = BLEU / 100:", keys["eval_accuracy"])
 PY
+# The project's MLLOG check with the Transformer's rules (closed_transformer.yaml's keys, the
+# method of max_sequence_length, the evaluation every epoch).
+out=$("$PY" "$(dirname "$0")/../python/mllog_check.py" "$T/ref/mllog.txt") || fail "mllog_check refused the log: $out"
+grep -q "^mllog: OK" <<<"$out" || fail "mllog_check: $out"
 
 echo "== decoding: beam search 4, alpha 0.6 by default; scaletrain eval with beam 4 and greedy"
 report_check "$T/ref" 'r["config"]["beam_size"] == 4 and r["config"]["length_penalty"] == 0.6'

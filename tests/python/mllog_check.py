@@ -1,25 +1,36 @@
 #!/usr/bin/env python3
 """Checks an MLPerf training log (the `:::MLLOG {json}` lines of mllog.txt) against the MLPerf
-training logging rules for ResNet, written from the rules themselves:
+training logging rules for ResNet or the Transformer (translation), written from the rules
+themselves:
 
-  * mlcommons/logging, mlperf_logging/compliance_checker/training_<X.Y.Z>/
-      common.yaml, closed_common.yaml, open_common.yaml, closed_resnet.yaml, open_resnet.yaml,
-      closed_resnet_sgd.yaml, closed_resnet_lars.yaml   (what the official checker enforces)
+  * mlcommons/logging, mlperf_logging/compliance_checker/training_<X.Y.Z>/   (what the
+      official checker enforces)
+      common.yaml, closed_common.yaml, open_common.yaml   (both benchmarks)
+      closed_resnet.yaml, open_resnet.yaml, closed_resnet_sgd.yaml, closed_resnet_lars.yaml
+      closed_transformer.yaml, open_transformer.yaml   (training_0.7.0 only: the Transformer
+          left the suite after 0.7; training_1.0.0/closed_common.yaml no longer names it)
   * mlcommons/logging, mlperf_logging/mllog/mllog.py and constants.py   (the line format)
   * mlcommons/logging, mlperf_logging/package_checker/seed_checker.py   (seed, closed division)
-  * mlcommons/training_policies, training_rules.adoc   (epoch numbering, ResNet's evaluation
-      schedule and hyper-parameter constraints, the initialisation time limit)
+  * mlcommons/training_policies, training_rules.adoc   (epoch numbering, each benchmark's
+      evaluation schedule, ResNet's hyper-parameter constraints, the Transformer's fixed Adam
+      epsilon and max_sequence_length's truncate-or-discard, the initialisation time limit)
 
-Usage:  mllog_check.py [--benchmark resnet] [--ruleset X.Y] [--strict] MLLOG_FILE
+Usage:  mllog_check.py [--benchmark resnet|transformer] [--ruleset X.Y] [--strict] MLLOG_FILE
+
+Without --benchmark the log's submission_benchmark chooses the rules (resnet when the log has
+none). Without --ruleset: 4.0 for resnet (the last ruleset with ResNet-50), 0.7 for the
+Transformer (the only ruleset here with it; asking for another is a usage error).
 
 Exit status: 0 and "mllog: OK (...)" when the log follows the rules; 1 and a list of every
-violation otherwise; 2 for a bad command line or an unreadable file.
+violation otherwise; 2 for a bad command line, an unreadable file, or a log whose
+submission_benchmark this checker does not know (ncf, a model outside MLPerf, ...).
 
 Three kinds of finding:
   error    the log is malformed or lacks what the rules require of every log;
   warning  a rule that binds real submissions only (fixed-to-reference hyper-parameter values,
-           the 75.9 % target, evaluating every 4 epochs, the initialisation time limit).
-           --strict turns warnings into errors;
+           the target accuracy: ResNet's 75.9 %, the Transformer's BLEU 25, the evaluation
+           schedule: ResNet every 4 epochs, the Transformer every epoch, the initialisation
+           time limit). --strict turns warnings into errors;
   note     tolerated by the official parser but unexpected from a file rank 0 writes itself
            (text before ':::MLLOG ', other lines, extra fields). Never fatal.
 
@@ -37,9 +48,10 @@ TOKEN = ":::MLLOG "
 LINE_FIELDS = ("namespace", "time_ms", "event_type", "key", "value", "metadata")
 EVENT_TYPES = ("INTERVAL_START", "INTERVAL_END", "POINT_IN_TIME")
 RUN_STOP_STATUSES = ("success", "aborted")  # mllog/constants.py SUCCESS, ABORTED
-BENCHMARKS = ("resnet",)
+BENCHMARKS = ("resnet", "transformer")
 
-# The training rulesets that still had ResNet-50 (it was retired after v4.0: training_rules.adoc,
+# The training rulesets this checker knows: those that still had ResNet-50 (the Transformer is
+# in 0.7 only: BENCHMARK_RULES). ResNet-50 was retired after v4.0 (training_rules.adoc,
 # "Deprecated benchmarks ... Image classification ... v4.0"; 4.1's closed_common.yaml names
 # resnet but training_4.1.0/ has no closed_resnet.yaml). Differences between them, from the
 # yaml files: init_limit_min is the init_stop bound of common.yaml by division;
@@ -63,8 +75,6 @@ RULESETS = {
     "4.0": {"dir": "training_4.0.0", "init_limit_min": {"closed": 30, "open": 240},
             "grad_accum": True, "weights_init": False},
 }
-DEFAULT_RULESET = "4.0"
-RETIRED_AFTER = "4.0"
 
 # Origins named in messages. "{rs}" becomes the ruleset's directory, e.g. training_4.0.0.
 COMMON = "{rs}/common.yaml"
@@ -72,6 +82,8 @@ CLOSED_COMMON = "{rs}/closed_common.yaml"
 DIVISION_COMMON = "{rs}/{division}_common.yaml"
 CLOSED_RESNET = "{rs}/closed_resnet.yaml"
 DIVISION_RESNET = "{rs}/{division}_resnet.yaml"
+CLOSED_TRANSFORMER = "{rs}/closed_transformer.yaml"
+DIVISION_TRANSFORMER = "{rs}/{division}_transformer.yaml"
 SGD_RULES = "{rs}/closed_resnet_sgd.yaml"
 LARS_RULES = "{rs}/closed_resnet_lars.yaml"
 SEED_RULES = "package_checker/seed_checker.py"
@@ -79,6 +91,35 @@ MLLOG_FORMAT = "mllog/mllog.py"
 POLICIES = "training_rules.adoc"
 # Rules the official checker does not enforce but a single-writer scaletrain log must follow.
 STRICTER = "stricter than the official checker"
+
+# What differs by benchmark: the rulesets that have it, the default (the last of them), the
+# target accuracy, the evaluation schedule and what eval_accuracy measures.
+#   resnet:      above; closed_resnet.yaml ATLEAST_ONE_CHECK v >= 0.7590 and v < 1.0 (open:
+#                v < 1.0 from 1.0.0 on; this checker asks that of open logs in 0.7 as well);
+#                training_rules.adoc "Quality measure": every 4 epochs with offset 0, 1, 2 or 3.
+#   transformer: training_0.7.0 only (training_1.0.0/closed_common.yaml's benchmarks no longer
+#                include it; 0.6.0's single transformer.yaml predates the closed/open files
+#                this checker reads); closed_transformer.yaml and open_transformer.yaml
+#                ATLEAST_ONE_CHECK v >= 0.2500 and v < 1 (eval_accuracy is BLEU / 100:
+#                training_rules.adoc's target "25.00 BLEU"); training_rules.adoc "Quality
+#                measure": every 1 epoch.
+BENCHMARK_RULES = {
+    "resnet": {"rulesets": tuple(RULESETS), "default_ruleset": "4.0", "retired_after": "4.0",
+               "target": {"closed": 0.759, "open": None}, "eval_every_epochs": 4,
+               "schedule": "ResNet evaluates every 4 epochs", "first_eval": "1..4",
+               "missed_target": "reached the target {target} (best {best})",
+               "metric": "a top-1 accuracy in [0, 1]", "epoch_num_origin": CLOSED_RESNET,
+               "accuracy_origin": DIVISION_RESNET},
+    "transformer": {"rulesets": ("0.7",), "default_ruleset": "0.7", "retired_after": "0.7",
+                    "target": {"closed": 0.25, "open": 0.25}, "eval_every_epochs": 1,
+                    "schedule": "the Transformer evaluates every epoch", "first_eval": "1",
+                    # A copy task's BLEU of 100 (1.0) reaches 0.25 but not the rule's range.
+                    "missed_target": "is in [{target}, 1.0), BLEU 25.00 up to but not "
+                                     "including 100 (best {best})",
+                    "metric": "BLEU / 100 in [0, 1]",
+                    "epoch_num_origin": DIVISION_TRANSFORMER,
+                    "accuracy_origin": DIVISION_TRANSFORMER},
+}
 
 # Interval keys, as mllog.start()/mllog.end() write them; every other key the rules name is an
 # event (mllog.event(), POINT_IN_TIME).
@@ -89,8 +130,6 @@ INTERVAL_ENDS = {stop: start for start, stop in INTERVALS.items()}
 TRAINING_KEYS = ("block_start", "block_stop", "epoch_start", "epoch_stop", "eval_start",
                  "eval_stop", "eval_accuracy")
 
-RESNET_TARGET = 0.759  # closed_resnet.yaml: ATLEAST_ONE_CHECK v >= 0.7590 and v < 1.0
-EVAL_EVERY_EPOCHS = 4  # training_rules.adoc: ResNet evaluates every 4 epochs, offset 0..3
 LARS_MOMENTUM_FIXED_BELOW_BATCH = 32 * 1024  # training_rules.adoc: 0.9 for batch < 32k
 
 
@@ -159,6 +198,16 @@ def number():
     return lambda v: None if is_number(v) else "is {!r}, not a number".format(v)
 
 
+def greater_than(bound):
+    return lambda v: None if is_number(v) and v > bound else \
+        "is {!r}, not a number > {}".format(v, bound)
+
+
+def at_least(bound):
+    return lambda v: None if is_number(v) and v >= bound else \
+        "is {!r}, not a number >= {}".format(v, bound)
+
+
 def positive_integer():
     return lambda v: None if is_whole(v) and v > 0 else "is {!r}, not an integer > 0".format(v)
 
@@ -212,7 +261,8 @@ def lars_momentum(ctx):
 
 
 # ---------------------------------------------------------------------------------------------
-# When a rule applies. ctx holds the ruleset profile, division and opt_name read from the log.
+# When a rule applies. ctx holds the benchmark, the ruleset profile, and the division, opt_name
+# and global_batch_size read from the log.
 
 def always(ctx):
     return True
@@ -240,8 +290,9 @@ def closed_weights_init(ctx):
 
 ONCE, AT_LEAST_ONCE = "exactly once", "at least once"
 
-# Keys and how often they must appear: (key, count, applies when, origin).
-REQUIRED_KEYS = [
+# Keys and how often they must appear: (key, count, applies when, origin). Those of every
+# benchmark, then each benchmark's (REQUIRED_KEYS).
+COMMON_REQUIRED_KEYS = [
     ("submission_benchmark", ONCE, always, DIVISION_COMMON),
     ("submission_org", ONCE, always, COMMON),
     ("submission_platform", ONCE, always, COMMON),
@@ -256,6 +307,9 @@ REQUIRED_KEYS = [
     ("eval_samples", ONCE, always, COMMON),
     ("eval_accuracy", AT_LEAST_ONCE, always, COMMON),
     ("gradient_accumulation_steps", ONCE, closed_grad_accum, CLOSED_COMMON),
+]
+
+RESNET_REQUIRED_KEYS = [
     ("global_batch_size", ONCE, closed, CLOSED_RESNET),
     ("opt_name", ONCE, closed, CLOSED_RESNET),
     ("seed", AT_LEAST_ONCE, closed, SEED_RULES),
@@ -278,6 +332,25 @@ REQUIRED_KEYS = [
     ("lars_opt_weight_decay", ONCE, closed_lars, LARS_RULES),
 ]
 
+# closed_transformer.yaml (training_0.7.0): every key EXACTLY_ONE, whatever opt_name says (it
+# enqueues no per-optimizer file). open_transformer.yaml asks only for eval_accuracy.
+TRANSFORMER_REQUIRED_KEYS = [
+    ("global_batch_size", ONCE, closed, CLOSED_TRANSFORMER),
+    ("opt_name", ONCE, closed, CLOSED_TRANSFORMER),
+    ("seed", AT_LEAST_ONCE, closed, SEED_RULES),
+    ("opt_base_learning_rate", ONCE, closed, CLOSED_TRANSFORMER),
+    ("opt_learning_rate_warmup_steps", ONCE, closed, CLOSED_TRANSFORMER),
+    ("opt_adam_beta_1", ONCE, closed, CLOSED_TRANSFORMER),
+    ("opt_adam_beta_2", ONCE, closed, CLOSED_TRANSFORMER),
+    ("opt_adam_epsilon", ONCE, closed, CLOSED_TRANSFORMER),
+    ("max_sequence_length", ONCE, closed, CLOSED_TRANSFORMER),
+]
+
+REQUIRED_KEYS = {
+    "resnet": COMMON_REQUIRED_KEYS + RESNET_REQUIRED_KEYS,
+    "transformer": COMMON_REQUIRED_KEYS + TRANSFORMER_REQUIRED_KEYS,
+}
+
 # At least one key of each group (common.yaml REQ: AT_LEAST_ONE_OR(...)).
 REQUIRED_ONE_OF = [
     ("block_start", "epoch_start"),
@@ -292,9 +365,11 @@ ERROR, WARNING = "error", "warning"
 def value_rules(ctx):
     """What each key's value must be: (key, applies when, predicate, severity, origin).
     Errors for what every log must satisfy, warnings for the values the closed division fixes
-    to the reference's."""
-    return [
-        ("submission_benchmark", always, one_of(*BENCHMARKS), ERROR, DIVISION_COMMON),
+    to the reference's. The rules of every benchmark, then the benchmark's own."""
+    common = [
+        # {division}_common.yaml accepts any benchmark of the round; a log checked against one
+        # benchmark's rules must name that benchmark.
+        ("submission_benchmark", always, one_of(ctx["benchmark"]), ERROR, DIVISION_COMMON),
         ("submission_org", always, non_empty_string(), ERROR, COMMON),
         ("submission_platform", always, non_empty_string(), ERROR, COMMON),
         ("submission_division", always, one_of("closed", "open"), ERROR, COMMON),
@@ -304,6 +379,14 @@ def value_rules(ctx):
         ("train_samples", always, positive_integer(), ERROR, COMMON + "; a sample count"),
         ("eval_samples", always, positive_integer(), ERROR, COMMON + "; a sample count"),
         ("gradient_accumulation_steps", always, positive_integer(), ERROR, CLOSED_COMMON),
+    ]
+    if ctx["benchmark"] == "transformer":
+        return common + transformer_value_rules()
+    return common + resnet_value_rules(ctx)
+
+
+def resnet_value_rules(ctx):
+    return [
         ("global_batch_size", always, positive_integer(), ERROR, CLOSED_RESNET),
         ("opt_name", always, one_of("sgd", "lars"), ERROR, CLOSED_RESNET),
         ("seed", always, integer(), ERROR, SEED_RULES),
@@ -332,6 +415,42 @@ def value_rules(ctx):
         ("lars_opt_momentum", closed_lars, lars_momentum(ctx), WARNING, POLICIES),
         ("lars_opt_weight_decay", closed_lars, power_of_two_times(0.0001), WARNING, LARS_RULES),
     ]
+
+
+def transformer_value_rules():
+    """closed_transformer.yaml's CHECKs (training_0.7.0), in the closed division only:
+    open_transformer.yaml checks no hyper-parameter (training_rules.adoc, OPEN: "Hyperparameters
+    and optimizer may be freely changed"). opt_adam_epsilon is the one value fixed to the
+    reference (training_rules.adoc: "fixed to reference"; the yaml: == 1e-09), a warning like
+    ResNet's fixed values; the others are "arbitrary constant" there. max_sequence_length's
+    metadata.method: METADATA_RULES."""
+    return [
+        ("global_batch_size", closed, greater_than(0), ERROR, CLOSED_TRANSFORMER),
+        ("opt_name", closed, one_of("adam", "lazy_adam"), ERROR, CLOSED_TRANSFORMER),
+        ("seed", always, integer(), ERROR, SEED_RULES),
+        ("opt_base_learning_rate", closed, greater_than(0), ERROR, CLOSED_TRANSFORMER),
+        ("opt_learning_rate_warmup_steps", closed, at_least(0), ERROR, CLOSED_TRANSFORMER),
+        ("opt_adam_beta_1", closed, at_least(0), ERROR, CLOSED_TRANSFORMER),
+        ("opt_adam_beta_2", closed, at_least(0), ERROR, CLOSED_TRANSFORMER),
+        ("opt_adam_epsilon", closed, number(), ERROR, CLOSED_TRANSFORMER),
+        ("opt_adam_epsilon", closed, equals(1e-9), WARNING,
+         CLOSED_TRANSFORMER + "; " + POLICIES),
+        ("max_sequence_length", closed, greater_than(0), ERROR, CLOSED_TRANSFORMER),
+    ]
+
+
+def closed_transformer(ctx):
+    return ctx["benchmark"] == "transformer" and closed(ctx)
+
+
+# What a key's metadata must hold: (key, metadata field, applies when, allowed values, origin).
+# closed_transformer.yaml: "'method' in v['metadata']" and "v['metadata']['method'] in
+# ['truncate', 'discard']"; training_rules.adoc ("Data Representation", CLOSED): sequences are
+# either truncated to length N or those longer than N thrown out, uniformly.
+METADATA_RULES = [
+    ("max_sequence_length", "method", closed_transformer, ("truncate", "discard"),
+     CLOSED_TRANSFORMER + "; " + POLICIES),
+]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -453,9 +572,9 @@ def check_time_order(events, findings):
                 after.time_ms, before.line, before.time_ms), STRICTER)
 
 
-def check_event_types(events, findings):
+def check_event_types(events, ctx, findings):
     """mllog writes start() as INTERVAL_START, end() as INTERVAL_END, event() as POINT_IN_TIME."""
-    known_events = {k for k, _, _, _ in REQUIRED_KEYS if k not in INTERVALS}
+    known_events = {k for k, _, _, _ in REQUIRED_KEYS[ctx["benchmark"]] if k not in INTERVALS}
     for ev in events:
         if ev.key in INTERVALS:
             expected = "INTERVAL_START"
@@ -471,7 +590,7 @@ def check_event_types(events, findings):
 
 
 def check_counts(index, ctx, findings):
-    for key, count, applies, origin in REQUIRED_KEYS:
+    for key, count, applies, origin in REQUIRED_KEYS[ctx["benchmark"]]:
         if not applies(ctx):
             continue
         found = index.get(key, [])
@@ -498,8 +617,22 @@ def check_values(index, ctx, findings):
                 report(ev.where(), "value " + problem, origin)
 
 
+def check_metadata(index, ctx, findings):
+    for key, field, applies, allowed, origin in METADATA_RULES:
+        if not applies(ctx):
+            continue
+        for ev in index.get(key, []):
+            if field not in ev.metadata:
+                findings.error(ev.where(), "metadata.{} is missing; allowed: {}".format(
+                    field, ", ".join(repr(a) for a in allowed)), origin)
+            elif ev.metadata[field] not in allowed:
+                findings.error(ev.where(), "metadata.{} is {!r}; allowed: {}".format(
+                    field, ev.metadata[field], ", ".join(repr(a) for a in allowed)), origin)
+
+
 def check_weights_initialization(index, ctx, findings):
-    if not closed_weights_init(ctx):
+    """closed_resnet.yaml of 1.1.0-2.1.0 (no Transformer ruleset asks for these lines)."""
+    if ctx["benchmark"] != "resnet" or not closed_weights_init(ctx):
         return
     for ev in index.get("weights_initialization", []):
         if not isinstance(ev.metadata.get("tensor"), str):
@@ -582,9 +715,11 @@ def check_run_stop_status(index, findings):
 # Blocks, epochs and evaluations.
 
 class TrainingState:
-    """Where the training loop is while the events are replayed in order."""
+    """Where the training loop is while the events are replayed in order; `rules` is the
+    benchmark's BENCHMARK_RULES entry."""
 
-    def __init__(self):
+    def __init__(self, rules):
+        self.rules = rules
         self.run_started = False
         self.run_stopped = False
         self.block = None        # the open block_start event
@@ -599,8 +734,8 @@ class TrainingState:
 
 
 def epoch_metadata(ev, name, findings, origin):
-    """A resnet epoch counter in metadata: a whole number >= 1 (training_rules.adoc: epochs are
-    numbered from 1; resnet reports convergence in epochs)."""
+    """An epoch counter in metadata: a whole number >= 1 (training_rules.adoc: epochs are
+    numbered from 1; ResNet and the Transformer both count their training in epochs)."""
     v = ev.metadata.get(name)
     if v is None:
         findings.error(ev.where(), "metadata.{} is missing".format(name), origin)
@@ -730,10 +865,12 @@ def on_eval_stop(ev, st, findings):
 
 
 def on_eval_accuracy(ev, st, findings):
-    num = epoch_metadata(ev, "epoch_num", findings, CLOSED_RESNET)
+    """{division}_<benchmark>.yaml: metadata.epoch_num; the value is ResNet's top-1 accuracy or
+    the Transformer's BLEU / 100, both in [0, 1]."""
+    num = epoch_metadata(ev, "epoch_num", findings, st.rules["epoch_num_origin"])
     if not (is_number(ev.value) and 0.0 <= ev.value <= 1.0):
-        findings.error(ev.where(), "value {!r} is not a top-1 accuracy in [0, 1]".format(
-            ev.value), DIVISION_RESNET)
+        findings.error(ev.where(), "value {!r} is not {}".format(ev.value, st.rules["metric"]),
+                       st.rules["accuracy_origin"])
     if num is None:
         return
     if st.uses_eval_start:
@@ -754,10 +891,13 @@ TRAINING_HANDLERS = {
 }
 
 
-def check_training_loop(events, status, findings):
+def check_training_loop(events, status, rules, findings):
     """Replays the run: training keys only between run_start and run_stop, blocks, epochs and
-    evaluations properly opened and closed, epochs counted from 1."""
-    st = TrainingState()
+    evaluations properly opened and closed, epochs counted from 1. Every check here holds for
+    both benchmarks (common.yaml, training_rules.adoc's epoch numbering); what differs by
+    benchmark is eval_accuracy's origin and meaning (`rules`) and, after the replay,
+    check_eval_schedule and check_target_accuracy."""
+    st = TrainingState(rules)
     for ev in events:
         if ev.key == "run_start":
             st.run_started = True
@@ -787,41 +927,47 @@ def check_open_intervals_at_stop(run_stop, st, status, findings):
 
 
 def check_eval_schedule(st, findings):
-    """training_rules.adoc: ResNet evaluates every 4 epochs with an offset of 0, 1, 2 or 3, so
-    the first evaluation is of epoch 1..4 and the next ones 4 epochs apart."""
-    epochs = [num for num, _ in st.eval_epochs]
-    if not epochs:
+    """training_rules.adoc, "Quality measure", the evaluation frequency of each benchmark:
+    ResNet evaluates every 4 epochs with an offset of 0, 1, 2 or 3, so the first evaluation is
+    of epoch 1..4 and the next ones 4 epochs apart; the Transformer evaluates every epoch, so
+    epochs 1, 2, 3, ..."""
+    every = st.rules["eval_every_epochs"]
+    if not st.eval_epochs:
         return
     first_num, first_ev = st.eval_epochs[0]
-    if first_num > EVAL_EVERY_EPOCHS:
+    if first_num > every:
         findings.warning(first_ev.where(), "first evaluation at epoch {}; it must be at epoch "
-                         "1..{}".format(first_num, EVAL_EVERY_EPOCHS), POLICIES)
+                         "{}".format(first_num, st.rules["first_eval"]), POLICIES)
     for (prev, _), (num, ev) in zip(st.eval_epochs, st.eval_epochs[1:]):
-        if num - prev != EVAL_EVERY_EPOCHS:
-            findings.warning(ev.where(), "evaluation at epoch {} follows epoch {}; ResNet "
-                             "evaluates every {} epochs".format(num, prev, EVAL_EVERY_EPOCHS),
-                             POLICIES)
+        if num - prev != every:
+            findings.warning(ev.where(), "evaluation at epoch {} follows epoch {}; {}".format(
+                num, prev, st.rules["schedule"]), POLICIES)
 
 
 def check_target_accuracy(index, status, ctx, findings):
-    """closed_resnet.yaml wants one eval_accuracy in [0.759, 1.0); open_resnet.yaml one < 1.0.
-    Only a successful run claims the target; an aborted one is recorded as such."""
+    """The ATLEAST_ONE_CHECK of eval_accuracy: closed_resnet.yaml wants one in [0.759, 1.0),
+    open_resnet.yaml one < 1.0; closed_transformer.yaml and open_transformer.yaml one in
+    [0.25, 1). Only a successful run claims the target; an aborted one is recorded as such."""
     if status != "success":
         return
+    rules = BENCHMARK_RULES[ctx["benchmark"]]
+    origin = rules["accuracy_origin"]
     values = [ev.value for ev in index.get("eval_accuracy", []) if is_number(ev.value)]
-    if closed(ctx) and not any(RESNET_TARGET <= v < 1.0 for v in values):
-        findings.warning("", "run_stop says success but no eval_accuracy reached the target "
-                         "{} (best {})".format(RESNET_TARGET, max(values) if values else None),
-                         CLOSED_RESNET)
-    if ctx["division"] == "open" and not any(v < 1.0 for v in values):
-        findings.warning("", "no eval_accuracy below 1.0", DIVISION_RESNET)
+    target = rules["target"].get(ctx["division"])
+    if target is not None and not any(target <= v < 1.0 for v in values):
+        findings.warning("", "run_stop says success but no eval_accuracy " + rules[
+            "missed_target"].format(target=target, best=max(values) if values else None),
+            origin)
+    if ctx["division"] == "open" and target is None and not any(v < 1.0 for v in values):
+        findings.warning("", "no eval_accuracy below 1.0", origin)
 
 
 # ---------------------------------------------------------------------------------------------
 
-def make_context(index, ruleset):
+def make_context(index, ruleset, benchmark):
     division = first_value(index, "submission_division")
     return {
+        "benchmark": benchmark,
         "profile": RULESETS[ruleset],
         "rs": RULESETS[ruleset]["dir"],
         "division": division if division in ("closed", "open") else "?",
@@ -830,25 +976,26 @@ def make_context(index, ruleset):
     }
 
 
-def check_log(text, ruleset, strict):
-    """Returns (findings, summary) for the log's text."""
+def check_log(text, ruleset, strict, benchmark="resnet"):
+    """Returns (findings, summary) for the log's text, checked against the benchmark's rules."""
     findings = Findings(strict, {"rs": RULESETS[ruleset]["dir"]})
     events = parse_log(text, findings)
     index = by_key(events)
-    ctx = make_context(index, ruleset)
+    ctx = make_context(index, ruleset, benchmark)
     findings.context = ctx
     if not events:
         findings.error("", "no ':::MLLOG ' lines", MLLOG_FORMAT)
         return findings, {}
     check_time_order(events, findings)
-    check_event_types(events, findings)
+    check_event_types(events, ctx, findings)
     check_counts(index, ctx, findings)
     check_values(index, ctx, findings)
+    check_metadata(index, ctx, findings)
     check_weights_initialization(index, ctx, findings)
     check_seed_count(index, ctx, findings)
     check_run_phases(index, ctx, findings)
     status = check_run_stop_status(index, findings)
-    st = check_training_loop(events, status, findings)
+    st = check_training_loop(events, status, BENCHMARK_RULES[benchmark], findings)
     check_eval_schedule(st, findings)
     check_target_accuracy(index, status, ctx, findings)
     return findings, summarize(index, ctx, st, status)
@@ -868,48 +1015,102 @@ def summarize(index, ctx, st, status):
     return summary
 
 
-def normalize_ruleset(text):
-    """'4.0', '4.0.0' and 'v4.0' name the same ruleset; returns its 'X.Y' or raises ValueError."""
+def normalize_ruleset(text, benchmark):
+    """'4.0', '4.0.0' and 'v4.0' name the same ruleset; returns its 'X.Y' when the benchmark is
+    in it, or raises ValueError."""
+    rules = BENCHMARK_RULES[benchmark]
     parts = text.lstrip("vV").split(".")
     if len(parts) == 3 and parts[2] == "0":
         parts = parts[:2]
     short = ".".join(parts)
-    if short in RULESETS:
+    if short in rules["rulesets"]:
         return short
+    retired = rules["retired_after"]
     try:
-        newer = tuple(int(p) for p in parts) > tuple(int(p) for p in RETIRED_AFTER.split("."))
+        newer = tuple(int(p) for p in parts) > tuple(int(p) for p in retired.split("."))
     except ValueError:
         newer = False
     if newer:
-        raise ValueError("--ruleset {}: resnet is not a benchmark of MLPerf training {} (it was "
-                         "retired after {}); use {} or older".format(
-                             text, short, RETIRED_AFTER, RETIRED_AFTER))
-    raise ValueError("--ruleset {}: not a supported training ruleset for resnet; supported: {}"
-                     .format(text, ", ".join(RULESETS)))
+        raise ValueError("--ruleset {}: {} is not a benchmark of MLPerf training {} (it was "
+                         "retired after {}); use {}{}".format(
+                             text, benchmark, short, retired, retired,
+                             " or older" if len(rules["rulesets"]) > 1 else ""))
+    raise ValueError("--ruleset {}: not a supported training ruleset for {}; supported: {}"
+                     .format(text, benchmark, ", ".join(rules["rulesets"])))
+
+
+def choose_ruleset(parser, args, source):
+    """Sets args.ruleset: the benchmark's default, or --ruleset when the benchmark is in it (a
+    usage error otherwise). `source` says where the benchmark came from, for the message."""
+    if args.ruleset is None:
+        args.ruleset = BENCHMARK_RULES[args.benchmark]["default_ruleset"]
+        return
+    try:
+        args.ruleset = normalize_ruleset(args.ruleset, args.benchmark)
+    except ValueError as exc:
+        parser.error(str(exc) + source)
 
 
 def parse_args(argv):
+    """Returns (parser, args). args.ruleset is settled here when --benchmark is given, else
+    once the log has named its benchmark (main)."""
     parser = argparse.ArgumentParser(
         description="Check an MLPerf training log (:::MLLOG lines) against the MLPerf logging "
                     "rules for a benchmark. Exit 0: follows the rules; 1: violations (listed); "
-                    "2: bad command line or unreadable file.")
-    parser.add_argument("--benchmark", default="resnet", help="benchmark (only 'resnet')")
-    parser.add_argument("--ruleset", default=DEFAULT_RULESET,
-                        help="MLPerf training ruleset X.Y (default {}, the last with resnet; "
-                             "supported: {})".format(DEFAULT_RULESET, ", ".join(RULESETS)))
+                    "2: bad command line, unreadable file, or a benchmark this checker does "
+                    "not know.")
+    parser.add_argument("--benchmark", default=None,
+                        help="resnet or transformer (default: the log's submission_benchmark; "
+                             "resnet when the log has none)")
+    parser.add_argument("--ruleset", default=None,
+                        help="MLPerf training ruleset X.Y (default: the last with the "
+                             "benchmark; supported: {})".format("; ".join(
+                                 "{} {} (default {})".format(
+                                     b, ", ".join(r["rulesets"]), r["default_ruleset"])
+                                 for b, r in BENCHMARK_RULES.items())))
     parser.add_argument("--strict", action="store_true",
                         help="treat the rules that bind real submissions only (warnings) as "
                              "errors")
     parser.add_argument("mllog_file", help="the log, e.g. OUTPUT_DIR/mllog.txt")
     args = parser.parse_args(argv)
-    if args.benchmark not in BENCHMARKS:
-        parser.error("--benchmark {}: not supported; supported: {}".format(
-            args.benchmark, ", ".join(BENCHMARKS)))
-    try:
-        args.ruleset = normalize_ruleset(args.ruleset)
-    except ValueError as exc:
-        parser.error(str(exc))
-    return args
+    if args.benchmark is not None:
+        if args.benchmark not in BENCHMARKS:
+            parser.error("--benchmark {}: not supported; supported: {}".format(
+                args.benchmark, ", ".join(BENCHMARKS)))
+        choose_ruleset(parser, args, "")
+    return parser, args
+
+
+def logged_benchmark(text):
+    """The value and line of the log's first submission_benchmark, or (None, None). Lines that
+    do not parse are skipped here; check_log reports them."""
+    for line_no, raw in enumerate(text.splitlines(), start=1):
+        pos = raw.find(TOKEN)
+        if pos < 0:
+            continue
+        try:
+            obj = json.loads(raw[pos + len(TOKEN):], parse_constant=reject_non_json_constant)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and obj.get("key") == "submission_benchmark":
+            return obj.get("value"), line_no
+    return None, None
+
+
+def benchmark_from_log(path, text):
+    """The benchmark whose rules apply when --benchmark is not given: the log's
+    submission_benchmark; resnet when the log has none (check_counts then reports it missing),
+    as before the checker knew another benchmark. A benchmark it does not know ends the run
+    with exit status 2: there are no rules here to check its log against."""
+    value, line_no = logged_benchmark(text)
+    if value is None and line_no is None:
+        return "resnet"
+    if value in BENCHMARKS:
+        return value
+    print("mllog: {}: line {}: submission_benchmark is {!r}, a benchmark this checker does not "
+          "know; it checks {} (--benchmark checks a log against one of them anyway)".format(
+              path, line_no, value, " and ".join(BENCHMARKS)), file=sys.stderr)
+    sys.exit(2)
 
 
 def read_log(path):
@@ -941,8 +1142,13 @@ def print_outcome(path, args, findings, summary):
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    findings, summary = check_log(read_log(args.mllog_file), args.ruleset, args.strict)
+    parser, args = parse_args(sys.argv[1:] if argv is None else argv)
+    text = read_log(args.mllog_file)
+    if args.benchmark is None:
+        args.benchmark = benchmark_from_log(args.mllog_file, text)
+        choose_ruleset(parser, args, "" if args.benchmark == "resnet" else
+                       " ({} names it in submission_benchmark)".format(args.mllog_file))
+    findings, summary = check_log(text, args.ruleset, args.strict, args.benchmark)
     return print_outcome(args.mllog_file, args, findings, summary)
 
 

@@ -11,7 +11,13 @@ float64: logits, and the gradient of every trained parameter (the shared embeddi
 projection's and both lookups'). PyTorch's float32 run is measured against float64 too: our
 error must stay within 3 times PyTorch's own float32 error plus a floor (1e-6 relative L2), and
 every element within 1e-5 of the largest magnitude + 1e-4 relative. The attention biases, frozen at zero (the reference
-has none), must have zero gradients with us. Exits non-zero on any mismatch."""
+has none), must have zero gradients with us. Then one Adam step of the whole model from those
+gradients and a second from another logits gradient at the moved weights (the reference's beta1
+0.9, beta2 0.997, epsilon 1e-9; Adam's first step does not depend on the betas, its second does)
+against torch.optim.Adam in float64: a step moves a weight by about lr * m / sqrt(v), so every
+element must land within 1e-3 * lr (plus float32 rounding of the weight) of PyTorch's, except where
+PyTorch's float64 gradient is so small (below 1e-6 of the tensor's largest) that rounding decides
+its direction; the frozen biases must not move. Exits non-zero on any mismatch."""
 import math
 import os
 import shutil
@@ -33,6 +39,7 @@ os.makedirs(root)
 failures = []
 
 V, D, H, F, LAYERS, SEED = 53, 32, 4, 64, 2, 7
+ADAM_LR, ADAM_BETAS, ADAM_EPS = 1e-3, (0.9, 0.997), 1e-9
 N, LS, LT = 3, 7, 6
 rng = np.random.default_rng(1)
 src_len = np.array([7, 4, 1], dtype=np.int32)
@@ -46,16 +53,21 @@ for n in range(N):
     target[n, tgt_len[n] - 1] = 1
 target_input = np.concatenate([np.zeros((N, 1), np.int32), target[:, :-1]], axis=1)
 dlogits = rng.uniform(-1, 1, (N * LT, V)).astype(np.float32)
+dlogits2 = rng.uniform(-1, 1, (N * LT, V)).astype(np.float32)
 
 with h5py.File(os.path.join(root, "in.h5"), "w") as f:
-    f.attrs.update(width=D, heads=H, inner=F, layers=LAYERS, vocab=V, seed=SEED)
+    f.attrs.update(width=D, heads=H, inner=F, layers=LAYERS, vocab=V, seed=SEED, adam_lr=ADAM_LR,
+                   adam_beta1=ADAM_BETAS[0], adam_beta2=ADAM_BETAS[1], adam_epsilon=ADAM_EPS)
     f["source"], f["source_lengths"], f["target_input"], f["dlogits"] = source, src_len, target_input, dlogits
+    f["dlogits2"] = dlogits2
 run([HELPER, os.path.join(root, "in.h5"), os.path.join(root, "out.h5")])
 out = h5py.File(os.path.join(root, "out.h5"), "r")
 ours_params = {}
 out["params"].visititems(lambda k, v: ours_params.__setitem__(k, v[()]) if isinstance(v, h5py.Dataset) else None)
 ours_grads = {}
 out["grads"].visititems(lambda k, v: ours_grads.__setitem__(k, v[()]) if isinstance(v, h5py.Dataset) else None)
+ours_stepped = {}
+out["stepped"].visititems(lambda k, v: ours_stepped.__setitem__(k, v[()]) if isinstance(v, h5py.Dataset) else None)
 
 
 def position_signal(length, width):
@@ -105,16 +117,28 @@ def torch_run(dtype):
     grads = {}
     for k, p in model.named_parameters():
         name = k if k == "embedding.weight" else k[len("transformer."):]
-        grads[name] = p.grad.double().numpy()
-    return logits.detach().double().numpy(), grads
+        grads[name] = p.grad.double().numpy().copy()  # the second step reuses .grad
+    # Two Adam steps of the trained parameters (the attention biases are frozen with us: no step),
+    # the second from dlogits2's gradient at the moved weights.
+    trained = [p for k, p in model.named_parameters() if not k.endswith(("in_proj_bias", "out_proj.bias"))]
+    adam = torch.optim.Adam(trained, lr=ADAM_LR, betas=ADAM_BETAS, eps=ADAM_EPS)
+    adam.step()
+    adam.zero_grad()
+    again = model(torch.tensor(source).long(), torch.tensor(src_len).long(), torch.tensor(target_input).long())
+    (again * torch.tensor(dlogits2, dtype=dtype)).sum().backward()
+    adam.step()
+    stepped = {}
+    for k, p in model.named_parameters():
+        stepped[k if k == "embedding.weight" else k[len("transformer."):]] = p.detach().double().numpy()
+    return logits.detach().double().numpy(), grads, stepped
 
 
 def rel_l2(a, b):
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
-logits64, grads64 = torch_run(torch.float64)
-logits32, grads32 = torch_run(torch.float32)
+logits64, grads64, stepped64 = torch_run(torch.float64)
+logits32, grads32, _ = torch_run(torch.float32)
 print(f"{len(ours_params)} parameters, {sum(v.size for v in ours_params.values())} values")
 
 
@@ -135,6 +159,27 @@ for name in sorted(ours_grads):
             failures.append(f"{name}: frozen at zero (the reference has no attention bias), yet its gradient is not 0")
         continue
     check("grad " + name, ours_grads[name], grads32[name], grads64[name])
+
+# The Adam steps: each element within 1e-3 of a step (lr) plus float32 rounding of the weight, but
+# where the float64 gradient is too small for its sign to be the same in float32.
+moved, undecided = 0, 0
+for name in sorted(ours_stepped):
+    ours, ref, w0, g = ours_stepped[name], stepped64[name], ours_params[name], grads64[name]
+    if name.endswith("in_proj_bias") or name.endswith("out_proj.bias"):
+        if np.any(ours != w0):
+            failures.append(f"{name}: frozen, yet Adam moved it")
+        continue
+    limit = 1e-3 * ADAM_LR + 1e-7 * np.abs(w0) + 1e-9
+    off = np.abs(ours - ref) > limit
+    tiny = np.abs(g) < 1e-6 * np.abs(g).max()
+    if np.any(off & ~tiny):
+        i = np.flatnonzero((off & ~tiny).ravel())[0]
+        failures.append(f"adam step {name}: element {i} is {ours.ravel()[i]:.9g}, torch {ref.ravel()[i]:.9g} "
+                        f"(moved from {w0.ravel()[i]:.9g}, gradient {g.ravel()[i]:.3g}; limit {limit.ravel()[i]:.3g})")
+    moved += int(np.count_nonzero(ours != w0))
+    undecided += int(np.count_nonzero(off & tiny))
+print(f"2 adam steps (lr {ADAM_LR}, betas {ADAM_BETAS}, eps {ADAM_EPS}): {moved} elements moved; all within "
+      f"1e-3 x lr of torch.optim.Adam in float64 but {undecided} whose gradient is below 1e-6 of their tensor's largest")
 
 if failures:
     print("FAIL:\n  " + "\n  ".join(failures))

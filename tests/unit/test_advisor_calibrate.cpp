@@ -287,6 +287,50 @@ BOOST_AUTO_TEST_CASE(an_ncf_sweep_measures_neumf) {
   BOOST_TEST(no_data.find("known by its shape only") != std::string::npos, no_data);
 }
 
+// A Transformer's sweep counts tokens: the points are the real target tokens of the whole 25-token
+// pairs each batch holds, the file says so and reads it back; a file without batch_unit (written
+// before translation) is samples, another unit is refused; a batch below one pair is a usage error.
+BOOST_AUTO_TEST_CASE(a_translation_sweep_counts_tokens) {
+  train::TrainConfig config;
+  config.model = "transformer-tiny";
+  config.optimizer = "adam";
+  const advisor::ModelDefaults wmt = advisor::model_defaults("transformer-tiny");
+  BOOST_TEST(wmt.shape.num_items == 33708);
+  BOOST_TEST(wmt.train_samples == 4500000LL * 31);
+  const std::unique_ptr<train::Task> task = train::open_task_of_shape(config, wmt.shape);
+  const train::Batch batch = task->synthetic_batch(110, 3);
+  BOOST_TEST(batch.size() == 4);
+  BOOST_TEST(task->batch_work(batch) == 100);
+  advisor::SweepOptions o;
+  o.batches = {260, 60};
+  o.steps = 1;
+  o.warmup_steps = 1;
+  Context ctx(Device::cpu, 1);
+  Calibration c = advisor::run_sweep(ctx, {config, *task}, o);
+  BOOST_TEST(c.batch_unit == "tokens");
+  BOOST_TEST_REQUIRE(c.points.size() == 2u);
+  BOOST_TEST(c.points[0].batch == 50);
+  BOOST_TEST(c.points[1].batch == 250);
+  c.device = "test";
+  c.source = "test_advisor_calibrate";
+  c.train_samples = 1000;
+  Json j = advisor::to_json(c);
+  BOOST_TEST(j.at("batch_unit").as_string() == "tokens");
+  BOOST_TEST(advisor::calibration_from_json(j, "tokens.json").batch_unit == "tokens");
+  Json old = Json::object();
+  for (const std::string& key :
+       {"format", "version", "model", "device", "precision", "source", "points", "forward", "backward", "optimizer_s",
+        "gradient_bytes", "bucket_mb", "buckets", "input_samples_per_s", "default_batch", "train_samples"})
+    old.set(key, j.at(key));
+  BOOST_TEST(advisor::calibration_from_json(old, "old.json").batch_unit == "samples");
+  j.set("batch_unit", "pairs");
+  const std::string pairs = message_of([&] { advisor::calibration_from_json(j, "pairs.json"); });
+  BOOST_TEST(pairs.find("batch_unit \"pairs\"") != std::string::npos, pairs);
+  const std::string small = message_of([] { advisor::check_model_batches("transformer-tiny", {24, 256}); });
+  BOOST_TEST(small.find("24 tokens cannot hold one sentence pair") != std::string::npos, small);
+  BOOST_TEST(message_of([] { advisor::check_model_batches("resnet20", {1, 2}); }).empty());
+}
+
 // The input rate through a task's training batches (the loader, for an image dataset).
 BOOST_AUTO_TEST_CASE(input_rate_of_a_small_dataset) {
   io::h5_silence_errors();

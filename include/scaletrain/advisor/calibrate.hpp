@@ -35,10 +35,15 @@ struct ModelDefaults {
   std::string dataset;           // "ImageNet (ILSVRC2012 train)", "CIFAR-10 train", "MovieLens-20M ..."
   int64_t train_samples;         // 1,281,167, 50,000 and 99,308,850 (an epoch's, negatives included)
   train::DataShape shape;        // classes, channels, image size (train::default_image_size); users, items
-  std::vector<int64_t> batches;  // --batches' default
+  std::vector<int64_t> batches;  // --batches' default (translation: tokens)
 };
 // Throws UsageError naming --model for a model calibrate does not know.
 ModelDefaults model_defaults(const std::string& model);
+
+// Throws UsageError (naming --batches) where a batch size cannot be timed as given: a translation
+// model's batches are tokens, filled with whole synthetic pairs of train::kSyntheticSentenceTokens
+// tokens, so each must hold one pair, and no two may round down to the same number of pairs.
+void check_model_batches(const std::string& model, const std::vector<int64_t>& batches);
 
 struct SweepOptions {
   std::vector<int64_t> batches;  // per rank; positive and distinct, measured in ascending order
@@ -67,13 +72,16 @@ struct BatchMeasurement {
   int64_t gradient_bytes = 0;                 // its parameters x 4 (fp32)
 };
 
-// Times options.steps steps of forward + loss, backward and optimizer at `batch` on ctx.
+// Times options.steps steps of forward + loss, backward and optimizer at `batch` on ctx. The
+// point's batch is the synthetic batch's work in the task's unit (task.batch_work): `batch`, or
+// for translation the real target tokens of its whole pairs.
 BatchMeasurement measure_batch(Context& ctx, const SweepSubject& subject, const SweepOptions& options, int64_t batch);
 
 // The whole sweep: every batch size measured (on_point is told each one as it is done, for
 // progress), the forward and backward curves fitted, the optimizer's median, the gradient size and
 // its bucket layout with the ready fractions of the largest batch. Also sets model, precision
-// ("fp32"), bucket_mb and default_batch (config.batch_size: the model's --batch-size default);
+// ("fp32"), bucket_mb, batch_unit (the task's work_unit) and default_batch (config.batch_size:
+// the model's --batch-size default; set it to --batch-tokens' for translation);
 // device, source, input_samples_per_s (0) and train_samples (0) are the caller's to fill.
 Calibration run_sweep(Context& ctx, const SweepSubject& subject, const SweepOptions& options,
                       const std::function<void(const BatchPoint&)>& on_point = nullptr);
@@ -103,10 +111,10 @@ void check_times_grow(const std::vector<std::pair<double, double>>& points, cons
 std::vector<BucketTiming> bucket_timings(const std::vector<comm::GradientBucket>& buckets,
                                          const std::vector<double>& fractions);
 
-// Samples per second that one rank's training batches (the task's: the loader for images) reach
-// a consumer that takes each batch at once: the pipeline's own rate, over up to `batches` batches
-// after the first `skipped` (the prefetch + 1 that start with the epoch pay for the threads'
-// start and the first reads). Throws naming `dataset` when the epoch has no batch left to time.
+// Samples (for translation: real target tokens, the source's last_step_work) per second that one rank's training
+// batches (the task's: the loader for images) reach a consumer that takes each batch at once: the pipeline's own rate,
+// over up to `batches` batches after the first `skipped` (the prefetch + 1 that start with the epoch pay for the
+// threads' start and the first reads). Throws naming `dataset` when the epoch has no batch left to time.
 double measure_input_rate(train::BatchSource& source, int64_t skipped, int batches, const std::string& dataset);
 
 // The median of values (the mean of the middle two for an even count); throws when empty.

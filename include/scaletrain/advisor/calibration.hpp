@@ -53,9 +53,12 @@ struct Calibration {
   int64_t gradient_bytes = 0;     // all-reduced per step
   double bucket_mb = 25.0;        // the bucket capacity the layout below was planned with
   std::vector<BucketTiming> buckets;
-  double input_samples_per_s = 0.0;  // one rank's input pipeline; 0: not measured (no data wait)
-  int64_t default_batch = 0;         // the per-rank batch the model trains with by default
-  int64_t train_samples = 0;         // samples in one epoch (time per epoch), e.g. 1,281,167
+  // What a batch, and with it every figure per sample below, counts: "samples" (images, (user, item)
+  // pairs; also a file without the key) or "tokens" (translation: real target tokens).
+  std::string batch_unit = "samples";
+  double input_samples_per_s = 0.0;  // one rank's input pipeline, batch units/s; 0: not measured (no data wait)
+  int64_t default_batch = 0;         // the per-rank batch the model trains with by default (batch units)
+  int64_t train_samples = 0;         // batch units in one epoch (time per epoch), e.g. 1,281,167
 };
 
 // The fitted curves and checks (buckets sum to gradient_bytes, fractions in (0, 1] and

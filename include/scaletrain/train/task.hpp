@@ -63,6 +63,10 @@ struct StepWork {
   int64_t units = 0;
 };
 
+// The tokens a side of each sentence pair of translation's synthetic_batch (about the mean of
+// WMT's subword-tokenized sentences, end of sentence included).
+constexpr int64_t kSyntheticSentenceTokens = 25;
+
 // One rank's training batches, epoch by epoch. Every rank gets the same number of full batches,
 // so every rank runs the same steps.
 class BatchSource {
@@ -115,6 +119,8 @@ class Task {
   // keys (mllog.txt, docs/mllog.md); micro_batch: samples per rank and forward.
   virtual std::string mlperf_benchmark() const = 0;
   virtual Json mlperf_keys(int64_t micro_batch) const = 0;
+  // Metadata some of those keys carry (key -> object), e.g. max_sequence_length's method.
+  virtual Json mlperf_key_metadata() const { return Json::object(); }
 
   // The dataset. stage(): --stage-to, one rank per node copies the files (a task whose data is
   // read whole into memory needs none and returns null).
@@ -133,7 +139,13 @@ class Task {
   // A batch of `size` samples of the dataset's shapes with random content, from seed: what
   // scaletrain-advisor calibrate times the step on (a dense step's time does not depend on what
   // the batch holds).
+  // Translation's `size` is tokens: size / kSyntheticSentenceTokens pairs of that many tokens a
+  // side (at least one pair).
   virtual Batch synthetic_batch(int64_t size, uint64_t seed) const = 0;
+  // The work a batch holds in work_unit(): its samples, or its real target tokens (translation).
+  virtual int64_t batch_work(const Batch& batch) const { return batch.size(); }
+  // One epoch's work in work_unit(): train_samples(), or the train split's target tokens.
+  virtual int64_t train_work() const { return train_samples(); }
 
   // The model, initialised with seed; and the check that a checkpoint's weights (--init-from)
   // fit this dataset, naming both.
