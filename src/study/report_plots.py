@@ -19,6 +19,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 (after the backend is chosen)
 from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
+from report_scoring import throughput_key  # noqa: E402
 
 plt.rcParams["svg.hashsalt"] = "scaletrain-report"
 MODE_TITLES = {"strong": "strong (global batch fixed)", "weak": "weak (batch per rank fixed)"}
@@ -96,19 +97,27 @@ def plot_predicted(ax, predicted, model, mode, key, colour, scale=1.0):
 
 
 def plot_throughput(rows, ax, mode, predicted):
+    """Each model in its unit: samples/s, or tokens/s for a translation model (the label says which
+    where the units are mixed)."""
+    units = {r.get("unit", "samples") for r in rows}
     for i, model in enumerate(models_of(rows)):
-        nodes, values, pts = series(rows, model, mode, "throughput_samples_per_s")
+        model_rows = [r for r in rows if r["model"] == model]
+        key = throughput_key(model_rows[0])
+        nodes, values, pts = series(rows, model, mode, key)
         if not pts:
             continue
         colour = f"C{i}"
-        ax.errorbar(nodes, values, yerr=error_bars(pts, "throughput_samples_per_s", "throughput_min_samples_per_s",
-                                                   "throughput_max_samples_per_s"),
-                    marker="o", color=colour, capsize=3, label=model)
-        ax.plot(nodes, ideal_from_base(pts, "throughput_samples_per_s"), ":", color=colour, alpha=0.6,
+        label = f"{model} ({key.split('_')[1]}/s)" if len(units) > 1 else model
+        ax.errorbar(nodes, values, yerr=error_bars(pts, key, throughput_key(pts[0], "min_"),
+                                                   throughput_key(pts[0], "max_")),
+                    marker="o", color=colour, capsize=3, label=label)
+        ax.plot(nodes, ideal_from_base(pts, key), ":", color=colour, alpha=0.6,
                 label=f"{model} ideal")
+        # A prediction's throughput is in its model's unit (the advisor's batch of a Transformer is tokens).
         plot_predicted(ax, predicted, model, mode, "throughput_samples_per_s", colour)
     value_axis(ax)
-    ax.set_ylabel("throughput, samples/s")
+    ax.set_ylabel({frozenset({"samples"}): "throughput, samples/s", frozenset({"tokens"}): "throughput, tokens/s"}
+                  .get(frozenset(units), "throughput, samples/s or tokens/s"))
 
 
 def plot_time_per_epoch(rows, ax, mode, predicted):

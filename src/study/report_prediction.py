@@ -6,14 +6,18 @@ series (`--scaling strong` and `--scaling weak`). A measured row is compared wit
 file's predicted point of the same mode at the same GPU count (ranks) that computes the same
 samples per rank per optimizer step: a prediction for another batch would measure the batch,
 not the model. Errors are (predicted - measured) / measured in percent, on the mean step
-time and on the median throughput. The curves drawn on the plots use the study's nodes as x
-(GPUs / the series' ranks per node), so a point inside one node is left out, and speedup and
-efficiency are taken against the series' own baseline so that they overlay the measured ones.
+time and on the median throughput. A translation model's batches and throughput count tokens:
+its advisor batch is tokens per rank (the calibration's synthetic batches are that many tokens),
+so its predicted "samples" per second are tokens per second, compared with the measured tokens/s.
+The curves drawn on the plots use the study's nodes as x (GPUs / the series' ranks per node), so
+a point inside one node is left out, and speedup and efficiency are taken against the series' own
+baseline so that they overlay the measured ones.
 """
 
 import math
 
 from report_runs import ReportError, load_json_file
+from report_scoring import throughput_key
 
 ADVICE_FORMAT = "scaletrain-advice"
 ADVICE_VERSION = 1
@@ -125,14 +129,15 @@ def compare_row(row, candidates):
     match = next(((p, point) for p, point in at_gpus if same_batch(measured_batch, point["per_rank_batch"])), None)
     if match is None:
         predicted = ", ".join(fmt(point["per_rank_batch"]) for _, point in at_gpus)
-        return f"per-rank batch differs: measured {fmt(measured_batch)}, predicted {predicted} samples per step: " \
+        unit = "tokens" if row.get("unit") == "tokens" else "samples"
+        return f"per-rank batch differs: measured {fmt(measured_batch)}, predicted {predicted} {unit} per step: " \
                "not compared"
     prediction, point = match
     row["prediction_file"] = prediction["file"]
     row["predicted_step_s"] = point["step_s"]
     row["predicted_throughput_samples_per_s"] = point["samples_per_s"]
     row["step_error_pct"] = error_pct(point["step_s"], row["step_s"])
-    row["throughput_error_pct"] = error_pct(point["samples_per_s"], row["throughput_samples_per_s"])
+    row["throughput_error_pct"] = error_pct(point["samples_per_s"], row[throughput_key(row)])
     return "; ".join(caveats(row, point))
 
 
@@ -144,6 +149,11 @@ def caveats(row, point):
     if (row["nodes"], row["ranks_per_node"]) != (point["nodes"], point["ranks_per_node"]):
         out.append(f"layout differs: measured {row['nodes']} node(s) x {row['ranks_per_node']} ranks, predicted "
                    f"{point['nodes']} x {point['ranks_per_node']}")
+    if row.get("unit") == "tokens":
+        # The trainer fills a rank's --batch-tokens with padded pairs of similar length; tokens/s counts the real
+        # target tokens. The calibration's batches are that many real tokens, unpadded.
+        out.append("tokens: measured in padded length-bucketed batches of at most this many tokens per rank, "
+                   "counting real target tokens; predicted for batches of exactly that many")
     if isinstance(row["accumulate_steps"], int) and row["accumulate_steps"] > 1:
         # The calibration's batch curves price one batch: K micro-batches pay the fixed cost K times.
         out.append(f"measured as {row['accumulate_steps']} accumulated micro-batches of {row['batch_per_rank']}, "
@@ -262,9 +272,12 @@ def epoch_seconds(point, train_samples):
 
 
 def study_train_samples(study):
-    """{model: training samples} from study.json parameters.models, where recorded."""
+    """{model: training samples} from study.json parameters.models, where recorded; for a translation
+    model (batch_unit tokens) its training split's target tokens, the unit of its global batch (an
+    epoch of whole global batches of real tokens: fewer steps than the padded batches take)."""
     models = (study.get("parameters") or {}).get("models") or []
-    return {m["name"]: m.get("train_samples") for m in models if isinstance(m, dict) and "name" in m}
+    return {m["name"]: m.get("train_tokens" if m.get("batch_unit") == "tokens" else "train_samples")
+            for m in models if isinstance(m, dict) and "name" in m}
 
 
 def prediction_summary(prediction, curves):

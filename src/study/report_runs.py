@@ -129,6 +129,9 @@ def new_record(run, run_dir):
         "ranks": int(run["ranks"]), "ranks_per_node": run.get("ranks_per_node"),
         "global_batch": int(run["global_batch"]), "batch_per_rank": int(run["batch_per_rank"]),
         "accumulate_steps": int(run.get("accumulate_steps") or 1), "repeat": int(run["repeat"]),
+        # What the run's batches and throughput count: "tokens" for a translation model (study.json's
+        # batch_unit, then its report.json's throughput.unit), else "samples".
+        "unit": "tokens" if run.get("batch_unit") == "tokens" else "samples",
         "job_id": run.get("job_id"), "dir": run_dir, "state": "ok", "reasons": [], "notes": [],
         "converged": None, "metrics": None, "per_rank_step_time": None, "hosts": None,
     }
@@ -204,9 +207,18 @@ def fill_metrics(rec, report, mllog):
     throughput = float(report["throughput"]["samples_per_s"])
     tpe, tpe_source = time_per_epoch(report)
     split, split_source = step_split(report)
+    # A translation run counts tokens (report.json throughput.unit and tokens_per_s); its samples are sentence pairs.
+    if report["throughput"].get("unit") == "tokens":
+        rec["unit"] = "tokens"
+    tokens = {}
+    if rec["unit"] == "tokens":
+        value = report["throughput"].get("tokens_per_s")
+        if value is None:
+            raise KeyError("throughput.tokens_per_s (study.json says the run's batches count tokens)")
+        tokens = {"throughput_tokens_per_s": float(value), "throughput_per_rank_tokens_per_s": float(value) / ranks}
     rec["metrics"] = {
         "throughput_samples_per_s": throughput,
-        "throughput_per_rank_samples_per_s": throughput / ranks,
+        "throughput_per_rank_samples_per_s": throughput / ranks, **tokens,
         "time_per_epoch_s": tpe, "time_per_epoch_source": tpe_source,
         "step_split": split, "step_split_source": split_source,
         # Gradient bytes each rank all-reduces per step: NCF's embeddings against ResNet's convolutions.

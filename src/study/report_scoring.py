@@ -10,9 +10,21 @@ rules score a benchmark (mlcommons/training_policies, training_rules.adoc, "Benc
 import math
 import statistics
 
-# Runs per benchmark result in the MLPerf training rules: 5 for image classification (ResNet).
-MLPERF_RUNS_REQUIRED = {"resnet50": 5, "resnet20": 5}
+# Runs per benchmark result in the MLPerf training rules: 5 for image classification (ResNet), 10 for the
+# language benchmarks (the Transformer's translation).
+MLPERF_RUNS_REQUIRED = {"resnet50": 5, "resnet20": 5, "transformer": 10}
 MLPERF_RUNS_DEFAULT = 5
+# What a series' throughput counts: samples (images, ratings; sentence pairs), or the target tokens of a
+# translation model (report.json throughput.tokens_per_s), which its speedup and efficiency compare.
+TOKEN_KEYS = ("throughput_tokens_per_s", "throughput_min_tokens_per_s", "throughput_max_tokens_per_s",
+              "throughput_per_rank_tokens_per_s")
+
+
+def throughput_key(row, kind=""):
+    """The row's throughput column in its unit: kind "" (the median), "min_", "max_" or "per_rank_"."""
+    return f"throughput_{kind}{'tokens' if row.get('unit') == 'tokens' else 'samples'}_per_s"
+
+
 SPLIT_PARTS = ("step_s", "compute_s", "exposed_comm_s", "data_wait_s")
 MODE_ORDER = {"strong": 0, "weak": 1}
 
@@ -93,6 +105,13 @@ def build_row(key, runs):
     metric = lambda name: [r["metrics"][name] for r in used]  # noqa: E731 (a short reader)
     tput_min, tput_max = min_max(metric("throughput_samples_per_s"))
     tpe_min, tpe_max = min_max(metric("time_per_epoch_s"))
+    unit = "tokens" if any(r.get("unit") == "tokens" for r in runs) else "samples"
+    tokens = {k: None for k in TOKEN_KEYS}
+    if unit == "tokens":
+        tok_min, tok_max = min_max(metric("throughput_tokens_per_s"))
+        tokens = {"throughput_tokens_per_s": median_or_none(metric("throughput_tokens_per_s")),
+                  "throughput_min_tokens_per_s": tok_min, "throughput_max_tokens_per_s": tok_max,
+                  "throughput_per_rank_tokens_per_s": median_or_none(metric("throughput_per_rank_tokens_per_s"))}
     row = {
         "model": model, "model_name": runs[0].get("model_name", model), "point": runs[0].get("point", f"n{nodes}"),
         "mode": mode, "nodes": nodes, "ranks": distinct(runs, "ranks"),
@@ -108,6 +127,7 @@ def build_row(key, runs):
         "time_per_epoch_min_s": tpe_min, "time_per_epoch_max_s": tpe_max,
         "time_per_epoch_source": distinct_sources(used, "time_per_epoch_source"),
         "speedup": None, "efficiency": None, "baseline_nodes": None, "baseline_point": None,
+        "unit": unit, **tokens,
     }
     row.update(split_row(used))
     row["time_to_target"] = time_to_target_row(row["model_name"], runs)
@@ -159,15 +179,16 @@ def add_speedups(rows):
 
 
 def speedup_efficiency(row, base):
-    """Strong: T(base)/T(N) on time per epoch. Weak: throughput(N)/throughput(base).
-    Efficiency: speedup / (ranks(N)/ranks(base)), the ideal speedup being the growth in ranks."""
+    """Strong: T(base)/T(N) on time per epoch. Weak: throughput(N)/throughput(base), in the series'
+    unit (tokens/s for translation). Efficiency: speedup / (ranks(N)/ranks(base)), the ideal speedup
+    being the growth in ranks."""
     if not (isinstance(row["ranks"], int) and isinstance(base["ranks"], int)):
         return None, None
     if row["mode"] == "strong":
         t_base, t = base["time_per_epoch_s"], row["time_per_epoch_s"]
         speedup = t_base / t if finite(t_base) and finite(t) and t > 0 else None
     else:
-        x_base, x = base["throughput_samples_per_s"], row["throughput_samples_per_s"]
+        x_base, x = base[throughput_key(base)], row[throughput_key(row)]
         speedup = x / x_base if finite(x_base) and finite(x) and x_base > 0 else None
     if speedup is None:
         return None, None
@@ -238,6 +259,7 @@ def communication(row):
     mb, compute = row.get("allreduce_mb_per_step"), row.get("compute_s")
     return {"point": row["point"], "nodes": row["nodes"], "ranks": row["ranks"],
             "batch_per_rank": row["batch_per_rank"], "accumulate_steps": row["accumulate_steps"],
+            "unit": row.get("unit", "samples"),
             "allreduce_mb_per_step": mb,
             "compute_ms_per_step": compute * 1e3 if finite(compute) else None,
             "mb_per_compute_ms": mb / (compute * 1e3) if finite(mb) and finite(compute) and compute > 0 else None}

@@ -12,7 +12,7 @@ import math
 import os
 import time
 
-from report_scoring import point_label
+from report_scoring import TOKEN_KEYS, point_label, throughput_key
 
 CSV_COLUMNS = [
     # model: the series (its name in study.json; a study without [series] sections names each after its
@@ -29,6 +29,10 @@ CSV_COLUMNS = [
     "predicted_step_s", "predicted_throughput_samples_per_s", "step_error_pct", "throughput_error_pct",
     "prediction_file", "prediction_note", "model_name", "point",
 ]
+# A study with translation runs (throughput in tokens: report.json throughput.tokens_per_s) adds these
+# after the columns above; the samples columns of its translation rows count sentence pairs. A study
+# without them keeps the columns above alone.
+TOKEN_COLUMNS = ["unit", *TOKEN_KEYS]
 NOT_RECORDED = "not recorded"
 
 
@@ -51,12 +55,17 @@ def csv_value(row, column):
     return "" if value is None else value
 
 
+def csv_columns(rows):
+    return CSV_COLUMNS + (TOKEN_COLUMNS if any(r.get("unit") == "tokens" for r in rows) else [])
+
+
 def csv_text(rows):
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
+    columns = csv_columns(rows)
+    writer.writerow(columns)
     for row in rows:
-        writer.writerow([csv_value(row, c) for c in CSV_COLUMNS])
+        writer.writerow([csv_value(row, c) for c in columns])
     return buf.getvalue()
 
 
@@ -111,7 +120,13 @@ def table(header, lines):
 
 def batch_cell(row):
     acc = row["accumulate_steps"]
-    return f"{row['batch_per_rank']}" + (f" x {acc}" if acc not in (None, 1) else "")
+    tokens = " tokens" if row.get("unit") == "tokens" else ""
+    return f"{row['batch_per_rank']}{tokens}" + (f" x {acc}" if acc not in (None, 1) else "")
+
+
+def rate_unit(row):
+    """"tokens/s" for a translation series, "samples/s" for the others."""
+    return "tokens/s" if row.get("unit") == "tokens" else "samples/s"
 
 
 def nodes_cell(row):
@@ -121,13 +136,18 @@ def nodes_cell(row):
 
 
 def scaling_table(rows):
-    header = ["nodes", "ranks", "global batch", "batch/rank (x accumulate)", "runs used", "samples/s (median)",
-              "samples/s min–max", "samples/s per rank", "time/epoch s (median)", "time/epoch min–max",
+    """One series' rows (one unit): samples/s, or tokens/s for a translation model's."""
+    unit = rate_unit(rows[0]) if rows else "samples/s"
+    batches = (["global batch", "batch/rank (x accumulate)"] if unit == "samples/s" else
+               ["global batch (tokens)", "batch/rank (tokens)"])
+    header = ["nodes", "ranks", *batches, "runs used", f"{unit} (median)",
+              f"{unit} min–max", f"{unit} per rank", "time/epoch s (median)", "time/epoch min–max",
               "speedup", "efficiency"]
-    lines = [[nodes_cell(r), r["ranks"], r["global_batch"], batch_cell(r), f"{r['runs_used']}/{r['runs_planned']}",
-              num(r["throughput_samples_per_s"], 4),
-              spread(r["throughput_min_samples_per_s"], r["throughput_max_samples_per_s"]),
-              num(r["throughput_per_rank_samples_per_s"], 4), num(r["time_per_epoch_s"], 4, NOT_RECORDED),
+    lines = [[nodes_cell(r), r["ranks"], r["global_batch"],
+              batch_cell(r) if unit == "samples/s" else r["batch_per_rank"], f"{r['runs_used']}/{r['runs_planned']}",
+              num(r[throughput_key(r)], 4),
+              spread(r[throughput_key(r, "min_")], r[throughput_key(r, "max_")]),
+              num(r[throughput_key(r, "per_rank_")], 4), num(r["time_per_epoch_s"], 4, NOT_RECORDED),
               spread(r["time_per_epoch_min_s"], r["time_per_epoch_max_s"]),
               num(r["speedup"], 3), pct(r["efficiency"])] for r in rows]
     return table(header, lines)
@@ -299,12 +319,17 @@ def prediction_section(report):
     number_of = {p["file"]: i for i, p in reversed(list(enumerate(predictions, 1)))}
     models = {p["model"] for p in predictions}
     rows = [r for r in report["rows"] if r.get("model_name", r["model"]) in models]
+    # A translation model's throughput and its prediction count tokens (the advisor's batch of a Transformer is
+    # tokens): with such rows the throughput columns name each row's unit.
+    mixed = any(r.get("unit") == "tokens" for r in rows)
+    rate = "throughput" if mixed else "samples/s"
+    in_unit = (lambda r, x: f"{num(x, 4)} {rate_unit(r)}" if mixed and x is not None else num(x, 4))  # noqa: E731
     header = ["model", "mode", "nodes", "GPUs", "batch/rank (x accumulate)", "step ms", "predicted step ms", "error",
-              "samples/s", "predicted samples/s", "error", "flag", "file", "note"]
+              rate, f"predicted {rate}", "error", "flag", "file", "note"]
     lines = [[r["model"], r["mode"], nodes_cell(r), r["ranks"], batch_cell(r), ms(r["step_s"]),
               num(r["predicted_step_s"] * 1000 if r["predicted_step_s"] is not None else None, 3),
-              signed_pct(r["step_error_pct"]), num(r["throughput_samples_per_s"], 4),
-              num(r["predicted_throughput_samples_per_s"], 4), signed_pct(r["throughput_error_pct"]),
+              signed_pct(r["step_error_pct"]), in_unit(r, r[throughput_key(r)]),
+              in_unit(r, r["predicted_throughput_samples_per_s"]), signed_pct(r["throughput_error_pct"]),
               prediction_flag(r, target), number_of.get(r["prediction_file"], ""), r["prediction_note"] or ""]
              for r in rows]
     compared = [r for r in rows if r["step_error_pct"] is not None or r["throughput_error_pct"] is not None]
@@ -329,7 +354,8 @@ def header_section(report):
     c = report["counts"]
     p = report.get("parameters") or {}
     params = ", ".join(f"{k} {json.dumps(p[k])}" for k in ("models", "modes", "nodes", "ranks_per_node",
-                                                          "global_batch", "batch_per_rank", "lr_scaling",
+                                                          "global_batch", "batch_per_rank", "global_batch_tokens",
+                                                          "batch_tokens_per_rank", "lr_scaling",
                                                           "run_length", "repeats") if k in p)
     return (f"# Scaling report: {report['study']}\n\n"
             f"Study directory `{report['study_dir']}`, report made {report['generated']}. "

@@ -99,9 +99,12 @@ def parse_non_negative_float(text):
 
 
 def parse_accuracy(text):
+    """The model's quality target: a fraction in (0, 1] (top-1, HR@10), or BLEU up to 100 for a
+    translation model (checked per model once its task is known: check_batches)."""
     value = parse_positive_float(text)
-    if value > 1:
-        raise ValueError("top-1 accuracy is a fraction in (0, 1], e.g. 0.759")
+    if value > 100:
+        raise ValueError("top-1 accuracy is a fraction in (0, 1], e.g. 0.759; a translation model's BLEU is at "
+                         "most 100")
     return value
 
 
@@ -201,6 +204,19 @@ def parse_text(text):
 # Paths are parsed later (they are relative to the study file or the working directory).
 PATH = "path"
 
+# A series' batches count samples, or tokens for a translation model (scaletrain train --batch-tokens):
+# each unit has its own keys, so that a study of several models can give both in [study].
+TRANSLATION = "translation"
+BATCH_KEYS = {
+    "samples": {"global": "global-batch", "per-rank": "batch-per-rank", "reference": "reference-batch"},
+    "tokens": {"global": "global-batch-tokens", "per-rank": "batch-tokens-per-rank",
+               "reference": "reference-batch-tokens"},
+}
+KEY_UNIT = {key: unit for unit, keys in BATCH_KEYS.items() for key in keys.values()}
+KEY_UNIT["max-batch-per-rank"] = "samples"  # the trainer does not accumulate token batches
+SAME_IN_OTHER_UNIT = {BATCH_KEYS["samples"][k]: BATCH_KEYS["tokens"][k] for k in BATCH_KEYS["samples"]}
+SAME_IN_OTHER_UNIT.update({v: k for k, v in SAME_IN_OTHER_UNIT.items()})
+
 
 class Param:
     """One study parameter: its key (study file and option name), parser, where it may be set
@@ -231,27 +247,40 @@ PARAMS = [
           "--gpus-per-node=8 in sbatch-options where every run has 8 ranks per node) | gpus-per-node | gres: each "
           "run asks for one GPU per rank on its nodes, --gpus-per-node=R or --gres=gpu:R (R its ranks per node)",
           metavar="HOW"),
-    Param("global-batch", parse_positive_int, "strong series: the global batch, fixed over node counts; it must "
-          "divide by every rank count (required for strong)", in_model=True),
-    Param("batch-per-rank", parse_positive_int, "weak series: the batch per rank, fixed; global batch = ranks x "
-          "this (required for weak)", in_model=True),
-    Param("max-batch-per-rank", parse_positive_int, "the largest batch one rank holds in memory; when a run's "
-          "batch per rank is larger, the tool sets --accumulate-steps K, the smallest K that divides it into "
-          "micro-batches no larger than this (required for strong)", in_model=True),
+    Param("global-batch", parse_positive_int, "strong series: the global batch in samples, fixed over node counts; "
+          "it must divide by every rank count (required for strong; a translation model's is global-batch-tokens)",
+          in_model=True),
+    Param("batch-per-rank", parse_positive_int, "weak series: the batch per rank in samples, fixed; global batch = "
+          "ranks x this (required for weak; a translation model's is batch-tokens-per-rank)", in_model=True),
+    Param("max-batch-per-rank", parse_positive_int, "the largest batch in samples one rank holds in memory; when a "
+          "run's batch per rank is larger, the tool sets --accumulate-steps K, the smallest K that divides it into "
+          "micro-batches no larger than this (required for strong; not for a translation model, whose token batches "
+          "the trainer does not accumulate)", in_model=True),
+    Param("global-batch-tokens", parse_positive_int, "strong series of a translation model (transformer ...): the "
+          "global batch in tokens, fixed over node counts; each rank gets --batch-tokens global-batch-tokens / ranks, "
+          "so it must divide by every rank count (required for a translation model's strong series)", in_model=True,
+          metavar="TOKENS"),
+    Param("batch-tokens-per-rank", parse_positive_int, "weak series of a translation model: --batch-tokens of every "
+          "rank, fixed; global batch = ranks x this tokens (required for a translation model's weak series)",
+          in_model=True, metavar="TOKENS"),
     Param("lr-scaling", parse_lr_rule, "learning-rate rule: none (every run uses base-lr, or the model config's "
           "base-lr) | linear (Goyal et al.: lr = base-lr x global batch / reference-batch) (default none)"),
     Param("base-lr", parse_positive_float, "with linear: the learning rate at reference-batch (e.g. 0.1 for "
           "256, required); with none: the learning rate of every run (default: the model config's)",
           in_model=True),
-    Param("reference-batch", parse_positive_int, "with linear: the batch base-lr is for (default 256)",
-          in_model=True),
+    Param("reference-batch", parse_positive_int, "with linear: the global batch in samples base-lr is for (default "
+          "256)", in_model=True),
+    Param("reference-batch-tokens", parse_positive_int, "with linear, for a translation model: the global batch in "
+          "tokens base-lr is for (required then; e.g. 81920 for NVIDIA's DGX-1 recipe's 1.9e-3)", in_model=True,
+          metavar="TOKENS"),
     Param("warmup-epochs", parse_non_negative_float, "linear learning-rate warmup of every run, in epochs "
           "(Goyal et al.: 5; default: the model config's)", in_model=True),
     Param("steps", parse_positive_int, "run length: optimizer steps per run (--max-steps; --epochs is set to "
           "cover them unless epochs is given)"),
     Param("epochs", parse_positive_int, "run length: epochs per run; with target-accuracy, the most epochs"),
-    Param("target-accuracy", parse_accuracy, "run length: train to this top-1 accuracy (0..1), as MLPerf's time "
-          "to train, for at most epochs (default: the model config's epochs)"),
+    Param("target-accuracy", parse_accuracy, "run length: train to this quality, as MLPerf's time to train, for at "
+          "most epochs (default: the model config's epochs): top-1 accuracy (HR@10 for ncf) as a fraction (0..1], or "
+          "BLEU (0..100] for a translation model"),
     Param("repeats", parse_positive_int, "runs per (model, mode, node count) (default 1; MLPerf scores "
           "ResNet-50 time to train over 5)"),
     Param("seed", parse_non_negative_int, "seed of repeat 1; repeat r uses seed + r - 1 (default: the model "
@@ -302,6 +331,7 @@ OWN_SBATCH_OPTIONS = {
 OWN_TRAIN_OPTIONS = {
     "--model": "[model NAME]", "--config": "config", "--data": "data", "--output-dir": "output",
     "--batch-size": "global-batch / batch-per-rank", "--accumulate-steps": "max-batch-per-rank",
+    "--batch-tokens": "global-batch-tokens / batch-tokens-per-rank",
     "--base-lr": "base-lr and lr-scaling", "--warmup-epochs": "warmup-epochs", "--epochs": "epochs",
     "--max-steps": "steps", "--target-accuracy": "target-accuracy", "--seed": "seed",
     "--resume": "(train.sbatch passes --resume auto)", "--overwrite": "(a study never overwrites a run)",
@@ -363,11 +393,19 @@ the study file (INI; options given on the command line override it):
   config = inputs/resnet50_imagenet.ini
   data = /scratch/datasets/imagenet-h5
 
-  One [model NAME] section per model (NAME is scaletrain's --model: resnet50, resnet20, ncf); its
-  runs go to STUDY_DIR/NAME/. A model section needs data and may set config, global-batch,
-  batch-per-rank, max-batch-per-rank, base-lr, reference-batch, warmup-epochs, time, data-checks
-  and train-options, overriding the [study] values for that model; also mode, nodes, gpus and
-  ranks-per-node.
+  One [model NAME] section per model (NAME is scaletrain's --model: resnet50, resnet20, ncf,
+  transformer, ...); its runs go to STUDY_DIR/NAME/. A model section needs data and may set config,
+  global-batch, batch-per-rank, max-batch-per-rank, base-lr, reference-batch, warmup-epochs, time,
+  data-checks and train-options, overriding the [study] values for that model; also mode, nodes,
+  gpus and ranks-per-node.
+
+  Batches count samples (images, ratings), except a translation model's (transformer,
+  transformer-base, transformer-tiny: the task of its dataset), which count tokens:
+  global-batch-tokens (strong), batch-tokens-per-rank (weak) and reference-batch-tokens (linear
+  LR) instead of global-batch, batch-per-rank and reference-batch, and no max-batch-per-rank (the
+  trainer does not accumulate token batches). In [study] each applies to the models of its unit;
+  in a model or series section, or where no model of the study has its unit, a key of the other
+  unit is an error.
 
   Runs inside one node: gpus = 1,2,4,8 adds a run on 1 node with G ranks (one per GPU) for each G
   (at most ranks-per-node; run ids MODE-gG-rR), before the runs on whole nodes of nodes (MODE-nN-rR).
@@ -389,14 +427,18 @@ what each run gets:
          --output=STUDY_DIR/logs/%x-%j.out [site options]
          --export=ALL,DATA=..,MODEL=..,OUTPUT_DIR=STUDY_DIR/MODEL/MODE-nN-rR,SCALETRAIN=..,
                   DATA_CHECKS=require|verify|none,CONFIG=..
-         jobscripts/train.sbatch --batch-size b [--accumulate-steps K] --base-lr LR
+         jobscripts/train.sbatch --batch-size b [--accumulate-steps K] | --batch-tokens T  --base-lr LR
          [--warmup-epochs W] --epochs E [--max-steps S | --target-accuracy A] --seed SEED [train-options]
   strong: ranks = N x RANKS_PER_NODE must divide global-batch G (a node count that does not is
     refused, naming the valid counts near it); per rank G / ranks, split into K micro-batches of
     b = G / (ranks x K) with the smallest K that gives b <= max-batch-per-rank.
   weak: b = batch-per-rank (split the same way when above max-batch-per-rank); G = ranks x b x K.
-  LR: with lr-scaling linear, base-lr x G / reference-batch (the same for every strong run);
-    with none, base-lr. Recorded per run in study.json as base_lr.
+  a translation model: --batch-tokens T instead of --batch-size b, with T = global-batch-tokens /
+    ranks (strong; the ranks must divide it, as above) or T = batch-tokens-per-rank (weak), and
+    no accumulation; G = ranks x T tokens.
+  LR: with lr-scaling linear, base-lr x G / reference-batch (reference-batch-tokens for a
+    translation model; the same for every strong run); with none, base-lr. Recorded per run in
+    study.json as base_lr.
   Runs are submitted repeat by repeat (all points of repeat 1 first), so that a chained study
   cut short still has every point once.
 
@@ -644,6 +686,19 @@ class SeriesSpec:
         self.section = f"[series {name}]" if is_series else f"[model {model}]"
         self.config_values = {}
         self.train_samples = None
+        # From the dataset (scaletrain-data inspect), which must be of the model's task (the trainer refuses
+        # another): translation batches count tokens, every other task's samples.
+        self.task = None
+        self.train_tokens = None
+
+    @property
+    def unit(self):
+        """What the series' batches count: "tokens" (a translation model's --batch-tokens) or "samples"."""
+        return "tokens" if self.task == TRANSLATION else "samples"
+
+    def batch_key(self, kind):
+        """The key of the series' global, per-rank or reference batch in its unit."""
+        return BATCH_KEYS[self.unit][kind]
 
     @property
     def values(self):
@@ -699,19 +754,10 @@ class SeriesSpec:
         if not self.points():
             raise UsageError(f"{source}: {self.describe()} has no runs: its nodes and gpus are both none "
                              f"({self.where('nodes')}, {self.where('gpus')})")
-        needs = []
-        if "strong" in self.modes:
-            needs += ["global-batch", "max-batch-per-rank"]
-        if "weak" in self.modes:
-            needs += ["batch-per-rank"]
-        if self.study.get("lr-scaling", "none") == "linear":
-            needs += ["base-lr"]
-        for key in needs:
-            if self.get(key) is None:
-                why = {"base-lr": "lr-scaling linear",
-                       "batch-per-rank": "the weak series"}.get(key, "the strong series")
-                raise UsageError(f"{source}: {key} is not set for {self.describe()}; {why} needs it "
-                                 f"({self.keys_text(key)})")
+        # The batches (samples or tokens) are checked once the dataset has told the task: check_batches.
+        if self.study.get("lr-scaling", "none") == "linear" and self.get("base-lr") is None:
+            raise UsageError(f"{source}: base-lr is not set for {self.describe()}; lr-scaling linear needs it "
+                             f"({self.keys_text('base-lr')})")
 
     def check_gpus(self):
         gpus, rpn, nodes = self.get("gpus") or [], self.get("ranks-per-node"), self.get("nodes") or []
@@ -818,7 +864,7 @@ def check_models(study, trainer, models_known):
         key = (str(model.values["data"]), model.get("data-checks", "require"))
         if key not in inspected:
             inspected[key] = count_train_samples(data_tool, model)
-        model.train_samples = inspected[key]
+        model.train_samples, model.task, model.train_tokens = inspected[key]
 
 
 def read_trainer_config(path):
@@ -840,6 +886,7 @@ NCF_NEGATIVES_PER_POSITIVE = 4  # data/negative_sampler.hpp kDefaultNegativesPer
 
 
 def count_train_samples(data_tool, model):
+    """(samples of an epoch, the dataset's task, target tokens of a translation split or None)."""
     data = model.values["data"]
     origin = f"{model.where('data')} = {str(data)!r}"
     if not data.is_dir():
@@ -860,9 +907,16 @@ def count_train_samples(data_tool, model):
         raise UsageError(f"{origin}: not a valid dataset: {reason}")
     try:
         train = json.loads(result.stdout)["splits"]["train"]
-        # A recommendation epoch is every positive and its 4 sampled negatives (MLPerf NCF).
-        samples = (int(train["positives"]) * (1 + NCF_NEGATIVES_PER_POSITIVE) if train.get("task") == "recommendation"
-                   else int(train["samples"]))
+        task = train.get("task") or "image_classification"
+        tokens = None
+        if task == "recommendation":
+            # A recommendation epoch is every positive and its 4 sampled negatives (MLPerf NCF).
+            samples = int(train["positives"]) * (1 + NCF_NEGATIVES_PER_POSITIVE)
+        elif task == TRANSLATION:
+            # Sentence pairs, and the target tokens (end of sentence included) that tokens/s counts.
+            samples, tokens = int(train["rows"]), int(train["target_tokens"])
+        else:
+            samples = int(train["samples"])
     except (ValueError, KeyError, TypeError):
         raise UsageError(f"{origin}: scaletrain-data inspect finds no train split") from None
     if checks == "verify":
@@ -871,7 +925,7 @@ def count_train_samples(data_tool, model):
             raise UsageError(f"{origin}: data-checks = verify needs each split's manifest.json, and "
                              f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'} none: where the data is "
                              f"known good, write them with `scaletrain-data manifest {data}`")
-    return samples
+    return samples, task, tokens
 
 
 def slurm_seconds(text):
@@ -976,6 +1030,73 @@ def check_time_limits(study):
                              f"at once. Give more than {warning + 60} s")
 
 
+def trains_text(models):
+    """"model transformer trains translation (the task of its dataset DIR)", for one or more series."""
+    tasks = sorted({m.task for m in models})
+    data = sorted({str(m.values["data"]) for m in models})
+    whose = ("its dataset" if len(models) == 1 else "their dataset" if len(data) == 1 else "their datasets")
+    return (f"{', '.join(m.describe() for m in models)} train{'s' if len(models) == 1 else ''} "
+            f"{' and '.join(tasks)} (the task of {whose} {', '.join(data)})")
+
+
+def wrong_unit_text(key, models, as_option):
+    """Why a batch key of one unit does not fit models whose batches count the other."""
+    unit = KEY_UNIT[key]
+    other = SAME_IN_OTHER_UNIT.get(key)
+    name = (lambda k: f"--{k}" if as_option else k)  # noqa: E731
+    if unit == "samples":
+        fix = (f"use {name(other)} instead" if other else "remove it: the trainer does not accumulate a translation "
+               "model's token batches (--accumulate-steps is refused); --batch-tokens is the whole batch of a rank")
+        return f"a batch in samples, and {trains_text(models)}, whose batches count tokens: {fix}"
+    return (f"a batch in tokens, for a translation model, and {trains_text(models)}, whose batches count samples: "
+            f"use {name(other)} instead")
+
+
+NEEDED_BY = {"global-batch": "the strong series", "max-batch-per-rank": "the strong series",
+             "global-batch-tokens": "the strong series", "batch-per-rank": "the weak series",
+             "batch-tokens-per-rank": "the weak series", "reference-batch-tokens": "lr-scaling linear"}
+
+
+def check_batches(study):
+    """Each series' batch keys in its unit (samples, or tokens for a translation model, known from its
+    dataset), and its quality target on its scale. A key in [study] (or its option) applies to the
+    models of its unit and is an error only where no model of the study has that unit; in a model or
+    series section a key of the other unit is an error."""
+    units = {m.unit for m in study.models}
+    for key, unit in KEY_UNIT.items():
+        if study.get(key) is not None and unit not in units:
+            where = study.where(key)
+            raise UsageError(f"{where} = {study.get(key)}: "
+                             f"{wrong_unit_text(key, study.models, where.startswith('--'))}")
+    for model in study.models:
+        for key, unit in KEY_UNIT.items():
+            if unit != model.unit and key in model.values:
+                raise UsageError(f"{model.where(key)} = {model.values[key]}: {wrong_unit_text(key, [model], False)}")
+        needs = []
+        if "strong" in model.modes:
+            needs += [model.batch_key("global")] + (["max-batch-per-rank"] if model.unit == "samples" else [])
+        if "weak" in model.modes:
+            needs += [model.batch_key("per-rank")]
+        if study.get("lr-scaling", "none") == "linear" and model.unit == "tokens":
+            needs += ["reference-batch-tokens"]  # no default: 256 samples mean nothing in tokens
+        for key in needs:
+            if model.get(key) is None:
+                other = SAME_IN_OTHER_UNIT.get(key)
+                hint = ""
+                if other and study.get(other) is not None:
+                    hint = (f". ({study.where(other)} = {study.get(other)} is in {KEY_UNIT[other]}, for the "
+                            f"study's models whose batches count {KEY_UNIT[other]}; {model.describe()} trains "
+                            f"{model.task}, whose batches count {model.unit}.)")
+                raise UsageError(f"{study.source}: {key} is not set for {model.describe()}; {NEEDED_BY[key]} needs "
+                                 f"it ({model.keys_text(key)}){hint}")
+    target = study.get("target-accuracy")
+    fractions = [m for m in study.models if m.unit == "samples"]
+    if target is not None and target > 1 and fractions:
+        raise UsageError(f"{study.where('target-accuracy')} = {number_text(target)}: {trains_text(fractions)}, "
+                         f"whose quality (top-1 accuracy, or HR@10 for recommendation) is a fraction in (0, 1], e.g. "
+                         f"0.759; only a translation model's target is BLEU (0..100]")
+
+
 # ---------------------------------------------------------------------------------------------
 # Planning the runs.
 # ---------------------------------------------------------------------------------------------
@@ -1013,7 +1134,10 @@ def valid_gpu_counts_near(global_batch, ranks_per_node, gpus):
 
 
 def check_strong_divisibility(model):
-    global_batch = model.get("global-batch")
+    """A strong series' global batch, in samples or tokens, divides by the ranks of every run: refused
+    otherwise, naming the valid counts near each one that does not."""
+    key = model.batch_key("global")
+    global_batch = model.get(key)
     rpn, gpus, nodes = model.get("ranks-per-node"), model.get("gpus") or [], model.get("nodes") or []
     bad_gpus = [g for g in gpus if global_batch % g]
     bad = [n for n in nodes if global_batch % (n * rpn)]
@@ -1033,8 +1157,9 @@ def check_strong_divisibility(model):
     counts = ([f"{model.where('gpus')} = {','.join(map(str, gpus))}"] if bad_gpus else []) + \
         ([f"{model.where('nodes')} = {','.join(map(str, nodes))}, {rpn} ranks per node"] if bad else [])
     suggestion = batches_dividing_all(global_batch, [r * n for n, r in model.points()])
+    unit = " tokens" if model.unit == "tokens" else ""
     raise UsageError(
-        f"strong series of {model.describe()}: global batch {global_batch} ({model.where('global-batch')}) does not "
+        f"strong series of {model.describe()}: global batch {global_batch}{unit} ({model.where(key)}) does not "
         f"divide by the ranks of {count} {'run' if count == 1 else 'runs'} ({'; '.join(counts)}):\n" +
         "\n".join(lines) +
         f"\nNothing was submitted. Drop those counts, or choose a global batch that divides by every rank count "
@@ -1045,9 +1170,12 @@ def learning_rate(model, global_batch):
     """The run's --base-lr: the linear rule's, or base-lr, or the model config's."""
     base = model.get("base-lr")
     if model.study.get("lr-scaling", "none") == "linear":
-        return round_number(base * global_batch / model.get("reference-batch", 256))
+        reference = model.get(model.batch_key("reference"), 256 if model.unit == "samples" else None)
+        return round_number(base * global_batch / reference)
     if base is not None:
         return base
+    if "base-lr" not in model.config_values and model.unit == "tokens":
+        return None  # the translation model's own default (the reference's rsqrt peak), not an image model's 0.1
     return float(model.config_values.get("base-lr", 0.1))
 
 
@@ -1061,19 +1189,28 @@ def number_text(value):
 
 
 def run_epochs(model, global_batch, run_id):
-    """--epochs of a run: the study's, or for a steps study the epochs that cover its steps."""
+    """--epochs of a run: the study's, or for a steps study the epochs that cover its steps. A
+    translation model's steps per epoch are estimated from the training split's target tokens over
+    the global batch in tokens: a rank's batch holds at most --batch-tokens tokens a side, padding
+    included, so an epoch has at least that many steps, and the epochs cover the steps."""
     study = model.study
-    steps_per_epoch = model.train_samples // global_batch
+    if model.unit == "tokens":
+        size, what = model.train_tokens, "target tokens"
+    else:
+        size, what = model.train_samples, "samples"
+    steps_per_epoch = size // global_batch
+    unit = " tokens" if model.unit == "tokens" else ""
     if steps_per_epoch < 1:
-        raise UsageError(f"run {run_id}: global batch {global_batch} is larger than the {model.train_samples} "
-                         f"training samples of {model.values['data']}: not one step per epoch")
+        raise UsageError(f"run {run_id}: global batch {global_batch}{unit} is larger than the {size} training "
+                         f"{what} of {model.values['data']}: not one step per epoch")
     if "steps" not in study.values:
         return study.get("epochs")
     needed = math.ceil(study.get("steps") / steps_per_epoch)
     epochs = study.get("epochs")
     if epochs is not None and epochs < needed:
-        raise UsageError(f"{study.where('epochs')} = {epochs}: run {run_id} has {steps_per_epoch} steps per epoch "
-                         f"({model.train_samples} samples / global batch {global_batch}); steps = "
+        estimate = " at least" if model.unit == "tokens" else ""
+        raise UsageError(f"{study.where('epochs')} = {epochs}: run {run_id} has{estimate} {steps_per_epoch} steps per "
+                         f"epoch ({size} {what} / global batch {global_batch}{unit}); steps = "
                          f"{study.get('steps')} needs epochs >= {needed} (or leave epochs out)")
     return epochs if epochs is not None else needed
 
@@ -1103,12 +1240,13 @@ def plan_run(study, model, mode, nodes, rpn, repeat):
     point = point_name(model, nodes, rpn)
     run_id = f"{model.name}/{mode}-{point}-r{repeat}"
     if mode == "strong":
-        global_batch = model.get("global-batch")
+        global_batch = model.get(model.batch_key("global"))
         per_rank = global_batch // ranks
     else:
-        per_rank = model.get("batch-per-rank")
+        per_rank = model.get(model.batch_key("per-rank"))
         global_batch = per_rank * ranks
-    k = accumulation_steps(per_rank, model.get("max-batch-per-rank"))
+    # The trainer does not accumulate a translation model's batches: --batch-tokens is the rank's whole step.
+    k = 1 if model.unit == "tokens" else accumulation_steps(per_rank, model.get("max-batch-per-rank"))
     seed = study.get("seed")
     if seed is None:
         seed = int(model.config_values.get("seed", 0))
@@ -1116,7 +1254,8 @@ def plan_run(study, model, mode, nodes, rpn, repeat):
     return {
         "id": run_id, "series": model.name, "model": model.model, "mode": mode, "nodes": nodes,
         "ranks_per_node": rpn, "ranks": ranks, "global_batch": global_batch, "batch_per_rank": per_rank // k,
-        "accumulate_steps": k, "base_lr": learning_rate(model, global_batch), "warmup_epochs": warmup,
+        "accumulate_steps": k, "batch_unit": model.unit, "base_lr": learning_rate(model, global_batch),
+        "warmup_epochs": warmup,
         "epochs": run_epochs(model, global_batch, run_id), "seed": seed + repeat - 1, "repeat": repeat,
         "output_dir": str(study.get("output") / model.name / f"{mode}-{point}-r{repeat}"),
         "job_name": f"{study.name}-{model.name}-{mode}-{point}-r{repeat}",
@@ -1125,10 +1264,14 @@ def plan_run(study, model, mode, nodes, rpn, repeat):
 
 
 def train_arguments(study, model, run):
-    args = ["--batch-size", str(run["batch_per_rank"])]
+    if run.get("batch_unit") == "tokens":
+        args = ["--batch-tokens", str(run["batch_per_rank"])]
+    else:
+        args = ["--batch-size", str(run["batch_per_rank"])]
     if run["accumulate_steps"] > 1:
         args += ["--accumulate-steps", str(run["accumulate_steps"])]
-    args += ["--base-lr", number_text(run["base_lr"])]
+    if run["base_lr"] is not None:
+        args += ["--base-lr", number_text(run["base_lr"])]
     if run["warmup_epochs"] is not None:
         args += ["--warmup-epochs", number_text(run["warmup_epochs"])]
     if run["epochs"] is not None:
@@ -1178,6 +1321,13 @@ def check_data_checks_supported(study, options, trainer):
         if model.get("data-checks", "require") != "none" and "--require-checksums" not in options:
             raise UsageError(f"{model.where('data-checks') or 'data-checks (default require)'}: {trainer} has no "
                              f"--require-checksums: build a newer scaletrain, or set data-checks = none")
+
+
+def check_tokens_supported(runs, options, trainer):
+    needing = [r["id"] for r in runs if r.get("batch_unit") == "tokens"]
+    if needing and "--batch-tokens" not in options:
+        raise UsageError(f"runs {', '.join(needing[:3])}{' ...' if len(needing) > 3 else ''} batch by tokens "
+                         f"(--batch-tokens), which {trainer} does not have: build a newer scaletrain")
 
 
 def check_accumulation_supported(runs, options, trainer):
@@ -1304,15 +1454,28 @@ def study_parameters(study, trainer):
                  "config": str(model.values["config"]) if "config" in model.values else None,
                  "data": str(model.values["data"]), "train_samples": model.train_samples,
                  "train_options": model.train_options, "data_checks": model.get("data-checks", "require")}
+        tokens = model.unit == "tokens"
         for key in ("global-batch", "batch-per-rank", "max-batch-per-rank", "base-lr", "reference-batch",
                     "warmup-epochs", "time"):
-            entry[key.replace("-", "_")] = model.get(key, 256 if key == "reference-batch" else None)
+            # A translation model's batches are in tokens (below): [study]'s sample batches are not its own.
+            entry[key.replace("-", "_")] = (None if tokens and key in KEY_UNIT else
+                                            model.get(key, 256 if key == "reference-batch" else None))
+        if tokens:
+            # Only for a translation model, so that the entries of the other models read as before.
+            entry.update({"task": model.task, "batch_unit": "tokens", "train_tokens": model.train_tokens})
+            for key in BATCH_KEYS["tokens"].values():
+                entry[key.replace("-", "_")] = model.get(key)
         models.append(entry)
+    token_keys = {key.replace("-", "_"): study.get(key) for key in ("global-batch-tokens", "batch-tokens-per-rank")
+                  if study.get(key) is not None}
+    if lr["rule"] == "linear" and study.get("reference-batch-tokens") is not None:
+        lr["reference_batch_tokens"] = study.get("reference-batch-tokens")
     return {
         "models": models, "modes": study.modes, "nodes": study.get("nodes"),
         "gpus": study.get("gpus"), "request_gpus": study.get("request-gpus", "no"),
         "ranks_per_node": study.get("ranks-per-node"), "global_batch": study.get("global-batch"),
         "batch_per_rank": study.get("batch-per-rank"), "max_batch_per_rank": study.get("max-batch-per-rank"),
+        **token_keys,
         "lr_scaling": lr, "run_length": study.run_length(), "repeats": study.get("repeats", 1),
         "seed": study.get("seed"), "chain": study.get("chain", False),
         "time": study.get("time") or job_script_default(r"--time=(\S+)", "04:00:00"),
@@ -1350,8 +1513,10 @@ def prepare(args):
     trainer, options, models_known = check_trainer(study)
     check_data_checks_supported(study, options, trainer)
     check_models(study, trainer, models_known)
+    check_batches(study)
     runs = plan_runs(study)
     check_accumulation_supported(runs, options, trainer)
+    check_tokens_supported(runs, options, trainer)
     models = {m.name: m for m in study.models}
     words = {r["id"]: run_sbatch_words(study, models[r["series"]], r, trainer) for r in runs}
     for run in runs:
@@ -1439,7 +1604,7 @@ def print_dry_run(study, runs, words, report_words, chain, checked):
     for index, run in enumerate(runs, 1):
         variable = f"job{index}"
         dependency = f" --dependency=afterany:${previous}" if chain and previous else ""
-        print(f"# {run['id']}: {describe_batch(run)}, lr {number_text(run['base_lr'])}")
+        print(f"# {run['id']}: {describe_batch(run)}, {lr_text(run)}")
         print(f"{variable}=$(sbatch --parsable{dependency} {shlex.join(words[run['id']])})")
         variables.append(variable)
         previous = variable
@@ -1448,9 +1613,16 @@ def print_dry_run(study, runs, words, report_words, chain, checked):
     print(f"report=$(sbatch --parsable --dependency=afterany:{dependency} {shlex.join(report_words)})")
 
 
+def lr_text(run):
+    return "lr the model's default" if run["base_lr"] is None else f"lr {number_text(run['base_lr'])}"
+
+
 def describe_batch(run):
-    """"global batch 5120 = 8 ranks x 128 x 5 accumulation steps"."""
+    """"global batch 5120 = 8 ranks x 128 x 5 accumulation steps", "global batch 81920 tokens = 8 ranks
+    x 10240 tokens"."""
     ranks = f"{run['ranks']} rank{'s' if run['ranks'] > 1 else ''}"
+    if run.get("batch_unit") == "tokens":
+        return f"global batch {run['global_batch']} tokens = {ranks} x {run['batch_per_rank']} tokens"
     text = f"global batch {run['global_batch']} = {ranks} x {run['batch_per_rank']}"
     return text + (f" x {run['accumulate_steps']} accumulation steps" if run["accumulate_steps"] > 1 else "")
 
@@ -1459,7 +1631,7 @@ def print_submitted(study_dir, manifest, runs):
     print(f"submitted {len(runs)} runs of study {manifest['name']} (jobs {runs[0]['job_id']}..{runs[-1]['job_id']}"
           f"{', chained' if manifest['parameters']['chain'] else ''}) and report job {manifest['report_job_id']}")
     for run in runs:
-        print(f"  {run['id']:<32} job {run['job_id']:>8}  {describe_batch(run)}, lr {number_text(run['base_lr'])}")
+        print(f"  {run['id']:<32} job {run['job_id']:>8}  {describe_batch(run)}, {lr_text(run)}")
     print(f"manifest {study_dir / MANIFEST}; follow with: scaletrain-study status {study_dir}")
 
 
@@ -1669,8 +1841,8 @@ def add_study_options(parser):
         else:
             group.add_argument(name, dest=param.key.replace("-", "_"), metavar=param.metavar, help=param.help)
     models = parser.add_argument_group("a model given by options (instead of, or over, a [model NAME] section)")
-    models.add_argument("--model", metavar="NAME", help="the study is this model alone (resnet50, resnet20, ncf); its "
-                        "[model NAME] section, if any, is the start")
+    models.add_argument("--model", metavar="NAME", help="the study is this model alone (resnet50, resnet20, ncf, "
+                        "transformer, ...); its [model NAME] section, if any, is the start")
     models.add_argument("--config", metavar="FILE", help=PARAM_BY_KEY["config"].help)
     models.add_argument("--data", metavar="DIR", help=PARAM_BY_KEY["data"].help)
 

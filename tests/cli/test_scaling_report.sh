@@ -4,7 +4,9 @@
 # target; one repeat stopped by SIGUSR1 and not resumed), resnet50 strong. Checks the tables
 # against numbers computed here from the report.json files, the listing of the missing and failed
 # runs, the plots (PNG signature, SVG parses with an <svg> root), MLPerf scoring on known lists,
-# the straggler flag on a report.json edited to make one rank slow, trace merging, and the errors.
+# the straggler flag on a report.json edited to make one rank slow, trace merging, the errors, and
+# a study of two real transformer-tiny runs beside resnet20's: its rows, speedup and efficiency in
+# tokens/s (report.json tokens_per_s), the other model's in samples/s.
 source "$(dirname "$0")/lib.sh"
 SRC=${ST_SOURCE:-.}
 REPORT=("$PY" "$SRC/src/study/scaletrain_report.py")
@@ -335,6 +337,84 @@ assert pids == {0, 1} and len(names) == 2, (pids, names)
 print("real traces merged:", names)
 PY
 fi
+
+echo "== translation: tokens/s beside the image runs' samples/s"
+# Two real runs of transformer-tiny, a weak series of 256 tokens per rank on 1 and 2 ranks, in a
+# study with the resnet20 weak series above (copied): each model's table, speedup and efficiency
+# in its own unit, the token columns of scaling.csv, and the image-only study's CSV without them.
+X=$T/translation
+mkdir -p "$X/resnet20"
+cp -r "$S/resnet20/weak-n1-r1" "$S/resnet20/weak-n2-r1" "$X/resnet20/"
+"$BIN/scaletrain-data" synthetic --task translation --kind copy --sentences 400 --words 20 --max-length 8 \
+  --output "$T/copy" >/dev/null
+for n in 1 2; do
+  timeout 120 mpirun -np "$n" --oversubscribe "$BIN/scaletrain" train --model transformer-tiny --data "$T/copy" \
+    --output-dir "$X/transformer-tiny/weak-n$n-r1" --epochs 1 --batch-tokens 256 --warmup-steps 10 --eval-every 0 \
+    --threads 1 --log-every 0 >"$T/translation-n$n.log" 2>&1 || fail "transformer-tiny on $n rank(s): $(tail -n 5 "$T/translation-n$n.log")"
+done
+$PY - "$S" "$X" <<'PY'
+import json, sys
+S, X = sys.argv[1:]
+study = json.load(open(S + "/study.json"))
+runs = [dict(r, output_dir=f"{X}/{r['id']}") for r in study["runs"] if r["model"] == "resnet20" and
+        r["mode"] == "weak" and r["repeat"] == 1]
+# As scaletrain-study writes a translation model's runs: batches in tokens (--batch-tokens per rank).
+for n in (1, 2):
+    rid = f"transformer-tiny/weak-n{n}-r1"
+    runs.append({"id": rid, "model": "transformer-tiny", "mode": "weak", "nodes": n, "ranks_per_node": 1, "ranks": n,
+                 "global_batch": 256 * n, "batch_per_rank": 256, "accumulate_steps": 1, "batch_unit": "tokens",
+                 "base_lr": None, "repeat": 1, "output_dir": f"{X}/{rid}", "job_id": None, "submissions": []})
+study.update(name="translation", runs=runs)
+json.dump(study, open(X + "/study.json", "w"), indent=1)
+PY
+"${REPORT[@]}" "$X" >"$T/translation-report.log" || fail "the translation report failed: $(cat "$T/translation-report.log")"
+$PY - "$S" "$X" <<'PY'
+import csv, json, sys
+S, X = sys.argv[1:]
+def close(a, b, what):
+    assert a is not None and b is not None and abs(float(a) - float(b)) <= 1e-9 * max(abs(float(a)), abs(float(b))), \
+        (what, a, b)
+rows = {(r["model"], int(r["nodes"])): r for r in csv.DictReader(open(X + "/report/scaling.csv"))}
+reports = {(m, n): json.load(open(f"{X}/{m}/weak-n{n}-r1/report.json")) for m in ("transformer-tiny", "resnet20")
+           for n in (1, 2)}
+tokens = {n: reports[("transformer-tiny", n)]["throughput"] for n in (1, 2)}
+for n in (1, 2):
+    t, row = tokens[n], rows[("transformer-tiny", n)]
+    assert t["unit"] == "tokens" and row["unit"] == "tokens", (t, row["unit"])
+    for column in ("throughput_tokens_per_s", "throughput_min_tokens_per_s", "throughput_max_tokens_per_s"):
+        close(row[column], t["tokens_per_s"], (n, column))
+    close(row["throughput_per_rank_tokens_per_s"], t["tokens_per_s"] / n, (n, "tokens per rank"))
+    close(row["throughput_samples_per_s"], t["samples_per_s"], (n, "sentence pairs per s"))
+    assert int(row["global_batch"]) == reports[("transformer-tiny", n)]["global_batch_size"] == 256 * n, row
+    image = rows[("resnet20", n)]
+    assert image["unit"] == "samples" and image["throughput_tokens_per_s"] == "", image
+    close(image["throughput_samples_per_s"], reports[("resnet20", n)]["throughput"]["samples_per_s"], (n, "images"))
+# Weak speedup and efficiency on tokens/s for translation, on samples/s for the images.
+speedup = tokens[2]["tokens_per_s"] / tokens[1]["tokens_per_s"]
+close(rows[("transformer-tiny", 2)]["speedup"], speedup, "translation speedup")
+close(rows[("transformer-tiny", 2)]["efficiency"], speedup / 2, "translation efficiency")
+assert abs(speedup - tokens[2]["samples_per_s"] / tokens[1]["samples_per_s"]) > 1e-9 * speedup, "not told apart"
+image = [reports[("resnet20", n)]["throughput"]["samples_per_s"] for n in (1, 2)]
+close(rows[("resnet20", 2)]["speedup"], image[1] / image[0], "image speedup")
+comparison = json.load(open(X + "/report/scaling.json"))["comparison"]["weak"]
+close(comparison["models"]["transformer-tiny"]["2"]["speedup"], speedup, "side by side")
+md = open(X + "/report/scaling.md").read()
+translation = md.split("## transformer-tiny\n")[1].split("\n## ")[0]
+images = md.split("## resnet20\n")[1].split("\n## ")[0]
+assert "| global batch (tokens) | batch/rank (tokens) | runs used | tokens/s (median) | tokens/s min–max | " \
+       "tokens/s per rank |" in translation and "samples/s" not in translation, translation
+assert "| samples/s (median) |" in images and "tokens" not in images, images
+for n in (1, 2):
+    x = tokens[n]["tokens_per_s"]
+    cell = f"{x:.0f}" if x >= 1e4 else f"{x:.4g}"
+    assert f"| {n} | {n} | {256 * n} | 256 | 1/1 | {cell} |" in translation, (cell, translation)
+assert "| transformer-tiny | 1 node | 256 tokens |" in md, md
+# A study without translation runs keeps its CSV columns as they were.
+header = open(S + "/report/scaling.csv").readline().strip().split(",")
+assert "unit" not in header and header[-1] == "point", header[-3:]
+print(f"ok: translation rows in tokens/s ({tokens[1]['tokens_per_s']:.0f} and {tokens[2]['tokens_per_s']:.0f}), "
+      f"weak speedup {speedup:.3f} on tokens/s; resnet20 beside it in samples/s")
+PY
 
 echo "== errors"
 expect_failure "no study dir" "$T/nowhere" "${REPORT[@]}" "$T/nowhere"

@@ -8,6 +8,10 @@
 #    and train options;
 #  - a dry run of the shipped inputs/study_cnn_dgx1.ini (on a synthetic dataset): its 333 runs
 #    and report job, and a few runs' sbatch lines, configs and train options;
+#  - a dry run of the shipped inputs/study_transformer_dgx1.ini (on synthetic translation data):
+#    its 60 runs, each with --batch-tokens (81,920 tokens split over a strong run's ranks, 10,240
+#    per rank in a weak one), and the refusals of a batch in the wrong unit (samples for the
+#    Transformer, tokens for ResNet-20) and of a token budget the ranks do not divide;
 #  - bad input is refused before anything is submitted, with exit 2 and a message naming the
 #    option or key: a strong global batch that 3 ranks do not divide (naming the valid node counts
 #    near 3), an unknown mode, a bad node list, a missing dataset, two series of one name, more GPUs
@@ -218,6 +222,75 @@ expect_cnn_run resnet50-b64/strong-g4-r1 "--nodes=1 --ntasks-per-node=4 --gpus-p
   "--batch-size 16 --base-lr 0.025 --warmup-epochs 5 --epochs 1 --max-steps 200 --seed 1"
 [ ! -e "$T/cnn-study" ] || fail "the cnn dry run created $T/cnn-study"
 echo "ok: inputs/study_cnn_dgx1.ini: 333 sbatch lines and the report's, runs as expected"
+# The shipped inputs/study_transformer_dgx1.ini: a translation model, whose batches count tokens
+# (--batch-tokens per rank). Its data: synthetic pairs of up to 240 tokens (below the 320 a rank of
+# its strong series gets on 32 nodes), with as many target tokens as its largest global batch (the
+# weak series on 80 nodes: 640 ranks x 10,240 = 6,553,600), so that no run is refused for its size.
+"$BIN/scaletrain-data" synthetic --task translation --kind copy --sentences 54000 --val-sentences 8 --words 20 \
+  --min-length 2 --max-length 240 --output "$T/wmt-data" >/dev/null
+sed "s#^data = .*#data = $T/wmt-data#" "$SOURCE/inputs/study_transformer_dgx1.ini" > "$T/study_transformer_dgx1.ini"
+transformer_study=(env PATH="$T/no-sbatch" /usr/bin/python3 "$SOURCE/src/study/scaletrain_study.py" submit
+  "$T/study_transformer_dgx1.ini" --output "$T/transformer-study" --dry-run)
+"${transformer_study[@]}" > "$T/dry-run-transformer.sh" || fail "the dry run of inputs/study_transformer_dgx1.ini failed"
+bash -n "$T/dry-run-transformer.sh" || fail "the transformer dry run is not a valid shell script"
+"$BIN/scaletrain-data" inspect "$T/wmt-data" --json > "$T/wmt-data.json"
+$PY - "$T" "$SOURCE" <<'PY' || fail "inputs/study_transformer_dgx1.ini: the dry run's runs"
+import json, math, re, shlex, sys
+T, SOURCE = sys.argv[1:]
+lines = open(f"{T}/dry-run-transformer.sh").read().splitlines()
+tokens = json.load(open(f"{T}/wmt-data.json"))["splits"]["train"]["target_tokens"]
+# Independent expectation: strong at 81,920 tokens on 1, 2, 4, 8 GPUs and 2 to 32 nodes of 8; weak
+# at 10,240 per GPU on 1, 2, 4, 8 GPUs and 2 to 80 nodes; 3 repeats; 100 steps.
+points = {"strong": [(1, g) for g in (1, 2, 4, 8)] + [(n, 8) for n in (2, 4, 8, 16, 32)],
+          "weak": [(1, g) for g in (1, 2, 4, 8)] + [(n, 8) for n in (2, 4, 8, 16, 32, 64, 80)]}
+expected = []
+for repeat in (1, 2, 3):
+    for mode in ("strong", "weak"):
+        for nodes, rpn in points[mode]:
+            ranks = nodes * rpn
+            per_rank = 81920 // ranks if mode == "strong" else 10240
+            point = f"g{rpn}" if nodes == 1 else f"n{nodes}"
+            epochs = math.ceil(100 / (tokens // (per_rank * ranks)))
+            expected.append((f"transformer-{mode}/{mode}-{point}-r{repeat}", nodes, rpn, per_rank, epochs, repeat))
+runs = [l for l in lines if l.startswith("job")]
+comments = [l for l in lines if l.startswith("# transformer-")]
+assert len(runs) == len(comments) == len(expected) == 60, (len(runs), len(comments))
+assert re.match(r"^report=\$\(sbatch --parsable --dependency=afterany:\$job1:.*:\$job60 ", lines[-1]), lines[-1]
+for line, comment, (rid, nodes, rpn, per_rank, epochs, repeat) in zip(runs, comments, expected):
+    argv = shlex.split(re.match(r"^job\d+=\$\((.*)\)$", line).group(1))
+    train = argv[argv.index(f"{SOURCE}/jobscripts/train.sbatch") + 1:]
+    assert f"--job-name=transformer-dgx1-{rid.replace('/', '-')}" in argv, (rid, argv)
+    for option in (f"--nodes={nodes}", f"--ntasks-per-node={rpn}", f"--gpus-per-node={rpn}", "--time=02:00:00"):
+        assert option in argv, (rid, option, argv)
+    export = next(a for a in argv if a.startswith("--export="))
+    assert f",MODEL=transformer," in export and export.endswith(f",CONFIG={SOURCE}/inputs/transformer_nvidia_dgx1.ini") \
+        and f",OUTPUT_DIR={T}/transformer-study/{rid}," in export, (rid, export)
+    # The per-rank split of the token budget, no accumulation, the recipe's learning rate.
+    assert train == ["--batch-tokens", str(per_rank), "--base-lr", "0.0019", "--epochs", str(epochs), "--max-steps",
+                     "100", "--seed", str(repeat), "--stage-to", "/raid/scaletrain-stage"], (rid, train)
+    ranks = nodes * rpn
+    assert comment == f"# {rid}: global batch {per_rank * ranks} tokens = {ranks} rank{'s' if ranks > 1 else ''} x " \
+                      f"{per_rank} tokens, lr 0.0019", (rid, comment)
+print(f"ok: inputs/study_transformer_dgx1.ini: 60 runs and the report job; strong --batch-tokens 81920 / ranks "
+      f"(81920 on 1 GPU to 320 on 32 nodes), weak 10240 per rank")
+PY
+[ ! -e "$T/transformer-study" ] || fail "the transformer dry run created $T/transformer-study"
+# A batch in the wrong unit is refused, naming the key and the model; so is a token budget the
+# ranks do not divide.
+expect_exit "a batch in samples for a translation model" 2 \
+  "--global-batch = 81920: a batch in samples, and series transformer-strong (model transformer), series transformer-weak (model transformer) train translation (the task of their dataset $T/wmt-data), whose batches count tokens: use --global-batch-tokens instead" \
+  "${transformer_study[@]}" --global-batch 81920
+expect_exit "a batch in tokens for an image model" 2 \
+  "--batch-tokens-per-rank = 256: a batch in tokens, for a translation model, and series r20-b32 (model resnet20)" \
+  env PATH="$T/no-sbatch" /usr/bin/python3 "$SOURCE/src/study/scaletrain_study.py" submit "$T/series.ini" \
+  --batch-tokens-per-rank 256 --dry-run
+rc=0
+out=$("${transformer_study[@]}" --gpus 1,2,3,4 2>&1) || rc=$?
+[ "$rc" -eq 2 ] && grep -qF "global batch 81920 tokens (study file $T/study_transformer_dgx1.ini [series transformer-strong] global-batch-tokens) does not divide" <<<"$out" &&
+  grep -qF "3 GPUs of one node = 3 ranks: 81920 / 3 is not an integer; valid GPU counts near 3: 2, 4" <<<"$out" ||
+  fail "81,920 tokens on 3 GPUs: exit $rc: $out"
+echo "ok: 81,920 tokens on 3 GPUs refused (exit 2), naming the valid GPU counts near 3"
+[ ! -e "$T/transformer-study" ] || fail "a refused transformer dry run created $T/transformer-study"
 queue_empty "series dry runs"
 [ ! -e "$T/series-study" ] || fail "the series dry run created $T/series-study"
 echo "ok: a study with runs inside one node and three series of one model: 8 sbatch lines as expected"
