@@ -111,6 +111,9 @@ copy_lib() {
 }
 todo=$(find "$b/bin" "$b/ompi" "$b/lib/hwloc" -type f \( -perm -u+x -o -name '*.so*' \))
 missing=""
+# Each library path is looked at once: the hundreds of programs and plugins list the same few
+# dozen libraries, and a subshell per ldd line made this step take a minute and a half.
+declare -A seen_lib=()
 while [ -n "$todo" ]; do
   next=""
   for f in $todo; do
@@ -118,7 +121,13 @@ while [ -n "$todo" ]; do
     while read -r line; do
       case "$line" in
         *"=> not found"*) lib=${line%% =>*}; is_excluded "$lib" || missing="$missing $lib ($(basename "$f"))" ;;
-        *"=> /"*) p=$(echo "$line" | awk '{print $3}'); new=$(copy_lib "$p"); [ -n "$new" ] && next="$next $new" ;;
+        *"=> /"*)
+          p=${line#*=> }
+          p=${p%% (*}
+          [ -n "${seen_lib[$p]:-}" ] && continue
+          seen_lib[$p]=1
+          new=$(copy_lib "$p")
+          [ -n "$new" ] && next="$next $new" ;;
       esac
     done < <(ldd "$f" 2>/dev/null || true)
   done

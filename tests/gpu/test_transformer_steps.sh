@@ -20,8 +20,11 @@ status=0
 
 "$BIN/scaletrain-data" synthetic --task translation --kind reverse --sentences 600 --val-sentences 24 --words 20 \
   --max-length 10 --seed 7 --output "$T/data" >/dev/null || fail "scaletrain-data synthetic failed"
+# ST_GPU_TEST_BEAM: the evaluation's beam (4, the default; cli.gpu_training_harness, which runs this
+# CPU against CPU on 2 cores, sets 1: an untrained model's beams run to the length cap).
 common=(--model transformer-tiny --data "$T/data" --epochs 1 --max-steps 3 --batch-tokens 512 --seed 11
-  --lr-schedule constant --warmup-steps 0 --base-lr 1e-3 --log-every 1 --eval-every 1)
+  --lr-schedule constant --warmup-steps 0 --base-lr 1e-3 --log-every 1 --eval-every 1
+  --beam-size "${ST_GPU_TEST_BEAM:-4}")
 run_train gpu 1 "$DEV" "$TEST_ARGS" "${common[@]}"
 run_train cpu 1 cpu "" "${common[@]}"
 compare_checkpoints --what params --tolerance 1e-3 "$T/gpu" "$T/cpu" || status=1
