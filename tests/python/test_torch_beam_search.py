@@ -14,7 +14,6 @@ top-k decisions is printed: our float32 logits are within ~1e-6 of float64, far 
 Greedy decoding is compared with the argmax loop on the same torch model. Exits non-zero on any
 mismatch."""
 import glob
-import math
 import os
 import shutil
 import sys
@@ -22,10 +21,10 @@ import time
 
 import numpy as np
 import torch
-import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(__file__))
 from beam_search_reference import sequence_beam_search, trim  # noqa: E402
+from transformer_reference import Reference  # noqa: E402
 from torch_reference import ST_BIN, ST_TMP, run  # noqa: E402
 import h5py  # noqa: E402
 
@@ -65,42 +64,8 @@ for n, s in enumerate(sentences):
     source[n, :len(s)] = s
 
 
-def position_signal(length, width):
-    half = width // 2
-    inc = math.log(1.0e4) / max(half - 1, 1)
-    inv = torch.exp(torch.arange(half, dtype=torch.float64) * -inc)
-    angle = torch.arange(length, dtype=torch.float64)[:, None] * inv[None, :]
-    return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)
-
-
-class Reference(nn.Module):
-    """torch.nn.Transformer with the reference's embedding, position signal and tied projection."""
-
-    def __init__(self):
-        super().__init__()
-        self.embedding = nn.Embedding(V, D)
-        self.transformer = nn.Transformer(D, H, LAYERS, LAYERS, F, dropout=0.0, norm_first=True,
-                                          layer_norm_eps=1e-6, batch_first=True)
-
-    def embed(self, ids):
-        e = self.embedding(ids) * math.sqrt(D) * (ids != 0).unsqueeze(-1)
-        return e + position_signal(ids.shape[1], D).to(e.dtype)
-
-    def encode(self, src, length):
-        pad = torch.arange(src.shape[1])[None, :] >= length
-        return self.transformer.encoder(self.embed(src), src_key_padding_mask=pad), pad
-
-    def next_logits(self, memory, pad, ids):
-        """ids [rows, t] (start id first); memory and pad of one sentence, tiled to the rows."""
-        rows, t = ids.shape
-        causal = torch.triu(torch.full((t, t), float("-inf"), dtype=torch.float64), diagonal=1)
-        h = self.transformer.decoder(self.embed(ids), memory.expand(rows, -1, -1), tgt_mask=causal,
-                                     memory_key_padding_mask=pad.expand(rows, -1))
-        return (h[:, -1] @ self.embedding.weight.t()).numpy()
-
-
 def load():
-    model = Reference().double()
+    model = Reference(V, D, H, F, LAYERS).double()
     state = {(k if k == "embedding.weight" else "transformer." + k): torch.tensor(v, dtype=torch.float64)
              for k, v in params.items()}
     missing = set(dict(model.named_parameters())) - set(state)

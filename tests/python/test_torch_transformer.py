@@ -18,16 +18,15 @@ against torch.optim.Adam in float64: a step moves a weight by about lr * m / sqr
 element must land within 1e-3 * lr (plus float32 rounding of the weight) of PyTorch's, except where
 PyTorch's float64 gradient is so small (below 1e-6 of the tensor's largest) that rounding decides
 its direction; the frozen biases must not move. Exits non-zero on any mismatch."""
-import math
 import os
 import shutil
 import sys
 
 import numpy as np
 import torch
-import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(__file__))
+from transformer_reference import Reference  # noqa: E402
 from torch_reference import ST_BIN, ST_TMP, compare, run  # noqa: E402
 import h5py  # noqa: E402
 
@@ -70,35 +69,8 @@ ours_stepped = {}
 out["stepped"].visititems(lambda k, v: ours_stepped.__setitem__(k, v[()]) if isinstance(v, h5py.Dataset) else None)
 
 
-def position_signal(length, width):
-    half = width // 2
-    inc = math.log(1.0e4) / max(half - 1, 1)
-    inv = torch.exp(torch.arange(half, dtype=torch.float64) * -inc)
-    angle = torch.arange(length, dtype=torch.float64)[:, None] * inv[None, :]
-    return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)
-
-
-class Reference(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.embedding = nn.Embedding(V, D)
-        self.transformer = nn.Transformer(D, H, LAYERS, LAYERS, F, dropout=0.0, norm_first=True,
-                                          layer_norm_eps=1e-6, batch_first=True)
-
-    def embed(self, ids):
-        e = self.embedding(ids) * math.sqrt(D) * (ids != 0).unsqueeze(-1)
-        return e + position_signal(ids.shape[1], D).to(e.dtype)
-
-    def forward(self, src, lengths, tgt_in):
-        pad = torch.arange(src.shape[1])[None, :] >= lengths[:, None]
-        causal = torch.triu(torch.full((tgt_in.shape[1], tgt_in.shape[1]), float("-inf")), diagonal=1)
-        h = self.transformer(self.embed(src), self.embed(tgt_in), tgt_mask=causal.to(self.embedding.weight.dtype),
-                             src_key_padding_mask=pad, memory_key_padding_mask=pad)
-        return (h @ self.embedding.weight.t()).reshape(-1, V)
-
-
 def torch_run(dtype):
-    model = Reference().to(dtype)
+    model = Reference(V, D, H, F, LAYERS).to(dtype)
     names = {k for k, _ in model.named_parameters()}
     state = {}
     for k, v in ours_params.items():
