@@ -43,7 +43,7 @@ $(BUILD_SANITIZE)/CMakeCache.txt:
 
 test-sanitize: deps $(BUILD_SANITIZE)/CMakeCache.txt
 	cmake --build $(BUILD_SANITIZE) -j $(JOBS)
-	cd $(BUILD_SANITIZE) && ctest --output-on-failure -j 1 --timeout 900 -L '^(unit|mpi|cli|fuzz)$$'
+	cd $(BUILD_SANITIZE) && ctest --output-on-failure -j 1 --timeout 900 -L '^(unit|mpi|cli|fuzz)$$' -LE '^long$$'
 
 # Fashion-MNIST from Debian's dataset-fashion-mnist, as 4 train and 1 val shards.
 $(DATA)/train: | build
