@@ -155,7 +155,7 @@ void write_file(const std::string& tmp, const CheckpointMeta& meta, const std::m
   if (o.optimizer != nullptr) {
     file.create_group(kOptimizerGroup);
     // The step count (Adam's bias correction depends on it), then the optimizer's own account of
-    // itself: kind (sgd, lars, adam) and its hyper-parameters.
+    // itself: kind (sgd, lars, adam, lazy_adam) and its hyper-parameters.
     file.set_attribute(kOptimizerStepAttr, o.optimizer->steps(), kOptimizerGroup);
     const Json described = o.optimizer->describe();
     for (const auto& [key, value] : described.items()) {

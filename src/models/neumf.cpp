@@ -41,6 +41,8 @@ NeuMF::NeuMF(int64_t num_users, int64_t num_items, int mf_dim, std::vector<int> 
   mf_item_ = params_.add_parameter("mf_item_embed.weight", {num_items, mf_dim});
   mlp_user_ = params_.add_parameter("mlp_user_embed.weight", {num_users, layers_[0] / 2});
   mlp_item_ = params_.add_parameter("mlp_item_embed.weight", {num_items, layers_[0] / 2});
+  // Read only by row lookups: --optimizer lazy_adam updates just the rows a step looked up.
+  for (int table : {mf_user_, mf_item_, mlp_user_, mlp_item_}) params_.set_lookup_only(table);
   for (std::size_t k = 1; k < layers_.size(); ++k) {
     mlp_.push_back(std::make_unique<nn::Linear>(params_, "mlp." + std::to_string(k - 1), layers_[k - 1], layers_[k]));
     // In place: the Linear before it keeps its input, not its output, for backward.

@@ -50,7 +50,7 @@ ModelEntry transformer_entry(const std::string& name, const std::string& descrip
   char peak[32];
   std::snprintf(peak, sizeof peak, "%.6g", 2.0 / std::sqrt(width * 16000.0));
   e.defaults = {
-      {"optimizer", "adam"},      {"adam-beta1", "0.9"},         {"adam-beta2", "0.997"}, {"adam-epsilon", "1e-9"},
+      {"optimizer", "lazy_adam"}, {"adam-beta1", "0.9"},         {"adam-beta2", "0.997"}, {"adam-epsilon", "1e-9"},
       {"lr-schedule", "rsqrt"},   {"warmup-steps", "16000"},     {"base-lr", peak},       {"weight-decay", "0"},
       {"label-smoothing", "0.1"}, {"batch-tokens", batch_tokens}};
   e.mlperf_benchmark = name == "transformer" ? "transformer" : "";

@@ -14,6 +14,7 @@ int ParameterSet::add_parameter(const std::string& name, const Shape& shape) {
   check_new_name(name);
   params_.push_back({name, shape, param_elems_});
   frozen_.push_back(0);
+  lookup_only_.push_back(0);
   param_elems_ += shape_numel(shape);
   return static_cast<int>(params_.size()) - 1;
 }
@@ -30,10 +31,20 @@ void ParameterSet::set_frozen(int i, bool frozen) {
   frozen_[i] = frozen ? 1 : 0;
 }
 
-std::vector<std::pair<int64_t, int64_t>> ParameterSet::trained_ranges() const {
+void ParameterSet::set_lookup_only(int i) {
+  ST_CHECK(i >= 0 && i < num_parameters(), "set_lookup_only: no parameter " << i);
+  ST_CHECK(params_[i].shape.size() == 2,
+           "set_lookup_only: " << params_[i].name << " is not a table of rows (" << params_[i].shape.size() << "-D)");
+  lookup_only_[i] = 1;
+}
+
+std::vector<std::pair<int64_t, int64_t>> ParameterSet::trained_ranges() const { return ranges_of(false); }
+std::vector<std::pair<int64_t, int64_t>> ParameterSet::trained_dense_ranges() const { return ranges_of(true); }
+
+std::vector<std::pair<int64_t, int64_t>> ParameterSet::ranges_of(bool skip_lookup_only) const {
   std::vector<std::pair<int64_t, int64_t>> ranges;
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    if (frozen_[i]) continue;
+    if (frozen_[i] || (skip_lookup_only && lookup_only_[i])) continue;
     const int64_t first = params_[i].offset, end = first + shape_numel(params_[i].shape);
     if (!ranges.empty() && ranges.back().second == first)
       ranges.back().second = end;

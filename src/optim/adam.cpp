@@ -30,7 +30,7 @@ Adam::Adam(nn::ParameterSet& params, const AdamOptions& options) : Optimizer(par
   second_moment_ = Tensor::zeros(params.flat_values().shape(), DType::f32, params.flat_values().device());
 }
 
-void Adam::step(Context& ctx, double lr) {
+ops::AdamUpdateParams Adam::update_params(double lr) const {
   ST_CHECK(std::isfinite(lr), "learning rate " << lr << " is not finite");
   const double t = static_cast<double>(steps() + 1);
   ops::AdamUpdateParams p;
@@ -41,6 +41,11 @@ void Adam::step(Context& ctx, double lr) {
   p.epsilon = static_cast<float>(options_.epsilon);
   p.bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(options_.beta2, t)));
   p.neg_step_size = static_cast<float>(-lr / (1.0 - std::pow(options_.beta1, t)));
+  return p;
+}
+
+void Adam::step(Context& ctx, double lr) {
+  const ops::AdamUpdateParams p = update_params(lr);
   for (const auto& r : params_.trained_ranges()) {
     Tensor values = range_of(params_.flat_values(), r), m = range_of(momentum_, r), v = range_of(second_moment_, r);
     ops::adam_update(ctx, p, values, range_of(params_.flat_grads(), r), m, v);
@@ -49,6 +54,28 @@ void Adam::step(Context& ctx, double lr) {
 }
 
 ops::OpNames Adam::ops() const { return {"adam_update"}; }
+
+// Adam over the dense parameters (in merged ranges, as Adam::step), then each trained lookup-only
+// table row by row.
+void LazyAdam::step(Context& ctx, double lr) {
+  const ops::AdamUpdateParams p = update_params(lr);
+  Tensor& m_flat = momentum_buffer();
+  Tensor& v_flat = second_moment_buffer();
+  for (const auto& r : params_.trained_dense_ranges()) {
+    Tensor values = range_of(params_.flat_values(), r), m = range_of(m_flat, r), v = range_of(v_flat, r);
+    ops::adam_update(ctx, p, values, range_of(params_.flat_grads(), r), m, v);
+  }
+  for (int i = 0; i < params_.num_parameters(); ++i) {
+    if (!params_.lookup_only(i) || params_.frozen(i)) continue;
+    const nn::TensorInfo& info = params_.parameter_info(i);
+    const std::pair<int64_t, int64_t> r{info.offset, info.offset + shape_numel(info.shape)};
+    Tensor values = range_of(params_.flat_values(), r), m = range_of(m_flat, r), v = range_of(v_flat, r);
+    ops::lazy_adam_update(ctx, p, values, range_of(params_.flat_grads(), r), m, v, info.shape[1]);
+  }
+  count_step();
+}
+
+ops::OpNames LazyAdam::ops() const { return {"adam_update", "lazy_adam_update"}; }
 
 Json Adam::describe() const {
   Json j = Json::object();

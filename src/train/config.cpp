@@ -71,12 +71,12 @@ void check_adam(const TrainConfig& c) {
   require(c.adam_beta2 >= 0 && c.adam_beta2 < 1, "--adam-beta2 must be in [0, 1), got " + shortest(c.adam_beta2));
   require(c.adam_epsilon > 0 && std::isfinite(c.adam_epsilon),
           "--adam-epsilon must be > 0, got " + shortest(c.adam_epsilon));
-  if (c.optimizer != "adam") return;
+  if (!uses_adam(c)) return;
   require(!c.nesterov, "--nesterov is for --optimizer sgd; Adam has no Nesterov form");
   require(c.weight_decay == 0 || c.weight_decay == TrainConfig{}.weight_decay,
-          "--weight-decay " + shortest(c.weight_decay) +
-              ": --optimizer adam applies no weight decay (torch.optim.Adam as the MLPerf NCF reference uses it); "
-              "leave --weight-decay out");
+          "--weight-decay " + shortest(c.weight_decay) + ": --optimizer " + c.optimizer +
+              " applies no weight decay (torch.optim.Adam as the MLPerf NCF reference uses it, TensorFlow's "
+              "LazyAdamOptimizer as the Transformer reference uses it); leave --weight-decay out");
 }
 
 void check_schedule(const TrainConfig& c) {
@@ -92,8 +92,8 @@ void check_schedule(const TrainConfig& c) {
           "--warmup-epochs must be >= 0, got " + shortest(c.warmup_epochs));
   check_schedule_shape(c);
   require(c.label_smoothing >= 0 && c.label_smoothing < 1, "--label-smoothing must be in [0, 1)");
-  require(one_of(c.optimizer, {"sgd", "lars", "adam"}),
-          "unknown --optimizer '" + c.optimizer + "' (known: sgd, lars, adam)");
+  require(one_of(c.optimizer, {"sgd", "lars", "adam", "lazy_adam"}),
+          "unknown --optimizer '" + c.optimizer + "' (known: sgd, lars, adam, lazy_adam)");
   require(!(c.optimizer == "lars" && c.nesterov), "--nesterov is for --optimizer sgd; LARS has no Nesterov form");
   require(c.lars_trust_coefficient > 0 && std::isfinite(c.lars_trust_coefficient),
           "--lars-trust-coefficient must be positive, got " + shortest(c.lars_trust_coefficient));
@@ -392,6 +392,7 @@ optim::AdamOptions adam_options(const TrainConfig& c) {
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, nn::ParameterSet& params) {
   if (c.optimizer == "lars") return std::make_unique<optim::Lars>(params, lars_options(c));
   if (c.optimizer == "adam") return std::make_unique<optim::Adam>(params, adam_options(c));
+  if (c.optimizer == "lazy_adam") return std::make_unique<optim::LazyAdam>(params, adam_options(c));
   return std::make_unique<optim::Sgd>(params, sgd_options(c));
 }
 

@@ -83,7 +83,7 @@ void MlperfLog::hyperparameters(const TrainConfig& c, const MlperfRunFacts& f) {
   log_.point("gradient_accumulation_steps", c.accumulate_steps, ST_MLLOG_HERE);
   log_.point("seed", static_cast<int64_t>(c.seed), ST_MLLOG_HERE);
   log_.point("opt_name", f.optimizer, ST_MLLOG_HERE);
-  if (f.optimizer == "adam") {
+  if (f.optimizer == "adam" || f.optimizer == "lazy_adam") {
     // MLPerf's keys for Adam (mlcommons/logging constants, as the NCF reference logs them); the
     // ResNet rules know only sgd and lars (closed_resnet.yaml), so mllog_check.py refuses such a log.
     log_.point("opt_base_learning_rate", c.base_lr, ST_MLLOG_HERE);

@@ -40,7 +40,7 @@ Json run_identity(const TrainConfig& c, const Task& task, int64_t global_batch) 
     j.set("--lars-trust-coefficient", c.lars_trust_coefficient);
     j.set("--lars-epsilon", c.lars_epsilon);
   }
-  if (c.optimizer == "adam") {
+  if (uses_adam(c)) {
     j.set("--adam-beta1", c.adam_beta1);
     j.set("--adam-beta2", c.adam_beta2);
     j.set("--adam-epsilon", c.adam_epsilon);

@@ -33,6 +33,10 @@ expect_failure "adam with weight decay" "--weight-decay 0.01: --optimizer adam a
   "$BIN/scaletrain" train --data "$T/gray" --optimizer adam --weight-decay 0.01
 expect_failure "adam with nesterov" "--nesterov is for --optimizer sgd; Adam has no Nesterov form" \
   "$BIN/scaletrain" train --data "$T/gray" --optimizer adam --nesterov
+expect_failure "lazy_adam with weight decay" "--weight-decay 0.01: --optimizer lazy_adam applies no weight decay" \
+  "$BIN/scaletrain" train --data "$T/gray" --optimizer lazy_adam --weight-decay 0.01
+expect_failure "an unknown optimizer" "unknown --optimizer 'lazyadam' (known: sgd, lars, adam, lazy_adam)" \
+  "$BIN/scaletrain" train --data "$T/gray" --optimizer lazyadam
 # The schedule's shape options belong to one schedule each; auxiliary heads to models that have them.
 expect_failure "step epochs not numbers" "--lr-step-epochs '20,x': 'x' is not an epoch" \
   "$BIN/scaletrain" train --data "$T/gray" --lr-schedule step --lr-step-epochs 20,x

@@ -226,6 +226,34 @@ c = json.load(open('$W/sgd/report.json'))['config']
 assert (c['optimizer'], c['base_lr'], c['lr_schedule']) == ('sgd', 0.5, 'cosine'), c
 print('ok: --optimizer sgd --base-lr 0.5 --lr-schedule cosine kept')"
 
+echo "== --optimizer lazy_adam: a step moves only the table rows it looked up; adam moves more"
+# Three steps of 2 x 256 samples, a checkpoint after each: between steps 2 and 3 LazyAdam changes
+# at most 512 rows of a user table (its weights and both moments together), Adam also the rows of
+# steps 1 and 2 on their momentum.
+for opt in lazy_adam adam; do
+  "${MPIRUN[@]}" "$BIN/scaletrain" train "${NCF[@]}" --epochs 1 --max-steps 3 --optimizer "$opt" \
+    --checkpoint-every-steps 1 --keep-checkpoints 3 --output-dir "$W/$opt" >"$W/$opt.log" 2>&1 ||
+    fail "$opt run: $(tail -n 20 "$W/$opt.log")"
+done
+$PY - "$W" <<'PY'
+import h5py, json, sys
+import numpy as np
+W = sys.argv[1]
+def changed(run, table="mf_user_embed.weight"):
+    a, b = (h5py.File(f"{W}/{run}/checkpoints/step-{s:09d}.h5", "r") for s in (2, 3))
+    rows = lambda name: np.any(a[name][()] != b[name][()], axis=1)
+    w = rows(f"model/{table}")
+    m, v = rows(f"optimizer/{table}"), rows(f"optimizer/{table}.exp_avg_sq")
+    return w, m, v
+lw, lm, lv = changed("lazy_adam")
+aw, _, _ = changed("adam")
+assert (lw == lm).all() and (lw == lv).all(), "lazy_adam: a row's weights and moments must change together"
+assert 0 < lw.sum() <= 512 < aw.sum(), (int(lw.sum()), int(aw.sum()))
+log = [json.loads(l[9:]) for l in open(f"{W}/lazy_adam/mllog.txt") if l.startswith(":::MLLOG ")]
+assert [e["value"] for e in log if e["key"] == "opt_name"] == ["lazy_adam"]
+print(f"ok: step 3 changed {int(lw.sum())} user rows under lazy_adam, {int(aw.sum())} under adam")
+PY
+
 echo "== inputs/ncf_movielens.ini: the MLPerf hyperparameters, as a config file"
 "$BIN/scaletrain" train --config "${ST_SOURCE:-.}/inputs/ncf_movielens.ini" --data "$W/data" --batch-size 256 \
   --max-steps 2 --threads 1 --output-dir "$W/ini" >"$W/ini.log" 2>&1 || fail "the config: $(tail -n 20 "$W/ini.log")"

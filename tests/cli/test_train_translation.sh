@@ -2,9 +2,12 @@
 # scaletrain train for the translation task (issue 25), with real processes and files:
 #  - transformer-tiny on 2 ranks on a synthetic reverse task: the progress line counts tokens/s,
 #    report.json gives tokens_per_s beside samples_per_s and BLEU as the quality, the MLPerf log
-#    has the transformer keys (opt_name adam, opt_adam_epsilon 1e-9, warmup steps,
+#    has the transformer keys (opt_name lazy_adam, the reference's optimizer and the models'
+#    default, opt_adam_epsilon 1e-9, warmup steps,
 #    max_sequence_length with its method) and eval_accuracy = BLEU / 100, and it passes
 #    tests/python/mllog_check.py's Transformer rules;
+#  - the same run with --optimizer adam ends with the same weights and moments, bit for bit (the
+#    embedding is shared with the output projection: every row has a gradient every step);
 #  - a run stopped by SIGUSR1 mid-epoch and resumed ends bitwise equal to one that was not
 #    stopped (the token batches are a function of seed and epoch; dropout of the step);
 #  - evaluation decodes with beam search by default (beam 4, alpha 0.6, in report.json's config);
@@ -47,7 +50,7 @@ for line in open(run + "/mllog.txt"):
         e = json.loads(line[len(":::MLLOG "):])
         keys.setdefault(e["key"], []).append(e["value"])
 assert keys["submission_benchmark"] == ["transformer"], keys["submission_benchmark"]
-assert keys["opt_name"] == ["adam"] and keys["opt_adam_epsilon"] == [1e-9], (keys["opt_name"], keys["opt_adam_epsilon"])
+assert keys["opt_name"] == ["lazy_adam"] and keys["opt_adam_epsilon"] == [1e-9], (keys["opt_name"], keys["opt_adam_epsilon"])
 assert keys["opt_adam_beta_2"] == [0.997] and keys["opt_learning_rate_warmup_steps"] == [50]
 assert keys["max_sequence_length"] == [11]
 meta = [json.loads(l[len(":::MLLOG "):])["metadata"] for l in open(run + "/mllog.txt") if '"max_sequence_length"' in l]
@@ -61,6 +64,11 @@ PY
 # method of max_sequence_length, the evaluation every epoch).
 out=$("$PY" "$(dirname "$0")/../python/mllog_check.py" "$T/ref/mllog.txt") || fail "mllog_check refused the log: $out"
 grep -q "^mllog: OK" <<<"$out" || fail "mllog_check: $out"
+
+echo "== --optimizer adam: LazyAdam's weights and moments, bit for bit (no lookup-only table)"
+"${ON2[@]}" --optimizer adam --output-dir "$T/adam" >"$T/adam.log"
+"${CK[@]}" same "$T/ref" "$T/adam"
+grep -q '"key": "opt_name", "value": "adam"' "$T/adam/mllog.txt" || fail "the adam run's MLLOG opt_name: $(grep opt_name "$T/adam/mllog.txt")"
 
 echo "== decoding: beam search 4, alpha 0.6 by default; scaletrain eval with beam 4 and greedy"
 report_check "$T/ref" 'r["config"]["beam_size"] == 4 and r["config"]["length_penalty"] == 0.6'

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # NCF (NeuMF, Adam, the recommendation task) trained 200 steps on the GPU and on the CPU from the
 # same weights and the same batches: embedding, concat, product and BCE kernels, Adam's update and
-# the ranking evaluation (pairs to the GPU, logits back) on the GPU, against the CPU. Skips (77)
-# without a GPU.
+# the ranking evaluation (pairs to the GPU, logits back) on the GPU, against the CPU; 3 steps of
+# --optimizer lazy_adam too. Skips (77) without a GPU.
 source "$(dirname "$0")/lib.sh"
 require_gpu
 T=$TMP_ROOT/gpu_ncf_training
@@ -39,6 +39,11 @@ short=(--model ncf --data "$T/data" --epochs 1 --max-steps 3 --batch-size "$batc
 run_train gpu3 1 "$DEV" "$TEST_ARGS" "${short[@]}"
 run_train cpu3 1 cpu "" "${short[@]}"
 compare_checkpoints --what params --tolerance 1e-4 "$T/gpu3" "$T/cpu3" || status=1
+# --optimizer lazy_adam: the same 3 steps with lazy_adam_update on the four tables (rows a step did
+# not look up kept as they were), against the CPU's, at the same tolerance.
+run_train lazy-gpu3 1 "$DEV" "$TEST_ARGS" "${short[@]}" --optimizer lazy_adam
+run_train lazy-cpu3 1 cpu "" "${short[@]}" --optimizer lazy_adam
+compare_checkpoints --what params --tolerance 1e-4 "$T/lazy-gpu3" "$T/lazy-cpu3" || status=1
 "$PY" - "$T/gpu/report.json" "$T/cpu/report.json" <<'PY' || status=1
 import json, sys
 g, c = (json.load(open(p))["final_val_accuracy"] for p in sys.argv[1:3])

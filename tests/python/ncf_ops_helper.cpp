@@ -7,7 +7,8 @@
 // IN.h5:  table (V, D), indices (N) i32, dout (N, D); a, b, dy (N, D); left (N, A), right (N, B),
 //         dcat (N, A + B); logits (N, 1), targets (N, 1); adam_w (P), adam_grads (S, P)
 // OUT.h5: out, dtable; y, da, db; cat, dleft, dright; loss (1), dlogits; adam_w (S, P) (the
-//         weights after each step), adam_m (P), adam_v (P)
+//         weights after each step), adam_m (P), adam_v (P); lazy_w_steps (S, R, W), lazy_m, lazy_v
+//         (LazyAdam on lazy_w (R, W) with lazy_grads (S, R, W))
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -86,6 +87,27 @@ void run_adam(st::Context& ctx, const H5File& in, H5File& out, double lr, const 
   out.write("adam_v", adam.second_moment_buffer());
 }
 
+// LazyAdam on a lookup-only table: lazy_w (R, W), lazy_grads (S, R, W) whose untouched rows are
+// zeros; writes lazy_w_steps (S, R, W), lazy_m, lazy_v.
+void run_lazy_adam(st::Context& ctx, const H5File& in, H5File& out, double lr, const st::optim::AdamOptions& options) {
+  const st::Tensor w0 = in.read("lazy_w", st::DType::f32), grads = in.read("lazy_grads", st::DType::f32);
+  const int64_t steps = grads.dim(0), n = w0.numel();
+  st::nn::ParameterSet params;
+  params.set_lookup_only(params.add_parameter("table", w0.shape()));
+  params.finalize();
+  params.value(0).copy_from(w0);
+  st::optim::LazyAdam adam(params, options);
+  st::Tensor history = st::Tensor::empty({steps, w0.dim(0), w0.dim(1)});
+  for (int64_t s = 0; s < steps; ++s) {
+    params.flat_grads().copy_from(st::Tensor::view_of(grads, s * n, {n}));
+    adam.step(ctx, lr);
+    st::Tensor::view_of(history, s * n, {n}).copy_from(params.flat_values());
+  }
+  out.write("lazy_w_steps", history);
+  out.write("lazy_m", adam.momentum_buffer());
+  out.write("lazy_v", adam.second_moment_buffer());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -104,6 +126,7 @@ int main(int argc, char** argv) {
     const st::optim::AdamOptions options{std::strtod(argv[4], nullptr), std::strtod(argv[5], nullptr),
                                          std::strtod(argv[6], nullptr)};
     run_adam(ctx, in, out, std::strtod(argv[3], nullptr), options);
+    run_lazy_adam(ctx, in, out, std::strtod(argv[3], nullptr), options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: error: %s\n", argv[0], e.what());
     return 1;

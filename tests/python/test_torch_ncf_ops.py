@@ -9,6 +9,11 @@ Tolerances (|ours - torch| <= atol + rtol * |torch|):
 - embedding backward: 1e-6 + 1e-5 rel (repeated rows sum in a different order from torch's);
 - BCE-with-logits: loss 1e-6 rel (torch sums in float), gradient 1e-8 + 1e-5 rel;
 - Adam: weights 1e-6 + 1e-6 rel after each of 5 steps (a few float ulps of drift), moments 1e-5 rel.
+- LazyAdam (--optimizer lazy_adam) on a lookup-only table against torch.optim.SparseAdam fed the
+  touched rows as a sparse gradient: rows no step touched exactly as they were; the rest 1e-6 +
+  1e-5 rel after each step (SparseAdam groups the bias corrections as TensorFlow does, epsilon
+  added before the second moment's correction: a 1e-8 difference at these gradients), moments
+  1e-6 + 1e-5 rel (SparseAdam rounds m + (g - m)(1 - b1), we b1 m + (1 - b1) g). Adam on the same table would move the rows a step skipped: the test checks that too.
 """
 import os
 import shutil
@@ -50,6 +55,14 @@ inputs = {
     "adam_w": f32(P), "adam_grads": f32(STEPS, P, lo=-3.0, hi=3.0),
 }
 inputs["adam_grads"][:, :7] = 0.0  # rows of an embedding that a batch did not touch
+# LazyAdam: a 40 x 8 table; in each step about a third of the rows untouched (zero gradient),
+# row 39 in every step.
+R, W = 40, 8
+inputs["lazy_w"] = f32(R, W)
+inputs["lazy_grads"] = f32(STEPS, R, W, lo=-3.0, hi=3.0)
+touched = rng.random((STEPS, R)) < 0.65
+touched[:, R - 1] = False
+inputs["lazy_grads"][~touched] = 0.0
 with h5py.File(os.path.join(root, "in.h5"), "w") as f:
     for name, value in inputs.items():
         f.create_dataset(name, data=value)
@@ -100,6 +113,33 @@ for config, (beta1, beta2, eps) in ADAM_CONFIGS.items():
     compare(failures, f"adam {config}: first moment", ours["adam_m"], state["exp_avg"], 1e-9, 1e-5)
     compare(failures, f"adam {config}: second moment", ours["adam_v"], state["exp_avg_sq"], 1e-9, 1e-5)
     compare(failures, f"adam {config}: untouched weights", ours["adam_w"][:, :7], torch.stack(history)[:, :7], 0.0, 0.0)
+
+    lazy_table = t["lazy_w"].clone().requires_grad_()
+    sparse = torch.optim.SparseAdam([lazy_table], lr=LR, betas=(beta1, beta2), eps=eps)
+    history = []
+    for s in range(STEPS):
+        rows = torch.from_numpy(np.nonzero(touched[s])[0])
+        lazy_table.grad = torch.sparse_coo_tensor(rows.unsqueeze(0), t["lazy_grads"][s][rows], (R, W))
+        sparse.step()
+        history.append(lazy_table.detach().clone())
+    state = sparse.state[lazy_table]
+    compare(failures, f"lazy_adam {config}: weights after each step", ours["lazy_w_steps"], torch.stack(history),
+            1e-6, 1e-5)
+    # SparseAdam rounds m + (g - m)(1 - b1), ours b1 m + (1 - b1) g: a few 1e-8 apart at these sizes.
+    compare(failures, f"lazy_adam {config}: first moment", ours["lazy_m"], state["exp_avg"].reshape(-1), 1e-6, 1e-5)
+    compare(failures, f"lazy_adam {config}: second moment", ours["lazy_v"], state["exp_avg_sq"].reshape(-1), 1e-9,
+            1e-5)
+    compare(failures, f"lazy_adam {config}: the row no step touched", ours["lazy_w_steps"][:, R - 1],
+            t["lazy_w"][R - 1].expand(STEPS, W), 0.0, 0.0)
+    # The test can fail: dense Adam on the same table moves the skipped rows on their momentum.
+    dense = t["lazy_w"].clone().requires_grad_()
+    adam = torch.optim.Adam([dense], lr=LR, betas=(beta1, beta2), eps=eps)
+    for s in range(STEPS):
+        dense.grad = t["lazy_grads"][s].clone()
+        adam.step()
+    moved = (dense.detach() - torch.stack(history)[-1]).abs().max().item()
+    if moved < 1e-4:
+        failures.append(f"lazy_adam {config}: dense Adam ends within {moved:.3g} of SparseAdam: the check is vacuous")
 
 if failures:
     print("FAILED:\n  " + "\n  ".join(failures))

@@ -1348,6 +1348,56 @@ OpCase adam_update_case(int64_t n, int step, uint64_t seed) {
   return c;
 }
 
+// lazy_adam_update on a rows x width table whose gradient leaves every third row all zeros (rows
+// no sample looked up) and every fifth row zero but for its last element (touched: the row test
+// must look past the first element). Untouched rows keep w, m and v; the others get Adam's update.
+OpCase lazy_adam_update_case(int64_t rows, int64_t width, int step, uint64_t seed) {
+  const double beta1 = 0.9, beta2 = 0.98, lr = 0.01;
+  ops::AdamUpdateParams p;
+  p.beta1 = float(beta1), p.one_minus_beta1 = float(1.0 - beta1), p.beta2 = float(beta2);
+  p.one_minus_beta2 = float(1.0 - beta2), p.epsilon = 1e-9f;
+  p.bias_correction2_sqrt = float(std::sqrt(1.0 - std::pow(beta2, step)));
+  p.neg_step_size = float(-lr / (1.0 - std::pow(beta1, step)));
+  const int64_t n = rows * width;
+  OpCase c;
+  c.name = "lazy_adam_update " + std::to_string(rows) + "x" + std::to_string(width) + " step " + std::to_string(step);
+  c.ops = {"lazy_adam_update"};
+  c.make_inputs = [=] {
+    std::vector<double> g = random_floats(static_cast<std::size_t>(n), seed + 1);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < width; ++j)
+        if (r % 3 == 1 || (r % 5 == 0 && j != width - 1)) g[r * width + j] = 0.0;
+    return NamedTensors{{"w", random_tensor({n}, seed)},
+                        {"grad", to_tensor(g, {n})},
+                        {"m", random_tensor({n}, seed + 2, -0.1, 0.1)},
+                        {"v", random_tensor({n}, seed + 3, 0.0, 0.01)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor w = copy_on(ctx, input(in, "w")), m = copy_on(ctx, input(in, "m")), v = copy_on(ctx, input(in, "v"));
+    ops::lazy_adam_update(ctx, p, w, on(ctx, input(in, "grad")), m, v, width);
+    ctx.synchronize();
+    return NamedTensors{{"w", to_cpu(w)}, {"m", to_cpu(m)}, {"v", to_cpu(v)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    auto w = values(in, "w"), m = values(in, "m"), v = values(in, "v");
+    const auto g = values(in, "grad");
+    for (int64_t r = 0; r < rows; ++r) {
+      if (r % 3 == 1) continue;  // untouched: everything as it was
+      for (int64_t i = r * width; i < (r + 1) * width; ++i) {
+        m[i] = beta1 * m[i] + (1.0 - beta1) * g[i];
+        v[i] = beta2 * v[i] + (1.0 - beta2) * g[i] * g[i];
+        const double denom = std::sqrt(v[i]) / double(p.bias_correction2_sqrt) + 1e-9;
+        w[i] += double(p.neg_step_size) * m[i] / denom;
+      }
+    }
+    return NamedValues{{"w", w}, {"m", m}, {"v", v}};
+  };
+  // As adam_update's case: the same element arithmetic.
+  const Tolerance tw{1e-6, 1e-5}, backend{1e-7, 5e-7};
+  c.outputs = {{"w", tw, backend}, {"m", kUpdateRounding, backend}, {"v", kUpdateRounding, backend}};
+  return c;
+}
+
 // Three tensors' worth of chunks in one flat buffer: sizes 5000, 17, 40000 in chunks of 4096.
 std::vector<ops::LarsChunk> lars_chunks(int64_t n) {
   std::vector<ops::LarsChunk> chunks;
@@ -1516,6 +1566,9 @@ std::vector<OpCase> build_cases() {
   cases.push_back(sgd_update_case(40000, true, next_seed()));
   cases.push_back(adam_update_case(1001, 1, next_seed()));
   cases.push_back(adam_update_case(40000, 37, next_seed()));
+  cases.push_back(lazy_adam_update_case(30, 7, 1, next_seed()));      // narrower than a warp
+  cases.push_back(lazy_adam_update_case(1000, 64, 12, next_seed()));  // NCF's widths, many blocks
+  cases.push_back(lazy_adam_update_case(9, 600, 3, next_seed()));     // wider than a block
   cases.push_back(lars_case(5017, next_seed()));
   cases.push_back(lars_case(45017, next_seed()));
   cases.push_back(accumulate_case(1001, next_seed()));

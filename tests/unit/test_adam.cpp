@@ -1,7 +1,9 @@
 // Adam: the first step by hand (exact where every quantity is a binary fraction: the bias
 // correction makes it lr * g / (|g| + eps)), a second step by hand, several steps on a small
 // ParameterSet against a float64 loop written from the rule in adam.hpp, the state a checkpoint
-// needs (both moments and the step count) resuming bit for bit, and the option checks.
+// needs (both moments and the step count) resuming bit for bit, and the option checks. LazyAdam:
+// a lookup-only table's untouched rows (all-zero gradient) keep weights and moments while the
+// rest follows the float64 rule, and without lookup-only parameters it is Adam bit for bit.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <string>
@@ -15,6 +17,7 @@
 using scaletrain::nn::ParameterSet;
 using scaletrain::optim::Adam;
 using scaletrain::optim::AdamOptions;
+using scaletrain::optim::LazyAdam;
 
 namespace {
 
@@ -186,6 +189,97 @@ BOOST_AUTO_TEST_CASE(describe_and_option_checks) {
     BOOST_FAIL("no error");
   } catch (const scaletrain::Error& e) {
     BOOST_TEST(std::string(e.what()).find("beta2 must be in [0, 1)") != std::string::npos, e.what());
+  }
+}
+
+// A 6 x 4 lookup-only table and a dense 5-vector; in step s table row r is untouched (zero
+// gradient) where (r + s) % 3 == 0, and row 5 in every step. The float64 reference skips exactly
+// those rows and counts every step in the bias corrections; the dense vector's element 2 has a
+// zero gradient too, and as a dense parameter it still moves on its momentum.
+BOOST_AUTO_TEST_CASE(lazy_adam_updates_only_touched_rows) {
+  ParameterSet q;
+  const int table = q.add_parameter("table", {6, 4});
+  q.add_parameter("bias", {5});
+  q.set_lookup_only(table);
+  q.finalize();
+  const std::size_t n = 29, width = 4, table_elems = 24;
+  std::vector<double> w = scaletrain::test::random_vector(n, 3);
+  for (auto& x : w) x = static_cast<float>(x);
+  float* pw = q.flat_values().data<float>();
+  for (std::size_t i = 0; i < n; ++i) pw[i] = static_cast<float>(w[i]);
+  const std::vector<double> w0 = w;
+  const AdamOptions o{0.9, 0.98, 1e-9};
+  LazyAdam opt(q, o);
+  BOOST_TEST(std::string(opt.name()) == "lazy_adam");
+  std::vector<double> m(n, 0.0), v(n, 0.0);
+  for (int s = 1; s <= 5; ++s) {
+    auto g = scaletrain::test::random_vector(n, 200 + s, -2.0, 2.0);
+    for (auto& x : g) x = static_cast<float>(x);
+    for (std::size_t r = 0; r < 6; ++r)
+      if ((r + s) % 3 == 0 || r == 5)
+        for (std::size_t j = 0; j < width; ++j) g[r * width + j] = 0.0;
+    g[table_elems + 2] = 0.0;
+    set_grads(q, g);
+    const double lr = 0.01 * s, bc1 = 1 - std::pow(o.beta1, s), bc2 = 1 - std::pow(o.beta2, s);
+    opt.step(scaletrain::test::cpu_context(), lr);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t r = i / width;
+      if (i < table_elems && ((r + s) % 3 == 0 || r == 5)) continue;
+      m[i] = o.beta1 * m[i] + (1 - o.beta1) * g[i];
+      v[i] = o.beta2 * v[i] + (1 - o.beta2) * g[i] * g[i];
+      w[i] -= lr / bc1 * m[i] / (std::sqrt(v[i]) / std::sqrt(bc2) + o.epsilon);
+    }
+  }
+  ST_CHECK_CLOSE_VECTORS(values(q), w, 1e-6, 1e-5);
+  ST_CHECK_CLOSE_VECTORS(scaletrain::test::to_vector(opt.momentum_buffer()), m, 1e-7, 1e-5);
+  ST_CHECK_CLOSE_VECTORS(scaletrain::test::to_vector(opt.second_moment_buffer()), v, 1e-9, 1e-5);
+  // The row no step touched: its weights bit for bit, its moments zero.
+  for (std::size_t i = 5 * width; i < 6 * width; ++i) {
+    BOOST_TEST(values(q)[i] == w0[i]);
+    BOOST_TEST(opt.momentum_buffer().data<float>()[i] == 0.0f);
+    BOOST_TEST(opt.second_moment_buffer().data<float>()[i] == 0.0f);
+  }
+  BOOST_TEST(opt.steps() == 5);
+}
+
+// No lookup-only parameter (the Transformer's case): LazyAdam's steps are Adam's, bit for bit,
+// zero gradient rows included.
+BOOST_AUTO_TEST_CASE(lazy_adam_without_lookup_tables_is_adam) {
+  auto make = [] {
+    ParameterSet p;
+    p.add_parameter("table", {6, 4});
+    p.add_parameter("bias", {5});
+    p.finalize();
+    const auto w = scaletrain::test::random_vector(29, 5);
+    for (std::size_t i = 0; i < w.size(); ++i) p.flat_values().data<float>()[i] = static_cast<float>(w[i]);
+    return p;
+  };
+  ParameterSet a = make(), b = make();
+  Adam adam(a, AdamOptions{});
+  LazyAdam lazy(b, AdamOptions{});
+  for (int s = 0; s < 4; ++s) {
+    auto g = scaletrain::test::random_vector(29, 300 + s);
+    for (std::size_t j = 4; j < 8; ++j) g[j] = 0.0;  // row 1 untouched
+    set_grads(a, g);
+    set_grads(b, g);
+    adam.step(scaletrain::test::cpu_context(), 0.01);
+    lazy.step(scaletrain::test::cpu_context(), 0.01);
+  }
+  BOOST_TEST(values(a) == values(b), boost::test_tools::per_element());
+  BOOST_TEST(scaletrain::test::to_vector(adam.second_moment_buffer()) ==
+                 scaletrain::test::to_vector(lazy.second_moment_buffer()),
+             boost::test_tools::per_element());
+}
+
+// Only a 2-D table can be lookup-only.
+BOOST_AUTO_TEST_CASE(lookup_only_needs_a_table) {
+  ParameterSet p;
+  const int bias = p.add_parameter("bias", {5});
+  try {
+    p.set_lookup_only(bias);
+    BOOST_FAIL("set_lookup_only accepted a 1-D parameter");
+  } catch (const scaletrain::Error& e) {
+    BOOST_TEST(std::string(e.what()).find("bias is not a table") != std::string::npos, e.what());
   }
 }
 

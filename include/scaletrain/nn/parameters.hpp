@@ -66,6 +66,15 @@ class ParameterSet {
   // ones merged: the whole buffer in one range when nothing is frozen.
   std::vector<std::pair<int64_t, int64_t>> trained_ranges() const;
 
+  // A lookup-only parameter is a table (rows x width, 2-D) that the model reads only by row
+  // lookups, as NCF's embeddings: a row no sample of a step looked up gets a gradient of exact
+  // zeros, which --optimizer lazy_adam takes to mean "untouched" (optim::LazyAdam). A table that
+  // is also used densely (the Transformer's embedding, shared with the output projection) is not.
+  void set_lookup_only(int i);
+  bool lookup_only(int i) const { return lookup_only_.at(i) != 0; }
+  // As trained_ranges(), less the lookup-only parameters.
+  std::vector<std::pair<int64_t, int64_t>> trained_dense_ranges() const;
+
   // Called by layers during backward, once per parameter per step.
   void mark_grad_ready(int i) {
     if (hook_) hook_(i);
@@ -74,8 +83,11 @@ class ParameterSet {
 
  private:
   void check_new_name(const std::string& name) const;
+  // Trained parameters' element ranges, adjacent ones merged; without lookup-only ones if asked.
+  std::vector<std::pair<int64_t, int64_t>> ranges_of(bool skip_lookup_only) const;
   std::vector<TensorInfo> params_, buffers_;
-  std::vector<char> frozen_;  // per parameter
+  std::vector<char> frozen_;       // per parameter
+  std::vector<char> lookup_only_;  // per parameter
   std::vector<Tensor> values_, grads_, buffer_values_;
   Tensor flat_values_, flat_grads_, flat_buffers_;
   int64_t param_elems_ = 0, buffer_elems_ = 0;

@@ -25,6 +25,7 @@
 
 #include "scaletrain/core/json.hpp"
 #include "scaletrain/nn/parameters.hpp"
+#include "scaletrain/ops/adam.hpp"
 #include "scaletrain/optim/optimizer.hpp"
 #include "scaletrain/tensor/tensor.hpp"
 
@@ -64,9 +65,37 @@ class Adam : public Optimizer {
   // View of parameter i's second moment, with the parameter's shape (for checkpoints).
   Tensor second_moment_view(int i) { return state_view(second_moment_, i); }
 
+ protected:
+  // The update's float coefficients for this step (t = steps() + 1) and learning rate lr.
+  ops::AdamUpdateParams update_params(double lr) const;
+
  private:
   AdamOptions options_;
   Tensor second_moment_;
+};
+
+// LazyAdam (--optimizer lazy_adam, MLPerf's opt_name "lazy_adam"): TensorFlow's LazyAdamOptimizer,
+// which the MLPerf Transformer reference trains with. On a lookup-only table
+// (ParameterSet::set_lookup_only) it updates only the rows the step looked up, whose gradient is
+// not all zeros, and leaves the other rows' weights and moments as they are; every other
+// parameter gets Adam's update. Its bias corrections count every step, as TensorFlow's do.
+//
+// Where no parameter is lookup-only it is Adam, bit for bit: the Transformer's embedding is shared
+// with the output projection, whose gradient reaches every row, so TensorFlow too densifies it
+// and applies Adam's update to every row. On NCF's tables it differs from Adam: an untouched row's
+// moments do not decay and its weights do not move on old momentum. A row that was looked up but
+// whose summed gradient is exactly zero counts as untouched here (TensorFlow would decay its
+// moments): with float gradients from the loss this needs an exact cancellation.
+//
+// The update's arithmetic is Adam's (PyTorch's grouping of the bias corrections, above), not
+// TensorFlow's, which adds epsilon before correcting the second moment: the two differ by epsilon
+// scaled by 1/sqrt(1 - beta2^t) - 1, nothing beside the gradients' size for epsilon 1e-9.
+class LazyAdam : public Adam {
+ public:
+  LazyAdam(nn::ParameterSet& params, const AdamOptions& options) : Adam(params, options) {}
+  void step(Context& ctx, double lr) override;
+  ops::OpNames ops() const override;
+  const char* name() const override { return "lazy_adam"; }
 };
 
 }  // namespace scaletrain::optim

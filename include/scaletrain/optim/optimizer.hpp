@@ -35,7 +35,7 @@ class Optimizer {
   virtual void step(Context& ctx, double lr) = 0;
   // The ops its step runs (ops/registry.hpp): --device asks each of them of the device.
   virtual ops::OpNames ops() const = 0;
-  // "sgd", "lars" or "adam": the value of --optimizer and of MLPerf's opt_name.
+  // "sgd", "lars", "adam" or "lazy_adam": the value of --optimizer and of MLPerf's opt_name.
   virtual const char* name() const = 0;
   // Name and hyper-parameters, for report.json.
   virtual Json describe() const = 0;

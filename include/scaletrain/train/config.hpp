@@ -222,6 +222,10 @@ optim::LrScheduleOptions schedule_options(const TrainConfig& config, int64_t ste
 optim::SgdOptions sgd_options(const TrainConfig& config);
 optim::LarsOptions lars_options(const TrainConfig& config);
 optim::AdamOptions adam_options(const TrainConfig& config);
+// --optimizer adam or lazy_adam: the ones that take the --adam-* options and Adam's MLPerf keys.
+inline bool uses_adam(const TrainConfig& config) {
+  return config.optimizer == "adam" || config.optimizer == "lazy_adam";
+}
 // The optimizer --optimizer names, over params.
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& config, nn::ParameterSet& params);
 comm::AllReduceOptions allreduce_options(const TrainConfig& config);
