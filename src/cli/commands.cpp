@@ -5,10 +5,12 @@
 
 #include <boost/program_options.hpp>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <tuple>
@@ -25,6 +27,7 @@
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/log.hpp"
 #include "scaletrain/data/dataset.hpp"
+#include "scaletrain/data/translation.hpp"
 #include "scaletrain/io/hdf5.hpp"
 #include "scaletrain/models/model.hpp"
 #include "scaletrain/models/registry.hpp"
@@ -33,6 +36,7 @@
 #include "scaletrain/train/device_choice.hpp"
 #include "scaletrain/train/task.hpp"
 #include "scaletrain/train/trainer.hpp"
+#include "scaletrain/train/translate.hpp"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -44,10 +48,11 @@ const char* kUsage =
     "usage: scaletrain <command> [options]\n"
     "\n"
     "commands:\n"
-    "  train    data-parallel training under mpirun/srun; writes checkpoints/ and report.json, resumes runs\n"
-    "  eval     a checkpoint's quality on a dataset split (top-1; HR@10 for ncf), sharded over ranks\n"
-    "  predict  a checkpoint's logits for the images or (user, item) pairs in an HDF5 file\n"
-    "  info     the models and their tasks; a model's parameter count and tensors (state_dict names)\n"
+    "  train      data-parallel training under mpirun/srun; writes checkpoints/ and report.json, resumes runs\n"
+    "  eval       a checkpoint's quality on a dataset split (top-1; HR@10 for ncf; BLEU), sharded over ranks\n"
+    "  predict    a checkpoint's logits for the images or (user, item) pairs in an HDF5 file\n"
+    "  translate  a translation model's translations of a text file, one sentence a line\n"
+    "  info       the models and their tasks; a model's parameter count and tensors (state_dict names)\n"
     "\n"
     "Run 'scaletrain <command> --help' for a command's options.\n";
 
@@ -96,6 +101,14 @@ std::string image_model_names() {
   std::string names;
   for (const models::ModelEntry& e : models::model_registry())
     if (e.task == models::kTaskImageClassification) names += (names.empty() ? "" : " | ") + e.name;
+  return names;
+}
+
+// "transformer | transformer-base | transformer-tiny": the registry's translation models.
+std::string translation_model_names() {
+  std::string names;
+  for (const models::ModelEntry& e : models::model_registry())
+    if (e.task == models::kTaskTranslation) names += (names.empty() ? "" : " | ") + e.name;
   return names;
 }
 
@@ -269,7 +282,10 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "sgd (momentum SGD, PyTorch's rule) | lars (layer-wise trust ratios as in MLPerf's ResNet-50 reference for "
       "global batches above 8k; use with --lr-schedule poly and --warmup-epochs; batch-norm and bias tensors are "
       "not adapted and not decayed) | adam (torch.optim.Adam without weight decay, for NCF; its defaults are the "
-      "MLPerf NCF reference's: --adam-beta1 0.9, --adam-beta2 0.999, --adam-epsilon 1e-8)")(
+      "MLPerf NCF reference's: --adam-beta1 0.9, --adam-beta2 0.999, --adam-epsilon 1e-8) | lazy_adam (TensorFlow's "
+      "LazyAdamOptimizer, which the MLPerf Transformer reference uses: Adam, but a lookup-only embedding table (NCF's) "
+      "updates only the rows the step looked up; where there is none, as in the Transformer, it is Adam bit for bit; "
+      "takes the --adam-* options)")(
       "lars-trust-coefficient",
       po::value(&c.lars_trust_coefficient)->default_value(c.lars_trust_coefficient, shortest(c.lars_trust_coefficient)),
       "LARS trust coefficient eta")("lars-epsilon",
@@ -569,11 +585,30 @@ std::unique_ptr<Context> open_context(const comm::Communicator& comm, const std:
   return std::make_unique<Context>(choice.device, threads, choice.gpu_index);
 }
 
+// A text output's directory must exist before the work starts, so that a typo fails at once.
+void check_output_directory(const std::string& option, const std::string& path) {
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent))
+    throw UsageError(option + " " + path + ": the directory " + parent.string() + " does not exist");
+}
+
+// Lines to `output`, each ended by "\n", written whole under a temporary name and then renamed.
+void write_lines(const std::string& output, const std::vector<std::string>& lines) {
+  const std::string tmp = output + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    for (const std::string& line : lines) out << line << '\n';
+    out.flush();
+    ST_CHECK(out, "cannot write " << tmp);
+  }
+  fs::rename(tmp, output);
+}
+
 // The checkpoint's network evaluated by its task on one split of the dataset (the task's metric:
 // top-1 over every image once, HR@10 and NDCG@10 over every user once), sharded over the ranks,
 // every rank reading the checkpoint.
 void evaluate_checkpoint(const train::TrainConfig& c, const std::string& checkpoint, const std::string& split,
-                         int64_t batch_size, int threads, const std::string& device) {
+                         int64_t batch_size, int threads, const std::string& device, const std::string& translations) {
   const comm::Communicator comm = comm::Communicator::world();
   const std::unique_ptr<train::Task> task = train::open_task_for_evaluation(c, split, comm);
   const std::unique_ptr<Context> context = open_context(comm, device, "eval", c.model, task->ops(/*training=*/false),
@@ -587,6 +622,10 @@ void evaluate_checkpoint(const train::TrainConfig& c, const std::string& checkpo
   ST_LOG("checkpoint " << weights.path << " (step " << weights.meta.step << ")");
   const train::Evaluation e = task->evaluate(comm, ctx, *network, batch_size, /*ranks_on_node=*/1);
   ST_LOG(task->describe_evaluation(e, c.data_dir + "/" + split));
+  if (!translations.empty() && comm.rank() == 0) {
+    write_lines(translations, e.translations);
+    ST_LOG("wrote " << e.translations.size() << " translations to " << translations);
+  }
 }
 
 int cmd_eval(int argc, char** argv) {
@@ -595,8 +634,10 @@ int cmd_eval(int argc, char** argv) {
   int threads = 0;
   train::TrainConfig c;  // the task's options: the dataset and how it is read
   po::options_description desc("scaletrain eval", kHelpWidth);
-  desc.add_options()("help,h", "print this help")("model", po::value(&c.model)->required(),
-                                                  (image_model_names() + " (top-1) | ncf (HR@10 and NDCG@10)").c_str())(
+  std::string translations;
+  desc.add_options()("help,h", "print this help")(
+      "model", po::value(&c.model)->required(),
+      (image_model_names() + " (top-1) | ncf (HR@10 and NDCG@10) | " + translation_model_names() + " (BLEU)").c_str())(
       "checkpoint", po::value(&checkpoint)->required(),
       "a checkpoint file, or a run directory (train --output-dir): its newest valid checkpoint")(
       "data", po::value(&c.data_dir)->required(), "dataset directory")("split", po::value(&split)->default_value(split),
@@ -610,8 +651,11 @@ int cmd_eval(int argc, char** argv) {
       "preprocess", po::value<std::string>(), kPreprocessHelp)(
       "beam-size", po::value(&c.beam_size)->default_value(c.beam_size), kBeamSizeHelp)(
       "length-penalty", po::value(&c.length_penalty)->default_value(c.length_penalty, shortest(c.length_penalty)),
-      kLengthPenaltyHelp)("verify-data", po::bool_switch(&c.verify_data),
-                          "first compare the split's shards with its manifest.json (checksums, shared by the ranks)")(
+      kLengthPenaltyHelp)("translations", po::value(&translations),
+                          "translation models: also write the split's translations to this text file, one sentence "
+                          "a line in the split's order (UTF-8, detokenized as BLEU scores them)")(
+      "verify-data", po::bool_switch(&c.verify_data),
+      "first compare the split's shards with its manifest.json (checksums, shared by the ranks)")(
       "require-checksums", po::bool_switch(&c.require_checksums),
       "refuse a split without manifest.json and, unless --verify-data, shards whose HDF5 metadata has no checksums "
       "or whose 'task'/'encoding' is a variable-length string (docs/reliability.md)");
@@ -627,7 +671,13 @@ int cmd_eval(int argc, char** argv) {
   c.preprocess = vm.count("preprocess") ? vm["preprocess"].as<std::string>() : train::default_preprocess(c.model);
   train::check_preprocess(c.preprocess, c.model);
   train::check_decoding_options(c);
-  evaluate_checkpoint(c, checkpoint, split, batch_size, threads, device);
+  if (!translations.empty()) {
+    if (models::model_entry(c.model).task != models::kTaskTranslation)
+      throw UsageError("--translations is for translation models (" + translation_model_names() + "), not --model " +
+                       c.model);
+    check_output_directory("--translations", translations);
+  }
+  evaluate_checkpoint(c, checkpoint, split, batch_size, threads, device, translations);
   return 0;
 }
 
@@ -691,6 +741,102 @@ int cmd_predict(int argc, char** argv) {
   const train::Prediction p = task->predict(*context, *network, input, weights.path, batch_size);
   write_prediction(output, p, c.model, checkpoint);
   ST_LOG("wrote logits " << shape_string(p.logits.shape()) << " to " << output);
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// translate
+
+// A text file's lines ("\n" or "\r\n" ends; a last line without one counts).
+std::vector<std::string> read_lines(const std::string& option, const std::string& path) {
+  ST_CHECK(fs::is_regular_file(path), option << " " << path << " does not exist or is not a file");
+  std::ifstream in(path, std::ios::binary);
+  ST_CHECK(in, option << " " << path << ": cannot be read");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+// The subword vocabulary to encode and decode with: --vocabulary FILE (the reference's or
+// Tensor2Tensor's format, as scaletrain-data translation --vocabulary reads it), or the one that
+// --data's val split holds (every split of a dataset shares it).
+text::SubwordTokenizer translation_vocabulary(const std::string& data_dir, const std::string& vocabulary_file) {
+  if (!vocabulary_file.empty()) {
+    ST_CHECK(fs::is_regular_file(vocabulary_file), "--vocabulary " << vocabulary_file << " does not exist");
+    return text::SubwordTokenizer::from_file(vocabulary_file);
+  }
+  const data::TranslationSplit val = data::open_translation_split(data_dir, "val");
+  return text::SubwordTokenizer::from_text(val.vocabulary.text, val.dir);
+}
+
+int cmd_translate(int argc, char** argv) {
+  std::string checkpoint, input, output, vocabulary, device = "auto";
+  int threads = 0;
+  train::TrainConfig c;  // the model and the decoding options
+  po::options_description desc("scaletrain translate", kHelpWidth);
+  desc.add_options()("help,h", "print this help")("model", po::value(&c.model)->required(),
+                                                  translation_model_names().c_str())(
+      "checkpoint", po::value(&checkpoint)->required(),
+      "a checkpoint file, or a run directory (train --output-dir): its newest valid checkpoint")(
+      "input", po::value(&input)->required(),
+      "text file to translate, UTF-8, one sentence a line (the source language of the training data)")(
+      "output", po::value(&output)->required(),
+      "text file to write: the translations, one a line in the input's order (an empty line stays empty)")(
+      "data", po::value(&c.data_dir),
+      "the dataset the model was trained on: its vocabulary (give --data or --vocabulary)")(
+      "vocabulary", po::value(&vocabulary),
+      "a subword vocabulary file instead of --data: the reference's format ('<pad>', '<EOS>' first) or "
+      "Tensor2Tensor's, as scaletrain-data translation --vocabulary takes it")(
+      "beam-size", po::value(&c.beam_size)->default_value(c.beam_size), kBeamSizeHelp)(
+      "length-penalty", po::value(&c.length_penalty)->default_value(c.length_penalty, shortest(c.length_penalty)),
+      kLengthPenaltyHelp)("threads", po::value(&threads)->default_value(threads),
+                          "CPU threads per rank (0 = cores / ranks on the node)")(
+      "device", po::value(&device)->default_value(device), kDeviceHelp);
+  po::variables_map vm;
+  if (!parse("translate", argc, argv, desc, vm)) return 0;
+  notify("translate", vm);
+  train::check_model_name(c.model);
+  if (models::model_entry(c.model).task != models::kTaskTranslation)
+    throw UsageError("--model " + c.model + " does not translate: scaletrain translate takes " +
+                     translation_model_names());
+  if (c.data_dir.empty() == vocabulary.empty())
+    throw UsageError("give the vocabulary as --data DATASET (the training data's) or --vocabulary FILE, one of them");
+  train::parse_device_request(device);
+  train::check_decoding_options(c);
+  check_output_directory("--output", output);
+
+  const comm::Communicator comm = comm::Communicator::world();
+  ST_CHECK(fs::exists(checkpoint), "--checkpoint " << checkpoint << " does not exist");
+  const checkpoint::CheckpointData weights = checkpoint::read_newest_checkpoint(checkpoint);
+  const std::unique_ptr<train::Task> task = train::open_task_of_checkpoint(c, weights);
+  const text::SubwordTokenizer tokenizer = translation_vocabulary(c.data_dir, vocabulary);
+  const int64_t rows = weights.tensors.at("model/embedding.weight").dim(0);
+  ST_CHECK(tokenizer.size() == rows,
+           "the vocabulary of " << (vocabulary.empty() ? "--data " + c.data_dir : "--vocabulary " + vocabulary)
+                                << " has " << tokenizer.size() << " subtokens, the embedding of " << weights.path << " "
+                                << rows << " rows: not the vocabulary the model was trained with");
+  const std::vector<std::string> lines = read_lines("--input", input);
+  const std::unique_ptr<Context> context =
+      open_context(comm, device, "translate", c.model, task->ops(/*training=*/false),
+                   threads > 0 ? threads : train::default_threads(comm));
+  const std::unique_ptr<models::Network> network = task->make_network(c.seed);
+  checkpoint::restore_model(weights, c.model, network->params(), nullptr);
+  network->params().move_to(context->device());
+  ST_LOG("checkpoint " << weights.path << " (step " << weights.meta.step << "), " << lines.size() << " lines of "
+                       << input << " over " << comm.size() << " rank(s)");
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<std::string> translations =
+      train::translate_lines(c, comm, *context, *network, tokenizer, lines, input);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (comm.rank() == 0) write_lines(output, translations);
+  char rate[64];
+  std::snprintf(rate, sizeof rate, "%.1f s, %.2f sentences/s", seconds, lines.size() / std::max(seconds, 1e-9));
+  ST_LOG("wrote " << translations.size() << " translations to " << output << " (" << rate << ", "
+                  << (c.beam_size == 1 ? std::string("greedy decoding") : "beam search " + std::to_string(c.beam_size))
+                  << ")");
   return 0;
 }
 
@@ -889,8 +1035,9 @@ int dispatch(int argc, char** argv) {
   if (command == "train") return cmd_train(argc - 1, argv + 1);
   if (command == "eval") return cmd_eval(argc - 1, argv + 1);
   if (command == "predict") return cmd_predict(argc - 1, argv + 1);
+  if (command == "translate") return cmd_translate(argc - 1, argv + 1);
   if (command == "info") return cmd_info(argc - 1, argv + 1);
-  throw UsageError("unknown command '" + command + "' (commands: train, eval, predict, info)");
+  throw UsageError("unknown command '" + command + "' (commands: train, eval, predict, translate, info)");
 }
 
 }  // namespace

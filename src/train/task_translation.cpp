@@ -30,6 +30,8 @@
 #include "scaletrain/ops/loss.hpp"
 #include "scaletrain/text/bleu.hpp"
 #include "scaletrain/text/subword_tokenizer.hpp"
+#include "scaletrain/text/unicode.hpp"
+#include "scaletrain/train/translate.hpp"
 #include "train/model_input.hpp"
 #include "train/tasks.hpp"
 
@@ -85,6 +87,66 @@ class TranslationSource : public BatchSource {
 std::vector<int32_t> sentence_ids(const int32_t* ids, int64_t length) {
   std::vector<int32_t> out(ids, ids + length);
   if (!out.empty() && out.back() == text::kEosId) out.pop_back();
+  return out;
+}
+
+// Each sentence's ids: the reference's beam search (beam 4, alpha 0.6 by default), or greedy
+// decoding for --beam-size 1; at most the source's length + 50 tokens either way.
+std::vector<std::vector<int32_t>> decode_batch(const TrainConfig& cfg, Context& ctx, models::Network& network,
+                                               const Tensor& source, const Tensor& lengths) {
+  models::Transformer& model = transformer(network);
+  if (cfg.beam_size == 1) return model.translate_greedy(ctx, source, lengths, kExtraDecodeLength);
+  std::vector<std::vector<int32_t>> out;
+  for (models::BeamSearchResult& r :
+       model.translate_beam(ctx, source, lengths, cfg.beam_size, cfg.length_penalty, kExtraDecodeLength))
+    out.push_back(std::move(r.ids));
+  return out;
+}
+
+// The sources (ids ending in the end of sentence) in contiguous ranges over the ranks, decoded
+// kEvalSentencesPerBatch at a time and turned into text; every rank gets every translation, in
+// order, one line each. A source of the end of sentence alone (an empty line) translates to "".
+// Collective.
+std::vector<std::string> translate_sources(const TrainConfig& cfg, const comm::Communicator& comm, Context& ctx,
+                                           models::Network& network, const text::SubwordTokenizer& tokenizer,
+                                           const std::vector<std::vector<int32_t>>& sources) {
+  const int64_t n = static_cast<int64_t>(sources.size());
+  const int64_t first = n * comm.rank() / comm.size(), end = n * (comm.rank() + 1) / comm.size();
+  std::string mine;
+  for (int64_t b = first; b < end; b += kEvalSentencesPerBatch) {
+    const int64_t count = std::min(kEvalSentencesPerBatch, end - b);
+    std::vector<int64_t> rows;  // the batch's sentences with something to translate
+    int64_t ls = 1;
+    for (int64_t i = b; i < b + count; ++i) {
+      if (sources[i].size() <= 1) continue;
+      rows.push_back(i);
+      ls = std::max(ls, static_cast<int64_t>(sources[i].size()));
+    }
+    std::vector<std::string> lines(count);
+    if (!rows.empty()) {
+      const int64_t k = static_cast<int64_t>(rows.size());
+      Tensor source = Tensor::zeros({k, ls}, DType::i32), lengths = Tensor::empty({k}, DType::i32);
+      for (int64_t r = 0; r < k; ++r) {
+        const std::vector<int32_t>& ids = sources[rows[r]];
+        std::copy(ids.begin(), ids.end(), source.data<int32_t>() + r * ls);
+        lengths.data<int32_t>()[r] = static_cast<int32_t>(ids.size());
+      }
+      const std::vector<std::vector<int32_t>> decoded = decode_batch(cfg, ctx, network, source, lengths);
+      for (int64_t r = 0; r < k; ++r) {
+        std::string line = tokenizer.decode(decoded[r]);
+        std::replace(line.begin(), line.end(), '\n', ' ');  // one sentence a line
+        lines[rows[r] - b] = std::move(line);
+      }
+    }
+    for (const std::string& line : lines) mine += line + "\n";
+  }
+  std::vector<std::string> out;
+  for (const std::string& part : comm.allgather(mine)) {
+    std::istringstream in(part);
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+  }
+  ST_CHECK(static_cast<int64_t>(out.size()) == n,
+           "internal: " << out.size() << " translations gathered for " << n << " sentences");
   return out;
 }
 
@@ -264,12 +326,12 @@ class Translation : public Task {
   }
   void backward(Context& ctx, models::Network& network) override { transformer(network).backward(ctx, dlogits_); }
 
-  // The evaluation split in contiguous ranges over the ranks, translated (translate()), gathered in
-  // the split's order on every rank and scored with the reference's BLEU.
+  // The evaluation split in contiguous ranges over the ranks, translated (translate_sources()),
+  // gathered in the split's order on every rank and scored with the reference's BLEU.
   Evaluation evaluate(const comm::Communicator& comm, Context& ctx, models::Network& network, int64_t /*batch_size*/,
                       int /*ranks_on_node*/) const override {
     require_files(val_.dir, "evaluation");
-    const std::vector<std::string> hypotheses = translate_split(comm, ctx, network);
+    std::vector<std::string> hypotheses = translate_split(comm, ctx, network);
     const text::BleuScore score = bleu_of(hypotheses);
     Evaluation e;
     e.quality = score.bleu;
@@ -277,14 +339,16 @@ class Translation : public Task {
     e.metrics.set("bleu", score.bleu);
     e.samples = val_.pairs.size();
     e.mlperf_scale = 0.01;  // MLPerf's eval_accuracy is BLEU / 100 (the checker's target 0.25)
+    e.translations = std::move(hypotheses);
     return e;
   }
 
   Prediction predict(Context&, models::Network&, const std::string&, const std::string&, int64_t) const override {
     ST_THROW(
         "scaletrain predict writes logits of images or (user, item) pairs; a translation model translates "
-        "instead (scaletrain eval --model "
-        << cfg_.model << " translates the evaluation split)");
+        "text instead: scaletrain translate --model "
+        << cfg_.model << " (a file of sentences), or scaletrain eval --model " << cfg_.model
+        << " --translations FILE (the evaluation split)");
   }
 
   std::string describe_evaluation(const Evaluation& e, const std::string& where) const override {
@@ -299,44 +363,9 @@ class Translation : public Task {
                                            models::Network& network) const {
     const text::SubwordTokenizer tokenizer = text::SubwordTokenizer::from_text(val_.vocabulary.text, val_.dir);
     const data::SentencePairs& p = val_.pairs;
-    const int64_t n = p.size(), first = n * comm.rank() / comm.size(), end = n * (comm.rank() + 1) / comm.size();
-    std::string mine;
-    for (int64_t b = first; b < end; b += kEvalSentencesPerBatch) {
-      const int64_t count = std::min(kEvalSentencesPerBatch, end - b);
-      int64_t ls = 1;
-      for (int64_t i = b; i < b + count; ++i) ls = std::max(ls, p.source_length(i));
-      Tensor source = Tensor::zeros({count, ls}, DType::i32), lengths = Tensor::empty({count}, DType::i32);
-      for (int64_t i = 0; i < count; ++i) {
-        std::copy(p.source(b + i), p.source(b + i) + p.source_length(b + i), source.data<int32_t>() + i * ls);
-        lengths.data<int32_t>()[i] = static_cast<int32_t>(p.source_length(b + i));
-      }
-      for (const std::vector<int32_t>& ids : translate(ctx, network, source, lengths)) {
-        std::string line = tokenizer.decode(ids);
-        std::replace(line.begin(), line.end(), '\n', ' ');  // one sentence a line
-        mine += line + "\n";
-      }
-    }
-    std::vector<std::string> lines;
-    for (const std::string& part : comm.allgather(mine)) {
-      std::istringstream in(part);
-      for (std::string line; std::getline(in, line);) lines.push_back(line);
-    }
-    ST_CHECK(static_cast<int64_t>(lines.size()) == n,
-             "internal: " << lines.size() << " translations gathered for " << n << " sentences");
-    return lines;
-  }
-
-  // Each sentence's ids: the reference's beam search (beam 4, alpha 0.6 by default), or greedy
-  // decoding for --beam-size 1; at most the source's length + 50 tokens either way.
-  std::vector<std::vector<int32_t>> translate(Context& ctx, models::Network& network, const Tensor& source,
-                                              const Tensor& lengths) const {
-    models::Transformer& model = transformer(network);
-    if (cfg_.beam_size == 1) return model.translate_greedy(ctx, source, lengths, kExtraDecodeLength);
-    std::vector<std::vector<int32_t>> out;
-    for (models::BeamSearchResult& r :
-         model.translate_beam(ctx, source, lengths, cfg_.beam_size, cfg_.length_penalty, kExtraDecodeLength))
-      out.push_back(std::move(r.ids));
-    return out;
+    std::vector<std::vector<int32_t>> sources;
+    for (int64_t i = 0; i < p.size(); ++i) sources.emplace_back(p.source(i), p.source(i) + p.source_length(i));
+    return translate_sources(cfg_, comm, ctx, network, tokenizer, sources);
   }
 
   std::string describe_decoding() const {
@@ -365,6 +394,18 @@ class Translation : public Task {
 };
 
 }  // namespace
+
+std::vector<std::string> translate_lines(const TrainConfig& config, const comm::Communicator& comm, Context& ctx,
+                                         models::Network& network, const text::SubwordTokenizer& tokenizer,
+                                         const std::vector<std::string>& lines, const std::string& where) {
+  std::vector<std::vector<int32_t>> sources;
+  sources.reserve(lines.size());
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::string line_where = where + " line " + std::to_string(i + 1);
+    sources.push_back(tokenizer.encode(text::strip(text::utf8_decode(lines[i], line_where)), true));
+  }
+  return translate_sources(config, comm, ctx, network, tokenizer, sources);
+}
 
 std::unique_ptr<Task> open_translation_task(const TrainConfig& config, const comm::Communicator&) {
   return std::make_unique<Translation>(config);

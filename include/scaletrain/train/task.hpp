@@ -101,6 +101,9 @@ struct Evaluation {
   int64_t samples = 0;  // evaluated: images, or users
   // MLPerf's eval_accuracy is quality x this: BLEU (0-100) / 100 for translation.
   double mlperf_scale = 1.0;
+  // Translation: each evaluation sentence's translation, in the split's order, on every rank
+  // (scaletrain eval --translations writes them). Empty for the other tasks.
+  std::vector<std::string> translations;
 };
 
 class Task {
