@@ -318,7 +318,7 @@ BOOST_AUTO_TEST_CASE(a_translation_sweep_counts_tokens) {
   BOOST_TEST(j.at("batch_unit").as_string() == "tokens");
   BOOST_TEST(advisor::calibration_from_json(j, "tokens.json").batch_unit == "tokens");
   Json old = Json::object();
-  for (const std::string& key :
+  for (const char* key :
        {"format", "version", "model", "device", "precision", "source", "points", "forward", "backward", "optimizer_s",
         "gradient_bytes", "bucket_mb", "buckets", "input_samples_per_s", "default_batch", "train_samples"})
     old.set(key, j.at(key));
