@@ -7,8 +7,9 @@
 # greedily: the cache's steps, its row gathers (beams chosen, finished sentences dropped) and the
 # products of one query position run on the GPU. Checks: each sentence's beam and greedy ids
 # equal on both devices, the beam scores within 1e-4 (the devices' logits differ by rounding,
-# about 1e-6: a different choice would need two hypotheses that close). Prints each device's
-# decoding time. Skips (77) without a GPU.
+# about 1e-6: a different choice would need two hypotheses that close); then scaletrain eval
+# --translations on each device writes the same 16 lines. Prints each device's decoding time.
+# Skips (77) without a GPU.
 source "$(dirname "$0")/lib.sh"
 require_gpu
 T=$TMP_ROOT/gpu_transformer_decoding
@@ -57,4 +58,15 @@ print(f"64 sentences: {64 - len(bad)} alike on both devices; {finished} beam res
 if bad:
     sys.exit("FAIL:\n  " + "\n  ".join(bad))
 PY
+# The same model's evaluation translations as text (scaletrain eval --translations, the path of
+# scaletrain translate): the 16 sentences' lines alike on both devices.
+for device in "$DEV" cpu; do
+  "$BIN/scaletrain" eval --device "$device" --model transformer-tiny --checkpoint "$checkpoint" --data "$T/data" \
+    --threads 1 --translations "$T/eval-$device.txt" >"$T/eval-$device.log" 2>&1 ||
+    fail "eval --translations on $device: $(tail -n 5 "$T/eval-$device.log")"
+done
+[ "$(wc -l <"$T/eval-cpu.txt")" = 16 ] || fail "eval --translations wrote $(wc -l <"$T/eval-cpu.txt") lines, not 16"
+cmp -s "$T/eval-$DEV.txt" "$T/eval-cpu.txt" ||
+  fail "eval --translations differs between $DEV and cpu: $(diff "$T/eval-$DEV.txt" "$T/eval-cpu.txt" | head -n 6)"
+echo "ok: eval --translations: the 16 evaluation sentences' translations alike on $DEV and cpu"
 echo "PASS"
