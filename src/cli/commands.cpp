@@ -809,6 +809,7 @@ int cmd_translate(int argc, char** argv) {
   check_output_directory("--output", output);
 
   const comm::Communicator comm = comm::Communicator::world();
+  const std::vector<std::string> lines = read_lines("--input", input);  // before a checkpoint of GBs
   ST_CHECK(fs::exists(checkpoint), "--checkpoint " << checkpoint << " does not exist");
   const checkpoint::CheckpointData weights = checkpoint::read_newest_checkpoint(checkpoint);
   const std::unique_ptr<train::Task> task = train::open_task_of_checkpoint(c, weights);
@@ -818,7 +819,6 @@ int cmd_translate(int argc, char** argv) {
            "the vocabulary of " << (vocabulary.empty() ? "--data " + c.data_dir : "--vocabulary " + vocabulary)
                                 << " has " << tokenizer.size() << " subtokens, the embedding of " << weights.path << " "
                                 << rows << " rows: not the vocabulary the model was trained with");
-  const std::vector<std::string> lines = read_lines("--input", input);
   const std::unique_ptr<Context> context =
       open_context(comm, device, "translate", c.model, task->ops(/*training=*/false),
                    threads > 0 ? threads : train::default_threads(comm));
