@@ -327,13 +327,20 @@ endif()
 # st_backend. Without CUDA it is the stand-in that answers "not built", so callers need no #if.
 function(scaletrain_backend_cuda)
   if(SCALETRAIN_HAVE_CUDA)
+    # st_cublas_on_demand: cuBLAS's functions, opening libcublas on the first call
+    # (src/backend/cuda/cublas/cublas_on_demand.cpp says why); linked wherever CUDA code calls cuBLAS,
+    # instead of libcublas itself. Only its headers come from the toolkit.
+    add_library(st_cublas_on_demand STATIC ${CMAKE_SOURCE_DIR}/src/backend/cuda/cublas/cublas_on_demand.cpp)
+    target_compile_definitions(st_cublas_on_demand PRIVATE ST_CUBLAS_LIBRARY_DIR="${CUDAToolkit_LIBRARY_DIR}")
+    target_include_directories(st_cublas_on_demand PRIVATE ${CMAKE_SOURCE_DIR}/include ${CUDAToolkit_INCLUDE_DIRS})
+    target_link_libraries(st_cublas_on_demand PRIVATE st_core ${CMAKE_DL_LIBS})
     file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/cuda/*.cu ${CMAKE_SOURCE_DIR}/src/backend/cuda/*.cpp)
     list(FILTER sources EXCLUDE REGEX "_absent\\.cpp$")
     add_library(st_backend_cuda STATIC ${sources})
     # cudart statically: a binary then needs only the driver (libcuda.so.1) at run time, and
     # loads it when a CUDA call is first made, not at start-up. PRIVATE keeps the CUDA headers
     # out of every other subsystem's include path; the libraries are still linked into executables.
-    target_link_libraries(st_backend_cuda PRIVATE CUDA::cudart_static CUDA::cublas scaletrain::cudnn)
+    target_link_libraries(st_backend_cuda PRIVATE CUDA::cudart_static st_cublas_on_demand scaletrain::cudnn)
   else()
     file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/cuda/*_absent.cpp)
     add_library(st_backend_cuda STATIC ${sources})
@@ -357,6 +364,6 @@ function(scaletrain_cuda_sources name)
   file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${name}/cuda/*.cu)
   if(sources)
     target_sources(st_${name} PRIVATE ${sources})
-    target_link_libraries(st_${name} PRIVATE CUDA::cudart_static CUDA::cublas scaletrain::cudnn)
+    target_link_libraries(st_${name} PRIVATE CUDA::cudart_static st_cublas_on_demand scaletrain::cudnn)
   endif()
 endfunction()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# tools/gpu-bundle.sh and tools/gpu-check.sh on this machine (docs/gpu.md): the bundle packs,
-# stays under its size limit and lists the gpu tests; gpu-check.sh unpacks it, runs the smoke
+# No program links libcublas (opened on demand). tools/gpu-bundle.sh and tools/gpu-check.sh on
+# this machine (docs/gpu.md): the bundle packs, stays under its size limit and lists the gpu
+# tests; gpu-check.sh unpacks it, runs the smoke
 # tests from the bundle, and, without a GPU, says "no GPU visible" and reports the gpu tests as
 # skipped. (That the bundle needs nothing from /usr/lib was checked by hand with the Debian copies
 # hidden in a mount namespace; docs/gpu.md gives the command.)
@@ -16,6 +17,12 @@ fail() {
   exit 1
 }
 cd "${ST_SOURCE:?}"
+
+# No executable links libcublas: the CUDA backend opens it on a GPU run's first cuBLAS call
+# (src/backend/cuda/cublas/cublas_on_demand.cpp), so CPU processes do not pay for loading it.
+for b in scaletrain scaletrain-data scaletrain_unit_tests scaletrain_gpu_backend_ops; do
+  ! ldd "$BUILD/bin/$b" | grep -q libcublas || fail "$b links libcublas: $(ldd "$BUILD/bin/$b" | grep libcublas)"
+done
 
 # gzip at level 1: the fastest pack; the xz archive for the device machine takes a minute.
 GPU_BUNDLE_LEVEL=1 tools/gpu-bundle.sh "$BUILD" "$W/bundle.tar.gz" | tee "$W/pack.log"
