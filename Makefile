@@ -35,15 +35,16 @@ test: deps build
 test-learning: deps build
 	cd $(BUILD) && ctest --output-on-failure -j 1 --timeout 900 -L '^learning$$'
 
-# Unit, MPI and command-line tests, then short seeded runs of the fuzz targets, built with
-# ASan and UBSan (docs/sanitizers-and-fuzzing.md). RelWithDebInfo: -O2 with -g, usable stacks.
+# Unit and MPI tests, the command-line tests labelled sanitize, then short seeded runs of the fuzz
+# targets, built with ASan and UBSan (docs/sanitizers-and-fuzzing.md). RelWithDebInfo: -O2 with
+# -g, usable stacks.
 $(BUILD_SANITIZE)/CMakeCache.txt:
 	cmake -S . -B $(BUILD_SANITIZE) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCALETRAIN_CUDA=OFF \
 	  -DSCALETRAIN_SANITIZE=$(SANITIZE) $(CMAKE_FLAGS)
 
 test-sanitize: deps $(BUILD_SANITIZE)/CMakeCache.txt
 	cmake --build $(BUILD_SANITIZE) -j $(JOBS)
-	cd $(BUILD_SANITIZE) && ctest --output-on-failure -j 1 --timeout 900 -L '^(unit|mpi|cli|fuzz)$$' -LE '^long$$'
+	cd $(BUILD_SANITIZE) && ctest --output-on-failure -j 1 --timeout 900 -L '^(unit|mpi|fuzz|sanitize)$$'
 
 # Fashion-MNIST from Debian's dataset-fashion-mnist, as 4 train and 1 val shards.
 $(DATA)/train: | build
