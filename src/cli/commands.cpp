@@ -96,21 +96,15 @@ const char* kDeviceHelp =
     "or a clear error. A rank takes the GPU of its local rank on its host modulo the GPUs it sees "
     "(CUDA_VISIBLE_DEVICES is respected); more ranks than GPUs share them, with a warning";
 
-// "resnet20 | resnet50 | alexnet | ...": the registry's image classifiers, for help texts.
-std::string image_model_names() {
+// "resnet20 | resnet50 | alexnet | ...": the registry's models of one task, for help texts.
+std::string model_names(const std::string& task) {
   std::string names;
   for (const models::ModelEntry& e : models::model_registry())
-    if (e.task == models::kTaskImageClassification) names += (names.empty() ? "" : " | ") + e.name;
+    if (e.task == task) names += (names.empty() ? "" : " | ") + e.name;
   return names;
 }
-
-// "transformer | transformer-base | transformer-tiny": the registry's translation models.
-std::string translation_model_names() {
-  std::string names;
-  for (const models::ModelEntry& e : models::model_registry())
-    if (e.task == models::kTaskTranslation) names += (names.empty() ? "" : " | ") + e.name;
-  return names;
-}
+std::string image_model_names() { return model_names(models::kTaskImageClassification); }
+std::string translation_model_names() { return model_names(models::kTaskTranslation); }
 
 constexpr const char* kImageSizeHelp =
     "H,W: model input size for JPEG datasets (default: the model's, 224,224 for resnet50, alexnet and googlenet, "
@@ -604,6 +598,16 @@ void write_lines(const std::string& output, const std::vector<std::string>& line
   fs::rename(tmp, output);
 }
 
+// The task's network with the checkpoint's weights, on the context's device (eval, predict,
+// translate).
+std::unique_ptr<models::Network> restored_network(const train::Task& task, const checkpoint::CheckpointData& weights,
+                                                  const train::TrainConfig& c, const Context& ctx) {
+  std::unique_ptr<models::Network> network = task.make_network(c.seed);
+  checkpoint::restore_model(weights, c.model, network->params(), nullptr);
+  network->params().move_to(ctx.device());
+  return network;
+}
+
 // The checkpoint's network evaluated by its task on one split of the dataset (the task's metric:
 // top-1 over every image once, HR@10 and NDCG@10 over every user once), sharded over the ranks,
 // every rank reading the checkpoint.
@@ -614,11 +618,9 @@ void evaluate_checkpoint(const train::TrainConfig& c, const std::string& checkpo
   const std::unique_ptr<Context> context = open_context(comm, device, "eval", c.model, task->ops(/*training=*/false),
                                                         threads > 0 ? threads : train::default_threads(comm));
   Context& ctx = *context;
-  const std::unique_ptr<models::Network> network = task->make_network(c.seed);
   const checkpoint::CheckpointData weights = checkpoint::read_newest_checkpoint(checkpoint);
   task->check_fits(weights);
-  checkpoint::restore_model(weights, c.model, network->params(), nullptr);
-  network->params().move_to(ctx.device());
+  const std::unique_ptr<models::Network> network = restored_network(*task, weights, c, ctx);
   ST_LOG("checkpoint " << weights.path << " (step " << weights.meta.step << ")");
   const train::Evaluation e = task->evaluate(comm, ctx, *network, batch_size, /*ranks_on_node=*/1);
   ST_LOG(task->describe_evaluation(e, c.data_dir + "/" + split));
@@ -735,9 +737,7 @@ int cmd_predict(int argc, char** argv) {
       open_context(comm, device, "predict", c.model, task->ops(/*training=*/false), threads);
   if (comm.rank() != 0) return 0;
   ST_CHECK(fs::exists(input), "--input " << input << " does not exist");
-  const std::unique_ptr<models::Network> network = task->make_network(c.seed);
-  checkpoint::restore_model(weights, c.model, network->params(), nullptr);
-  network->params().move_to(context->device());
+  const std::unique_ptr<models::Network> network = restored_network(*task, weights, c, *context);
   const train::Prediction p = task->predict(*context, *network, input, weights.path, batch_size);
   write_prediction(output, p, c.model, checkpoint);
   ST_LOG("wrote logits " << shape_string(p.logits.shape()) << " to " << output);
@@ -822,9 +822,7 @@ int cmd_translate(int argc, char** argv) {
   const std::unique_ptr<Context> context =
       open_context(comm, device, "translate", c.model, task->ops(/*training=*/false),
                    threads > 0 ? threads : train::default_threads(comm));
-  const std::unique_ptr<models::Network> network = task->make_network(c.seed);
-  checkpoint::restore_model(weights, c.model, network->params(), nullptr);
-  network->params().move_to(context->device());
+  const std::unique_ptr<models::Network> network = restored_network(*task, weights, c, *context);
   ST_LOG("checkpoint " << weights.path << " (step " << weights.meta.step << "), " << lines.size() << " lines of "
                        << input << " over " << comm.size() << " rank(s)");
   const auto start = std::chrono::steady_clock::now();
