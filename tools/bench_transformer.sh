@@ -13,6 +13,14 @@
 #   BENCH_BATCH_TOKENS=4096               BENCH_STEPS=20 (a multiple of BENCH_LOG_EVERY=5)
 #   BENCH_THREADS=2 (PyTorch's CPU threads; ours: oneDNN's default, the cores)
 #   BENCH_TORCH_WARMUP=5 (PyTorch's untimed steps first)
+#   BENCH_TORCH_MALLOC=keep|default (default keep: glibc keeps freed memory for reuse, below)
+#
+# PyTorch's CPU tensors come from malloc, and glibc hands blocks this large (the logits of a
+# 33,708-subtoken vocabulary: 124 x 32 x 33,708 floats, 535 MB) to mmap and back at every free,
+# so each step faults its memory in again: with Debian's torch 1.13 on 2 cores the tiny model
+# ran at about 500 tokens/s that way and about 1,850 with `keep` (MALLOC_MMAP_MAX_=0 and a large
+# trim threshold: freed memory stays in the heap). scaletrain keeps its own cache
+# (core/caching_allocator.hpp); `keep` gives PyTorch the same, the fair baseline.
 #
 # The rate is the median of the progress lines after the first (the first holds the start-up's
 # allocations); PyTorch's, of windows of BENCH_LOG_EVERY steps after BENCH_TORCH_WARMUP warm-up steps. Run in the
@@ -32,6 +40,11 @@ length=${BENCH_LENGTH:-32}
 vocab=${BENCH_VOCAB:-33708}
 threads=${BENCH_THREADS:-2}
 torch_warmup=${BENCH_TORCH_WARMUP:-5}
+case ${BENCH_TORCH_MALLOC:-keep} in
+  keep) torch_env=(MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 MALLOC_TOP_PAD_=1073741824) ;;
+  default) torch_env=() ;;
+  *) echo "bench_transformer: BENCH_TORCH_MALLOC is keep or default, not '$BENCH_TORCH_MALLOC'"; exit 2 ;;
+esac
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # length_bucket_bounds (src/data/translation_batches.cpp): 8, 9, ..., then 10% larger steps.
@@ -68,7 +81,7 @@ if len(rates) < 2:
 print(f"scaletrain {model} on {device}: {statistics.median(rates[1:]):.1f} tokens/s (median of {len(rates) - 1} "
       f"windows of {every} steps after the first; {pairs} pairs of {length} tokens)")
 PY
-  python3 "$here/bench_torch_transformer.py" --model "$model" --sentences "$per_step" --length "$length" \
+  env "${torch_env[@]}" python3 "$here/bench_torch_transformer.py" --model "$model" --sentences "$per_step" --length "$length" \
     --vocab "$vocab" --steps "$steps" --warmup "$torch_warmup" --window "$log_every" --device "$device" --threads "$threads"
   rm -rf "$out/run-$model/checkpoints"
 done
