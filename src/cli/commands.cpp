@@ -290,7 +290,13 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "adam-beta2", po::value(&c.adam_beta2)->default_value(c.adam_beta2, shortest(c.adam_beta2)),
       "Adam beta2, the second moment's decay, in [0, 1) (MLPerf NCF reference: 0.999)")(
       "adam-epsilon", po::value(&c.adam_epsilon)->default_value(c.adam_epsilon, shortest(c.adam_epsilon)),
-      "Adam epsilon, > 0, added to the corrected second moment's root (MLPerf NCF reference: 1e-8)");
+      "Adam epsilon, > 0, added to the corrected second moment's root (MLPerf NCF reference: 1e-8)")(
+      "loss-scale", po::value(&c.loss_scale)->default_value(c.loss_scale),
+      "none | dynamic | a fixed number: the loss's gradient is multiplied by the scale before backward and the "
+      "gradients divided by it after the all-reduce; a step with an inf or NaN gradient on any rank is skipped on "
+      "every rank (the data and the learning-rate schedule move on). dynamic: PyTorch GradScaler's rules (from "
+      "65536, x2 after 2000 finite steps in a row, x0.5 at a skipped step), checkpointed with the run. For 16-bit "
+      "training; in fp32 a power-of-two scale changes no bit until a step overflows");
   po::options_description data("data", kHelpWidth);
   bool no_shuffle = false, no_augment = false;
   (void)no_shuffle;
@@ -365,7 +371,9 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
                                   "intra-node all-gather) | auto (per bucket size, the faster in a start-up "
                                   "calibration; flat on unequal nodes)")(
       "grad-compression", po::value(&c.grad_compression)->default_value(c.grad_compression),
-      "none | fp16 | bf16: send 16-bit gradients, accumulate in fp32")(
+      "none | fp16 | bf16: send 16-bit gradients, half the bytes. Each addition is done in fp32 and its result "
+      "rounded back to 16 bits, so the partial sums are 16-bit, as NCCL sums half types: a sum over many ranks "
+      "collects one rounding per addition, not one in all")(
       "bucket-mb", po::value(&c.bucket_mb)->default_value(c.bucket_mb, shortest(c.bucket_mb)),
       "gradient bucket size in MiB; each bucket is all-reduced as soon as backward completes it")(
       "no-overlap", po::bool_switch(), "all-reduce every bucket after backward instead of during it")(
@@ -455,6 +463,7 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("ranks_per_node", c.ranks_per_node > 0 ? Json(c.ranks_per_node) : Json());
   j.set("allreduce", c.allreduce);
   j.set("grad_compression", c.grad_compression);
+  j.set("loss_scale", c.loss_scale);
   j.set("bucket_mb", c.bucket_mb);
   j.set("overlap", c.overlap);
   j.set("preflight", c.preflight || c.min_busbw > 0);

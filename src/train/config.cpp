@@ -23,6 +23,7 @@
 #include "scaletrain/optim/lr_schedule.hpp"
 #include "scaletrain/optim/sgd.hpp"
 #include "scaletrain/train/device_choice.hpp"
+#include "scaletrain/train/loss_scaler.hpp"
 #include "scaletrain/train/task.hpp"
 
 namespace scaletrain::train {
@@ -129,6 +130,7 @@ void check_communication(const TrainConfig& c) {
           "unknown --allreduce '" + c.allreduce + "' (known: flat, hierarchical, auto)");
   require(one_of(c.grad_compression, {"none", "fp16", "bf16"}),
           "unknown --grad-compression '" + c.grad_compression + "' (known: none, fp16, bf16)");
+  LossScaler::from_option(c.loss_scale);  // throws naming the value
   require(c.bucket_mb > 0 && std::isfinite(c.bucket_mb),
           "--bucket-mb must be a positive number of MiB, got " + shortest(c.bucket_mb));
   require(c.min_busbw >= 0 && std::isfinite(c.min_busbw),

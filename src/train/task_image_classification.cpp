@@ -261,13 +261,14 @@ class ImageClassification : public Task {
     models::Model& model = classifier(network);
     Tensor logits = model.forward(ctx, input, /*training=*/true);
     const float smoothing = static_cast<float>(cfg_.label_smoothing);
-    double loss = ops::softmax_cross_entropy(ctx, logits, labels, smoothing, gradient_buffer(ctx, logits, dlogits_));
+    double loss = ops::softmax_cross_entropy(ctx, logits, labels, smoothing, gradient_buffer(ctx, logits, dlogits_),
+                                             loss_scale());
     const std::vector<Tensor> aux = model.aux_logits();
     aux_dlogits_.resize(aux.size());
     for (std::size_t i = 0; i < aux.size(); ++i) {
       const double w = model.aux_loss_weight();
       loss += w * ops::softmax_cross_entropy(ctx, aux[i], labels, smoothing,
-                                             gradient_buffer(ctx, aux[i], aux_dlogits_[i]), w);
+                                             gradient_buffer(ctx, aux[i], aux_dlogits_[i]), w * loss_scale());
     }
     return loss;
   }

@@ -251,7 +251,7 @@ class Recommendation : public Task {
     Tensor logits = neumf(network).forward(ctx, users, items);
     if (!dlogits_.defined() || dlogits_.shape() != logits.shape() || dlogits_.device() != ctx.device())
       dlogits_ = Tensor::empty(logits.shape(), DType::f32, ctx.device());
-    return ops::sigmoid_bce_with_logits(ctx, logits, labels, dlogits_);
+    return ops::sigmoid_bce_with_logits(ctx, logits, labels, dlogits_, loss_scale());
   }
 
   void backward(Context& ctx, models::Network& network) override { neumf(network).backward(ctx, dlogits_); }

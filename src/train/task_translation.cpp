@@ -321,7 +321,7 @@ class Translation : public Task {
     const double step_tokens = static_cast<double>(batch.at(kStepTokens).data<int64_t>()[0]);
     const double normaliser = step_tokens / static_cast<double>(batch.at(kStepRanks).data<int64_t>()[0]);
     const ops::TokenLoss loss = ops::token_cross_entropy(ctx, logits, labels, static_cast<float>(cfg_.label_smoothing),
-                                                         text::kPadId, normaliser, dlogits_);
+                                                         text::kPadId, normaliser / loss_scale(), dlogits_);
     return loss.tokens > 0 ? loss.sum / static_cast<double>(loss.tokens) : 0.0;
   }
   void backward(Context& ctx, models::Network& network) override { transformer(network).backward(ctx, dlogits_); }

@@ -202,6 +202,7 @@ class Training {
   bool run_finished() const;
   void start_epoch();
   void train_step();
+  void report_skipped_step(int64_t step, double scale_before) const;
   void end_epoch();
   bool evaluation_due() const;
   Evaluation evaluate_now();
@@ -344,6 +345,7 @@ void Training::build_communication() {
   }
   step_ = std::make_unique<TrainingStep>(*ctx_, *task_, state_->model(), state_->optimizer(), *reducer_,
                                          cfg_.accumulate_steps, comm_.rank());
+  step_->use_loss_scaler(&state_->loss_scaler, &comm_);
   phases_ = std::make_unique<TimedPhases>(timers_, *device_metrics_);
   // The device's first: its GPU times are collected (an event synchronise) before the step is
   // counted, as when the step's end was one function.
@@ -379,6 +381,8 @@ void Training::log_start() const {
   for (const std::string& line : device_.log_lines) ST_LOG(line);
   ST_LOG("input: " << task_->describe_input());
   ST_LOG("all-reduce: " << reducer_->describe());
+  if (state_->loss_scaler.enabled()) ST_LOG("loss scale: " << state_->loss_scaler.describe());
+  if (!state_->loss_scaler.restore_note().empty()) ST_LOG(state_->loss_scaler.restore_note());
   if (resume_) {
     const RunPosition& p = state_->position;
     ST_LOG("resumed from " << resume_->path << ": step " << p.global_step << " of " << total_steps_ << " (epoch "
@@ -482,7 +486,9 @@ void Training::train_step() {
   // Token batches differ from step to step; a batch of samples is the global batch.
   const StepWork work = batches_->last_step_work().value_or(StepWork{global_batch_, global_batch_});
   const double lr = state_->learning_rate();
+  const double scale = state_->loss_scaler.scale();
   const double loss = step_->run(batch_, micro_batch_, pos.global_step, lr, *phases_);
+  if (step_->last_step_skipped()) report_skipped_step(pos.global_step + 1, scale);
   ST_CHECK(std::isfinite(loss), "training diverged: loss is " << loss << " at epoch " << pos.epoch + 1 << " step "
                                                               << pos.step_in_epoch + 1 << " (try a smaller --base-lr)");
   ++pos.step_in_epoch;
@@ -493,6 +499,19 @@ void Training::train_step() {
   const StepEnd end{pos, state_->steps_per_epoch, total_steps_, cfg_.epochs, batch_, work.units, loss,
                     lr,  clock.elapsed()};
   for (TrainingObserver* o : observers_) o->on_step_end(end);
+}
+
+// A step whose gradients held an inf or NaN after the all-reduce (every rank skipped it): said at
+// each one, and warned about when they come in a row (a loss that overflows at every scale).
+void Training::report_skipped_step(int64_t step, double scale_before) const {
+  const LossScaler& s = state_->loss_scaler;
+  ST_LOG("step " << step << ": inf or NaN in the gradients after the all-reduce; skipped on every rank, loss scale "
+                 << scale_before << " -> " << s.scale() << " (" << s.skipped_steps() << " skipped in the run)");
+  const bool warn = s.consecutive_skipped() == kSkippedStepsWarning || s.consecutive_skipped() % 100 == 0;
+  if (warn && comm_.rank() == 0)
+    ST_WARN(s.consecutive_skipped() << " steps in a row skipped for inf or NaN gradients (loss scale now " << s.scale()
+                                    << "): the loss or the model overflows at every scale; try a smaller --base-lr"
+                                    << (s.mode() == LossScaler::Mode::fixed ? " or a smaller --loss-scale" : ""));
 }
 
 // The end of an epoch (or of the run's steps inside one): its train loss, its evaluation when due,
@@ -638,6 +657,7 @@ TrainResult Training::finish(RunEnd end) {
   report::TrainSummary summary = setup_summary();
   summary.status = status_of(end);
   record_run_state(*state_, summary);
+  summary.loss_scale = state_->loss_scaler.to_json();
   summary.segments.push_back(segment_json(reason));
   summary.start_time_unix_ms = summary.segments.at(0).at("start_unix_ms").as_double();  // the run's first
   summary.bytes_read = batches_->bytes_read();

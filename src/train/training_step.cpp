@@ -2,10 +2,34 @@
 // over ranks, the optimizer.
 #include "scaletrain/train/training_step.hpp"
 
+#include <cstdlib>
+#include <string>
+
+#include "scaletrain/core/error.hpp"
+#include "scaletrain/ops/loss_scale.hpp"
+
 namespace scaletrain::train {
 namespace {
 
 using report::Phase;
+
+// The loss scale of the test hook's step on its rank: no float holds it, so every nonzero element
+// of the loss's gradient becomes inf (the loss ops compute the factor in double).
+constexpr double kOverflowingScale = 1e300;
+
+// SCALETRAIN_INJECT_OVERFLOW=STEP[:RANK]: the step (from 1) on `rank`, or -1.
+int64_t injected_overflow_step(int rank) {
+  const char* text = std::getenv("SCALETRAIN_INJECT_OVERFLOW");
+  if (text == nullptr || *text == '\0') return -1;
+  const std::string value = text;
+  char* end = nullptr;
+  const long long step = std::strtoll(value.c_str(), &end, 10);
+  long long on_rank = 0;
+  if (*end == ':') on_rank = std::strtoll(end + 1, &end, 10);
+  ST_CHECK(step >= 1 && on_rank >= 0 && *end == '\0',
+           "SCALETRAIN_INJECT_OVERFLOW='" << value << "' is not STEP[:RANK] with STEP >= 1 (a test hook)");
+  return on_rank == rank ? step : -1;
+}
 
 // One phase of the step, begun and ended around a scope (ended also when the phase throws).
 class WatchedPhase {
@@ -36,9 +60,16 @@ TrainingStep::TrainingStep(Context& ctx, Task& task, models::Network& network, o
 
 TrainingStep::~TrainingStep() { network_.params().set_grad_ready_hook(nullptr); }
 
+void TrainingStep::use_loss_scaler(LossScaler* scaler, const comm::Communicator* comm) {
+  scaler_ = scaler != nullptr && scaler->enabled() ? scaler : nullptr;
+  comm_ = comm;
+  inject_overflow_step_ = scaler_ ? injected_overflow_step(rank_) : -1;
+}
+
 double TrainingStep::run(const Batch& batch, int64_t micro_batch, int64_t global_step, double lr,
                          StepPhaseWatcher& watcher) {
   double loss = 0.0;
+  task_.set_loss_scale(loss_scale_for(global_step));
   if (micro_batches() == 1)  // the batch whole: token batches hold a different number of rows each step
     loss = forward_and_backward(batch, 0, global_step, watcher);
   else
@@ -50,10 +81,25 @@ double TrainingStep::run(const Batch& batch, int64_t micro_batch, int64_t global
   }
   {
     WatchedPhase phase(watcher, Phase::optimizer);
-    optimizer_.step(ctx_, lr);
+    last_step_skipped_ = scaler_ != nullptr && !scaler_->update(unscaled_gradients_finite());
+    if (!last_step_skipped_) optimizer_.step(ctx_, lr);
     ctx_.synchronize();  // the step's device work is done: its time is real, not queued
   }
   return loss / micro_batches();
+}
+
+double TrainingStep::loss_scale_for(int64_t global_step) const {
+  if (scaler_ == nullptr) return 1.0;
+  return global_step + 1 == inject_overflow_step_ ? kOverflowingScale : scaler_->scale();
+}
+
+// The all-reduced gradients divided by the loss scale, and whether every rank found them all
+// finite. The ranks hold the same sums, but agreeing costs one small all-reduce and makes the
+// skip a decision of all ranks whatever the all-reduce's rounding.
+bool TrainingStep::unscaled_gradients_finite() {
+  const int64_t here =
+      ops::unscale_gradients(ctx_, static_cast<float>(1.0 / scaler_->scale()), network_.params().flat_grads());
+  return (comm_ != nullptr ? comm_->allreduce_max(here) : here) == 0;
 }
 
 // Micro-batch k: forward and loss, then backward; in the step's last micro-batch the reducer's

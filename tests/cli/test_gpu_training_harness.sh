@@ -83,6 +83,9 @@ run_case cnn_lr 1 test_cnn_steps.sh ST_GPU_TEST_CNN_MODELS=googlenet ST_GPU_TEST
 # Greedy evaluation here (beam search has its own tests: unit.transformer_decoding, torch.torch_beam_search).
 run_case transformer_same 0 test_transformer_steps.sh ST_GPU_TEST_BEAM=1
 run_case transformer_seed 1 test_transformer_steps.sh ST_GPU_TEST_BEAM=1 ST_GPU_TEST_ARGS="--seed 2"
+# Loss scaling: the forced overflow skipped alike on both sides; another seed fails.
+run_case loss_scale_same 0 test_loss_scale.sh "${small[@]}"
+run_case loss_scale_seed 1 test_loss_scale.sh "${small[@]}" ST_GPU_TEST_ARGS="--seed 2"
 run_case demo_no_data 77 test_demo.sh ST_GPU_TEST_FASHION_MNIST="$T/none"
 expect_text demo_no_data "SKIP: no Fashion-MNIST files in $T/none"
 "$BIN/scaletrain-data" synthetic --task image_classification --samples 256 --val-samples 32 --image-size 8,8,1 \

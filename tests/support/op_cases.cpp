@@ -30,6 +30,7 @@
 #include "scaletrain/ops/layer_norm.hpp"
 #include "scaletrain/ops/linear.hpp"
 #include "scaletrain/ops/loss.hpp"
+#include "scaletrain/ops/loss_scale.hpp"
 #include "scaletrain/ops/lrn.hpp"
 #include "scaletrain/ops/multiply.hpp"
 #include "scaletrain/ops/normalize.hpp"
@@ -1482,6 +1483,50 @@ OpCase accumulate_case(int64_t n, uint64_t seed) {
   return c;
 }
 
+// unscale_gradients: gradients scaled by 2^16 (plus, in the second case, planted +inf, -inf and
+// NaN), divided back by one multiply by 2^-16: exact, so every backend gives the float64
+// reference's bits. Non-finite elements are compared as markers (+-2^100 for inf, 2^99 for NaN:
+// floats, far from any gradient here), since a NaN equals nothing; their count is an output too.
+double nonfinite_marker(double v) {
+  if (std::isnan(v)) return std::ldexp(1.0, 99);
+  if (std::isinf(v)) return std::ldexp(v > 0 ? 1.0 : -1.0, 100);
+  return v;
+}
+
+OpCase unscale_case(int64_t n, bool plant_nonfinite, uint64_t seed) {
+  OpCase c;
+  c.name = "unscale_gradients " + std::to_string(n) + (plant_nonfinite ? " with inf, -inf and NaN" : "");
+  c.ops = {"unscale_gradients"};
+  c.make_inputs = [=] {
+    std::vector<double> g = random_floats(static_cast<std::size_t>(n), seed, -1.0, 1.0);
+    for (double& v : g) v *= 65536.0;
+    if (plant_nonfinite) {
+      g[1] = std::numeric_limits<double>::infinity();
+      g[static_cast<std::size_t>(n / 2)] = -std::numeric_limits<double>::infinity();
+      g[static_cast<std::size_t>(n - 1)] = std::numeric_limits<double>::quiet_NaN();
+    }
+    return NamedTensors{{"grad", to_tensor(g, {n})}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor g = copy_on(ctx, input(in, "grad"));
+    const int64_t count = ops::unscale_gradients(ctx, 1.0f / 65536.0f, g);
+    std::vector<double> out = tensor_values(to_cpu(g));
+    for (double& v : out) v = nonfinite_marker(v);
+    return NamedTensors{{"grad", to_tensor(out, {n})}, {"nonfinite", scalar_f32(static_cast<double>(count))}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    std::vector<double> g = values(in, "grad");
+    double count = 0;
+    for (double& v : g) {
+      count += std::isfinite(v) ? 0 : 1;
+      v = nonfinite_marker(v / 65536.0);
+    }
+    return NamedValues{{"grad", g}, {"nonfinite", {count}}};
+  };
+  c.outputs = {{"grad", kExact, kExact}, {"nonfinite", kExact, kExact}};
+  return c;
+}
+
 std::vector<OpCase> build_cases() {
   std::vector<OpCase> cases;
   uint64_t seed = 1000;
@@ -1719,6 +1764,9 @@ std::vector<OpCase> build_cases() {
   // The embedding's scale and positions: the base model's sqrt(512), more positions than tokens.
   cases.push_back(token_embedding_case(3, 7, 16, 9, 22.627417f, next_seed()));
   cases.push_back(token_embedding_case(1, 1, 1, 1, 1.0f, next_seed()));
+  // Loss scaling (appended last: the seeds of the cases above stay as they were).
+  cases.push_back(unscale_case(1001, false, next_seed()));
+  cases.push_back(unscale_case(40000, true, next_seed()));
   return cases;
 }
 

@@ -11,7 +11,9 @@ namespace scaletrain::ops {
 
 // logits: (N) or (N, 1) f32; targets: the same shape, f32 (0 or 1 for NCF; any value in [0, 1]
 // works). Returns the mean loss over the N samples. dlogits: the shape of logits, overwritten
-// with d(mean loss)/d(logits); may be undefined (not computed).
-double sigmoid_bce_with_logits(Context& ctx, const Tensor& logits, const Tensor& targets, Tensor& dlogits);
+// with grad_scale * d(mean loss)/d(logits) (grad_scale: the loss scale, train/loss_scaler.hpp;
+// it scales the gradient, not the returned loss); may be undefined (not computed).
+double sigmoid_bce_with_logits(Context& ctx, const Tensor& logits, const Tensor& targets, Tensor& dlogits,
+                               double grad_scale = 1.0);
 
 }  // namespace scaletrain::ops

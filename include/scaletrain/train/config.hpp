@@ -148,10 +148,12 @@ struct TrainConfig {
   int ranks_per_node = 0;  // > 0: emulate nodes of this many ranks; 0: SCALETRAIN_RANKS_PER_NODE or shared memory
   std::string allreduce = "hierarchical";  // flat | hierarchical | auto
   std::string grad_compression = "none";   // none | fp16 | bf16
-  double bucket_mb = 25.0;                 // MiB per gradient bucket (PyTorch DDP's default)
-  bool overlap = true;                     // start buckets during backward
-  bool preflight = false;                  // measure all-reduce busbw before training
-  double min_busbw = 0.0;                  // GB/s; > 0 implies preflight and aborts below it
+  // --loss-scale: none | dynamic | a fixed positive number (train/loss_scaler.hpp).
+  std::string loss_scale = "none";
+  double bucket_mb = 25.0;  // MiB per gradient bucket (PyTorch DDP's default)
+  bool overlap = true;      // start buckets during backward
+  bool preflight = false;   // measure all-reduce busbw before training
+  double min_busbw = 0.0;   // GB/s; > 0 implies preflight and aborts below it
 
   // The MLPerf log's submission keys (mllog.txt, docs/mllog.md).
   std::string submission_org;                  // empty: the Slurm cluster's name, else the host's

@@ -16,6 +16,7 @@
 #include "scaletrain/optim/lr_schedule.hpp"
 #include "scaletrain/optim/sgd.hpp"
 #include "scaletrain/train/config.hpp"
+#include "scaletrain/train/loss_scaler.hpp"
 #include "scaletrain/train/task.hpp"
 
 namespace scaletrain::train {
@@ -83,6 +84,8 @@ class RunState {
   // Bytes of the MLPerf log (mllog.txt) that belong to the run up to this state: a resumed run
   // cuts the file back to them (-1: unknown, the file is kept whole).
   int64_t mllog_bytes = -1;
+  // --loss-scale's scale and counters (train/loss_scaler.hpp).
+  LossScaler loss_scaler;
 
   // Everything above but the tensors, as the checkpoint's /run state text, and back. The segment
   // in progress (`current`, may be null) is stored as the last entry of segments.

@@ -165,10 +165,17 @@ class Task {
   virtual ops::OpNames ops(bool training) const = 0;
   virtual void check_fits(const checkpoint::CheckpointData& data) const = 0;
 
-  // One micro-batch: forward and the mean loss over its samples (the gradient of the loss is
-  // kept for backward), then backward, which writes every parameter gradient.
+  // One micro-batch: forward and the mean loss over its samples (the gradient of the loss,
+  // times loss_scale(), is kept for backward), then backward, which writes every parameter
+  // gradient. The returned loss is never scaled.
   virtual double forward_and_loss(Context& ctx, models::Network& network, const Batch& batch) = 0;
   virtual void backward(Context& ctx, models::Network& network) = 0;
+
+  // The factor of the loss's gradient (train/loss_scaler.hpp; 1 without loss scaling): the loss
+  // ops take it as their gradient's scale, so that backward starts from the scaled loss without
+  // a pass of its own over the logits' gradient.
+  void set_loss_scale(double scale) { loss_scale_ = scale; }
+  double loss_scale() const { return loss_scale_; }
 
   // The evaluation split, every sample (user) exactly once over the ranks, reduced. Collective.
   virtual Evaluation evaluate(const comm::Communicator& comm, Context& ctx, models::Network& network,
@@ -183,6 +190,9 @@ class Task {
   // to NeuMF's logits (N), before the sigmoid. checkpoint: the weights' file, for messages.
   virtual Prediction predict(Context& ctx, models::Network& network, const std::string& input,
                              const std::string& checkpoint, int64_t batch_size) const = 0;
+
+ private:
+  double loss_scale_ = 1.0;
 };
 
 // Opens config.data_dir for the task of config.model (checking that the dataset is of that task,

@@ -6,7 +6,9 @@
 // loss, then backward (each parameter's gradient announced as soon as it is written: summed by
 // the accumulator, in the last micro-batch passed on to the reducer); the reducer's mean over
 // ranks; the optimizer at the schedule's learning rate; then the device is synchronised, so that
-// the step's time is its work, not its queueing.
+// the step's time is its work, not its queueing. With loss scaling (use_loss_scaler), backward
+// starts from the scaled loss, and after the all-reduce the gradients are unscaled and checked:
+// a step with an inf or NaN on any rank is skipped by every rank.
 //
 // Whoever runs the step watches its phases (forward, backward, allreduce, optimizer) through a
 // StepPhaseWatcher: the trainer's timers and GPU events, the calibration's stopwatch.
@@ -15,11 +17,13 @@
 #include <cstdint>
 
 #include "scaletrain/backend/context.hpp"
+#include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/comm/gradient_reducer.hpp"
 #include "scaletrain/models/network.hpp"
 #include "scaletrain/optim/optimizer.hpp"
 #include "scaletrain/report/phase_timer.hpp"
 #include "scaletrain/train/gradient_accumulation.hpp"
+#include "scaletrain/train/loss_scaler.hpp"
 #include "scaletrain/train/task.hpp"
 
 namespace scaletrain::train {
@@ -53,8 +57,18 @@ class TrainingStep {
 
   int micro_batches() const { return accumulator_.micro_batches(); }
 
+  // Scales the loss by `scaler` (which outlives the step) from the next step on; comm: the ranks
+  // that agree on skipping a step. A disabled scaler changes nothing. Reads the test hook
+  // SCALETRAIN_INJECT_OVERFLOW=STEP[:RANK] (docs/mixed-precision.md): at optimizer step STEP
+  // (from 1), on RANK (default 0), the loss's gradient is made infinite.
+  void use_loss_scaler(LossScaler* scaler, const comm::Communicator* comm);
+  // Whether the last run() skipped its optimizer step (inf or NaN gradients).
+  bool last_step_skipped() const { return last_step_skipped_; }
+
  private:
   double forward_and_backward(const Batch& micro_batch, int k, int64_t global_step, StepPhaseWatcher& watcher);
+  double loss_scale_for(int64_t global_step) const;
+  bool unscaled_gradients_finite();
 
   Context& ctx_;
   Task& task_;
@@ -63,6 +77,10 @@ class TrainingStep {
   comm::GradientReducer& reducer_;
   GradientAccumulator accumulator_;
   int rank_;
+  LossScaler* scaler_ = nullptr;
+  const comm::Communicator* comm_ = nullptr;
+  int64_t inject_overflow_step_ = -1;  // the test hook's step (from 1), -1: none
+  bool last_step_skipped_ = false;
 };
 
 }  // namespace scaletrain::train

@@ -22,20 +22,21 @@ double stable_sigmoid(double x) {
   return e / (1.0 + e);
 }
 
-// Sum of the losses of samples [begin, end), writing their gradients (scaled by inv_n) if asked.
-double chunk_loss(const float* x, const float* y, float* dx, int64_t begin, int64_t end, double inv_n) {
+// Sum of the losses of samples [begin, end), writing their gradients (scaled by dx_scale) if asked.
+double chunk_loss(const float* x, const float* y, float* dx, int64_t begin, int64_t end, double dx_scale) {
   double sum = 0.0;
   for (int64_t i = begin; i < end; ++i) {
     const double xi = x[i], yi = y[i];
     sum += std::max(xi, 0.0) - xi * yi + std::log1p(std::exp(-std::fabs(xi)));
-    if (dx) dx[i] = static_cast<float>((stable_sigmoid(xi) - yi) * inv_n);
+    if (dx) dx[i] = static_cast<float>((stable_sigmoid(xi) - yi) * dx_scale);
   }
   return sum;
 }
 
 }  // namespace
 
-double sigmoid_bce_with_logits(Context& ctx, const Tensor& logits, const Tensor& targets, Tensor& dlogits) {
+double sigmoid_bce_with_logits(Context& ctx, const Tensor& logits, const Tensor& targets, Tensor& dlogits,
+                               double grad_scale) {
   const int64_t n = logits.numel();
   const float* x = logits.data<float>();
   const float* y = targets.data<float>();
@@ -45,7 +46,7 @@ double sigmoid_bce_with_logits(Context& ctx, const Tensor& logits, const Tensor&
   std::vector<double> partial(chunks);
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (int64_t c = 0; c < chunks; ++c)
-    partial[c] = chunk_loss(x, y, dx, c * kChunk, std::min(n, (c + 1) * kChunk), inv_n);
+    partial[c] = chunk_loss(x, y, dx, c * kChunk, std::min(n, (c + 1) * kChunk), grad_scale * inv_n);
   double total = 0.0;
   for (double p : partial) total += p;  // chunk order: independent of the thread count
   return total * inv_n;

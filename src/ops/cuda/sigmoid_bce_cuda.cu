@@ -18,11 +18,12 @@ __device__ inline double stable_sigmoid(double x) {
   return e / (1.0 + e);
 }
 
-__global__ void bce_samples_kernel(const float* x, const float* y, float* dx, double* loss, int64_t n, double inv_n) {
+__global__ void bce_samples_kernel(const float* x, const float* y, float* dx, double* loss, int64_t n,
+                                   double dx_scale) {
   for (int64_t i = grid_first(); i < n; i += grid_stride()) {
     const double xi = x[i], yi = y[i];
     loss[i] = fmax(xi, 0.0) - xi * yi + log1p(exp(-fabs(xi)));
-    if (dx) dx[i] = static_cast<float>((stable_sigmoid(xi) - yi) * inv_n);
+    if (dx) dx[i] = static_cast<float>((stable_sigmoid(xi) - yi) * dx_scale);
   }
 }
 
@@ -42,7 +43,8 @@ __global__ void bce_total_kernel(const double* loss, int64_t n, double* total) {
 
 }  // namespace
 
-double sigmoid_bce_with_logits(Context& ctx, const Tensor& logits, const Tensor& targets, Tensor& dlogits) {
+double sigmoid_bce_with_logits(Context& ctx, const Tensor& logits, const Tensor& targets, Tensor& dlogits,
+                               double grad_scale) {
   const int64_t n = logits.numel();
   const double inv_n = 1.0 / static_cast<double>(n);
   cudaStream_t stream = scaletrain::cuda::compute_stream(ctx);
@@ -53,7 +55,8 @@ double sigmoid_bce_with_logits(Context& ctx, const Tensor& logits, const Tensor&
   auto* loss = reinterpret_cast<double*>(scratch + kTotalBytes);
   float* dx = dlogits.defined() ? static_cast<float*>(dlogits.raw()) : nullptr;
   bce_samples_kernel<<<scaletrain::cuda::blocks_for(n), kThreadsPerBlock, 0, stream>>>(
-      static_cast<const float*>(logits.raw()), static_cast<const float*>(targets.raw()), dx, loss, n, inv_n);
+      static_cast<const float*>(logits.raw()), static_cast<const float*>(targets.raw()), dx, loss, n,
+      grad_scale * inv_n);
   ST_CHECK_LAUNCH();
   bce_total_kernel<<<1, kThreadsPerBlock, 0, stream>>>(loss, n, total);
   ST_CHECK_LAUNCH();

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Loss scaling on the GPU (issue 26, docs/mixed-precision.md): resnet20, 4 steps with
+# --loss-scale dynamic and an overflow forced at step 2 (SCALETRAIN_INJECT_OVERFLOW), on the GPU
+# and on the CPU from the same weights and batches. The GPU run must skip step 2 as the CPU run
+# does (unscale_gradients' CUDA kernel counts the infs), halve the scale to 32768, and end with
+# parameters within the 3-step tolerance of the other GPU tests; and on the GPU, a dynamic scale
+# without an overflow must give the parameters of no scale (a power of two in and out is exact).
+# Skips (77) without a GPU.
+source "$(dirname "$0")/lib.sh"
+require_gpu
+T=$TMP_ROOT/gpu_loss_scale
+rm -rf "$T" && mkdir -p "$T"
+batch=${ST_GPU_TEST_BATCH:-32}
+image=${ST_GPU_TEST_IMAGE:-32,32,3}
+
+synthetic_data "$T/data" 512 32 "$image" 10
+common=(--model resnet20 --data "$T/data" --epochs 1 --max-steps 4 --batch-size "$batch" --seed 5 --log-every 1
+  --eval-every 0 --loss-scale dynamic)
+export SCALETRAIN_INJECT_OVERFLOW=2
+run_train gpu 1 "$DEV" "$TEST_ARGS" "${common[@]}"
+run_train cpu 1 cpu "" "${common[@]}"
+unset SCALETRAIN_INJECT_OVERFLOW
+status=0
+for side in gpu cpu; do
+  grep -q "^step 2: inf or NaN in the gradients after the all-reduce; skipped on every rank, loss scale 65536 -> 32768" \
+    "$T/$side.log" || { echo "FAIL: the $side run did not skip step 2: $(grep -n "step 2\|inf or NaN" "$T/$side.log")"; status=1; }
+  [ "$(grep -c "inf or NaN in the gradients" "$T/$side.log")" -eq 1 ] ||
+    { echo "FAIL: the $side run skipped other steps too"; status=1; }
+done
+compare_checkpoints --what params --tolerance 1e-4 "$T/gpu" "$T/cpu" || status=1
+
+# On the GPU alone: dynamic scale, no overflow, against no scale.
+plain=(--model resnet20 --data "$T/data" --epochs 1 --max-steps 3 --batch-size "$batch" --seed 5 --log-every 1
+  --eval-every 0)
+run_train gpu-none 1 "$DEV" "$TEST_ARGS" "${plain[@]}"
+run_train gpu-dynamic 1 "$DEV" "" "${plain[@]}" --loss-scale dynamic
+compare_checkpoints --what params --tolerance 1e-6 "$T/gpu-none" "$T/gpu-dynamic" || status=1
+[ $status = 0 ] || fail "loss scaling on --device $DEV ${TEST_ARGS:+($TEST_ARGS) }differs from the reference (above)"
+echo "PASS"
