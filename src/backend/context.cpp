@@ -7,6 +7,29 @@
 
 namespace scaletrain {
 
+const char* precision_name(Precision precision) {
+  switch (precision) {
+    case Precision::fp32:
+      return "fp32";
+    case Precision::amp_fp16:
+      return "amp-fp16";
+    case Precision::amp_bf16:
+      return "amp-bf16";
+  }
+  return "?";
+}
+
+std::optional<HalfFormat> storage_format(Precision precision) {
+  switch (precision) {
+    case Precision::amp_fp16:
+      return HalfFormat::fp16;
+    case Precision::amp_bf16:
+      return HalfFormat::bf16;
+    default:
+      return std::nullopt;
+  }
+}
+
 Context::Context(Device device, int threads, int gpu_index)
     : device_(device), threads_(threads), gpu_index_(gpu_index) {
   if (threads > 0) omp_set_num_threads(threads);

@@ -291,8 +291,15 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "Adam beta2, the second moment's decay, in [0, 1) (MLPerf NCF reference: 0.999)")(
       "adam-epsilon", po::value(&c.adam_epsilon)->default_value(c.adam_epsilon, shortest(c.adam_epsilon)),
       "Adam epsilon, > 0, added to the corrected second moment's root (MLPerf NCF reference: 1e-8)")(
+      "precision", po::value(&c.precision)->default_value(c.precision),
+      "fp32 | amp-fp16 | amp-bf16: mixed precision keeps activations, their gradients and copies of the weight "
+      "matrices, kernels and embeddings in 16 bits, and fp32 master weights, optimizer state, normalisation "
+      "statistics and losses (docs/mixed-precision.md). On the CPU it is emulated (values stored rounded to 16 "
+      "bits, computed in fp32): the numerics of a GPU's AMP, not its speed. The CUDA backend has no 16-bit kernels "
+      "yet: amp runs on the CPU")(
       "loss-scale", po::value(&c.loss_scale)->default_value(c.loss_scale),
-      "none | dynamic | a fixed number: the loss's gradient is multiplied by the scale before backward and the "
+      "auto (dynamic for amp-fp16, none otherwise) | none | dynamic | a fixed number: the loss's gradient is "
+      "multiplied by the scale before backward and the "
       "gradients divided by it after the all-reduce; a step with an inf or NaN gradient on any rank is skipped on "
       "every rank (the data and the learning-rate schedule move on). dynamic: PyTorch GradScaler's rules (from "
       "65536, x2 after 2000 finite steps in a row, x0.5 at a skipped step), checkpointed with the run. For 16-bit "
@@ -463,7 +470,8 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("ranks_per_node", c.ranks_per_node > 0 ? Json(c.ranks_per_node) : Json());
   j.set("allreduce", c.allreduce);
   j.set("grad_compression", c.grad_compression);
-  j.set("loss_scale", c.loss_scale);
+  j.set("precision", c.precision);
+  j.set("loss_scale", train::resolved_loss_scale(c));
   j.set("bucket_mb", c.bucket_mb);
   j.set("overlap", c.overlap);
   j.set("preflight", c.preflight || c.min_busbw > 0);

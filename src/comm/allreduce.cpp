@@ -31,9 +31,9 @@
 #include <thread>
 #include <utility>
 
-#include "comm/half.hpp"
 #include "comm/mpi_impl.hpp"
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/core/half.hpp"
 #include "scaletrain/core/log.hpp"
 
 namespace scaletrain::comm {

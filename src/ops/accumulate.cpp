@@ -13,7 +13,10 @@ namespace cuda {
 AccumulateGradientFn accumulate_gradient;
 }
 const Op<AccumulateGradientFn> accumulate_gradient_op{
-    "accumulate_gradient", {cpu::accumulate_gradient}, {ST_CUDA_KERNEL(cuda::accumulate_gradient)}};
+    "accumulate_gradient",
+    {cpu::accumulate_gradient},
+    {ST_CUDA_KERNEL(cuda::accumulate_gradient)},
+    AmpOutputs::none()};  // the sums of the micro-batches' gradients are fp32
 
 void accumulate_gradient(Context& ctx, AccumulateStage stage, float scale, Tensor& sum, Tensor& grad) {
   check_tensor(ctx, grad, "accumulate_gradient", "grad");

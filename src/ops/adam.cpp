@@ -17,9 +17,11 @@ namespace cuda {
 AdamUpdateFn adam_update;
 LazyAdamUpdateFn lazy_adam_update;
 }  // namespace cuda
-const Op<AdamUpdateFn> adam_update_op{"adam_update", {cpu::adam_update}, {ST_CUDA_KERNEL(cuda::adam_update)}};
+// Optimizer updates work on the fp32 master weights and state: nothing is rounded.
+const Op<AdamUpdateFn> adam_update_op{
+    "adam_update", {cpu::adam_update}, {ST_CUDA_KERNEL(cuda::adam_update)}, AmpOutputs::none()};
 const Op<LazyAdamUpdateFn> lazy_adam_update_op{
-    "lazy_adam_update", {cpu::lazy_adam_update}, {ST_CUDA_KERNEL(cuda::lazy_adam_update)}};
+    "lazy_adam_update", {cpu::lazy_adam_update}, {ST_CUDA_KERNEL(cuda::lazy_adam_update)}, AmpOutputs::none()};
 
 void adam_update(Context& ctx, const AdamUpdateParams& p, Tensor& w, const Tensor& grad, Tensor& m, Tensor& v) {
   check_tensor(ctx, w, "adam_update", "w");

@@ -20,7 +20,8 @@ BatchNormForwardTrainingFn batch_norm_forward_training;
 const Op<BatchNormForwardTrainingFn> batch_norm_forward_training_op{
     "batch_norm_forward_training",
     {cpu::batch_norm_forward_training},
-    {ST_CUDA_KERNEL(cuda::batch_norm_forward_training)}};
+    {ST_CUDA_KERNEL(cuda::batch_norm_forward_training)},
+    AmpOutputs::only(2)};  // y; the running and saved statistics stay fp32
 using BatchNormForwardInferenceFn = void(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
                                          const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
                                          Tensor& y);
@@ -44,7 +45,10 @@ namespace cuda {
 BatchNormBackwardFn batch_norm_backward;
 }
 const Op<BatchNormBackwardFn> batch_norm_backward_op{
-    "batch_norm_backward", {cpu::batch_norm_backward}, {ST_CUDA_KERNEL(cuda::batch_norm_backward)}};
+    "batch_norm_backward",
+    {cpu::batch_norm_backward},
+    {ST_CUDA_KERNEL(cuda::batch_norm_backward)},
+    AmpOutputs::only(0)};  // dx; dgamma and dbeta, fp32 parameters' gradients, stay fp32
 
 namespace {
 

@@ -26,7 +26,10 @@ LarsUpdateFn lars_update;
 namespace cuda {
 LarsUpdateFn lars_update;
 }
-const Op<LarsUpdateFn> lars_update_op{"lars_update", {cpu::lars_update}, {ST_CUDA_KERNEL(cuda::lars_update)}};
+const Op<LarsUpdateFn> lars_update_op{"lars_update",
+                                      {cpu::lars_update},
+                                      {ST_CUDA_KERNEL(cuda::lars_update)},
+                                      AmpOutputs::none()};  // the fp32 master weights and momentum
 
 namespace {
 

@@ -15,8 +15,10 @@ UnscaleGradientsFn unscale_gradients;
 namespace cuda {
 UnscaleGradientsFn unscale_gradients;
 }
-const Op<UnscaleGradientsFn> unscale_gradients_op{
-    "unscale_gradients", {cpu::unscale_gradients}, {ST_CUDA_KERNEL(cuda::unscale_gradients)}};
+const Op<UnscaleGradientsFn> unscale_gradients_op{"unscale_gradients",
+                                                  {cpu::unscale_gradients},
+                                                  {ST_CUDA_KERNEL(cuda::unscale_gradients)},
+                                                  AmpOutputs::none()};  // the optimizer's fp32 gradients
 
 int64_t unscale_gradients(Context& ctx, float inv_scale, Tensor& grad) {
   check_tensor(ctx, grad, "unscale_gradients", "grad");

@@ -18,6 +18,7 @@
 // deterministic is `{fn, false}`.
 #pragma once
 
+#include <type_traits>
 #include <utility>
 
 #include "ops/op_checks.hpp"
@@ -68,10 +69,25 @@ class OpScope {
   double start_s_ = -1.0;  // when traced
 };
 
+// Which of an op's outputs (its non-const Tensor& arguments, counted from 0 in signature order)
+// are activations or their gradients, stored in 16 bits under a mixed precision: the op rounds
+// them after its kernel (docs/mixed-precision.md has the table). The others stay fp32: running
+// and saved statistics, the gradients of normalisation parameters, optimizer state, gradient sums.
+struct AmpOutputs {
+  unsigned mask = ~0u;
+  static constexpr AmpOutputs all() { return {}; }
+  static constexpr AmpOutputs none() { return {0u}; }
+  static constexpr AmpOutputs only(unsigned index) { return {1u << index}; }
+};
+
+// Rounds an output the op wrote to ctx's 16-bit format (an f32 tensor; others are left alone).
+void round_amp_output(Context& ctx, Tensor& t);
+
 template <typename Fn>
 class Op {
  public:
-  Op(const char* name, Kernel<Fn> cpu, Kernel<Fn> cuda, const char* dtypes = "f32") : name_(name) {
+  Op(const char* name, Kernel<Fn> cpu, Kernel<Fn> cuda, AmpOutputs amp = AmpOutputs::all(), const char* dtypes = "f32")
+      : name_(name), amp_(amp) {
     kernels_[device_index(Device::cpu)] = cpu;
     kernels_[device_index(Device::cuda)] = cuda;
     OpInfo info;
@@ -85,17 +101,41 @@ class Op {
     register_op(info);
   }
 
-  // The kernel of ctx's device with these arguments (the public function has checked them).
+  // The kernel of ctx's device with these arguments (the public function has checked them);
+  // under a mixed precision, then its 16-bit outputs rounded.
   template <typename... Args>
   decltype(auto) operator()(Context& ctx, Args&&... args) const {
     const int d = device_index(ctx.device());
     if (d < 0 || d >= kNumDevices || kernels_[d].fn == nullptr) no_kernel(name_, ctx.device());
     const OpScope scope(name_);
-    return kernels_[d].fn(ctx, std::forward<Args>(args)...);
+    using Result = decltype(kernels_[d].fn(ctx, std::forward<Args>(args)...));
+    if constexpr (std::is_void_v<Result>) {
+      kernels_[d].fn(ctx, std::forward<Args>(args)...);
+      round_outputs(ctx, args...);
+    } else {
+      Result result = kernels_[d].fn(ctx, std::forward<Args>(args)...);
+      round_outputs(ctx, args...);
+      return result;
+    }
   }
 
  private:
+  template <typename... Args>
+  void round_outputs(Context& ctx, Args&... args) const {
+    if (ctx.precision() == Precision::fp32 || amp_.mask == 0u) return;
+    unsigned index = 0;
+    (round_if_output(ctx, args, index), ...);
+  }
+  template <typename A>
+  void round_if_output(Context& ctx, A& arg, unsigned& index) const {
+    if constexpr (std::is_same_v<A, Tensor>) {  // a non-const Tensor&: an output
+      if ((amp_.mask >> index) & 1u) round_amp_output(ctx, arg);
+      ++index;
+    }
+  }
+
   const char* name_;
+  AmpOutputs amp_;
   Kernel<Fn> kernels_[kNumDevices];
 };
 

@@ -127,6 +127,16 @@ void OpRecorder::add(const char* op) {
   if (outer_) outer_->add(op);
 }
 
+void round_amp_output(Context& ctx, Tensor& t) {
+  const std::optional<HalfFormat> format = storage_format(ctx.precision());
+  if (!format || !t.defined() || t.dtype() != DType::f32) return;
+  // The CUDA backend's 16-bit kernels are still to come (issue 26); --precision refuses the GPU
+  // before any op runs, so this is an internal error.
+  ST_CHECK(t.device() == Device::cpu, "internal: " << precision_name(ctx.precision())
+                                                   << " on a GPU tensor: the CUDA backend has no 16-bit kernels yet");
+  round_in_place(*format, t.data<float>(), t.numel());
+}
+
 OpScope::OpScope(const char* name) noexcept : name_(name) {
   if (current_recorder) {
     try {

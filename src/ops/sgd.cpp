@@ -14,7 +14,10 @@ SgdUpdateFn sgd_update;
 namespace cuda {
 SgdUpdateFn sgd_update;
 }
-const Op<SgdUpdateFn> sgd_update_op{"sgd_update", {cpu::sgd_update}, {ST_CUDA_KERNEL(cuda::sgd_update)}};
+const Op<SgdUpdateFn> sgd_update_op{"sgd_update",
+                                    {cpu::sgd_update},
+                                    {ST_CUDA_KERNEL(cuda::sgd_update)},
+                                    AmpOutputs::none()};  // the fp32 master weights and momentum
 
 void sgd_update(Context& ctx, const SgdUpdateParams& p, Tensor& w, const Tensor& grad, Tensor& momentum) {
   check_tensor(ctx, w, "sgd_update", "w");

@@ -21,11 +21,19 @@ std::string exact_text(double v) {
   return buf;
 }
 
-std::string plain_text(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
+}  // namespace
+
+// The fewest significant digits that read back as v: 1048576, 1234567, 0.5, 2.9802322387695312e-08.
+std::string LossScaler::scale_text(double v) {
+  char buf[40];
+  for (int digits = 6; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
 }
+
+namespace {
 
 double parse_exact(const std::string& text) {
   errno = 0;
@@ -62,10 +70,10 @@ LossScaler LossScaler::from_option(const std::string& value, const LossScaleRule
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(value.c_str(), &end);
-  if (value.empty() || errno != 0 || *end != '\0' || !std::isfinite(v) || v <= 0 ||
+  if (value.empty() || errno != 0 || *end != '\0' || !std::isfinite(v) || v < std::numeric_limits<float>::min() ||
       v > std::numeric_limits<float>::max())
     throw UsageError("--loss-scale '" + value +
-                     "' is not none, dynamic or a positive number a float can hold (e.g. 1024)");
+                     "' is not none, dynamic or a positive number a float can hold, 1.2e-38 to 3.4e+38 (e.g. 1024)");
   s.mode_ = Mode::fixed;
   s.scale_ = v;
   return s;
@@ -79,6 +87,12 @@ bool LossScaler::update(bool gradients_finite) {
     if (mode_ == Mode::dynamic) {
       scale_ *= rules_.backoff_factor;
       growth_tracker_ = 0;
+      // 144 halvings in a row from 2^16: no float holds the inverse any more. PyTorch would skip
+      // on towards zero; here the run stops, naming what happened.
+      ST_CHECK(scale_ >= std::numeric_limits<float>::min(),
+               "training diverged: the gradients held inf or NaN at "
+                   << consecutive_skipped_ << " steps in a row and the loss scale fell to " << scale_text(scale_)
+                   << ", below the smallest normal float (try a smaller --base-lr)");
     }
     return false;
   }
@@ -98,7 +112,7 @@ std::string LossScaler::describe() const {
     case Mode::none:
       return "none";
     case Mode::fixed:
-      s << "fixed " << scale_ << " (steps with inf or NaN gradients are skipped)";
+      s << "fixed " << scale_text(scale_) << " (steps with inf or NaN gradients are skipped)";
       return s.str();
     case Mode::dynamic:
       s << "dynamic (PyTorch GradScaler's rules: from " << rules_.initial << ", x" << rules_.growth_factor << " after "
@@ -123,18 +137,18 @@ Json LossScaler::to_json() const {
 void LossScaler::restore(const Json& state) {
   restore_note_.clear();
   const std::string mode = state.contains("mode") ? state.at("mode").as_string() : "none";
-  skipped_steps_ = state.contains("skipped_steps") ? state.at("skipped_steps").as_int() : 0;
   if (mode != mode_name(mode_)) {
     restore_note_ = std::string("loss scale: the checkpoint's is ") + mode + ", this run's " + mode_name(mode_) +
-                    (mode_ == Mode::dynamic ? ": it starts again from " + plain_text(scale_) : "");
+                    (mode_ == Mode::dynamic ? ": it starts again from " + scale_text(scale_) : "");
     return;
   }
   if (mode_ == Mode::none) return;
+  skipped_steps_ = state.at("skipped_steps").as_int();
   consecutive_skipped_ = state.at("consecutive_skipped").as_int();
   if (mode_ == Mode::fixed) return;  // the option gives the value; a changed one is this run's
   scale_ = parse_exact(state.at("scale_exact").as_string());
   growth_tracker_ = state.at("growth_tracker").as_int();
-  restore_note_ = "loss scale: resumed at " + plain_text(scale_) + ", " + std::to_string(growth_tracker_) +
+  restore_note_ = "loss scale: resumed at " + scale_text(scale_) + ", " + std::to_string(growth_tracker_) +
                   " finite steps since it last changed";
 }
 

@@ -68,7 +68,8 @@ RunState::RunState(const TrainConfig& c, const Task& task, int64_t steps_per_epo
       batch_size(batch_size_),
       steps_per_epoch(steps_per_epoch_),
       identity(run_identity(c, task, world_size_ * batch_size_)),
-      loss_scaler(LossScaler::from_option(c.loss_scale)),
+      precision(c.precision),
+      loss_scaler(LossScaler::from_option(resolved_loss_scale(c))),
       model_(task.make_network(c.seed)),
       schedule_(schedule_options(c, steps_per_epoch_)) {
   optimizer_ = make_optimizer(c, model_->params());
@@ -104,6 +105,7 @@ Json RunState::to_json(const Json& current_segment) const {
   j.set("position", p);
   j.set("results", r);
   j.set("epochs", epochs);
+  j.set("precision", precision);
   j.set("loss_scale", loss_scaler.to_json());
   j.set("segments", all_segments);
   j.set("mllog_bytes", mllog_bytes);
@@ -130,6 +132,11 @@ void RunState::restore(const Json& s) {
   results.train_s = r.at("train_s").as_double();
   epochs = s.at("epochs");
   loss_scaler.restore(s.contains("loss_scale") ? s.at("loss_scale") : Json::object());
+  const std::string trained_in = s.contains("precision") ? s.at("precision").as_string() : "fp32";
+  precision_note = trained_in == precision
+                       ? ""
+                       : "precision: the checkpoint was trained in " + trained_in + ", this run goes on in " +
+                             precision + " (the fp32 master weights carry over as they are)";
   mllog_bytes = s.contains("mllog_bytes") ? s.at("mllog_bytes").as_int() : -1;
   segments = Json::array();
   const Json& saved = s.at("segments");

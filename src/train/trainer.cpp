@@ -47,6 +47,7 @@
 #include "scaletrain/train/checkpointing.hpp"
 #include "scaletrain/train/device_choice.hpp"
 #include "scaletrain/train/device_metrics.hpp"
+#include "scaletrain/train/mixed_precision.hpp"
 #include "scaletrain/train/run_state.hpp"
 #include "scaletrain/train/task.hpp"
 #include "scaletrain/train/training_step.hpp"
@@ -289,6 +290,7 @@ void Training::open_context() {
   device_ = choose_device(comm_, request, "train", missing);
   ctx_ = std::make_unique<Context>(device_.device, threads_, device_.gpu_index);
   ctx_->set_allow_tf32(cfg_.tf32);
+  ctx_->set_precision(parse_precision(cfg_.precision));
   if (cfg_.tf32 && device_.device == Device::cpu) device_.log_lines.push_back("--tf32 has no effect on the CPU");
   device_metrics_ = std::make_unique<DeviceMetrics>(*ctx_, device_);
 }
@@ -381,6 +383,13 @@ void Training::log_start() const {
   for (const std::string& line : device_.log_lines) ST_LOG(line);
   ST_LOG("input: " << task_->describe_input());
   ST_LOG("all-reduce: " << reducer_->describe());
+  if (ctx_->precision() != Precision::fp32)
+    ST_LOG("precision: " << precision_name(ctx_->precision())
+                         << ": activations, their gradients and weight copies (parameters of 2 or more dimensions) in "
+                         << (ctx_->precision() == Precision::amp_fp16 ? "fp16" : "bf16")
+                         << "; fp32 master weights, optimizer state, normalisation statistics and losses"
+                         << " (emulated on the CPU: stored rounded, computed in fp32)");
+  if (!state_->precision_note.empty()) ST_LOG(state_->precision_note);
   if (state_->loss_scaler.enabled()) ST_LOG("loss scale: " << state_->loss_scaler.describe());
   if (!state_->loss_scaler.restore_note().empty()) ST_LOG(state_->loss_scaler.restore_note());
   if (resume_) {
@@ -506,10 +515,12 @@ void Training::train_step() {
 void Training::report_skipped_step(int64_t step, double scale_before) const {
   const LossScaler& s = state_->loss_scaler;
   ST_LOG("step " << step << ": inf or NaN in the gradients after the all-reduce; skipped on every rank, loss scale "
-                 << scale_before << " -> " << s.scale() << " (" << s.skipped_steps() << " skipped in the run)");
+                 << LossScaler::scale_text(scale_before) << " -> " << LossScaler::scale_text(s.scale()) << " ("
+                 << s.skipped_steps() << " skipped in the run)");
   const bool warn = s.consecutive_skipped() == kSkippedStepsWarning || s.consecutive_skipped() % 100 == 0;
   if (warn && comm_.rank() == 0)
-    ST_WARN(s.consecutive_skipped() << " steps in a row skipped for inf or NaN gradients (loss scale now " << s.scale()
+    ST_WARN(s.consecutive_skipped() << " steps in a row skipped for inf or NaN gradients (loss scale now "
+                                    << LossScaler::scale_text(s.scale())
                                     << "): the loss or the model overflows at every scale; try a smaller --base-lr"
                                     << (s.mode() == LossScaler::Mode::fixed ? " or a smaller --loss-scale" : ""));
 }
@@ -557,6 +568,8 @@ Evaluation Training::evaluate_now() {
   Evaluation r;
   {
     const AveragedBuffers mean(comm_, state_->params());
+    Tensor master;
+    const HalfWeights half(*ctx_, state_->params(), master);  // evaluated as trained: 16-bit weights under AMP
     r = task_->evaluate(comm_, *ctx_, state_->model(), micro_batch_, topology_->local_size());
   }
   for (TrainingObserver* o : observers_) o->on_evaluation_end(pos, r);
@@ -658,6 +671,7 @@ TrainResult Training::finish(RunEnd end) {
   summary.status = status_of(end);
   record_run_state(*state_, summary);
   summary.loss_scale = state_->loss_scaler.to_json();
+  summary.precision = precision_name(ctx_->precision());
   summary.segments.push_back(segment_json(reason));
   summary.start_time_unix_ms = summary.segments.at(0).at("start_unix_ms").as_double();  // the run's first
   summary.bytes_read = batches_->bytes_read();

@@ -7,6 +7,7 @@
 
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/ops/loss_scale.hpp"
+#include "scaletrain/train/mixed_precision.hpp"
 
 namespace scaletrain::train {
 namespace {
@@ -17,18 +18,25 @@ using report::Phase;
 // of the loss's gradient becomes inf (the loss ops compute the factor in double).
 constexpr double kOverflowingScale = 1e300;
 
-// SCALETRAIN_INJECT_OVERFLOW=STEP[:RANK]: the step (from 1) on `rank`, or -1.
-int64_t injected_overflow_step(int rank) {
+// SCALETRAIN_INJECT_OVERFLOW=STEP[:RANK[:after]] for `rank`: its step (from 1, -1: none) and
+// whether the overflow comes after the all-reduce (this rank alone then sees it).
+TrainingStep::InjectedOverflow injected_overflow(int rank) {
   const char* text = std::getenv("SCALETRAIN_INJECT_OVERFLOW");
-  if (text == nullptr || *text == '\0') return -1;
+  if (text == nullptr || *text == '\0') return {};
   const std::string value = text;
   char* end = nullptr;
   const long long step = std::strtoll(value.c_str(), &end, 10);
   long long on_rank = 0;
+  bool after = false;
   if (*end == ':') on_rank = std::strtoll(end + 1, &end, 10);
+  if (std::string(end) == ":after") {
+    after = true;
+    end += 6;
+  }
   ST_CHECK(step >= 1 && on_rank >= 0 && *end == '\0',
-           "SCALETRAIN_INJECT_OVERFLOW='" << value << "' is not STEP[:RANK] with STEP >= 1 (a test hook)");
-  return on_rank == rank ? step : -1;
+           "SCALETRAIN_INJECT_OVERFLOW='" << value << "' is not STEP[:RANK[:after]] with STEP >= 1 (a test hook)");
+  if (on_rank != rank) return {};
+  return {step, after};
 }
 
 // One phase of the step, begun and ended around a scope (ended also when the phase throws).
@@ -63,25 +71,28 @@ TrainingStep::~TrainingStep() { network_.params().set_grad_ready_hook(nullptr); 
 void TrainingStep::use_loss_scaler(LossScaler* scaler, const comm::Communicator* comm) {
   scaler_ = scaler != nullptr && scaler->enabled() ? scaler : nullptr;
   comm_ = comm;
-  inject_overflow_step_ = scaler_ ? injected_overflow_step(rank_) : -1;
+  inject_ = scaler_ ? injected_overflow(rank_) : InjectedOverflow{};
 }
 
 double TrainingStep::run(const Batch& batch, int64_t micro_batch, int64_t global_step, double lr,
                          StepPhaseWatcher& watcher) {
   double loss = 0.0;
   task_.set_loss_scale(loss_scale_for(global_step));
-  if (micro_batches() == 1)  // the batch whole: token batches hold a different number of rows each step
-    loss = forward_and_backward(batch, 0, global_step, watcher);
-  else
-    for (int k = 0; k < micro_batches(); ++k)
-      loss += forward_and_backward(batch.rows(k * micro_batch, micro_batch), k, global_step, watcher);
+  {
+    const HalfWeights half(ctx_, network_.params(), master_weights_);  // a mixed precision's weight copies
+    if (micro_batches() == 1)  // the batch whole: token batches hold a different number of rows each step
+      loss = forward_and_backward(batch, 0, global_step, watcher);
+    else
+      for (int k = 0; k < micro_batches(); ++k)
+        loss += forward_and_backward(batch.rows(k * micro_batch, micro_batch), k, global_step, watcher);
+  }
   {
     WatchedPhase phase(watcher, Phase::allreduce);
     reducer_.finish();
   }
   {
     WatchedPhase phase(watcher, Phase::optimizer);
-    last_step_skipped_ = scaler_ != nullptr && !scaler_->update(unscaled_gradients_finite());
+    last_step_skipped_ = scaler_ != nullptr && !scaler_->update(unscaled_gradients_finite(global_step));
     if (!last_step_skipped_) optimizer_.step(ctx_, lr);
     ctx_.synchronize();  // the step's device work is done: its time is real, not queued
   }
@@ -90,15 +101,17 @@ double TrainingStep::run(const Batch& batch, int64_t micro_batch, int64_t global
 
 double TrainingStep::loss_scale_for(int64_t global_step) const {
   if (scaler_ == nullptr) return 1.0;
-  return global_step + 1 == inject_overflow_step_ ? kOverflowingScale : scaler_->scale();
+  const bool inject = global_step + 1 == inject_.step && !inject_.after_allreduce;
+  return inject ? kOverflowingScale : scaler_->scale();
 }
 
 // The all-reduced gradients divided by the loss scale, and whether every rank found them all
 // finite. The ranks hold the same sums, but agreeing costs one small all-reduce and makes the
 // skip a decision of all ranks whatever the all-reduce's rounding.
-bool TrainingStep::unscaled_gradients_finite() {
-  const int64_t here =
+bool TrainingStep::unscaled_gradients_finite(int64_t global_step) {
+  int64_t here =
       ops::unscale_gradients(ctx_, static_cast<float>(1.0 / scaler_->scale()), network_.params().flat_grads());
+  if (global_step + 1 == inject_.step && inject_.after_allreduce) ++here;  // the test hook: this rank alone
   return (comm_ != nullptr ? comm_->allreduce_max(here) : here) == 0;
 }
 

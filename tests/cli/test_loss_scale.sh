@@ -4,9 +4,11 @@
 #    back is exact), for each task's loss: resnet20 (softmax cross-entropy), transformer-tiny
 #    (token cross-entropy), ncf (sigmoid BCE);
 #  - a forced overflow (SCALETRAIN_INJECT_OVERFLOW=STEP:RANK: the loss's gradient made infinite on
-#    one rank at one step) skips exactly that step on every rank and halves the scale: injected on
-#    rank 1 or on rank 0, the final weights are the same (a rank that stepped alone would have
-#    written other ones), and they differ from the run without the overflow;
+#    one rank at one step) skips exactly that step and halves the scale: injected on rank 1 or on
+#    rank 0, rank 0's final weights are the same, and they differ from the run without the
+#    overflow; an inf that only rank 1 finds after the all-reduce (STEP:1:after) makes rank 0 skip
+#    too, which it does only through the ranks' agreement;
+#  - with 2 micro-batches a step, dynamic = none bitwise;
 #  - a run stopped after the overflow and resumed keeps the halved scale and the skip count and
 #    ends bitwise equal to the uninterrupted one;
 #  - bad values are refused with the option named.
@@ -51,6 +53,19 @@ SCALETRAIN_INJECT_OVERFLOW=5:0 "${IMG[@]}" --max-steps 12 --output-dir "$T/skip0
 if "${CK[@]}" same "$T/skip1" "$T/dynamic" >/dev/null 2>&1; then fail "the skipped step changed nothing"; fi
 echo "ok: the overflow skipped step 5 on both ranks and halved the scale"
 
+echo "== an inf only one rank finds after the all-reduce: the ranks agree and all skip"
+SCALETRAIN_INJECT_OVERFLOW=7:1:after "${IMG[@]}" --max-steps 12 --output-dir "$T/agree" --loss-scale dynamic >"$T/agree.log"
+# Rank 0 found nothing itself: it logs the skip only because the ranks agreed on it.
+grep -q "^step 7: inf or NaN in the gradients after the all-reduce; skipped on every rank, loss scale 65536 -> 32768" \
+  "$T/agree.log" || fail "rank 0 did not skip step 7 with rank 1: $(grep -n "inf or NaN" "$T/agree.log")"
+report_check "$T/agree" 'r["loss_scale"]["skipped_steps"] == 1'
+echo "ok: rank 1's overflow after the all-reduce skipped step 7 on rank 0 too"
+
+echo "== 2 micro-batches a step (--accumulate-steps 2): dynamic = none, bitwise"
+"${IMG[@]}" --max-steps 6 --accumulate-steps 2 --output-dir "$T/acc-none" >"$T/acc-none.log"
+"${IMG[@]}" --max-steps 6 --accumulate-steps 2 --output-dir "$T/acc-dynamic" --loss-scale dynamic >"$T/acc-dynamic.log"
+"${CK[@]}" same "$T/acc-none" "$T/acc-dynamic"
+
 echo "== stopped after the overflow and resumed: the scale and its counters come back"
 SCALETRAIN_INJECT_OVERFLOW=5:1 "${IMG[@]}" --output-dir "$T/cut" --loss-scale dynamic --max-steps 8 >"$T/cut1.log"
 "${IMG[@]}" --max-steps 12 --output-dir "$T/cut" --loss-scale dynamic --resume auto >"$T/cut2.log"
@@ -85,9 +100,9 @@ report_check "$T/ncf-skip" 'r["loss_scale"]["mode"] == "fixed" and r["loss_scale
 echo "ok: transformer-tiny and ncf"
 
 echo "== errors"
-expect_failure "--loss-scale 0" "--loss-scale '0' is not none, dynamic or a positive number" \
+expect_failure "--loss-scale 0" "--loss-scale '0' is not none, dynamic or a positive number a float can hold" \
   "${IMG[@]}" --output-dir "$T/bad" --loss-scale 0
 expect_failure "--loss-scale dynamc" "--loss-scale 'dynamc'" "${IMG[@]}" --output-dir "$T/bad" --loss-scale dynamc
-SCALETRAIN_INJECT_OVERFLOW=x expect_failure "a bad test hook" "SCALETRAIN_INJECT_OVERFLOW='x' is not STEP[:RANK]" \
+SCALETRAIN_INJECT_OVERFLOW=x expect_failure "a bad test hook" "SCALETRAIN_INJECT_OVERFLOW='x' is not STEP[:RANK[:after]]" \
   "${IMG[@]}" --output-dir "$T/bad" --loss-scale dynamic
 echo "PASS"

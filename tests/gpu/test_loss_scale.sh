@@ -3,9 +3,11 @@
 # --loss-scale dynamic and an overflow forced at step 2 (SCALETRAIN_INJECT_OVERFLOW), on the GPU
 # and on the CPU from the same weights and batches. The GPU run must skip step 2 as the CPU run
 # does (unscale_gradients' CUDA kernel counts the infs), halve the scale to 32768, and end with
-# parameters within the 3-step tolerance of the other GPU tests; and on the GPU, a dynamic scale
-# without an overflow must give the parameters of no scale (a power of two in and out is exact).
-# Skips (77) without a GPU.
+# parameters within the 3-step tolerance of the other GPU tests; on the GPU, a dynamic scale
+# without an overflow must give the parameters of no scale (a power of two in and out is exact);
+# and two ranks sharing the GPU must skip together when one of them alone finds an inf after the
+# all-reduce. And --device cuda --precision amp-bf16 is refused, naming the precision (the CUDA
+# backend has no 16-bit kernels yet; mixed precision runs on the CPU). Skips (77) without a GPU.
 source "$(dirname "$0")/lib.sh"
 require_gpu
 T=$TMP_ROOT/gpu_loss_scale
@@ -33,7 +35,24 @@ compare_checkpoints --what params --tolerance 1e-4 "$T/gpu" "$T/cpu" || status=1
 plain=(--model resnet20 --data "$T/data" --epochs 1 --max-steps 3 --batch-size "$batch" --seed 5 --log-every 1
   --eval-every 0)
 run_train gpu-none 1 "$DEV" "$TEST_ARGS" "${plain[@]}"
-run_train gpu-dynamic 1 "$DEV" "" "${plain[@]}" --loss-scale dynamic
+run_train gpu-dynamic 1 "$DEV" "$TEST_ARGS" "${plain[@]}" --loss-scale dynamic
 compare_checkpoints --what params --tolerance 1e-6 "$T/gpu-none" "$T/gpu-dynamic" || status=1
+
+# Two ranks sharing the GPU (host-staged all-reduce, nodes of one rank): rank 1 alone finds an inf
+# after the all-reduce (the unscale runs on the gradients copied back); rank 0 must skip with it.
+export SCALETRAIN_INJECT_OVERFLOW=2:1:after
+run_train gpu2 2 "$DEV" "$TEST_ARGS" "${common[@]}" --ranks-per-node 1
+run_train cpu2 2 cpu "" "${common[@]}" --ranks-per-node 1
+unset SCALETRAIN_INJECT_OVERFLOW
+grep -q "^step 2: inf or NaN in the gradients after the all-reduce; skipped on every rank, loss scale 65536 -> 32768" \
+  "$T/gpu2.log" || { echo "FAIL: 2 ranks on the GPU: rank 0 did not skip step 2: $(grep -n "inf or NaN" "$T/gpu2.log")"; status=1; }
+compare_checkpoints --what params --tolerance 1e-4 "$T/gpu2" "$T/cpu2" || status=1
+# Mixed precision has no 16-bit CUDA kernels yet: --device cuda with it is refused, naming it.
+if [ "$DEV" = cuda ]; then
+  out=$(mpirun -np 1 "$BIN/scaletrain" train --device cuda --precision amp-bf16 "${plain[@]}" --output-dir "$T/amp" 2>&1) &&
+    { echo "FAIL: --device cuda --precision amp-bf16 was accepted"; status=1; }
+  grep -q "in 16 bits for --precision amp-bf16" <<<"$out" ||
+    { echo "FAIL: the refusal does not name --precision: $out"; status=1; }
+fi
 [ $status = 0 ] || fail "loss scaling on --device $DEV ${TEST_ARGS:+($TEST_ARGS) }differs from the reference (above)"
 echo "PASS"

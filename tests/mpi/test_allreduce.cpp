@@ -18,12 +18,16 @@
 #include <utility>
 #include <vector>
 
-#include "comm/half.hpp"
 #include "scaletrain/comm/allreduce.hpp"
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/core/half.hpp"
 
 using scaletrain::Error;
 using namespace scaletrain::comm;
+using scaletrain::bf16_to_float;
+using scaletrain::float_to_bf16;
+using scaletrain::float_to_fp16;
+using scaletrain::fp16_to_float;
 
 namespace scaletrain::comm {  // printable in test messages
 std::ostream& operator<<(std::ostream& os, Algorithm a) { return os << algorithm_name(a); }

@@ -80,6 +80,21 @@ BOOST_AUTO_TEST_CASE(the_scale_never_grows_past_the_largest_float) {
   BOOST_TEST(s.growth_tracker() == 0);  // the count starts again, as GradScaler's does
 }
 
+BOOST_AUTO_TEST_CASE(a_scale_halved_below_the_smallest_float_stops_the_run) {
+  LossScaler s = LossScaler::from_option("dynamic");
+  for (int i = 0; i < 142; ++i) BOOST_TEST_REQUIRE(!s.update(false));  // 2^16 / 2^142 = 2^-126, the smallest normal
+  BOOST_TEST(s.scale() == std::ldexp(1.0, -126));
+  try {
+    s.update(false);
+    BOOST_ERROR("a scale of 2^-127 was accepted");
+  } catch (const scaletrain::Error& e) {
+    BOOST_TEST(std::string(e.what()).find("training diverged: the gradients held inf or NaN at 143 steps in a row") !=
+               std::string::npos);
+  }
+  BOOST_TEST(LossScaler::scale_text(std::ldexp(1.0, 20)) == "1048576");
+  BOOST_TEST(LossScaler::scale_text(1234567.0) == "1234567");
+}
+
 BOOST_AUTO_TEST_CASE(a_fixed_scale_skips_but_keeps_its_value) {
   LossScaler s = LossScaler::from_option("1000");
   BOOST_TEST(std::string(LossScaler::mode_name(s.mode())) == "fixed");
@@ -91,7 +106,7 @@ BOOST_AUTO_TEST_CASE(a_fixed_scale_skips_but_keeps_its_value) {
 }
 
 BOOST_AUTO_TEST_CASE(the_option_refuses_what_is_not_a_scale) {
-  for (const char* bad : {"", "0", "-4", "inf", "nan", "1e39", "dynamc", "64k"}) {
+  for (const char* bad : {"", "0", "-4", "inf", "nan", "1e39", "1e-39", "dynamc", "64k"}) {
     BOOST_TEST_CONTEXT("--loss-scale '" << bad << "'") {
       try {
         LossScaler::from_option(bad);
@@ -110,7 +125,7 @@ BOOST_AUTO_TEST_CASE(the_checkpointed_state_continues_the_same_sequence) {
   steps(a, 700, true);
   for (int i = 0; i < 40; ++i) a.update(false);  // 2^16 / 2^41 = 2^-25: needs all its digits
   LossScaler b = LossScaler::from_option("dynamic");
-  b.restore(a.to_json());
+  b.restore(scaletrain::Json::parse(a.to_json().dump()));  // through the checkpoint's text
   BOOST_TEST(b.scale() == std::ldexp(1.0, 16 - 41));
   BOOST_TEST(b.scale() == a.scale());
   BOOST_TEST(b.skipped_steps() == a.skipped_steps());

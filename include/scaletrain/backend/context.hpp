@@ -5,11 +5,21 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "scaletrain/core/caching_allocator.hpp"
+#include "scaletrain/core/half.hpp"
 #include "scaletrain/tensor/tensor.hpp"
 
 namespace scaletrain {
+
+// --precision (docs/mixed-precision.md): fp32, or mixed precision with activations, their
+// gradients and weight copies in 16 bits (fp16 or bf16) and fp32 master weights, optimizer
+// state, normalisation statistics and losses.
+enum class Precision { fp32, amp_fp16, amp_bf16 };
+const char* precision_name(Precision precision);  // "fp32", "amp-fp16", "amp-bf16"
+// The 16-bit format of a mixed precision; none for fp32.
+std::optional<HalfFormat> storage_format(Precision precision);
 
 class Context {
  public:
@@ -32,6 +42,10 @@ class Context {
   // the CPU.
   void set_allow_tf32(bool allow);
   bool allow_tf32() const { return allow_tf32_; }
+  // The precision the ops run in (--precision). Under a mixed precision every op rounds the
+  // activations it writes to the 16-bit format (ops/op.hpp); on the CPU they compute in fp32.
+  void set_precision(Precision precision) { precision_ = precision; }
+  Precision precision() const { return precision_; }
   // The device allocator's figures (peak memory, allocations); zeros on the CPU.
   AllocatorStats device_memory_stats() const;
 
@@ -44,6 +58,7 @@ class Context {
   int threads_;
   int gpu_index_;
   bool allow_tf32_ = false;
+  Precision precision_ = Precision::fp32;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -41,12 +41,13 @@ struct TrainSummary {
   int threads_per_rank = 0;
   Json config, dataset, topology, preflight, staging;
   int64_t global_batch = 0, steps_per_epoch = 0;
-  int accumulate_steps = 1;     // micro-batches per optimizer step
-  Json optimizer;               // the optimizer's describe(): name (sgd | lars) and hyper-parameters
-  Json loss_scale;              // the loss scaler's state at the end (LossScaler::to_json), or null
-  int64_t steps = 0;            // optimizer steps of the whole run
-  int64_t samples_trained = 0;  // training samples of the whole run, all ranks
-  int64_t units_trained = 0;    // in the task's unit (work_unit): samples, or tokens for translation
+  int accumulate_steps = 1;        // micro-batches per optimizer step
+  Json optimizer;                  // the optimizer's describe(): name (sgd | lars) and hyper-parameters
+  Json loss_scale;                 // the loss scaler's state at the end (LossScaler::to_json), or null
+  std::string precision = "fp32";  // --precision
+  int64_t steps = 0;               // optimizer steps of the whole run
+  int64_t samples_trained = 0;     // training samples of the whole run, all ranks
+  int64_t units_trained = 0;       // in the task's unit (work_unit): samples, or tokens for translation
   std::string work_unit = "samples";
   std::string status;     // completed | target_reached | max_steps | interrupted
   Json epochs, segments;  // history, this segment included

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "scaletrain/backend/context.hpp"
 #include "scaletrain/ops/registry.hpp"
 
 namespace scaletrain {
@@ -148,8 +149,11 @@ struct TrainConfig {
   int ranks_per_node = 0;  // > 0: emulate nodes of this many ranks; 0: SCALETRAIN_RANKS_PER_NODE or shared memory
   std::string allreduce = "hierarchical";  // flat | hierarchical | auto
   std::string grad_compression = "none";   // none | fp16 | bf16
-  // --loss-scale: none | dynamic | a fixed positive number (train/loss_scaler.hpp).
-  std::string loss_scale = "none";
+  // --precision: fp32 | amp-fp16 | amp-bf16 (docs/mixed-precision.md).
+  std::string precision = "fp32";
+  // --loss-scale: auto | none | dynamic | a fixed positive number (train/loss_scaler.hpp); auto:
+  // dynamic for amp-fp16, none otherwise (resolved_loss_scale).
+  std::string loss_scale = "auto";
   double bucket_mb = 25.0;  // MiB per gradient bucket (PyTorch DDP's default)
   bool overlap = true;      // start buckets during backward
   bool preflight = false;   // measure all-reduce busbw before training
@@ -172,6 +176,12 @@ struct EvalDataOptions {
   bool skip_bad_samples = false;
   int ranks_on_node = 1;  // for the memory check of the batch buffers
 };
+
+// --precision's value; throws UsageError naming it otherwise.
+Precision parse_precision(const std::string& value);
+// --loss-scale with auto resolved: dynamic for amp-fp16 (its gradients underflow fp16 without),
+// none for fp32 and amp-bf16 (bf16 has fp32's range); the value itself otherwise.
+std::string resolved_loss_scale(const TrainConfig& c);
 
 // The model's default input size for JPEG datasets (--image-size): the registry's (224 for
 // resnet50, 32 for resnet20; 224 for a model without one).

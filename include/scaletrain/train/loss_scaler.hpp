@@ -47,7 +47,8 @@ class LossScaler {
   // The factor of this step's loss gradient (1 when disabled).
   double scale() const { return scale_; }
   // After the all-reduce: whether every gradient of the step was finite on every rank. Returns
-  // whether the optimizer is to apply the step, and moves the scale by the rules.
+  // whether the optimizer is to apply the step, and moves the scale by the rules. Throws when a
+  // dynamic scale falls below the smallest normal float (gradients non-finite at every scale).
   bool update(bool gradients_finite);
 
   int64_t skipped_steps() const { return skipped_steps_; }              // in the whole run
@@ -57,6 +58,8 @@ class LossScaler {
   // "dynamic (GradScaler's rules: 65536, x2 after 2000 finite steps, x0.5 on inf/NaN)", "fixed 1024", "none".
   std::string describe() const;
   static const char* mode_name(Mode mode);
+  // A scale as the logs print it: the fewest digits that read back exactly (1048576, not 1.04858e+06).
+  static std::string scale_text(double scale);
   // The run state's "loss_scale" object ({"mode", "scale", "growth_tracker", "skipped_steps",
   // "consecutive_skipped"}) and back. A checkpoint of another mode (or none) leaves this scaler as
   // it starts: the start-up lines say so (restore_note).

@@ -84,6 +84,10 @@ class RunState {
   // Bytes of the MLPerf log (mllog.txt) that belong to the run up to this state: a resumed run
   // cuts the file back to them (-1: unknown, the file is kept whole).
   int64_t mllog_bytes = -1;
+  // --precision ("fp32", "amp-fp16", "amp-bf16"), saved so that a resume in another one says so
+  // (precision_note); not part of the identity: either may resume or initialise the other.
+  std::string precision;
+  std::string precision_note;
   // --loss-scale's scale and counters (train/loss_scaler.hpp).
   LossScaler loss_scaler;
 

@@ -59,16 +59,22 @@ class TrainingStep {
 
   // Scales the loss by `scaler` (which outlives the step) from the next step on; comm: the ranks
   // that agree on skipping a step. A disabled scaler changes nothing. Reads the test hook
-  // SCALETRAIN_INJECT_OVERFLOW=STEP[:RANK] (docs/mixed-precision.md): at optimizer step STEP
-  // (from 1), on RANK (default 0), the loss's gradient is made infinite.
+  // SCALETRAIN_INJECT_OVERFLOW=STEP[:RANK[:after]] (docs/mixed-precision.md): at optimizer step
+  // STEP (from 1), on RANK (default 0), the loss's gradient is made infinite; with `after`, that
+  // rank alone finds an inf after the all-reduce.
   void use_loss_scaler(LossScaler* scaler, const comm::Communicator* comm);
+
+  struct InjectedOverflow {
+    int64_t step = -1;  // from 1; -1: none
+    bool after_allreduce = false;
+  };
   // Whether the last run() skipped its optimizer step (inf or NaN gradients).
   bool last_step_skipped() const { return last_step_skipped_; }
 
  private:
   double forward_and_backward(const Batch& micro_batch, int k, int64_t global_step, StepPhaseWatcher& watcher);
   double loss_scale_for(int64_t global_step) const;
-  bool unscaled_gradients_finite();
+  bool unscaled_gradients_finite(int64_t global_step);
 
   Context& ctx_;
   Task& task_;
@@ -79,7 +85,8 @@ class TrainingStep {
   int rank_;
   LossScaler* scaler_ = nullptr;
   const comm::Communicator* comm_ = nullptr;
-  int64_t inject_overflow_step_ = -1;  // the test hook's step (from 1), -1: none
+  InjectedOverflow inject_;  // the test hook's, for this rank
+  Tensor master_weights_;    // a mixed precision's fp32 weights during forward and backward
   bool last_step_skipped_ = false;
 };
 

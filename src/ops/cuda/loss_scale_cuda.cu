@@ -1,6 +1,7 @@
 // Unscaling the gradients on the GPU: a grid-stride pass with an IEEE-rounded multiply (the CPU's
-// bits), each block counting its non-finite elements and adding them to one device counter, which
-// the host reads at the end (the step synchronises there anyway, to decide whether to skip).
+// bits), each thread counting its non-finite elements and, where it saw any, adding them to one
+// device counter, which the host reads at the end (the step waits for it anyway, to decide
+// whether to skip).
 #include "backend/cuda/cuda_context.hpp"
 #include "ops/cuda/grid_stride.cuh"
 #include "scaletrain/ops/loss_scale.hpp"

@@ -1,5 +1,7 @@
-// 16-bit floating-point conversions for gradient compression, written out so that they are
-// exact, branch-free (the compiler vectorises the loops over them) and need no library.
+// 16-bit floating-point conversions: gradient compression's wire format today, mixed precision's
+// storage format next (docs/mixed-precision.md). Written out so that they are exact, branch-free
+// (the compiler vectorises the loops over them) and need no library; torch.torch_half checks
+// them against PyTorch's own conversions.
 //   fp16 (IEEE binary16): 1 sign, 5 exponent, 10 mantissa bits; max 65504; subnormals down to 2^-24.
 //   bf16: the top 16 bits of a float32 (same range, 8 mantissa bits).
 // float -> 16 bit rounds to nearest, ties to even; overflow gives inf; NaN stays NaN (quiet);
@@ -9,7 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace scaletrain::comm {
+namespace scaletrain {
 
 inline uint32_t float_bits(float f) {
   uint32_t u;
@@ -60,4 +62,16 @@ inline uint16_t float_to_bf16(float value) {
 
 inline float bf16_to_float(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
 
-}  // namespace scaletrain::comm
+// The 16-bit formats mixed precision stores tensors in (--precision amp-fp16 | amp-bf16).
+enum class HalfFormat { fp16, bf16 };
+
+// A float rounded to the nearest value the format holds (ties to even), as a float: what storing
+// it in 16 bits and reading it back gives.
+inline float round_to(HalfFormat format, float value) {
+  return format == HalfFormat::fp16 ? fp16_to_float(float_to_fp16(value)) : bf16_to_float(float_to_bf16(value));
+}
+
+// Every element of data[0, n) rounded so, in place (the CPU's stand-in for 16-bit storage).
+void round_in_place(HalfFormat format, float* data, int64_t n);
+
+}  // namespace scaletrain
