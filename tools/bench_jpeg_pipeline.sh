@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The whole JPEG input pipeline per core (issue 26, section 4): ImageNet-like JPEGs (about
+# 500x375, quality 90, ImageNet's mean size; a smooth pattern with noise and edges, as
+# tools/bench_jpeg.sh makes them) converted with `scaletrain-data convert imagenet --encoding
+# jpeg`, then read by `scaletrain-data bench --augment` (the training loader: shard reads, TurboJPEG
+# decode, random resized crop to 224x224 and flip, batches of uint8) on one rank with 1 and with 2
+# decode workers, rounds interleaved; prints images/s and images/s per worker (median over the
+# rounds, the later epochs: the files in the page cache, as a node's local copy or a warm cache).
+#
+#   tools/bench_jpeg_pipeline.sh [BUILD_DIR] [ROUNDS] [IMAGES]      (defaults: build 3 2000)
+#
+# Not yet run on a quiet machine: no figure is recorded in docs/performance.md.
+#
+# One worker is one core's worth of decoding only where the rank's own thread is idle, as it is
+# in `scaletrain-data bench` (it only waits for batches); `taskset` pins the run to as many
+# cores as workers so that the per-worker figure is a per-core one.
+set -euo pipefail
+BUILD=${1:-build}
+ROUNDS=${2:-3}
+IMAGES=${3:-2000}
+BIN=$BUILD/bin
+PY=/usr/bin/python3
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+W=$(mktemp -d /tmp/bench_jpeg_pipeline.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+
+# 10 classes of IMAGES / 10 training images each, 50 validation images (the converter wants both).
+$PY - "$W/src" "$IMAGES" <<'EOF'
+import os, sys
+import numpy as np
+from PIL import Image
+root, n = sys.argv[1], int(sys.argv[2])
+rng = np.random.default_rng(0)
+sizes = [(500, 375), (500, 333), (375, 500), (500, 400)]
+def image(i):
+    w, h = sizes[i % len(sizes)]
+    y, x = np.mgrid[0:h, 0:w] / 50.0
+    a, b = rng.uniform(0.3, 1.5, 2)
+    img = np.stack([128 + 60 * np.sin(x * a + y * 0.7), 128 + 60 * np.cos(x * 0.5 - y * b),
+                    128 + 50 * np.sin(x * y * 0.05)], -1)
+    img[(x * 50 // 60 + y * 50 // 45) % 7 == 0] = 30
+    img += rng.normal(0, 12, img.shape)
+    return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
+for split, count in (("train", n), ("val", 50)):
+    for i in range(count):
+        d = os.path.join(root, split, f"n{i % 10:08d}")
+        os.makedirs(d, exist_ok=True)
+        image(i).save(os.path.join(d, f"{split}_{i}.JPEG"), quality=90)
+EOF
+"$BIN/scaletrain-data" convert imagenet --source "$W/src" --output "$W/data" --encoding jpeg --shards 4 >/dev/null
+bytes=$(du -sb "$W/data/train" | cut -f1)
+echo "dataset: $IMAGES JPEGs, $((bytes / IMAGES)) bytes each on average, 4 shards"
+
+results=$W/results.txt
+: >"$results"
+for ((r = 1; r <= ROUNDS; r++)); do
+  for workers in 1 2; do
+    cores=$(seq -s, 0 $((workers - 1)))
+    taskset -c "$cores" mpirun -np 1 --bind-to none "$BIN/scaletrain-data" bench "$W/data" --augment --data-threads "$workers" \
+      --batch-size 64 --epochs 2 --no-raw --json "$W/r$r-w$workers.json" >/dev/null
+    $PY - "$W/r$r-w$workers.json" "$workers" >>"$results" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+print(sys.argv[2], j["samples_per_s"])
+EOF
+  done
+done
+$PY - "$results" <<'EOF'
+import statistics, sys
+rows = [line.split() for line in open(sys.argv[1])]
+for workers in ("1", "2"):
+    rates = [float(r) for w, r in rows if w == workers]
+    m = statistics.median(rates)
+    print(f"{workers} worker(s) on {workers} core(s): {m:.0f} images/s ({m / int(workers):.0f} per core; "
+          f"rounds {', '.join(f'{x:.0f}' for x in rates)})")
+EOF
