@@ -9,8 +9,7 @@
 #
 #   tools/bench_jpeg_pipeline.sh [BUILD_DIR] [ROUNDS] [IMAGES]      (defaults: build 3 2000)
 #
-# Not yet run on a quiet machine: no figure is recorded in docs/performance.md.
-#
+# Results: docs/performance.md, "The JPEG input pipeline per core".
 # One worker is one core's worth of decoding only where the rank's own thread is idle, as it is
 # in `scaletrain-data bench` (it only waits for batches); `taskset` pins the run to as many
 # cores as workers so that the per-worker figure is a per-core one.
