@@ -21,6 +21,15 @@ std::string exact_text(double v) {
   return buf;
 }
 
+double parse_exact(const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  ST_CHECK(errno == 0 && end != text.c_str() && *end == '\0' && std::isfinite(v) && v > 0,
+           "the checkpoint's loss scale '" << text << "' is not a positive finite number");
+  return v;
+}
+
 }  // namespace
 
 // The fewest significant digits that read back as v: 1048576, 1234567, 0.5, 2.9802322387695312e-08.
@@ -32,19 +41,6 @@ std::string LossScaler::scale_text(double v) {
   }
   return buf;
 }
-
-namespace {
-
-double parse_exact(const std::string& text) {
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  ST_CHECK(errno == 0 && end != text.c_str() && *end == '\0' && std::isfinite(v) && v > 0,
-           "the checkpoint's loss scale '" << text << "' is not a positive finite number");
-  return v;
-}
-
-}  // namespace
 
 const char* LossScaler::mode_name(Mode mode) {
   switch (mode) {

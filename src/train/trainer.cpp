@@ -386,7 +386,7 @@ void Training::log_start() const {
   if (ctx_->precision() != Precision::fp32)
     ST_LOG("precision: " << precision_name(ctx_->precision())
                          << ": activations, their gradients and weight copies (parameters of 2 or more dimensions) in "
-                         << (ctx_->precision() == Precision::amp_fp16 ? "fp16" : "bf16")
+                         << (storage_format(ctx_->precision()) == HalfFormat::fp16 ? "fp16" : "bf16")
                          << "; fp32 master weights, optimizer state, normalisation statistics and losses"
                          << " (emulated on the CPU: stored rounded, computed in fp32)");
   if (!state_->precision_note.empty()) ST_LOG(state_->precision_note);
