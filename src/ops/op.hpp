@@ -15,7 +15,9 @@
 // ST_CUDA_KERNEL(fn) names the CUDA kernel where the CUDA backend is built, and elsewhere a kernel
 // the source has but this build does not (NotBuilt), so that no op file needs `#if` and a build
 // without CUDA references no CUDA symbol. A device without a kernel is `{}`; a kernel that is not
-// deterministic is `{fn, false}`.
+// deterministic is `{fn, false}`; a CUDA kernel with 16-bit versions (--precision amp-fp16 and
+// amp-bf16) is `{fn, true, kEveryPrecision}`. The CPU's kernels run in every precision: they
+// compute in fp32 and the dispatch rounds their 16-bit outputs.
 #pragma once
 
 #include <type_traits>
@@ -38,11 +40,14 @@ template <typename Fn>
 struct Kernel {
   Fn* fn = nullptr;
   bool deterministic = true;
-  bool declared = false;  // the source has a kernel for this device, built or not
+  bool declared = false;                // the source has a kernel for this device, built or not
+  PrecisionSet precisions = kFp32Only;  // the --precision values it runs in
 
   Kernel() = default;
-  Kernel(Fn* f, bool is_deterministic = true) : fn(f), deterministic(is_deterministic), declared(f != nullptr) {}
-  Kernel(NotBuilt, bool is_deterministic = true) : deterministic(is_deterministic), declared(true) {}
+  Kernel(Fn* f, bool is_deterministic = true, PrecisionSet runs_in = kFp32Only)
+      : fn(f), deterministic(is_deterministic), declared(f != nullptr), precisions(runs_in) {}
+  Kernel(NotBuilt, bool is_deterministic = true, PrecisionSet runs_in = kFp32Only)
+      : deterministic(is_deterministic), declared(true), precisions(runs_in) {}
 };
 
 }  // namespace scaletrain::ops
@@ -80,8 +85,11 @@ struct AmpOutputs {
   static constexpr AmpOutputs only(unsigned index) { return {1u << index}; }
 };
 
-// Rounds an output the op wrote to ctx's 16-bit format (an f32 tensor; others are left alone).
+// Rounds an output the op wrote to ctx's 16-bit format (an f32 tensor in host memory, where the
+// CPU emulates the 16-bit storage; others are left alone).
 void round_amp_output(Context& ctx, Tensor& t);
+// The dispatcher's answer for a kernel that does not run in the context's precision.
+[[noreturn]] void no_kernel_in_precision(const char* op, Device device, Precision precision);
 
 template <typename Fn>
 class Op {
@@ -90,6 +98,7 @@ class Op {
       : name_(name), amp_(amp) {
     kernels_[device_index(Device::cpu)] = cpu;
     kernels_[device_index(Device::cuda)] = cuda;
+    kernels_[device_index(Device::cpu)].precisions = kEveryPrecision;  // emulated: rounded at this dispatch
     OpInfo info;
     info.name = name;
     info.dtypes = dtypes;
@@ -97,6 +106,7 @@ class Op {
       info.kernel[d] = kernels_[d].fn != nullptr;
       info.declared[d] = kernels_[d].declared;
       info.deterministic[d] = info.declared[d] && kernels_[d].deterministic;
+      info.precisions[d] = info.declared[d] ? kernels_[d].precisions : 0u;
     }
     register_op(info);
   }
@@ -107,6 +117,8 @@ class Op {
   decltype(auto) operator()(Context& ctx, Args&&... args) const {
     const int d = device_index(ctx.device());
     if (d < 0 || d >= kNumDevices || kernels_[d].fn == nullptr) no_kernel(name_, ctx.device());
+    if ((kernels_[d].precisions & precision_bit(ctx.precision())) == 0u)
+      no_kernel_in_precision(name_, ctx.device(), ctx.precision());
     const OpScope scope(name_);
     using Result = decltype(kernels_[d].fn(ctx, std::forward<Args>(args)...));
     if constexpr (std::is_void_v<Result>) {

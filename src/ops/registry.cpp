@@ -47,17 +47,35 @@ OpInfo op_info(const std::string& op) {
   return it->second;
 }
 
-bool supports(const std::string& op, Device device) {
+bool supports(const std::string& op, Device device, Precision precision) {
   const int d = device_index(device);
-  return d >= 0 && d < kNumDevices && op_info(op).kernel[d];
+  if (d < 0 || d >= kNumDevices) return false;
+  const OpInfo info = op_info(op);
+  return info.kernel[d] && (info.precisions[d] & precision_bit(precision)) != 0;
 }
 
-std::vector<std::string> unsupported_ops(const std::vector<std::string>& ops, Device device) {
+std::vector<std::string> unsupported_ops(const std::vector<std::string>& ops, Device device, Precision precision) {
   std::vector<std::string> out;
   for (const std::string& op : ops)
-    if (!supports(op, device) && std::find(out.begin(), out.end(), op) == out.end()) out.push_back(op);
+    if (!supports(op, device, precision) && std::find(out.begin(), out.end(), op) == out.end()) out.push_back(op);
   return out;
 }
+
+std::string precision_list(PrecisionSet precisions) {
+  std::vector<std::string> names;
+  for (Precision p : {Precision::fp32, Precision::amp_fp16, Precision::amp_bf16})
+    if (precisions & precision_bit(p)) names.push_back(precision_name(p));
+  return op_list(names);
+}
+
+namespace {
+Json precision_names(PrecisionSet precisions) {
+  Json out = Json::array();
+  for (Precision p : {Precision::fp32, Precision::amp_fp16, Precision::amp_bf16})
+    if (precisions & precision_bit(p)) out.push_back(precision_name(p));
+  return out;
+}
+}  // namespace
 
 Json registry_json() {
   Json all = Json::object();
@@ -68,6 +86,7 @@ Json registry_json() {
       Json k = Json::object();
       k.set("deterministic", info.deterministic[device_index(d)]);
       k.set("built", info.kernel[device_index(d)]);
+      k.set("precisions", precision_names(info.precisions[device_index(d)]));
       devices.set(device_name(d), k);
     }
     Json j = Json::object();
@@ -79,16 +98,20 @@ Json registry_json() {
 }
 
 std::string registry_markdown() {
-  std::string out = "| op | dtypes | cpu | cuda |\n| --- | --- | --- | --- |\n";
+  std::string out = "| op | dtypes | cpu | cuda | amp-fp16, amp-bf16 |\n| --- | --- | --- | --- | --- |\n";
+  const PrecisionSet sixteen_bit = precision_bit(Precision::amp_fp16) | precision_bit(Precision::amp_bf16);
   for (const OpInfo& info : registered_ops()) {
     out += "| `" + info.name + "` | " + info.dtypes;
+    std::string amp_devices;
     for (Device d : {Device::cpu, Device::cuda}) {
       const int i = device_index(d);
       out += std::string(" | ") + (!info.declared[i]       ? "no"
                                    : info.deterministic[i] ? "yes"
                                                            : "yes (not deterministic)");
+      if (info.declared[i] && (info.precisions[i] & sixteen_bit) == sixteen_bit)
+        amp_devices += (amp_devices.empty() ? "" : ", ") + std::string(d == Device::cpu ? "cpu (emulated)" : "cuda");
     }
-    out += " |\n";
+    out += " | " + (amp_devices.empty() ? std::string("none") : amp_devices) + " |\n";
   }
   return out;
 }
@@ -129,12 +152,12 @@ void OpRecorder::add(const char* op) {
 
 void round_amp_output(Context& ctx, Tensor& t) {
   const std::optional<HalfFormat> format = storage_format(ctx.precision());
-  if (!format || !t.defined() || t.dtype() != DType::f32) return;
-  // The CUDA backend's 16-bit kernels are still to come (issue 26); --precision refuses the GPU
-  // before any op runs, so this is an internal error.
-  ST_CHECK(t.device() == Device::cpu, "internal: " << precision_name(ctx.precision())
-                                                   << " on a GPU tensor: the CUDA backend has no 16-bit kernels yet");
+  if (!format || !t.defined() || t.dtype() != DType::f32 || t.device() != Device::cpu) return;
   round_in_place(*format, t.data<float>(), t.numel());
+}
+
+void no_kernel_in_precision(const char* op, Device device, Precision precision) {
+  ST_THROW(op << ": no " << device_name(device) << " kernel runs in " << precision_name(precision) << " (--precision)");
 }
 
 OpScope::OpScope(const char* name) noexcept : name_(name) {

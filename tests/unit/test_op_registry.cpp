@@ -26,6 +26,12 @@ namespace {
 using TestOnlyFn = void(st::Context& ctx, int& calls);
 void test_only_cpu_kernel(st::Context&, int& calls) { ++calls; }
 const st::ops::Op<TestOnlyFn> test_only_op{"test_only_cpu_op", {test_only_cpu_kernel}, {}};
+// An op whose CUDA kernel (a stand-in: the registry only reads the declaration) runs in fp32 alone,
+// and one whose CUDA kernel declares its 16-bit versions.
+const st::ops::Op<TestOnlyFn> test_fp32_cuda_op{
+    "test_only_fp32_cuda_op", {test_only_cpu_kernel}, {test_only_cpu_kernel}};
+const st::ops::Op<TestOnlyFn> test_amp_cuda_op{
+    "test_only_amp_cuda_op", {test_only_cpu_kernel}, {test_only_cpu_kernel, true, st::ops::kEveryPrecision}};
 
 std::string names(const OpNames& ops) {
   std::string out;
@@ -68,9 +74,11 @@ BOOST_AUTO_TEST_CASE(every_op_is_registered_once_with_a_cpu_kernel) {
     BOOST_TEST(op.kernel[st::ops::device_index(st::Device::cpu)], op.name);
     BOOST_TEST(op.deterministic[st::ops::device_index(st::Device::cpu)], op.name);  // the CPU is the reference
     BOOST_TEST(st::ops::supports(op.name, st::Device::cpu));
-    // A kernel in this build is one the source declares; CUDA's are built where the backend is.
+    // A kernel in this build is one the source declares; CUDA's are built where the backend is
+    // (this test's own ops have host functions as their stand-in CUDA kernels).
     const int cuda = st::ops::device_index(st::Device::cuda);
-    BOOST_TEST((op.kernel[cuda] == (op.declared[cuda] && SCALETRAIN_HAVE_CUDA)), op.name);
+    if (op.name.rfind("test_", 0) != 0)
+      BOOST_TEST((op.kernel[cuda] == (op.declared[cuda] && SCALETRAIN_HAVE_CUDA)), op.name);
   }
   BOOST_TEST(std::is_sorted(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.name < b.name; }));
   for (const char* op : {"conv2d_forward", "embedding_backward", "adam_update", "lars_update", "accumulate_gradient"})
@@ -121,6 +129,52 @@ BOOST_AUTO_TEST_CASE(an_op_without_a_kernel_on_a_device_is_refused_by_name) {
   int calls = 0;
   test_only_op(ctx, calls);
   BOOST_TEST(calls == 1);
+}
+
+BOOST_AUTO_TEST_CASE(the_cpu_runs_every_op_in_every_precision) {
+  for (const st::ops::OpInfo& op : st::ops::registered_ops())
+    for (st::Precision p : {st::Precision::fp32, st::Precision::amp_fp16, st::Precision::amp_bf16})
+      BOOST_TEST(st::ops::supports(op.name, st::Device::cpu, p), op.name << " in " << st::precision_name(p));
+  const st::Json cpu = st::ops::registry_json().at("conv2d_forward").at("devices").at("cpu").at("precisions");
+  BOOST_TEST(cpu.dump() == R"(["fp32", "amp-fp16", "amp-bf16"])");
+  BOOST_TEST(st::ops::precision_list(st::ops::kEveryPrecision) == "fp32, amp-fp16 and amp-bf16");
+  // The dispatch runs the CPU kernel in a mixed precision (and rounds its outputs).
+  st::Context ctx;
+  ctx.set_precision(st::Precision::amp_bf16);
+  int calls = 0;
+  test_only_op(ctx, calls);
+  BOOST_TEST(calls == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_kernel_declares_the_precisions_it_runs_in_and_the_refusal_names_them) {
+  const int cuda = st::ops::device_index(st::Device::cuda);
+  BOOST_TEST(st::ops::op_info("test_only_fp32_cuda_op").precisions[cuda] == st::ops::kFp32Only);
+  BOOST_TEST(st::ops::op_info("test_only_amp_cuda_op").precisions[cuda] == st::ops::kEveryPrecision);
+  BOOST_TEST(st::ops::op_info("test_only_cpu_op").precisions[cuda] == 0u);  // none declared
+  BOOST_TEST(st::ops::supports("test_only_fp32_cuda_op", st::Device::cuda, st::Precision::fp32));
+  BOOST_TEST(!st::ops::supports("test_only_fp32_cuda_op", st::Device::cuda, st::Precision::amp_fp16));
+  BOOST_TEST(st::ops::supports("test_only_amp_cuda_op", st::Device::cuda, st::Precision::amp_bf16));
+  const std::vector<std::pair<std::string, OpNames>> needs = {
+      {"--model x", {"test_only_fp32_cuda_op", "test_only_amp_cuda_op", "test_only_cpu_op"}},
+      {"--optimizer y", {"test_only_fp32_cuda_op"}}};
+  // In fp32 only the op without a CUDA kernel; in amp-fp16 also the fp32-only one, named apart.
+  BOOST_TEST(st::train::kernels_missing(st::Device::cuda, needs) == "no CUDA kernel for test_only_cpu_op (--model x)");
+  BOOST_TEST(st::train::kernels_missing(st::Device::cuda, needs, st::Precision::amp_fp16) ==
+             "no CUDA kernel for test_only_cpu_op (--model x); no CUDA kernel in amp-fp16 for test_only_fp32_cuda_op "
+             "(--model x); test_only_fp32_cuda_op (--optimizer y)");
+  BOOST_TEST(st::train::kernels_missing(st::Device::cpu, needs, st::Precision::amp_bf16) == "");
+  // A model run in a mixed precision on the GPU names every op of it whose CUDA kernel is fp32 only.
+  const OpNames resnet20 = st::models::model_ops("resnet20", true);
+  std::vector<std::string> fp32_only;
+  for (const std::string& op : resnet20)
+    if (st::ops::supports(op, st::Device::cuda) && !st::ops::supports(op, st::Device::cuda, st::Precision::amp_bf16))
+      fp32_only.push_back(op);
+  const std::string refusal =
+      st::train::kernels_missing(st::Device::cuda, {{"--model resnet20", resnet20}}, st::Precision::amp_bf16);
+  if (!fp32_only.empty())
+    BOOST_TEST(refusal.find("no CUDA kernel in amp-bf16 for " + st::ops::op_list(fp32_only) + " (--model resnet20)") !=
+                   std::string::npos,
+               refusal);
 }
 
 BOOST_AUTO_TEST_CASE(resnet20_says_what_it_runs) {

@@ -1,5 +1,6 @@
-// The op registry: every op of src/ops, by name, with the devices that have a kernel for it and
-// whether each kernel is deterministic (the same bits from run to run on the same inputs). One
+// The op registry: every op of src/ops, by name, with the devices that have a kernel for it,
+// whether each kernel is deterministic (the same bits from run to run on the same inputs) and the
+// precisions (--precision) it runs in. One
 // fact, one place: the op's own file declares its kernels (src/ops/op.hpp), the dispatch, the
 // --device decision (supports), `scaletrain info --json`, docs/ops.md and the op-case coverage
 // test all read it from here.
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "scaletrain/backend/context.hpp"
 #include "scaletrain/core/json.hpp"
 #include "scaletrain/tensor/tensor.hpp"
 
@@ -24,22 +26,37 @@ using OpNames = std::set<std::string>;
 constexpr int kNumDevices = 2;  // Device::cpu, Device::cuda
 inline int device_index(Device d) { return static_cast<int>(d); }
 
+// A set of precisions (--precision), a bit each.
+using PrecisionSet = unsigned;
+constexpr PrecisionSet precision_bit(Precision p) { return 1u << static_cast<unsigned>(p); }
+constexpr PrecisionSet kFp32Only = precision_bit(Precision::fp32);
+constexpr PrecisionSet kEveryPrecision =
+    precision_bit(Precision::fp32) | precision_bit(Precision::amp_fp16) | precision_bit(Precision::amp_bf16);
+// "fp32, amp-fp16 and amp-bf16".
+std::string precision_list(PrecisionSet precisions);
+
 struct OpInfo {
   std::string name;                      // the public function's name, e.g. "conv2d_forward"
   std::string dtypes;                    // the dtypes of its float tensors, e.g. "f32"
   bool kernel[kNumDevices] = {};         // a kernel for that device is in this build
   bool declared[kNumDevices] = {};       // the source has one (a build without CUDA leaves CUDA's out)
   bool deterministic[kNumDevices] = {};  // that kernel gives the same bits run to run
+  // The precisions that kernel runs in. The CPU's run in every one: they compute in fp32 and the
+  // dispatch point rounds their 16-bit outputs (ops/op.hpp), the reference for the GPU's. A CUDA
+  // kernel runs in fp32 unless it declares its 16-bit versions.
+  PrecisionSet precisions[kNumDevices] = {};
 };
 
 // Every registered op, sorted by name.
 std::vector<OpInfo> registered_ops();
 // The op's entry; throws naming the op when none is registered.
 OpInfo op_info(const std::string& op);
-// Whether `op` has a kernel on `device` in this build; throws for an unknown op.
-bool supports(const std::string& op, Device device);
-// The ops of `ops` without a kernel on `device`, in their order.
-std::vector<std::string> unsupported_ops(const std::vector<std::string>& ops, Device device);
+// Whether `op` has a kernel on `device` in this build that runs in `precision`; throws for an
+// unknown op.
+bool supports(const std::string& op, Device device, Precision precision = Precision::fp32);
+// The ops of `ops` without a kernel on `device` in `precision`, in their order.
+std::vector<std::string> unsupported_ops(const std::vector<std::string>& ops, Device device,
+                                         Precision precision = Precision::fp32);
 
 // "op_a, op_b and op_c".
 std::string op_list(const std::vector<std::string>& ops);
@@ -83,9 +100,11 @@ void count_macs(int64_t macs);
 void register_op(const OpInfo& info);
 
 // The registry as JSON: {"op": {"dtypes": "f32", "devices": {"cpu": {"deterministic": true,
-// "built": true}, ...}}}, a device listed where the source has a kernel for it.
+// "built": true, "precisions": ["fp32", "amp-fp16", "amp-bf16"]}, ...}}}, a device listed where
+// the source has a kernel for it.
 Json registry_json();
-// docs/ops.md's table: op, dtypes, and per device "yes", "yes (not deterministic)" or "no".
+// docs/ops.md's table: op, dtypes, per device "yes", "yes (not deterministic)" or "no", and the
+// devices whose kernel runs in the mixed precisions.
 std::string registry_markdown();
 
 }  // namespace scaletrain::ops
