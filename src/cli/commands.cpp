@@ -34,6 +34,7 @@
 #include "scaletrain/ops/registry.hpp"
 #include "scaletrain/train/checkpointing.hpp"
 #include "scaletrain/train/device_choice.hpp"
+#include "scaletrain/train/mixed_precision.hpp"
 #include "scaletrain/train/task.hpp"
 #include "scaletrain/train/trainer.hpp"
 #include "scaletrain/train/translate.hpp"
@@ -378,9 +379,10 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
                                   "intra-node all-gather) | auto (per bucket size, the faster in a start-up "
                                   "calibration; flat on unequal nodes)")(
       "grad-compression", po::value(&c.grad_compression)->default_value(c.grad_compression),
-      "none | fp16 | bf16: send 16-bit gradients, half the bytes. Each addition is done in fp32 and its result "
-      "rounded back to 16 bits, so the partial sums are 16-bit, as NCCL sums half types: a sum over many ranks "
-      "collects one rounding per addition, not one in all")(
+      "auto (a mixed precision's 16-bit format: fp16 for amp-fp16, bf16 for amp-bf16; none for fp32) | none | fp16 "
+      "| bf16: send 16-bit gradients, half the bytes. Each addition is done in fp32 and its result rounded back to "
+      "16 bits, so the partial sums are 16-bit, as NCCL sums half types: a sum over many ranks collects one "
+      "rounding per addition, not one in all. none sends and sums fp32 (docs/mixed-precision.md)")(
       "bucket-mb", po::value(&c.bucket_mb)->default_value(c.bucket_mb, shortest(c.bucket_mb)),
       "gradient bucket size in MiB; each bucket is all-reduced as soon as backward completes it")(
       "no-overlap", po::bool_switch(), "all-reduce every bucket after backward instead of during it")(
@@ -469,7 +471,7 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("stall_abort_s", c.stall_abort_s);
   j.set("ranks_per_node", c.ranks_per_node > 0 ? Json(c.ranks_per_node) : Json());
   j.set("allreduce", c.allreduce);
-  j.set("grad_compression", c.grad_compression);
+  j.set("grad_compression", train::resolved_grad_compression(c));
   j.set("precision", c.precision);
   j.set("loss_scale", train::resolved_loss_scale(c));
   j.set("bucket_mb", c.bucket_mb);
@@ -587,13 +589,17 @@ int cmd_train(int argc, char** argv) {
 // asks of the GPU's kernels.
 std::unique_ptr<Context> open_context(const comm::Communicator& comm, const std::string& device,
                                       const std::string& command, const std::string& model, const ops::OpNames& needs,
-                                      int threads) {
+                                      int threads, Precision precision = Precision::fp32) {
   const train::DeviceRequest request = train::parse_device_request(device);
-  const std::string missing =
-      request == train::DeviceRequest::cpu ? "" : train::kernels_missing(Device::cuda, {{"--model " + model, needs}});
+  const std::string missing = request == train::DeviceRequest::cpu
+                                  ? ""
+                                  : train::kernels_missing(Device::cuda, {{"--model " + model, needs}}, precision);
   const train::DeviceChoice choice = train::choose_device(comm, request, command, missing);
+  train::check_gpu_precision(comm, choice, precision, command);
   for (const std::string& line : choice.log_lines) ST_LOG(line);
-  return std::make_unique<Context>(choice.device, threads, choice.gpu_index);
+  auto ctx = std::make_unique<Context>(choice.device, threads, choice.gpu_index);
+  ctx->set_precision(precision);
+  return ctx;
 }
 
 // A text output's directory must exist before the work starts, so that a typo fails at once.
@@ -632,13 +638,22 @@ void evaluate_checkpoint(const train::TrainConfig& c, const std::string& checkpo
                          int64_t batch_size, int threads, const std::string& device, const std::string& translations) {
   const comm::Communicator comm = comm::Communicator::world();
   const std::unique_ptr<train::Task> task = train::open_task_for_evaluation(c, split, comm);
-  const std::unique_ptr<Context> context = open_context(comm, device, "eval", c.model, task->ops(/*training=*/false),
-                                                        threads > 0 ? threads : train::default_threads(comm));
+  const Precision precision = train::parse_precision(c.precision);
+  const std::unique_ptr<Context> context =
+      open_context(comm, device, "eval", c.model, task->ops(/*training=*/false),
+                   threads > 0 ? threads : train::default_threads(comm), precision);
   Context& ctx = *context;
   const checkpoint::CheckpointData weights = checkpoint::read_newest_checkpoint(checkpoint);
   task->check_fits(weights);
   const std::unique_ptr<models::Network> network = restored_network(*task, weights, c, ctx);
   ST_LOG("checkpoint " << weights.path << " (step " << weights.meta.step << ")");
+  if (precision != Precision::fp32)
+    ST_LOG("precision: " << c.precision << ": activations and weight copies (parameters of 2 or more dimensions) in "
+                         << (storage_format(precision) == HalfFormat::fp16 ? "fp16" : "bf16")
+                         << ", as a run trained in it evaluates (emulated on the CPU: stored rounded, computed in "
+                            "fp32)");
+  Tensor master;  // the fp32 weights while the 16-bit copies are in place
+  const train::HalfWeights half(ctx, network->params(), master);
   const train::Evaluation e = task->evaluate(comm, ctx, *network, batch_size, /*ranks_on_node=*/1);
   ST_LOG(task->describe_evaluation(e, c.data_dir + "/" + split));
   if (!translations.empty() && comm.rank() == 0) {
@@ -664,6 +679,9 @@ int cmd_eval(int argc, char** argv) {
       "batch-size", po::value(&batch_size)->default_value(batch_size), "samples per rank per batch")(
       "threads", po::value(&threads)->default_value(threads), "CPU threads per rank (0 = cores / ranks on the node)")(
       "device", po::value(&device)->default_value(device), kDeviceHelp)(
+      "precision", po::value(&c.precision)->default_value(c.precision),
+      "fp32 | amp-fp16 | amp-bf16: evaluate with activations and weight matrices in 16 bits, as a run trained with "
+      "train --precision evaluates itself (docs/mixed-precision.md); emulated on the CPU")(
       "io", po::value(&c.io)->default_value(c.io), "image shards: reader, posix | mmap | mpiio | mpiio-collective")(
       "data-threads", po::value(&c.data_threads)->default_value(c.data_threads),
       "image shards: decode threads per rank")("image-size", po::value<std::string>(), kImageSizeHelp)(
@@ -684,6 +702,7 @@ int cmd_eval(int argc, char** argv) {
   train::check_model_name(c.model);
   if (batch_size <= 0) throw UsageError("--batch-size must be positive");
   train::parse_device_request(device);
+  train::parse_precision(c.precision);
   train::check_io_mode(c.io);
   train::check_data_threads(c.data_threads);
   std::tie(c.image_height, c.image_width) = image_size_option(vm);

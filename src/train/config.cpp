@@ -128,8 +128,8 @@ void check_communication(const TrainConfig& c) {
           "--ranks-per-node must be a positive integer, got " + std::to_string(c.ranks_per_node));
   require(one_of(c.allreduce, {"flat", "hierarchical", "auto"}),
           "unknown --allreduce '" + c.allreduce + "' (known: flat, hierarchical, auto)");
-  require(one_of(c.grad_compression, {"none", "fp16", "bf16"}),
-          "unknown --grad-compression '" + c.grad_compression + "' (known: none, fp16, bf16)");
+  require(one_of(c.grad_compression, {"auto", "none", "fp16", "bf16"}),
+          "unknown --grad-compression '" + c.grad_compression + "' (known: auto, none, fp16, bf16)");
   parse_precision(c.precision);
   LossScaler::from_option(resolved_loss_scale(c));  // throws naming the value
   require(c.bucket_mb > 0 && std::isfinite(c.bucket_mb),
@@ -274,16 +274,26 @@ void check_task_options(const TrainConfig& c) {
 
 }  // namespace
 
-std::string kernels_missing(Device device, const std::vector<std::pair<std::string, ops::OpNames>>& needs) {
-  std::string parts;
+std::string kernels_missing(Device device, const std::vector<std::pair<std::string, ops::OpNames>>& needs,
+                            Precision precision) {
+  const std::string kernel = std::string(device == Device::cuda ? "CUDA" : device_name(device)) + " kernel";
+  std::string none, not_in_precision;  // ops with no kernel at all; ops whose kernel is fp32 only
   for (const auto& [what, names] : needs) {
-    const std::vector<std::string> missing =
-        ops::unsupported_ops(std::vector<std::string>(names.begin(), names.end()), device);
-    if (missing.empty()) continue;
-    parts += (parts.empty() ? "" : "; ") + ops::op_list(missing) + " (" + what + ")";
+    const std::vector<std::string> all(names.begin(), names.end());
+    const std::vector<std::string> missing = ops::unsupported_ops(all, device);
+    if (!missing.empty()) none += (none.empty() ? "" : "; ") + ops::op_list(missing) + " (" + what + ")";
+    std::vector<std::string> fp32_only;
+    for (const std::string& op : ops::unsupported_ops(all, device, precision))
+      if (std::find(missing.begin(), missing.end(), op) == missing.end()) fp32_only.push_back(op);
+    if (!fp32_only.empty())
+      not_in_precision += (not_in_precision.empty() ? "" : "; ") + ops::op_list(fp32_only) + " (" + what + ")";
   }
-  if (parts.empty()) return "";
-  return std::string("no ") + (device == Device::cuda ? "CUDA" : device_name(device)) + " kernel for " + parts;
+  std::string out;
+  if (!none.empty()) out = "no " + kernel + " for " + none;
+  if (!not_in_precision.empty())
+    out += (out.empty() ? "" : "; ") + std::string("no ") + kernel + " in " + precision_name(precision) + " for " +
+           not_in_precision;
+  return out;
 }
 
 Precision parse_precision(const std::string& value) {
@@ -298,6 +308,12 @@ std::string resolved_loss_scale(const TrainConfig& c) {
   return c.precision == "amp-fp16" ? "dynamic" : "none";
 }
 
+std::string resolved_grad_compression(const TrainConfig& c) {
+  if (c.grad_compression != "auto") return c.grad_compression;
+  if (c.precision == "amp-fp16") return "fp16";
+  return c.precision == "amp-bf16" ? "bf16" : "none";
+}
+
 std::string train_kernels_missing(const TrainConfig& c, const Task& task, Device device) {
   nn::ParameterSet one;  // the optimizer's ops do not depend on the parameters: one of one value
   one.add_parameter("w", {1});
@@ -307,12 +323,7 @@ std::string train_kernels_missing(const TrainConfig& c, const Task& task, Device
       {"--optimizer " + c.optimizer, make_optimizer(c, one)->ops()}};
   if (c.accumulate_steps > 1)
     needs.push_back({"--accumulate-steps " + std::to_string(c.accumulate_steps), {"accumulate_gradient"}});
-  std::string missing = kernels_missing(device, needs);
-  // The CUDA backend's kernels are fp32 only for now (issue 26): mixed precision runs on the CPU.
-  if (device == Device::cuda && c.precision != "fp32")
-    missing += (missing.empty() ? "no CUDA kernels" : "; and none") + std::string(" in 16 bits for --precision ") +
-               c.precision + " (mixed precision runs on the CPU for now)";
-  return missing;
+  return kernels_missing(device, needs, parse_precision(c.precision));
 }
 
 void check_train_config(const TrainConfig& c) {
@@ -419,7 +430,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, nn::Param
 comm::AllReduceOptions allreduce_options(const TrainConfig& c) {
   comm::AllReduceOptions o;
   o.algorithm = c.allreduce;
-  o.compression = comm::parse_compression(c.grad_compression);
+  o.compression = comm::parse_compression(resolved_grad_compression(c));
   return o;
 }
 

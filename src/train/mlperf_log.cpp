@@ -83,6 +83,11 @@ void MlperfLog::hyperparameters(const TrainConfig& c, const MlperfRunFacts& f) {
   log_.point("gradient_accumulation_steps", c.accumulate_steps, ST_MLLOG_HERE);
   log_.point("seed", static_cast<int64_t>(c.seed), ST_MLLOG_HERE);
   log_.point("opt_name", f.optimizer, ST_MLLOG_HERE);
+  // Not a key of the rules (their checker passes keys it does not know): what the results are
+  // to be compared with, and the loss scaling it brings.
+  Json precision = Json::object();
+  precision.set("loss_scale", resolved_loss_scale(c));
+  log_.point("precision", c.precision, ST_MLLOG_HERE, precision);
   if (f.optimizer == "adam" || f.optimizer == "lazy_adam") {
     // MLPerf's keys for Adam (mlcommons/logging constants, as the NCF reference logs them); the
     // ResNet rules know only sgd and lars (closed_resnet.yaml), so mllog_check.py refuses such a log.
@@ -157,11 +162,16 @@ void MlperfLog::block_stop(int64_t first_epoch) {
   log_.end("block_stop", Json(), ST_MLLOG_HERE, m);
 }
 
-void MlperfLog::run_stop(const std::string& status, int64_t epoch, const std::string& why) {
+void MlperfLog::run_stop(const std::string& status, int64_t epoch, const std::string& why, int64_t skipped_steps,
+                         double loss_scale) {
   Json m = Json::object();
   m.set("status", status);
   m.set("epoch_num", epoch);
   if (!why.empty()) m.set("reason", why);
+  if (loss_scale > 0.0) {
+    m.set("skipped_steps", skipped_steps);
+    m.set("loss_scale", loss_scale);
+  }
   log_.end("run_stop", Json(), ST_MLLOG_HERE, m);
 }
 
@@ -218,7 +228,8 @@ void MlperfRecorder::on_run_end(const RunOutcome& outcome) {
   const RunPosition& p = outcome.position;
   const int64_t epoch = std::min<int64_t>(p.epoch + (p.step_in_epoch > 0 ? 1 : 0), config_.epochs);
   log_.run_stop(success ? "success" : "aborted", std::max<int64_t>(epoch, 1),
-                success ? "" : "the run ended without reaching --target-accuracy");
+                success ? "" : "the run ended without reaching --target-accuracy", outcome.skipped_steps,
+                outcome.loss_scale);
 }
 
 void MlperfRecorder::on_run_aborted(const RunPosition& position, const std::string& why) noexcept {

@@ -52,8 +52,10 @@ class MlperfLog {
   void eval_start(int64_t epoch, int64_t samples);
   void eval_stop(int64_t epoch, int64_t samples, double accuracy);
   void block_stop(int64_t first_epoch);
-  // "success" or "aborted" (with what stopped it).
-  void run_stop(const std::string& status, int64_t epoch, const std::string& why = "");
+  // "success" or "aborted" (with what stopped it); with loss scaling, the skipped steps and the
+  // final scale (0: none).
+  void run_stop(const std::string& status, int64_t epoch, const std::string& why = "", int64_t skipped_steps = 0,
+                double loss_scale = 0.0);
 
  private:
   explicit MlperfLog(report::MlLog log) : log_(std::move(log)) {}

@@ -203,7 +203,7 @@ class Training {
   bool run_finished() const;
   void start_epoch();
   void train_step();
-  void report_skipped_step(int64_t step, double scale_before) const;
+  void report_skipped_step(int64_t step, double scale_before, double loss) const;
   void end_epoch();
   bool evaluation_due() const;
   Evaluation evaluate_now();
@@ -288,6 +288,7 @@ void Training::open_context() {
   // Which ops lack a CUDA kernel matters only where a GPU may be chosen.
   const std::string missing = request == DeviceRequest::cpu ? "" : train_kernels_missing(cfg_, *task_, Device::cuda);
   device_ = choose_device(comm_, request, "train", missing);
+  check_gpu_precision(comm_, device_, parse_precision(cfg_.precision), "train");
   ctx_ = std::make_unique<Context>(device_.device, threads_, device_.gpu_index);
   ctx_->set_allow_tf32(cfg_.tf32);
   ctx_->set_precision(parse_precision(cfg_.precision));
@@ -497,14 +498,18 @@ void Training::train_step() {
   const double lr = state_->learning_rate();
   const double scale = state_->loss_scaler.scale();
   const double loss = step_->run(batch_, micro_batch_, pos.global_step, lr, *phases_);
-  if (step_->last_step_skipped()) report_skipped_step(pos.global_step + 1, scale);
-  ST_CHECK(std::isfinite(loss), "training diverged: loss is " << loss << " at epoch " << pos.epoch + 1 << " step "
-                                                              << pos.step_in_epoch + 1 << " (try a smaller --base-lr)");
+  if (step_->last_step_skipped()) report_skipped_step(pos.global_step + 1, scale, loss);
+  // A loss that overflowed (16-bit activations) made its gradients overflow too: under loss
+  // scaling every rank has skipped that step, and the run goes on. Otherwise it diverged.
+  ST_CHECK(std::isfinite(loss) || step_->last_step_skipped(),
+           "training diverged: loss is " << loss << " at epoch " << pos.epoch + 1 << " step " << pos.step_in_epoch + 1
+                                         << " (try a smaller --base-lr)");
   ++pos.step_in_epoch;
   ++pos.global_step;
   pos.samples_seen += work.samples;
   pos.units_seen += work.units;
-  state_->epoch_loss_here += loss;
+  // A skipped step's non-finite loss adds nothing to the epoch's mean train loss.
+  if (std::isfinite(loss)) state_->epoch_loss_here += loss;
   const StepEnd end{pos, state_->steps_per_epoch, total_steps_, cfg_.epochs, batch_, work.units, loss,
                     lr,  clock.elapsed()};
   for (TrainingObserver* o : observers_) o->on_step_end(end);
@@ -512,8 +517,10 @@ void Training::train_step() {
 
 // A step whose gradients held an inf or NaN after the all-reduce (every rank skipped it): said at
 // each one, and warned about when they come in a row (a loss that overflows at every scale).
-void Training::report_skipped_step(int64_t step, double scale_before) const {
+void Training::report_skipped_step(int64_t step, double scale_before, double loss) const {
   const LossScaler& s = state_->loss_scaler;
+  if (!std::isfinite(loss))
+    ST_WARN("step " << step << ": the loss is " << loss << " (the forward overflowed); the step is skipped");
   ST_LOG("step " << step << ": inf or NaN in the gradients after the all-reduce; skipped on every rank, loss scale "
                  << LossScaler::scale_text(scale_before) << " -> " << LossScaler::scale_text(s.scale()) << " ("
                  << s.skipped_steps() << " skipped in the run)");
@@ -662,7 +669,9 @@ const char* status_of(RunEnd end) { return end == RunEnd::signal ? "interrupted"
 TrainResult Training::finish(RunEnd end) {
   const std::string reason = end == RunEnd::signal ? StopSignals::name(stop_signal_) : run_end_name(end);
   if (end != RunEnd::signal) {
-    const RunOutcome outcome{state_->position, state_->results.time_to_target_s >= 0};
+    const LossScaler& scaler = state_->loss_scaler;
+    const RunOutcome outcome{state_->position, state_->results.time_to_target_s >= 0, scaler.skipped_steps(),
+                             scaler.enabled() ? scaler.scale() : 0.0};
     for (TrainingObserver* o : observers_) o->on_run_end(outcome);
     set_last_words(nullptr);
     checkpoint(reason);

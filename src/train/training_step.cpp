@@ -3,6 +3,7 @@
 #include "scaletrain/train/training_step.hpp"
 
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "scaletrain/core/error.hpp"
@@ -18,8 +19,9 @@ using report::Phase;
 // of the loss's gradient becomes inf (the loss ops compute the factor in double).
 constexpr double kOverflowingScale = 1e300;
 
-// SCALETRAIN_INJECT_OVERFLOW=STEP[:RANK[:after]] for `rank`: its step (from 1, -1: none) and
-// whether the overflow comes after the all-reduce (this rank alone then sees it).
+// SCALETRAIN_INJECT_OVERFLOW=STEP[:RANK[:after|:loss]] for `rank`: its step (from 1, -1: none)
+// and whether the overflow comes after the all-reduce (this rank alone then sees it) or is in the
+// loss itself as well as its gradient (a forward that overflowed).
 TrainingStep::InjectedOverflow injected_overflow(int rank) {
   const char* text = std::getenv("SCALETRAIN_INJECT_OVERFLOW");
   if (text == nullptr || *text == '\0') return {};
@@ -27,16 +29,21 @@ TrainingStep::InjectedOverflow injected_overflow(int rank) {
   char* end = nullptr;
   const long long step = std::strtoll(value.c_str(), &end, 10);
   long long on_rank = 0;
-  bool after = false;
+  bool after = false, loss = false;
   if (*end == ':') on_rank = std::strtoll(end + 1, &end, 10);
   if (std::string(end) == ":after") {
     after = true;
     end += 6;
+  } else if (std::string(end) == ":loss") {
+    loss = true;
+    end += 5;
   }
-  ST_CHECK(step >= 1 && on_rank >= 0 && *end == '\0',
-           "SCALETRAIN_INJECT_OVERFLOW='" << value << "' is not STEP[:RANK[:after]] with STEP >= 1 (a test hook)");
+  ST_CHECK(step >= 1 && on_rank >= 0 && *end == '\0', "SCALETRAIN_INJECT_OVERFLOW='"
+                                                          << value
+                                                          << "' is not STEP[:RANK[:after|:loss]] with STEP >= 1 (a "
+                                                             "test hook)");
   if (on_rank != rank) return {};
-  return {step, after};
+  return {step, after, loss};
 }
 
 // One phase of the step, begun and ended around a scope (ended also when the phase throws).
@@ -86,6 +93,7 @@ double TrainingStep::run(const Batch& batch, int64_t micro_batch, int64_t global
       for (int k = 0; k < micro_batches(); ++k)
         loss += forward_and_backward(batch.rows(k * micro_batch, micro_batch), k, global_step, watcher);
   }
+  if (global_step + 1 == inject_.step && inject_.loss) loss = std::numeric_limits<double>::infinity();
   {
     WatchedPhase phase(watcher, Phase::allreduce);
     reducer_.finish();

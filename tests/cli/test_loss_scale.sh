@@ -7,7 +7,10 @@
 #    one rank at one step) skips exactly that step and halves the scale: injected on rank 1 or on
 #    rank 0, rank 0's final weights are the same, and they differ from the run without the
 #    overflow; an inf that only rank 1 finds after the all-reduce (STEP:1:after) makes rank 0 skip
-#    too, which it does only through the ranks' agreement;
+#    too, which it does only through the ranks' agreement; a loss that itself overflowed on one
+#    rank (STEP:1:loss, a forward in 16 bits that overflowed) is skipped the same way, with a
+#    warning from that rank, where without loss scaling it would stop the run as diverged;
+#  - mllog.txt's run_stop gives the skipped steps and the final scale;
 #  - with 2 micro-batches a step, dynamic = none bitwise;
 #  - a run stopped after the overflow and resumed keeps the halved scale and the skip count and
 #    ends bitwise equal to the uninterrupted one;
@@ -61,6 +64,31 @@ grep -q "^step 7: inf or NaN in the gradients after the all-reduce; skipped on e
 report_check "$T/agree" 'r["loss_scale"]["skipped_steps"] == 1'
 echo "ok: rank 1's overflow after the all-reduce skipped step 7 on rank 0 too"
 
+echo "== a loss that overflowed on one rank: that step is skipped and the run goes on"
+SCALETRAIN_INJECT_OVERFLOW=5:1:loss "${IMG[@]}" --max-steps 12 --output-dir "$T/loss-inf" --loss-scale dynamic \
+  >"$T/loss-inf.log" 2>"$T/loss-inf.err"
+grep -qF "warning [rank 1]: step 5: the loss is inf (the forward overflowed); the step is skipped" "$T/loss-inf.err" ||
+  fail "no warning from rank 1: $(cat "$T/loss-inf.err")"
+grep -q "^step 5: inf or NaN in the gradients after the all-reduce; skipped on every rank, loss scale 65536 -> 32768" \
+  "$T/loss-inf.log" || fail "no skip line for step 5: $(grep -n "inf\|skip" "$T/loss-inf.log" | head)"
+report_check "$T/loss-inf" 'r["loss_scale"]["skipped_steps"] == 1 and r["steps"] == 12'
+"${CK[@]}" same "$T/skip1" "$T/loss-inf"  # the weights of a skip for the gradient alone
+echo "ok: the overflowed loss skipped step 5 and the run trained its 12 steps"
+
+echo "== mllog.txt: the precision, and at run_stop the skipped steps and the final scale"
+$PY - "$T/skip1/mllog.txt" "$T/none/mllog.txt" <<'PY'
+import json, sys
+def events(path):
+    return {e["key"]: e for e in (json.loads(l.split(":::MLLOG ", 1)[1]) for l in open(path) if ":::MLLOG " in l)}
+skip, none = events(sys.argv[1]), events(sys.argv[2])
+assert skip["precision"]["value"] == "fp32" and skip["precision"]["metadata"]["loss_scale"] == "dynamic", skip["precision"]
+m = skip["run_stop"]["metadata"]
+assert m["skipped_steps"] == 1 and m["loss_scale"] == 32768 and m["status"] == "success", m
+assert none["precision"]["metadata"]["loss_scale"] == "none", none["precision"]
+assert "skipped_steps" not in none["run_stop"]["metadata"], none["run_stop"]
+PY
+echo "ok: mllog.txt"
+
 echo "== 2 micro-batches a step (--accumulate-steps 2): dynamic = none, bitwise"
 "${IMG[@]}" --max-steps 6 --accumulate-steps 2 --output-dir "$T/acc-none" >"$T/acc-none.log"
 "${IMG[@]}" --max-steps 6 --accumulate-steps 2 --output-dir "$T/acc-dynamic" --loss-scale dynamic >"$T/acc-dynamic.log"
@@ -103,6 +131,6 @@ echo "== errors"
 expect_failure "--loss-scale 0" "--loss-scale '0' is not none, dynamic or a positive number a float can hold" \
   "${IMG[@]}" --output-dir "$T/bad" --loss-scale 0
 expect_failure "--loss-scale dynamc" "--loss-scale 'dynamc'" "${IMG[@]}" --output-dir "$T/bad" --loss-scale dynamc
-SCALETRAIN_INJECT_OVERFLOW=x expect_failure "a bad test hook" "SCALETRAIN_INJECT_OVERFLOW='x' is not STEP[:RANK[:after]]" \
+SCALETRAIN_INJECT_OVERFLOW=x expect_failure "a bad test hook" "SCALETRAIN_INJECT_OVERFLOW='x' is not STEP[:RANK[:after|:loss]]" \
   "${IMG[@]}" --output-dir "$T/bad" --loss-scale dynamic
 echo "PASS"

@@ -1,7 +1,8 @@
 // --device decided by all ranks together: local ranks from the host names, and on a machine
 // without a GPU (this one, or any CI machine) cuda refused on every rank alike and auto on the CPU.
 // With a GPU, the same holds for a run whose options keep it on the CPU (the reason passed in).
-// With made-up GPUs, the ranks share them out by UUID (10 ranks: more than a DGX-1's 8 GPUs).
+// With made-up GPUs, the ranks share them out by UUID (10 ranks: more than a DGX-1's 8 GPUs), and
+// amp-bf16 is refused on made-up V100s.
 // ST_MPI_RANKS: 1 2 4 10
 #include <boost/test/unit_test.hpp>
 
@@ -50,14 +51,16 @@ BOOST_AUTO_TEST_CASE(without_a_usable_gpu_cuda_is_refused_on_every_rank_and_auto
 namespace {
 
 // A made-up inventory: this rank sees `gpus` (their numbers in a DGX-1's eight), in that order.
-st::GpuInventory made_up(const std::vector<int>& gpus) {
+st::GpuInventory made_up(const std::vector<int>& gpus, const std::string& name = "Tesla V100-SXM2-16GB",
+                         int compute_major = 7) {
   st::GpuInventory inv;
   inv.availability = st::GpuAvailability::visible;
   inv.runtime_version = inv.driver_version = 13000;
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     st::GpuInfo g;
     g.index = static_cast<int>(i);
-    g.name = "Tesla V100-SXM2-16GB";
+    g.name = name;
+    g.compute_major = compute_major;
     g.memory_bytes = std::size_t{16} << 30;
     g.pci_bus_id = "0000:0" + std::to_string(6 + gpus[i]) + ":00.0";
     if (6 + gpus[i] >= 10) g.pci_bus_id = "0000:" + std::to_string(6 + gpus[i]) + ":00.0";
@@ -112,6 +115,31 @@ BOOST_AUTO_TEST_CASE(ranks_that_see_one_gpu_share_it_with_a_warning_naming_them)
                    std::string::npos,
                warning);
   }
+}
+
+// amp-bf16 on a V100 (compute 7.0) is refused on every rank, naming rank 0's GPU; on an A100, on
+// the CPU and in amp-fp16 it is not.
+BOOST_AUTO_TEST_CASE(amp_bf16_is_refused_on_gpus_without_bf16_tensor_cores) {
+  const st::comm::Communicator comm = st::comm::Communicator::world();
+  const st::train::DeviceChoice v100 =
+      st::train::choose_device_among(comm, DeviceRequest::cuda, "train", "", made_up({0}));
+  std::string refusal;
+  try {
+    st::train::check_gpu_precision(comm, v100, st::Precision::amp_bf16, "train");
+  } catch (const st::UsageError& e) {
+    refusal = e.what();
+  }
+  const std::string expected = "train --precision amp-bf16: GPU 0 of rank 0 (host " + comm.host() +
+                               "), Tesla V100-SXM2-16GB, compute 7.0, has no bf16 tensor cores (compute 8.0 or "
+                               "newer: A100, H100); use --precision amp-fp16";
+  BOOST_TEST(refusal == expected);
+  st::train::check_gpu_precision(comm, v100, st::Precision::amp_fp16, "train");
+  st::train::check_gpu_precision(comm, v100, st::Precision::fp32, "train");
+  const st::train::DeviceChoice a100 =
+      st::train::choose_device_among(comm, DeviceRequest::cuda, "eval", "", made_up({0}, "NVIDIA A100-SXM4-40GB", 8));
+  st::train::check_gpu_precision(comm, a100, st::Precision::amp_bf16, "eval");
+  const st::train::DeviceChoice cpu = st::train::choose_device(comm, DeviceRequest::cpu, "train", "");
+  st::train::check_gpu_precision(comm, cpu, st::Precision::amp_bf16, "train");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

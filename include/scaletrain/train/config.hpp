@@ -148,7 +148,7 @@ struct TrainConfig {
   // unequal rank counts need --allreduce flat or auto (which falls back to flat).
   int ranks_per_node = 0;  // > 0: emulate nodes of this many ranks; 0: SCALETRAIN_RANKS_PER_NODE or shared memory
   std::string allreduce = "hierarchical";  // flat | hierarchical | auto
-  std::string grad_compression = "none";   // none | fp16 | bf16
+  std::string grad_compression = "auto";   // auto | none | fp16 | bf16 (resolved_grad_compression)
   // --precision: fp32 | amp-fp16 | amp-bf16 (docs/mixed-precision.md).
   std::string precision = "fp32";
   // --loss-scale: auto | none | dynamic | a fixed positive number (train/loss_scaler.hpp); auto:
@@ -182,6 +182,9 @@ Precision parse_precision(const std::string& value);
 // --loss-scale with auto resolved: dynamic for amp-fp16 (its gradients underflow fp16 without),
 // none for fp32 and amp-bf16 (bf16 has fp32's range); the value itself otherwise.
 std::string resolved_loss_scale(const TrainConfig& c);
+// --grad-compression with auto resolved: a mixed precision's gradients travel in its 16-bit
+// format (amp-fp16: fp16, amp-bf16: bf16), fp32's in fp32 (none); the value itself otherwise.
+std::string resolved_grad_compression(const TrainConfig& c);
 
 // The model's default input size for JPEG datasets (--image-size): the registry's (224 for
 // resnet50, 32 for resnet20; 224 for a model without one).
@@ -219,8 +222,11 @@ void check_train_config(const TrainConfig& config);
 // Why a run cannot compute on `device`, from the op registry (ops/registry.hpp): "" when every op
 // it runs has a kernel there, else "no CUDA kernel for embedding_forward, ... (--model ncf,
 // recommendation); lars_sums_of_squares and lars_update (--optimizer lars)": the ops without
-// one, grouped by what brings them. For --device (device_choice.hpp).
-std::string kernels_missing(Device device, const std::vector<std::pair<std::string, ops::OpNames>>& needs);
+// one, grouped by what brings them. In a mixed precision, the ops whose kernel there runs only in
+// fp32 are named with it: "no CUDA kernel in amp-fp16 for conv2d_forward, ... (--model resnet20,
+// ...)". For --device (device_choice.hpp).
+std::string kernels_missing(Device device, const std::vector<std::pair<std::string, ops::OpNames>>& needs,
+                            Precision precision = Precision::fp32);
 // A training run's: its task's ops (model, input, loss, evaluation), its optimizer's, and
 // accumulate_gradient with --accumulate-steps above 1.
 std::string train_kernels_missing(const TrainConfig& config, const Task& task, Device device);

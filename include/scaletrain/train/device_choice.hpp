@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "scaletrain/backend/context.hpp"
 #include "scaletrain/backend/device_info.hpp"
 #include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/tensor/tensor.hpp"
@@ -50,5 +51,11 @@ DeviceChoice choose_device(const comm::Communicator& comm, DeviceRequest request
 // tests pass made-up GPUs to check the exchange and the assignment on machines without any.
 DeviceChoice choose_device_among(const comm::Communicator& comm, DeviceRequest request, const std::string& command,
                                  const std::string& not_on_gpu, const GpuInventory& inventory);
+
+// --precision amp-bf16 needs bf16 tensor cores (compute 8.0 on, A100 and H100): on a GPU
+// without them (V100, compute 7.0) every rank refuses it, naming the first such rank's GPU.
+// Nothing for the CPU or another precision. Collective over comm.
+void check_gpu_precision(const comm::Communicator& comm, const DeviceChoice& choice, Precision precision,
+                         const std::string& command);
 
 }  // namespace scaletrain::train

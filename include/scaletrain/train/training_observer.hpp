@@ -50,6 +50,8 @@ struct EpochRecord {
 struct RunOutcome {
   const RunPosition& position;
   bool target_reached = false;
+  int64_t skipped_steps = 0;  // steps skipped for an inf or NaN gradient (loss scaling)
+  double loss_scale = 0.0;    // the loss scale at the end; 0 without loss scaling
 };
 
 class TrainingObserver {

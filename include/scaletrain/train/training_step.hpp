@@ -67,6 +67,7 @@ class TrainingStep {
   struct InjectedOverflow {
     int64_t step = -1;  // from 1; -1: none
     bool after_allreduce = false;
+    bool loss = false;  // the loss itself made inf (a forward that overflowed), and its gradient
   };
   // Whether the last run() skipped its optimizer step (inf or NaN gradients).
   bool last_step_skipped() const { return last_step_skipped_; }
