@@ -150,6 +150,7 @@ void OpRecorder::add(const char* op) {
   if (outer_) outer_->add(op);
 }
 
+// Only host tensors: a CUDA kernel that declares the 16-bit precisions writes 16-bit values itself.
 void round_amp_output(Context& ctx, Tensor& t) {
   const std::optional<HalfFormat> format = storage_format(ctx.precision());
   if (!format || !t.defined() || t.dtype() != DType::f32 || t.device() != Device::cpu) return;

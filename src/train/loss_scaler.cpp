@@ -89,6 +89,11 @@ bool LossScaler::update(bool gradients_finite) {
                "training diverged: the gradients held inf or NaN at "
                    << consecutive_skipped_ << " steps in a row and the loss scale fell to " << scale_text(scale_)
                    << ", below the smallest normal float (try a smaller --base-lr)");
+    } else {
+      ST_CHECK(consecutive_skipped_ < kFixedScaleSkipLimit,
+               "training diverged: the gradients held inf or NaN at "
+                   << consecutive_skipped_ << " steps in a row with the fixed loss scale " << scale_text(scale_)
+                   << " (try a smaller --loss-scale, dynamic, or a smaller --base-lr)");
     }
     return false;
   }

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <sstream>
 
@@ -21,6 +22,7 @@
 #include "scaletrain/ops/adam.hpp"
 #include "scaletrain/ops/batch_norm.hpp"
 #include "scaletrain/ops/batched_matmul.hpp"
+#include "scaletrain/ops/cast.hpp"
 #include "scaletrain/ops/concat.hpp"
 #include "scaletrain/ops/conv2d.hpp"
 #include "scaletrain/ops/dropout.hpp"
@@ -1527,6 +1529,159 @@ OpCase unscale_case(int64_t n, bool plant_nonfinite, uint64_t seed) {
   return c;
 }
 
+// ---- float32 <-> fp16 / bf16 (ops/cast.hpp) -----------------------------------------------------
+
+// A 16-bit format's layout, for a reference written from the IEEE definitions here (not from
+// core/half.hpp, which the CPU kernels use): fp16 has 5 exponent and 10 fraction bits, bf16 8 and 7.
+struct HalfLayout {
+  DType dtype;
+  int fraction_bits, exponent_bits;
+  const char* name;
+  int bias() const { return (1 << (exponent_bits - 1)) - 1; }
+  uint32_t exponent_mask() const { return ((1u << exponent_bits) - 1) << fraction_bits; }
+  uint32_t fraction_mask() const { return (1u << fraction_bits) - 1; }
+  bool is_nan(uint32_t p) const { return (p & exponent_mask()) == exponent_mask() && (p & fraction_mask()) != 0; }
+  // A pattern's value: subnormal, normal or infinite (not NaN).
+  double value(uint32_t p) const {
+    const uint32_t e = (p & exponent_mask()) >> fraction_bits, f = p & fraction_mask();
+    const double sign = (p & 0x8000u) != 0 ? -1.0 : 1.0;
+    if (e == (exponent_mask() >> fraction_bits)) return sign * std::numeric_limits<double>::infinity();
+    if (e == 0) return sign * std::ldexp(static_cast<double>(f), 1 - bias() - fraction_bits);
+    return sign *
+           std::ldexp(static_cast<double>(f + (1u << fraction_bits)), static_cast<int>(e) - bias() - fraction_bits);
+  }
+  uint32_t infinity() const { return exponent_mask(); }
+  uint32_t largest_finite() const { return exponent_mask() - 1; }
+};
+constexpr HalfLayout kFp16Layout{DType::f16, 10, 5, "fp16"};
+constexpr HalfLayout kBf16Layout{DType::bf16, 7, 8, "bf16"};
+
+// A NaN pattern compared as a marker (its payload is the backend's choice); any other pattern as
+// its number.
+constexpr double kNanPattern = 65536.0;
+
+// The nearest pattern to v, ties to the even pattern, by search over every non-negative finite
+// pattern; beyond the largest finite value by half a unit or more: infinity (the tie there goes
+// to the even pattern, which is infinity's).
+double nearest_pattern(const HalfLayout& h, double v) {
+  if (std::isnan(v)) return kNanPattern;
+  const uint32_t sign = std::signbit(v) ? 0x8000u : 0u;
+  const double a = std::fabs(v);
+  const uint32_t top = h.largest_finite();
+  const double max = h.value(top), beyond = max + (max - h.value(top - 1)) / 2;
+  if (a >= beyond) return sign | h.infinity();
+  uint32_t lo = 0, hi = top;  // the largest pattern whose value is <= a
+  while (lo < hi) {
+    const uint32_t mid = (lo + hi + 1) / 2;
+    if (h.value(mid) <= a)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  uint32_t best = lo;
+  if (lo < top) {
+    const double below = a - h.value(lo), above = h.value(lo + 1) - a;
+    if (above < below || (above == below && (lo + 1) % 2 == 0)) best = lo + 1;
+  }
+  return sign | best;
+}
+
+// A 16-bit tensor's patterns as numbers, NaN patterns as the marker.
+std::vector<double> patterns_of(const HalfLayout& h, const Tensor& t) {
+  const uint16_t* p = static_cast<const uint16_t*>(t.raw());
+  std::vector<double> out(static_cast<std::size_t>(t.numel()));
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = h.is_nan(p[i]) ? kNanPattern : p[i];
+  return out;
+}
+
+// Inputs for cast_to_half: random values at every scale the format holds and beyond, then every
+// rounding boundary that matters: exact midpoints between neighbours (ties, to even) and the
+// floats just either side, around 1, in the subnormals, at the smallest subnormal's half, at the
+// overflow boundary; zeros, infinities and NaN.
+std::vector<double> cast_inputs(const HalfLayout& h, uint64_t seed) {
+  std::vector<double> v;
+  Rng rng(seed);
+  for (int i = 0; i < 3000; ++i) {
+    const double mantissa = rng.uniform() * 2.0 - 1.0;
+    const int exponent =
+        static_cast<int>(rng.uniform() * 2 * (h.bias() + h.fraction_bits + 4)) - (h.bias() + h.fraction_bits + 4);
+    v.push_back(static_cast<float>(std::ldexp(mantissa, exponent)));
+  }
+  const uint32_t top = h.largest_finite();
+  for (uint32_t p : {0u, 1u, 2u, 3u, (1u << h.fraction_bits) - 1, 1u << h.fraction_bits,
+                     static_cast<uint32_t>(h.bias()) << h.fraction_bits,
+                     (static_cast<uint32_t>(h.bias()) << h.fraction_bits) + 1, top - 2, top - 1}) {
+    const double mid = (h.value(p) + h.value(p + 1)) / 2;  // a tie: exact in float32
+    for (double x : {mid, static_cast<double>(std::nextafter(static_cast<float>(mid), 0.0f)),
+                     static_cast<double>(std::nextafter(static_cast<float>(mid), INFINITY)), h.value(p)}) {
+      v.push_back(x);
+      v.push_back(-x);
+    }
+  }
+  const double max = h.value(top), beyond = max + (max - h.value(top - 1)) / 2;
+  for (double x : {beyond, static_cast<double>(std::nextafter(static_cast<float>(beyond), 0.0f)), max * 4,
+                   h.value(1) / 2, h.value(1) / 4, 0.75 * h.value(1), std::numeric_limits<double>::infinity(), 0.0})
+    for (double s : {1.0, -1.0}) v.push_back(s * x);
+  v.push_back(std::numeric_limits<double>::quiet_NaN());
+  return v;
+}
+
+OpCase cast_to_half_case(const HalfLayout& h, uint64_t seed) {
+  OpCase c;
+  c.name = std::string("cast_to_half ") + h.name + " (ties, subnormals, overflow, inf, NaN)";
+  c.ops = {"cast_to_half"};
+  const std::vector<double> x = cast_inputs(h, seed);
+  const int64_t n = static_cast<int64_t>(x.size());
+  c.make_inputs = [=] { return NamedTensors{{"x", to_tensor(x, {n})}}; };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor y_host = Tensor::empty({n}, h.dtype);
+    std::memset(y_host.raw(), 0xff, y_host.bytes());  // NaN patterns: an element left unwritten fails
+    Tensor y = y_host.to(ctx.device());
+    ops::cast_to_half(ctx, on(ctx, input(in, "x")), y);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_tensor(patterns_of(h, to_cpu(y)), {n})}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    std::vector<double> want;
+    for (double v : values(in, "x")) want.push_back(nearest_pattern(h, v));
+    return NamedValues{{"y", want}};
+  };
+  c.outputs = {{"y", kExact, kExact}};  // bit patterns
+  return c;
+}
+
+// Every one of the 65,536 patterns of the format back to float32: exact, infinities and NaN as
+// markers.
+OpCase cast_from_half_case(const HalfLayout& h) {
+  OpCase c;
+  c.name = std::string("cast_from_half ") + h.name + " (all 65536 patterns)";
+  c.ops = {"cast_from_half"};
+  constexpr int64_t n = 65536;
+  c.make_inputs = [=] {
+    Tensor x = Tensor::empty({n}, h.dtype);
+    uint16_t* p = static_cast<uint16_t*>(x.raw());
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<uint16_t>(i);
+    return NamedTensors{{"x", x}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor y = nan_on(ctx, {n});
+    ops::cast_from_half(ctx, on(ctx, input(in, "x")), y);
+    ctx.synchronize();
+    std::vector<double> out = tensor_values(to_cpu(y));
+    for (double& v : out) v = nonfinite_marker(v);
+    return NamedTensors{{"y", to_tensor(out, {n})}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    const uint16_t* p = static_cast<const uint16_t*>(input(in, "x").raw());
+    std::vector<double> want;
+    for (int64_t i = 0; i < n; ++i)
+      want.push_back(nonfinite_marker(h.is_nan(p[i]) ? std::numeric_limits<double>::quiet_NaN() : h.value(p[i])));
+    return NamedValues{{"y", want}};
+  };
+  c.outputs = {{"y", kExact, kExact}};
+  return c;
+}
+
 std::vector<OpCase> build_cases() {
   std::vector<OpCase> cases;
   uint64_t seed = 1000;
@@ -1767,6 +1922,11 @@ std::vector<OpCase> build_cases() {
   // Loss scaling (appended last: the seeds of the cases above stay as they were).
   cases.push_back(unscale_case(1001, false, next_seed()));
   cases.push_back(unscale_case(40000, true, next_seed()));
+  // 16-bit conversions (appended last, as above).
+  cases.push_back(cast_to_half_case(kFp16Layout, next_seed()));
+  cases.push_back(cast_to_half_case(kBf16Layout, next_seed()));
+  cases.push_back(cast_from_half_case(kFp16Layout));
+  cases.push_back(cast_from_half_case(kBf16Layout));
   return cases;
 }
 

@@ -94,7 +94,8 @@ BOOST_AUTO_TEST_CASE(cpu_matches_float64_reference) {
 // output is at most half a unit, and the cases that chain forward and backward add the rounding
 // of the forward's output that backward reads. Integer outputs (counts, masks) must equal fp32's.
 // This is the contract the GPU's 16-bit kernels will be held to against this reference; an op
-// that rounded a sum as it went would be far outside it. Measured 2026-11-27 (AMD EPYC): at most
+// that rounded a sum as it went would be far outside it. In a case of one op, each output must
+// also be fp32's bit for bit, or fp32's rounded once. Measured 2026-11-27 (AMD EPYC): at most
 // 0.63 units in fp16 and 0.66 in bf16 (masked_softmax's dx, which reads the rounded forward).
 constexpr double kAmpUnits = 2.0;
 
@@ -120,6 +121,17 @@ double units_from(const std::string& output, const st::Tensor& got, const st::Te
   return diff / (unit * largest);
 }
 
+// Whether got is want rounded to the format, element by element, bit for bit (NaN as NaN).
+bool is_rounded(st::HalfFormat format, const st::Tensor& got, const st::Tensor& want) {
+  const float* g = got.data<float>();
+  const float* w = want.data<float>();
+  for (int64_t e = 0; e < want.numel(); ++e) {
+    const float r = st::round_to(format, w[e]);
+    if (std::isnan(r) ? !std::isnan(g[e]) : std::memcmp(&r, &g[e], sizeof r) != 0) return false;
+  }
+  return true;
+}
+
 BOOST_AUTO_TEST_CASE(every_case_in_amp_is_fp32_rounded_to_16_bits) {
   struct Format {
     st::Precision precision;
@@ -127,6 +139,7 @@ BOOST_AUTO_TEST_CASE(every_case_in_amp_is_fp32_rounded_to_16_bits) {
     double unit;  // the format's unit in the last place at 1
     double worst = 0.0;
     std::string worst_at = "";
+    int rounded_outputs = 0;  // of one-op cases, changed by the rounding
   };
   std::vector<Format> formats = {{st::Precision::amp_fp16, st::HalfFormat::fp16, std::ldexp(1.0, -10)},
                                  {st::Precision::amp_bf16, st::HalfFormat::bf16, std::ldexp(1.0, -7)}};
@@ -154,13 +167,24 @@ BOOST_AUTO_TEST_CASE(every_case_in_amp_is_fp32_rounded_to_16_bits) {
           const double units = units_from(name, g, w, f.unit);
           BOOST_TEST(units <= kAmpUnits, name << ": " << units << " units of the format from fp32's");
           if (units > f.worst) f.worst = units, f.worst_at = c.name + ", " + name;
+          // A case of one op: each output is that op's, rounded once (a 16-bit output) or not at all.
+          if (c.ops.size() == 1) {
+            const bool rounded = is_rounded(f.format, g, w), kept = std::memcmp(g.raw(), w.raw(), w.bytes()) == 0;
+            BOOST_TEST((rounded || kept), name << ": neither fp32's value rounded once nor fp32's value");
+            f.rounded_outputs += rounded && !kept ? 1 : 0;
+          }
         }
       }
     }
   }
-  for (const Format& f : formats)
+  for (const Format& f : formats) {
+    // The mixed precision changed something: a run that rounded nothing would pass the bound.
+    BOOST_TEST(f.worst > 0.0);
+    BOOST_TEST(f.rounded_outputs > 0);
     BOOST_TEST_MESSAGE(st::precision_name(f.precision)
-                       << ": largest difference from fp32 " << f.worst << " units of the format, at " << f.worst_at);
+                       << ": largest difference from fp32 " << f.worst << " units of the format, at " << f.worst_at
+                       << "; " << f.rounded_outputs << " outputs of one-op cases rounded once");
+  }
 }
 
 // Every gradient a case names, against central differences of its own forward output on the CPU

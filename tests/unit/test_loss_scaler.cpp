@@ -103,6 +103,18 @@ BOOST_AUTO_TEST_CASE(a_fixed_scale_skips_but_keeps_its_value) {
   steps(s, 5000, true);
   BOOST_TEST(s.scale() == 1000.0);
   BOOST_TEST(s.skipped_steps() == 1);
+  // It cannot lower itself: 100 skipped steps in a row stop the run (a finite step resets the count).
+  for (int i = 0; i < 98; ++i) BOOST_TEST_REQUIRE(!s.update(false));
+  BOOST_TEST(s.update(true));
+  for (int i = 0; i < 99; ++i) BOOST_TEST_REQUIRE(!s.update(false));
+  try {
+    s.update(false);
+    BOOST_ERROR("a 100th skipped step in a row with a fixed scale was accepted");
+  } catch (const scaletrain::Error& e) {
+    BOOST_TEST(std::string(e.what()).find("training diverged: the gradients held inf or NaN at 100 steps in a row "
+                                          "with the fixed loss scale 1000") != std::string::npos,
+               e.what());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(the_option_refuses_what_is_not_a_scale) {

@@ -33,6 +33,10 @@ struct LossScaleRules {
 // How many skipped steps in a row make the trainer warn (a loss that overflows at every scale,
 // or gradients that are NaN whatever the scale).
 constexpr int64_t kSkippedStepsWarning = 5;
+// How many skipped steps in a row stop a run with a fixed scale as diverged: it cannot lower its
+// scale, so a loss or gradient that overflows at every step would skip to the end of the run. (A
+// dynamic scale stops when it falls below the smallest float, after 143 halvings from 2^16.)
+constexpr int64_t kFixedScaleSkipLimit = 100;
 
 class LossScaler {
  public:

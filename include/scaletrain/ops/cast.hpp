@@ -1,0 +1,20 @@
+// Conversions between float32 and the 16-bit storage formats of mixed precision
+// (docs/mixed-precision.md): what a GPU's 16-bit kernels read and write. The first step of the
+// CUDA backend's 16-bit path (issue 26): 16-bit weight copies cast from the fp32 masters, and
+// 16-bit gradients for the wire, cast on the device before they cross to the host.
+//
+// Both devices give the bits of core/half.hpp, which torch.torch_half checks against PyTorch's
+// Tensor.half() and Tensor.bfloat16(): round to nearest, ties to even; a value beyond the format's
+// range becomes inf (fp16: from 65520 in magnitude); subnormals kept; NaN stays NaN.
+#pragma once
+
+#include "scaletrain/backend/context.hpp"
+
+namespace scaletrain::ops {
+
+// x: f32; y: f16 or bf16, x's shape, overwritten with x rounded to y's format.
+void cast_to_half(Context& ctx, const Tensor& x, Tensor& y);
+// x: f16 or bf16; y: f32, x's shape, overwritten with x's values (exact).
+void cast_from_half(Context& ctx, const Tensor& x, Tensor& y);
+
+}  // namespace scaletrain::ops

@@ -1,0 +1,66 @@
+// float32 <-> fp16 / bf16: argument checks and per-device dispatch. Kernels in src/ops/<device>/.
+#include "scaletrain/ops/cast.hpp"
+
+#include "ops/op.hpp"
+#include "scaletrain/core/error.hpp"
+
+namespace scaletrain::ops {
+
+using CastFn = void(Context& ctx, const Tensor& x, Tensor& y);
+namespace cpu {
+CastFn cast_to_half;
+CastFn cast_from_half;
+}  // namespace cpu
+namespace cuda {
+CastFn cast_to_half;
+CastFn cast_from_half;
+}  // namespace cuda
+// No rounding at the dispatch: cast_to_half's output is 16-bit already, cast_from_half's exact.
+const Op<CastFn> cast_to_half_op{"cast_to_half",
+                                 {cpu::cast_to_half},
+                                 {ST_CUDA_KERNEL(cuda::cast_to_half), true, kEveryPrecision},
+                                 AmpOutputs::none(),
+                                 "f32 to f16, bf16"};
+const Op<CastFn> cast_from_half_op{"cast_from_half",
+                                   {cpu::cast_from_half},
+                                   {ST_CUDA_KERNEL(cuda::cast_from_half), true, kEveryPrecision},
+                                   AmpOutputs::none(),
+                                   "f16, bf16 to f32"};
+
+namespace {
+
+bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
+
+// x and y defined, on the context's device, of one shape, not overlapping; `half` the one of
+// them that must be 16-bit, the other f32.
+void check_cast(const Context& ctx, const Tensor& x, const Tensor& y, const char* op, bool x_is_half) {
+  for (const auto& [t, name] : {std::pair<const Tensor&, const char*>{x, "x"}, {y, "y"}}) {
+    ST_CHECK(t.defined(), op << ": " << name << " is undefined");
+    ST_CHECK(t.device() == ctx.device(), op << ": " << name << " is on " << device_name(t.device())
+                                            << " but the context runs on " << device_name(ctx.device()));
+  }
+  const Tensor& half = x_is_half ? x : y;
+  const Tensor& full = x_is_half ? y : x;
+  const char* half_name = x_is_half ? "x" : "y";
+  const char* full_name = x_is_half ? "y" : "x";
+  ST_CHECK(is_half(half.dtype()), op << ": " << half_name << " must be f16 or bf16, got " << dtype_name(half.dtype()));
+  ST_CHECK(full.dtype() == DType::f32, op << ": " << full_name << " must be float32, got " << dtype_name(full.dtype()));
+  check_shape(y, x.shape(), op, "y");
+  check_no_overlap(y, x, op, "y", "x");
+}
+
+}  // namespace
+
+void cast_to_half(Context& ctx, const Tensor& x, Tensor& y) {
+  check_cast(ctx, x, y, "cast_to_half", /*x_is_half=*/false);
+  if (x.numel() == 0) return;
+  cast_to_half_op(ctx, x, y);
+}
+
+void cast_from_half(Context& ctx, const Tensor& x, Tensor& y) {
+  check_cast(ctx, x, y, "cast_from_half", /*x_is_half=*/true);
+  if (x.numel() == 0) return;
+  cast_from_half_op(ctx, x, y);
+}
+
+}  // namespace scaletrain::ops
