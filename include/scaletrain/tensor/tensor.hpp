@@ -14,7 +14,7 @@
 
 namespace scaletrain {
 
-enum class DType { f32, f16, bf16, i32, i64, u8 };  // f16/bf16 reserved for the GPU backend
+enum class DType { f32, f16, bf16, i32, i64, u8 };  // f16/bf16: 16-bit storage (ops/cast.hpp)
 enum class Device { cpu, cuda };                    // cuda: where the CUDA backend is built (SCALETRAIN_CUDA)
 
 std::size_t dtype_size(DType dtype);
@@ -26,8 +26,9 @@ int64_t shape_numel(const Shape& shape);
 std::string shape_string(const Shape& shape);  // "[2, 3, 4]"
 
 // The host element type of each dtype that has one: DTypeOf<float>::value == DType::f32.
-// f16/bf16 have no host type (they are GPU-only), so data<T>() cannot name them; other types
-// (char, uint16_t, ...) do not compile. Untyped access to the bytes goes through raw().
+// f16/bf16 have no host type in C++17, so data<T>() cannot name them; other types (char,
+// uint16_t, ...) do not compile. Untyped access to the bytes goes through raw() (16-bit patterns
+// as uint16_t).
 template <typename T>
 struct DTypeOf;
 template <>
