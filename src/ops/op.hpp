@@ -88,8 +88,9 @@ struct AmpOutputs {
 // Rounds an output the op wrote to ctx's 16-bit format (an f32 tensor in host memory, where the
 // CPU emulates the 16-bit storage; others are left alone).
 void round_amp_output(Context& ctx, Tensor& t);
-// The dispatcher's answer for a kernel that does not run in the context's precision.
-[[noreturn]] void no_kernel_in_precision(const char* op, Device device, Precision precision);
+// The dispatcher's answer for a kernel that does not run in the context's precision (it runs in
+// `runs_in`).
+[[noreturn]] void no_kernel_in_precision(const char* op, Device device, Precision precision, PrecisionSet runs_in);
 
 template <typename Fn>
 class Op {
@@ -118,7 +119,7 @@ class Op {
     const int d = device_index(ctx.device());
     if (d < 0 || d >= kNumDevices || kernels_[d].fn == nullptr) no_kernel(name_, ctx.device());
     if ((kernels_[d].precisions & precision_bit(ctx.precision())) == 0u)
-      no_kernel_in_precision(name_, ctx.device(), ctx.precision());
+      no_kernel_in_precision(name_, ctx.device(), ctx.precision(), kernels_[d].precisions);
     const OpScope scope(name_);
     using Result = decltype(kernels_[d].fn(ctx, std::forward<Args>(args)...));
     if constexpr (std::is_void_v<Result>) {

@@ -61,21 +61,16 @@ std::vector<std::string> unsupported_ops(const std::vector<std::string>& ops, De
   return out;
 }
 
-std::string precision_list(PrecisionSet precisions) {
+namespace {
+std::vector<std::string> precision_names(PrecisionSet precisions) {
   std::vector<std::string> names;
   for (Precision p : {Precision::fp32, Precision::amp_fp16, Precision::amp_bf16})
     if (precisions & precision_bit(p)) names.push_back(precision_name(p));
-  return op_list(names);
-}
-
-namespace {
-Json precision_names(PrecisionSet precisions) {
-  Json out = Json::array();
-  for (Precision p : {Precision::fp32, Precision::amp_fp16, Precision::amp_bf16})
-    if (precisions & precision_bit(p)) out.push_back(precision_name(p));
-  return out;
+  return names;
 }
 }  // namespace
+
+std::string precision_list(PrecisionSet precisions) { return op_list(precision_names(precisions)); }
 
 Json registry_json() {
   Json all = Json::object();
@@ -86,7 +81,7 @@ Json registry_json() {
       Json k = Json::object();
       k.set("deterministic", info.deterministic[device_index(d)]);
       k.set("built", info.kernel[device_index(d)]);
-      k.set("precisions", precision_names(info.precisions[device_index(d)]));
+      k.set("precisions", Json::array_of(precision_names(info.precisions[device_index(d)])));
       devices.set(device_name(d), k);
     }
     Json j = Json::object();
@@ -157,8 +152,9 @@ void round_amp_output(Context& ctx, Tensor& t) {
   round_in_place(*format, t.data<float>(), t.numel());
 }
 
-void no_kernel_in_precision(const char* op, Device device, Precision precision) {
-  ST_THROW(op << ": no " << device_name(device) << " kernel runs in " << precision_name(precision) << " (--precision)");
+void no_kernel_in_precision(const char* op, Device device, Precision precision, PrecisionSet runs_in) {
+  ST_THROW(op << ": its " << device_name(device) << " kernel runs in " << precision_list(runs_in) << ", not in "
+              << precision_name(precision) << " (--precision)");
 }
 
 OpScope::OpScope(const char* name) noexcept : name_(name) {

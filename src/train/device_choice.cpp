@@ -169,15 +169,14 @@ DeviceChoice choose_device_among(const comm::Communicator& comm, DeviceRequest r
 
 void check_gpu_precision(const comm::Communicator& comm, const DeviceChoice& choice, Precision precision,
                          const std::string& command) {
+  // The device and the precision are every rank's alike: only amp-bf16 on GPUs exchanges anything.
+  if (choice.device != Device::cuda || precision != Precision::amp_bf16) return;
   std::string mine;  // this rank's reason, "" where its GPU can
-  if (choice.device == Device::cuda && precision == Precision::amp_bf16) {
-    for (const GpuInfo& g : choice.inventory.gpus)
-      if (g.index == choice.gpu_index && g.compute_major < 8)
-        mine = "GPU " + std::to_string(g.index) + " of rank " + std::to_string(comm.rank()) + " (host " + comm.host() +
-               "), " + g.name + ", compute " + std::to_string(g.compute_major) + "." + std::to_string(g.compute_minor) +
-               ", has no bf16 tensor cores (compute 8.0 or newer: A100, H100)";
-  }
-  if (choice.device != Device::cuda) return;  // every rank made the same choice: no exchange needed
+  for (const GpuInfo& g : choice.inventory.gpus)
+    if (g.index == choice.gpu_index && g.compute_major < 8)
+      mine = "GPU " + std::to_string(g.index) + " of rank " + std::to_string(comm.rank()) + " (host " + comm.host() +
+             "), " + g.name + ", compute " + std::to_string(g.compute_major) + "." + std::to_string(g.compute_minor) +
+             ", has no bf16 tensor cores (compute 8.0 or newer: A100, H100)";
   for (const std::string& reason : comm.allgather(mine))
     if (!reason.empty()) throw UsageError(command + " --precision amp-bf16: " + reason + "; use --precision amp-fp16");
 }

@@ -35,7 +35,7 @@ void cast_to_half(Context& ctx, const Tensor& x, Tensor& y) {
   const float* in = static_cast<const float*>(x.raw());
   if (y.dtype() == DType::f16) {
     float_to_fp16_kernel<<<blocks, scaletrain::cuda::kThreadsPerBlock, 0, stream>>>(in, static_cast<__half*>(y.raw()),
-                                                                                     n);
+                                                                                    n);
   } else {
     float_to_bf16_kernel<<<blocks, scaletrain::cuda::kThreadsPerBlock, 0, stream>>>(
         in, static_cast<__nv_bfloat16*>(y.raw()), n);
@@ -49,8 +49,8 @@ void cast_from_half(Context& ctx, const Tensor& x, Tensor& y) {
   cudaStream_t stream = scaletrain::cuda::compute_stream(ctx);
   float* out = static_cast<float*>(y.raw());
   if (x.dtype() == DType::f16) {
-    fp16_to_float_kernel<<<blocks, scaletrain::cuda::kThreadsPerBlock, 0, stream>>>(
-        static_cast<const __half*>(x.raw()), out, n);
+    fp16_to_float_kernel<<<blocks, scaletrain::cuda::kThreadsPerBlock, 0, stream>>>(static_cast<const __half*>(x.raw()),
+                                                                                    out, n);
   } else {
     bf16_to_float_kernel<<<blocks, scaletrain::cuda::kThreadsPerBlock, 0, stream>>>(
         static_cast<const __nv_bfloat16*>(x.raw()), out, n);
