@@ -19,16 +19,17 @@ using report::Phase;
 // of the loss's gradient becomes inf (the loss ops compute the factor in double).
 constexpr double kOverflowingScale = 1e300;
 
-// SCALETRAIN_INJECT_OVERFLOW=STEP[:RANK[:after|:loss]] for `rank`: its step (from 1, -1: none)
-// and whether the overflow comes after the all-reduce (this rank alone then sees it) or is in the
-// loss itself as well as its gradient (a forward that overflowed).
+// SCALETRAIN_INJECT_OVERFLOW=STEP[-LAST][:RANK[:after|:loss]] for `rank`: its steps (from 1; -1:
+// none) and whether the overflow comes after the all-reduce (this rank alone then sees it) or is
+// in the loss itself as well as its gradient (a forward that overflowed).
 TrainingStep::InjectedOverflow injected_overflow(int rank) {
   const char* text = std::getenv("SCALETRAIN_INJECT_OVERFLOW");
   if (text == nullptr || *text == '\0') return {};
   const std::string value = text;
   char* end = nullptr;
   const long long step = std::strtoll(value.c_str(), &end, 10);
-  long long on_rank = 0;
+  long long last = step, on_rank = 0;
+  if (*end == '-') last = std::strtoll(end + 1, &end, 10);
   bool after = false, loss = false;
   if (*end == ':') on_rank = std::strtoll(end + 1, &end, 10);
   if (std::string(end) == ":after") {
@@ -38,12 +39,12 @@ TrainingStep::InjectedOverflow injected_overflow(int rank) {
     loss = true;
     end += 5;
   }
-  ST_CHECK(step >= 1 && on_rank >= 0 && *end == '\0', "SCALETRAIN_INJECT_OVERFLOW='"
-                                                          << value
-                                                          << "' is not STEP[:RANK[:after|:loss]] with STEP >= 1 (a "
-                                                             "test hook)");
+  ST_CHECK(step >= 1 && last >= step && on_rank >= 0 && *end == '\0',
+           "SCALETRAIN_INJECT_OVERFLOW='" << value
+                                          << "' is not STEP[-LAST][:RANK[:after|:loss]] with 1 <= STEP <= LAST (a "
+                                             "test hook)");
   if (on_rank != rank) return {};
-  return {step, after, loss};
+  return {step, last, after, loss};
 }
 
 // One phase of the step, begun and ended around a scope (ended also when the phase throws).
@@ -93,7 +94,7 @@ double TrainingStep::run(const Batch& batch, int64_t micro_batch, int64_t global
       for (int k = 0; k < micro_batches(); ++k)
         loss += forward_and_backward(batch.rows(k * micro_batch, micro_batch), k, global_step, watcher);
   }
-  if (global_step + 1 == inject_.step && inject_.loss) loss = std::numeric_limits<double>::infinity();
+  if (inject_.at(global_step + 1) && inject_.loss) loss = std::numeric_limits<double>::infinity();
   {
     WatchedPhase phase(watcher, Phase::allreduce);
     reducer_.finish();
@@ -109,7 +110,7 @@ double TrainingStep::run(const Batch& batch, int64_t micro_batch, int64_t global
 
 double TrainingStep::loss_scale_for(int64_t global_step) const {
   if (scaler_ == nullptr) return 1.0;
-  const bool inject = global_step + 1 == inject_.step && !inject_.after_allreduce;
+  const bool inject = inject_.at(global_step + 1) && !inject_.after_allreduce;
   return inject ? kOverflowingScale : scaler_->scale();
 }
 
@@ -119,7 +120,7 @@ double TrainingStep::loss_scale_for(int64_t global_step) const {
 bool TrainingStep::unscaled_gradients_finite(int64_t global_step) {
   int64_t here =
       ops::unscale_gradients(ctx_, static_cast<float>(1.0 / scaler_->scale()), network_.params().flat_grads());
-  if (global_step + 1 == inject_.step && inject_.after_allreduce) ++here;  // the test hook: this rank alone
+  if (inject_.at(global_step + 1) && inject_.after_allreduce) ++here;  // the test hook: this rank alone
   return (comm_ != nullptr ? comm_->allreduce_max(here) : here) == 0;
 }
 

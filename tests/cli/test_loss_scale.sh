@@ -10,6 +10,7 @@
 #    too, which it does only through the ranks' agreement; a loss that itself overflowed on one
 #    rank (STEP:1:loss, a forward in 16 bits that overflowed) is skipped the same way, with a
 #    warning from that rank, where without loss scaling it would stop the run as diverged;
+#  - 5 overflowing steps in a row (STEP-LAST) are each skipped and warned about at the fifth;
 #  - mllog.txt's run_stop gives the skipped steps and the final scale;
 #  - with 2 micro-batches a step, dynamic = none bitwise;
 #  - a run stopped after the overflow and resumed keeps the halved scale and the skip count and
@@ -75,6 +76,16 @@ report_check "$T/loss-inf" 'r["loss_scale"]["skipped_steps"] == 1 and r["steps"]
 "${CK[@]}" same "$T/skip1" "$T/loss-inf"  # the weights of a skip for the gradient alone
 echo "ok: the overflowed loss skipped step 5 and the run trained its 12 steps"
 
+echo "== 5 overflowing steps in a row (3 to 7, on rank 1): each skipped, and a warning at the fifth"
+SCALETRAIN_INJECT_OVERFLOW=3-7:1 "${IMG[@]}" --max-steps 12 --output-dir "$T/in-a-row" --loss-scale dynamic \
+  >"$T/in-a-row.log" 2>"$T/in-a-row.err"
+[ "$(grep -c "inf or NaN in the gradients after the all-reduce; skipped on every rank" "$T/in-a-row.log")" -eq 5 ] ||
+  fail "not 5 skipped steps: $(grep -n "skipped" "$T/in-a-row.log")"
+grep -qF "warning [rank 0]: 5 steps in a row skipped for inf or NaN gradients (loss scale now 2048)" "$T/in-a-row.err" ||
+  fail "no warning after 5 skipped steps in a row: $(cat "$T/in-a-row.err")"
+report_check "$T/in-a-row" 'r["loss_scale"]["scale"] == 2048 and r["loss_scale"]["skipped_steps"] == 5'
+echo "ok: steps 3-7 skipped, the scale halved 5 times to 2048, warned at the fifth"
+
 echo "== mllog.txt: the precision, and at run_stop the skipped steps and the final scale"
 $PY - "$T/skip1/mllog.txt" "$T/none/mllog.txt" <<'PY'
 import json, sys
@@ -131,6 +142,6 @@ echo "== errors"
 expect_failure "--loss-scale 0" "--loss-scale '0' is not none, dynamic or a positive number a float can hold" \
   "${IMG[@]}" --output-dir "$T/bad" --loss-scale 0
 expect_failure "--loss-scale dynamc" "--loss-scale 'dynamc'" "${IMG[@]}" --output-dir "$T/bad" --loss-scale dynamc
-SCALETRAIN_INJECT_OVERFLOW=x expect_failure "a bad test hook" "SCALETRAIN_INJECT_OVERFLOW='x' is not STEP[:RANK[:after|:loss]]" \
+SCALETRAIN_INJECT_OVERFLOW=x expect_failure "a bad test hook" "SCALETRAIN_INJECT_OVERFLOW='x' is not STEP[-LAST][:RANK[:after|:loss]]" \
   "${IMG[@]}" --output-dir "$T/bad" --loss-scale dynamic
 echo "PASS"

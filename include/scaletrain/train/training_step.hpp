@@ -66,8 +66,10 @@ class TrainingStep {
 
   struct InjectedOverflow {
     int64_t step = -1;  // from 1; -1: none
+    int64_t last = -1;  // the steps step..last
     bool after_allreduce = false;
     bool loss = false;  // the loss itself made inf (a forward that overflowed), and its gradient
+    bool at(int64_t s) const { return s >= step && s <= last; }
   };
   // Whether the last run() skipped its optimizer step (inf or NaN gradients).
   bool last_step_skipped() const { return last_step_skipped_; }
