@@ -295,9 +295,9 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "precision", po::value(&c.precision)->default_value(c.precision),
       "fp32 | amp-fp16 | amp-bf16: mixed precision keeps activations, their gradients and copies of the weight "
       "matrices, kernels and embeddings in 16 bits, and fp32 master weights, optimizer state, normalisation "
-      "statistics and losses (docs/mixed-precision.md). On the CPU it is emulated (values stored rounded to 16 "
-      "bits, computed in fp32): the numerics of a GPU's AMP, not its speed. The CUDA backend has no 16-bit kernels "
-      "yet: amp runs on the CPU")(
+      "statistics and losses (docs/mixed-precision.md). Every op computes in fp32 and its 16-bit outputs are "
+      "rounded to 16-bit values, on either device: AMP's numerics, not yet its speed (the GPU's tensor-core "
+      "kernels are to come). amp-bf16 needs a GPU of compute capability 8.0 or newer")(
       "loss-scale", po::value(&c.loss_scale)->default_value(c.loss_scale),
       "auto (dynamic for amp-fp16, none otherwise) | none | dynamic | a fixed number: the loss's gradient is "
       "multiplied by the scale before backward and the "
@@ -650,8 +650,8 @@ void evaluate_checkpoint(const train::TrainConfig& c, const std::string& checkpo
   if (precision != Precision::fp32)
     ST_LOG("precision: " << c.precision << ": activations and weight copies (parameters of 2 or more dimensions) in "
                          << (storage_format(precision) == HalfFormat::fp16 ? "fp16" : "bf16")
-                         << ", as a run trained in it evaluates (emulated on the CPU: stored rounded, computed in "
-                            "fp32)");
+                         << ", as a run trained in it evaluates (emulated on " << device_name(ctx.device())
+                         << ": computed in fp32, 16-bit outputs rounded to 16-bit values)");
   Tensor master;  // the fp32 weights while the 16-bit copies are in place
   const train::HalfWeights half(ctx, network->params(), master);
   const train::Evaluation e = task->evaluate(comm, ctx, *network, batch_size, /*ranks_on_node=*/1);
@@ -681,8 +681,9 @@ int cmd_eval(int argc, char** argv) {
       "device", po::value(&device)->default_value(device), kDeviceHelp)(
       "precision", po::value(&c.precision)->default_value(c.precision),
       "fp32 | amp-fp16 | amp-bf16: evaluate with activations and weight matrices in 16 bits, as a run trained with "
-      "train --precision evaluates itself (docs/mixed-precision.md); emulated on the CPU")(
-      "io", po::value(&c.io)->default_value(c.io), "image shards: reader, posix | mmap | mpiio | mpiio-collective")(
+      "train --precision evaluates itself (docs/mixed-precision.md); emulated on either device: computed in fp32, "
+      "outputs rounded to 16-bit values")("io", po::value(&c.io)->default_value(c.io),
+                                          "image shards: reader, posix | mmap | mpiio | mpiio-collective")(
       "data-threads", po::value(&c.data_threads)->default_value(c.data_threads),
       "image shards: decode threads per rank")("image-size", po::value<std::string>(), kImageSizeHelp)(
       "preprocess", po::value<std::string>(), kPreprocessHelp)(

@@ -7,25 +7,32 @@
 namespace scaletrain::ops {
 
 using CastFn = void(Context& ctx, const Tensor& x, Tensor& y);
+using RoundFn = void(Context& ctx, Tensor& x, HalfFormat format);
 namespace cpu {
 CastFn cast_to_half;
 CastFn cast_from_half;
+RoundFn round_to_half;
 }  // namespace cpu
 namespace cuda {
 CastFn cast_to_half;
 CastFn cast_from_half;
+RoundFn round_to_half;
 }  // namespace cuda
 // No rounding at the dispatch: cast_to_half's output is 16-bit already, cast_from_half's exact.
-const Op<CastFn> cast_to_half_op{"cast_to_half",
-                                 {cpu::cast_to_half},
-                                 {ST_CUDA_KERNEL(cuda::cast_to_half), true, kEveryPrecision},
-                                 AmpOutputs::none(),
-                                 "f32 to f16, bf16"};
+const Op<CastFn> cast_to_half_op{
+    "cast_to_half", {cpu::cast_to_half}, {ST_CUDA_KERNEL(cuda::cast_to_half)}, AmpOutputs::none(), "f32 to f16, bf16"};
 const Op<CastFn> cast_from_half_op{"cast_from_half",
                                    {cpu::cast_from_half},
-                                   {ST_CUDA_KERNEL(cuda::cast_from_half), true, kEveryPrecision},
+                                   {ST_CUDA_KERNEL(cuda::cast_from_half)},
                                    AmpOutputs::none(),
                                    "f16, bf16 to f32"};
+// Its output is the rounding itself: the dispatch must not round it again (nor could: it is the
+// rounding the dispatch calls).
+const Op<RoundFn> round_to_half_op{"round_to_half",
+                                   {cpu::round_to_half},
+                                   {ST_CUDA_KERNEL(cuda::round_to_half)},
+                                   AmpOutputs::none(),
+                                   "f32 (values of f16, bf16)"};
 
 namespace {
 
@@ -61,6 +68,16 @@ void cast_from_half(Context& ctx, const Tensor& x, Tensor& y) {
   check_cast(ctx, x, y, "cast_from_half", /*x_is_half=*/true);
   if (x.numel() == 0) return;
   cast_from_half_op(ctx, x, y);
+}
+
+void round_to_half(Context& ctx, Tensor& x, HalfFormat format) {
+  ST_CHECK(x.defined(), "round_to_half: x is undefined");
+  ST_CHECK(x.device() == ctx.device(), "round_to_half: x is on " << device_name(x.device())
+                                                                 << " but the context runs on "
+                                                                 << device_name(ctx.device()));
+  ST_CHECK(x.dtype() == DType::f32, "round_to_half: x must be float32, got " << dtype_name(x.dtype()));
+  if (x.numel() == 0) return;
+  round_to_half_op(ctx, x, format);
 }
 
 }  // namespace scaletrain::ops

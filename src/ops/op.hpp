@@ -15,9 +15,10 @@
 // ST_CUDA_KERNEL(fn) names the CUDA kernel where the CUDA backend is built, and elsewhere a kernel
 // the source has but this build does not (NotBuilt), so that no op file needs `#if` and a build
 // without CUDA references no CUDA symbol. A device without a kernel is `{}`; a kernel that is not
-// deterministic is `{fn, false}`; a CUDA kernel with 16-bit versions (--precision amp-fp16 and
-// amp-bf16) is `{fn, true, kEveryPrecision}`. The CPU's kernels run in every precision: they
-// compute in fp32 and the dispatch rounds their 16-bit outputs.
+// deterministic is `{fn, false}`. Kernels run in every precision (--precision amp-fp16 and
+// amp-bf16 too): they compute in fp32 and the dispatch rounds their 16-bit outputs, on the device
+// (round_amp_output). A kernel that cannot run so declares the precisions it runs in,
+// `{fn, true, kFp32Only}`, and the dispatch and the registry refuse the others.
 #pragma once
 
 #include <type_traits>
@@ -40,13 +41,13 @@ template <typename Fn>
 struct Kernel {
   Fn* fn = nullptr;
   bool deterministic = true;
-  bool declared = false;                // the source has a kernel for this device, built or not
-  PrecisionSet precisions = kFp32Only;  // the --precision values it runs in
+  bool declared = false;                      // the source has a kernel for this device, built or not
+  PrecisionSet precisions = kEveryPrecision;  // the --precision values it runs in
 
   Kernel() = default;
-  Kernel(Fn* f, bool is_deterministic = true, PrecisionSet runs_in = kFp32Only)
+  Kernel(Fn* f, bool is_deterministic = true, PrecisionSet runs_in = kEveryPrecision)
       : fn(f), deterministic(is_deterministic), declared(f != nullptr), precisions(runs_in) {}
-  Kernel(NotBuilt, bool is_deterministic = true, PrecisionSet runs_in = kFp32Only)
+  Kernel(NotBuilt, bool is_deterministic = true, PrecisionSet runs_in = kEveryPrecision)
       : deterministic(is_deterministic), declared(true), precisions(runs_in) {}
 };
 
@@ -85,8 +86,8 @@ struct AmpOutputs {
   static constexpr AmpOutputs only(unsigned index) { return {1u << index}; }
 };
 
-// Rounds an output the op wrote to ctx's 16-bit format (an f32 tensor in host memory, where the
-// CPU emulates the 16-bit storage; others are left alone).
+// Rounds an output the op wrote to ctx's 16-bit format (an f32 tensor, on either device: the
+// stand-in for 16-bit storage; other dtypes are left alone).
 void round_amp_output(Context& ctx, Tensor& t);
 // The dispatcher's answer for a kernel that does not run in the context's precision (it runs in
 // `runs_in`).
@@ -99,7 +100,6 @@ class Op {
       : name_(name), amp_(amp) {
     kernels_[device_index(Device::cpu)] = cpu;
     kernels_[device_index(Device::cuda)] = cuda;
-    kernels_[device_index(Device::cpu)].precisions = kEveryPrecision;  // emulated: rounded at this dispatch
     OpInfo info;
     info.name = name;
     info.dtypes = dtypes;

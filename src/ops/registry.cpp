@@ -10,6 +10,7 @@
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/timer.hpp"
 #include "scaletrain/core/trace.hpp"
+#include "scaletrain/ops/cast.hpp"
 
 namespace scaletrain::ops {
 
@@ -104,7 +105,7 @@ std::string registry_markdown() {
                                    : info.deterministic[i] ? "yes"
                                                            : "yes (not deterministic)");
       if (info.declared[i] && (info.precisions[i] & sixteen_bit) == sixteen_bit)
-        amp_devices += (amp_devices.empty() ? "" : ", ") + std::string(d == Device::cpu ? "cpu (emulated)" : "cuda");
+        amp_devices += (amp_devices.empty() ? "" : ", ") + std::string(device_name(d));
     }
     out += " | " + (amp_devices.empty() ? std::string("none") : amp_devices) + " |\n";
   }
@@ -145,11 +146,16 @@ void OpRecorder::add(const char* op) {
   if (outer_) outer_->add(op);
 }
 
-// Only host tensors: a CUDA kernel that declares the 16-bit precisions writes 16-bit values itself.
+// On either device: every kernel computes in fp32 and this is where its 16-bit outputs get their
+// 16-bit values (on the GPU by round_to_half's kernel, on the context's stream after the op's).
 void round_amp_output(Context& ctx, Tensor& t) {
   const std::optional<HalfFormat> format = storage_format(ctx.precision());
-  if (!format || !t.defined() || t.dtype() != DType::f32 || t.device() != Device::cpu) return;
-  round_in_place(*format, t.data<float>(), t.numel());
+  if (!format || !t.defined() || t.dtype() != DType::f32 || t.numel() == 0) return;
+  if (t.device() == Device::cpu) {
+    round_in_place(*format, t.data<float>(), t.numel());
+  } else {
+    round_to_half(ctx, t, *format);
+  }
 }
 
 void no_kernel_in_precision(const char* op, Device device, Precision precision, PrecisionSet runs_in) {

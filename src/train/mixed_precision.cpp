@@ -1,31 +1,38 @@
 // Mixed precision's 16-bit weight copies (mixed_precision.hpp).
 #include "scaletrain/train/mixed_precision.hpp"
 
-#include <cstring>
+#include <exception>
 #include <optional>
 
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/core/log.hpp"
+#include "scaletrain/ops/cast.hpp"
 
 namespace scaletrain::train {
 
 HalfWeights::HalfWeights(Context& ctx, nn::ParameterSet& params, Tensor& master) : params_(params), master_(master) {
   const std::optional<HalfFormat> format = storage_format(ctx.precision());
   if (!format) return;
-  Tensor& flat = params_.flat_values();
-  ST_CHECK(flat.device() == Device::cpu,
-           "internal: " << precision_name(ctx.precision())
-                        << " with weights on a GPU: the CUDA backend has no 16-bit kernels yet");
-  if (!master_.defined() || master_.numel() != flat.numel()) master_ = Tensor::empty(flat.shape());
-  std::memcpy(master_.raw(), flat.raw(), flat.bytes());
+  const Tensor& flat = params_.flat_values();
+  if (!master_.defined() || master_.numel() != flat.numel() || master_.device() != flat.device())
+    master_ = Tensor::empty(flat.shape(), DType::f32, flat.device());
+  master_.copy_from(flat);  // on the weights' device, in its stream order
   active_ = true;
   for (int i = 0; i < params_.num_parameters(); ++i) {
     Tensor& w = params_.value(i);
-    if (has_half_copy(w.shape())) round_in_place(*format, w.data<float>(), w.numel());
+    if (has_half_copy(w.shape())) ops::round_to_half(ctx, w, *format);
   }
 }
 
+// A destructor must not throw: a failed copy back (a GPU fault) is said, and the device's next call
+// reports the fault as an error where it can stop the run.
 HalfWeights::~HalfWeights() {
-  if (active_) std::memcpy(params_.flat_values().raw(), master_.raw(), master_.bytes());
+  if (!active_) return;
+  try {
+    params_.flat_values().copy_from(master_);
+  } catch (const std::exception& e) {
+    ST_WARN("the fp32 master weights could not be put back after the step: " << e.what());
+  }
 }
 
 }  // namespace scaletrain::train

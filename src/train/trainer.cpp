@@ -389,7 +389,8 @@ void Training::log_start() const {
                          << ": activations, their gradients and weight copies (parameters of 2 or more dimensions) in "
                          << (storage_format(ctx_->precision()) == HalfFormat::fp16 ? "fp16" : "bf16")
                          << "; fp32 master weights, optimizer state, normalisation statistics and losses"
-                         << " (emulated on the CPU: stored rounded, computed in fp32)");
+                         << " (emulated on " << device_name(ctx_->device())
+                         << ": computed in fp32, 16-bit outputs rounded to 16-bit values)");
   if (!state_->precision_note.empty()) ST_LOG(state_->precision_note);
   if (state_->loss_scaler.enabled()) ST_LOG("loss scale: " << state_->loss_scaler.describe());
   if (!state_->loss_scaler.restore_note().empty()) ST_LOG(state_->loss_scaler.restore_note());

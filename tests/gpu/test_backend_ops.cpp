@@ -2,10 +2,15 @@
 // every output (forward and every backward) within the backend tolerance written in the case.
 // One line per case and output with the largest absolute and relative differences.
 //
-//   scaletrain_gpu_backend_ops [--against-cpu-only] [--case TEXT] [--list]
+//   scaletrain_gpu_backend_ops [--against-cpu-only] [--precision P]... [--case TEXT] [--list]
 //     --against-cpu-only  runs the cases on a second CPU Context instead of the GPU: proves the
 //                         harness and its comparisons on a machine without one (ctest
 //                         unit.backend_ops_harness). ST_BACKEND_OPS_AGAINST_CPU=1 does the same.
+//     --precision P       fp32 (default), amp-fp16 or amp-bf16 (repeatable: each in turn). In a
+//                         mixed precision both contexts run in it, the float inputs rounded to
+//                         its format first, and the GPU's AMP is compared with the CPU's AMP
+//                         (docs/mixed-precision.md): the backend tolerance plus kAmpBackendUnits
+//                         units of the format at the output's largest magnitude.
 //     --case TEXT         only the cases whose name contains TEXT (repeatable).
 //     --list              prints the case names and exits.
 // Exit codes: 0 passed, 1 failed (the failures are named at the end), 2 bad arguments,
@@ -35,7 +40,17 @@ struct Options {
   bool against_cpu_only = false;
   bool list = false;
   std::vector<std::string> filters;
+  std::vector<st::Precision> precisions;
 };
+
+bool parse_precision(const std::string& text, st::Precision& out) {
+  for (st::Precision p : {st::Precision::fp32, st::Precision::amp_fp16, st::Precision::amp_bf16})
+    if (text == st::precision_name(p)) {
+      out = p;
+      return true;
+    }
+  return false;
+}
 
 bool selected(const Options& options, const std::string& name) {
   if (options.filters.empty()) return true;
@@ -44,28 +59,33 @@ bool selected(const Options& options, const std::string& name) {
   return false;
 }
 
-// Runs one case on `ctx` and on the CPU, prints a line per output; returns the names of the
-// failed outputs (or the error that stopped the case).
+// Runs one case on `ctx` and on the CPU (both in the same precision), prints a line per output;
+// returns the names of the failed outputs (or the error that stopped the case).
 std::vector<std::string> run_case(const st::test::OpCase& c, st::Context& device, st::Context& cpu) {
   std::vector<std::string> failed;
   st::test::NamedTensors inputs, on_cpu, on_device;
+  const std::string name =
+      c.name +
+      (cpu.precision() == st::Precision::fp32 ? "" : std::string(" in ") + st::precision_name(cpu.precision()));
   try {
     inputs = c.make_inputs();
+    st::test::round_inputs_to(cpu.precision(), inputs);
     on_cpu = c.run(cpu, inputs);
   } catch (const std::exception& e) {
-    std::printf("FAIL %s | the CPU run threw: %s\n", c.name.c_str(), e.what());
-    return {c.name + " (CPU: " + e.what() + ")"};
+    std::printf("FAIL %s | the CPU run threw: %s\n", name.c_str(), e.what());
+    return {name + " (CPU: " + e.what() + ")"};
   }
   try {
     on_device = c.run(device, inputs);
   } catch (const std::exception& e) {
     // An op without a kernel for the device says so here ("no kernel for device cuda").
-    std::printf("FAIL %s | %s threw: %s\n", c.name.c_str(), st::device_name(device.device()), e.what());
-    return {c.name + " (" + e.what() + ")"};
+    std::printf("FAIL %s | %s threw: %s\n", name.c_str(), st::device_name(device.device()), e.what());
+    return {name + " (" + e.what() + ")"};
   }
-  for (const st::test::OutputCheck& check : st::test::compare_backends(c, on_device, on_cpu)) {
-    std::printf("%s %s | %s\n", check.ok ? "ok  " : "FAIL", c.name.c_str(), st::test::describe(check).c_str());
-    if (!check.ok) failed.push_back(c.name + " | " + check.output);
+  for (const st::test::OutputCheck& check :
+       st::test::compare_backends(c, on_device, on_cpu, st::test::amp_unit_of(cpu.precision()))) {
+    std::printf("%s %s | %s\n", check.ok ? "ok  " : "FAIL", name.c_str(), st::test::describe(check).c_str());
+    if (!check.ok) failed.push_back(name + " | " + check.output);
   }
   return failed;
 }
@@ -76,6 +96,7 @@ int main(int argc, char** argv) {
   Options options;
   const char* env = std::getenv("ST_BACKEND_OPS_AGAINST_CPU");
   options.against_cpu_only = env != nullptr && std::strcmp(env, "1") == 0;
+  st::Precision precision = st::Precision::fp32;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--against-cpu-only") {
@@ -84,11 +105,18 @@ int main(int argc, char** argv) {
       options.list = true;
     } else if (arg == "--case" && i + 1 < argc) {
       options.filters.push_back(argv[++i]);
+    } else if (arg == "--precision" && i + 1 < argc && parse_precision(argv[i + 1], precision)) {
+      options.precisions.push_back(precision);
+      ++i;
     } else {
-      std::fprintf(stderr, "usage: %s [--against-cpu-only] [--case TEXT]... [--list]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--against-cpu-only] [--precision fp32|amp-fp16|amp-bf16]... [--case TEXT]... "
+                   "[--list]\n",
+                   argv[0]);
       return 2;
     }
   }
+  if (options.precisions.empty()) options.precisions.push_back(st::Precision::fp32);
   const auto& cases = st::test::op_cases();
   if (options.list) {
     for (const auto& c : cases)
@@ -114,24 +142,32 @@ int main(int argc, char** argv) {
     std::vector<std::string> failures;
     std::set<std::string> exercised;  // the ops of the cases run on the device
     int run = 0, skipped = 0;
-    for (const auto& c : cases) {
-      if (!selected(options, c.name)) continue;
-      // A case whose ops lack a kernel on the device (the registry says so) has nothing to compare.
-      std::vector<std::string> missing = st::ops::unsupported_ops(c.ops, device->device());
-      if (!missing.empty()) {
-        std::printf("skip %s | no %s kernel for %s\n", c.name.c_str(), st::device_name(device->device()),
-                    st::ops::op_list(missing).c_str());
-        ++skipped;
-        continue;
+    for (st::Precision p : options.precisions) {
+      cpu.set_precision(p);
+      device->set_precision(p);
+      const std::string in = p == st::Precision::fp32 ? "" : std::string(" in ") + st::precision_name(p);
+      if (p != st::Precision::fp32)
+        std::printf("precision %s: both sides in it, inputs rounded to its format, %g units of it allowed more\n",
+                    st::precision_name(p), st::test::kAmpBackendUnits);
+      for (const auto& c : cases) {
+        if (!selected(options, c.name)) continue;
+        // A case whose ops lack a kernel on the device (the registry says so) has nothing to compare.
+        std::vector<std::string> missing = st::ops::unsupported_ops(c.ops, device->device(), p);
+        if (!missing.empty()) {
+          std::printf("skip %s%s | no %s kernel%s for %s\n", c.name.c_str(), in.c_str(),
+                      st::device_name(device->device()), in.c_str(), st::ops::op_list(missing).c_str());
+          ++skipped;
+          continue;
+        }
+        if (!c.cpu_only.empty() && device->device() != st::Device::cpu) {
+          std::printf("skip %s%s | CPU only: %s\n", c.name.c_str(), in.c_str(), c.cpu_only.c_str());
+          ++skipped;
+          continue;
+        }
+        ++run;
+        exercised.insert(c.ops.begin(), c.ops.end());
+        for (std::string& f : run_case(c, *device, cpu)) failures.push_back(std::move(f));
       }
-      if (!c.cpu_only.empty() && device->device() != st::Device::cpu) {
-        std::printf("skip %s | CPU only: %s\n", c.name.c_str(), c.cpu_only.c_str());
-        ++skipped;
-        continue;
-      }
-      ++run;
-      exercised.insert(c.ops.begin(), c.ops.end());
-      for (std::string& f : run_case(c, *device, cpu)) failures.push_back(std::move(f));
     }
     // Every kernel the device has is exercised by some case (not with --case filters).
     if (options.filters.empty())

@@ -1650,6 +1650,38 @@ OpCase cast_to_half_case(const HalfLayout& h, uint64_t seed) {
   return c;
 }
 
+// round_to_half (the dispatch's rounding of 16-bit outputs under a mixed precision) on
+// cast_to_half's inputs, in place: each element becomes the value of its nearest pattern, exactly;
+// infinities and NaN as markers.
+OpCase round_to_half_case(const HalfLayout& h, uint64_t seed) {
+  OpCase c;
+  c.name = std::string("round_to_half ") + h.name + " in place (ties, subnormals, overflow, inf, NaN)";
+  c.ops = {"round_to_half"};
+  const std::vector<double> x = cast_inputs(h, seed);
+  const int64_t n = static_cast<int64_t>(x.size());
+  const HalfFormat format = h.dtype == DType::f16 ? HalfFormat::fp16 : HalfFormat::bf16;
+  c.make_inputs = [=] { return NamedTensors{{"x", to_tensor(x, {n})}}; };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    Tensor y = input(in, "x").to(ctx.device()).clone();  // a copy of its own: the input stays as made
+    ops::round_to_half(ctx, y, format);
+    ctx.synchronize();
+    std::vector<double> out = tensor_values(to_cpu(y));
+    for (double& v : out) v = nonfinite_marker(v);
+    return NamedTensors{{"y", to_tensor(out, {n})}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    std::vector<double> want;
+    for (double v : values(in, "x")) {
+      const double p = nearest_pattern(h, v);
+      want.push_back(nonfinite_marker(p == kNanPattern ? std::numeric_limits<double>::quiet_NaN()
+                                                       : h.value(static_cast<uint32_t>(p))));
+    }
+    return NamedValues{{"y", want}};
+  };
+  c.outputs = {{"y", kExact, kExact}};
+  return c;
+}
+
 // Every one of the 65,536 patterns of the format back to float32: exact, infinities and NaN as
 // markers.
 OpCase cast_from_half_case(const HalfLayout& h) {
@@ -1927,6 +1959,8 @@ std::vector<OpCase> build_cases() {
   cases.push_back(cast_to_half_case(kBf16Layout, next_seed()));
   cases.push_back(cast_from_half_case(kFp16Layout));
   cases.push_back(cast_from_half_case(kBf16Layout));
+  cases.push_back(round_to_half_case(kFp16Layout, next_seed()));
+  cases.push_back(round_to_half_case(kBf16Layout, next_seed()));
   return cases;
 }
 
@@ -2050,7 +2084,43 @@ std::vector<OutputCheck> compare_with_reference(const OpCase& c, const NamedTens
   return checks;
 }
 
-std::vector<OutputCheck> compare_backends(const OpCase& c, const NamedTensors& got, const NamedTensors& cpu) {
+double amp_unit_of(Precision precision) {
+  switch (precision) {
+    case Precision::amp_fp16:
+      return std::ldexp(1.0, -10);
+    case Precision::amp_bf16:
+      return std::ldexp(1.0, -7);
+    default:
+      return 0.0;
+  }
+}
+
+void round_inputs_to(Precision precision, NamedTensors& inputs) {
+  const std::optional<HalfFormat> format = storage_format(precision);
+  if (!format) return;
+  for (auto& [name, t] : inputs)
+    if (t.dtype() == DType::f32) {
+      t = t.clone();  // the case's made inputs may be shared
+      round_in_place(*format, t.data<float>(), t.numel());
+    }
+}
+
+namespace {
+
+// The tolerance widened by kAmpBackendUnits units at want's largest magnitude (the markers of
+// non-finite values, 2^99 and beyond, left out); an exact tolerance stays exact.
+Tolerance widened_for_amp(const Tolerance& t, const std::vector<double>& want, double amp_unit) {
+  if (amp_unit == 0.0 || (t.abs == 0.0 && t.rel == 0.0)) return t;
+  double largest = 0.0;
+  for (double w : want)
+    if (std::isfinite(w) && std::fabs(w) < std::ldexp(1.0, 90)) largest = std::max(largest, std::fabs(w));
+  return {t.abs + kAmpBackendUnits * amp_unit * largest, t.rel};
+}
+
+}  // namespace
+
+std::vector<OutputCheck> compare_backends(const OpCase& c, const NamedTensors& got, const NamedTensors& cpu,
+                                          double amp_unit) {
   std::vector<OutputCheck> checks;
   for (const auto& t : c.outputs) {
     const Tensor* g = find_tensor(got, t.output);
@@ -2065,7 +2135,8 @@ std::vector<OutputCheck> compare_backends(const OpCase& c, const NamedTensors& g
     } else if (g->device() != Device::cpu) {
       checks.push_back(failed(t.output, "run() left it on " + std::string(device_name(g->device()))));
     } else {
-      checks.push_back(compare_values(t.output, tensor_values(*g), tensor_values(*w), t.backend));
+      const std::vector<double> want = tensor_values(*w);
+      checks.push_back(compare_values(t.output, tensor_values(*g), want, widened_for_amp(t.backend, want, amp_unit)));
     }
   }
   for (const auto& [name, tensor] : got)

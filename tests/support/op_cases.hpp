@@ -91,8 +91,19 @@ OutputCheck compare_values(const std::string& output, const std::vector<double>&
 std::vector<OutputCheck> compare_with_reference(const OpCase& c, const NamedTensors& got, const NamedValues& want);
 
 // Another backend's outputs of `c` against the CPU's, with the backend tolerances: one check per
-// output in c.outputs (a missing output, or a shape or dtype that differs, fails).
-std::vector<OutputCheck> compare_backends(const OpCase& c, const NamedTensors& got, const NamedTensors& cpu);
+// output in c.outputs (a missing output, or a shape or dtype that differs, fails). With `amp_unit`
+// (amp_unit_of a mixed precision, both runs in it), an output whose tolerance is not exact may
+// also differ by kAmpBackendUnits of that unit times the CPU output's largest magnitude: each
+// backend rounds its fp32 result to 16 bits, and a result a hair apart can round a unit apart,
+// which the ops downstream in the case carry on.
+std::vector<OutputCheck> compare_backends(const OpCase& c, const NamedTensors& got, const NamedTensors& cpu,
+                                          double amp_unit = 0.0);
+constexpr double kAmpBackendUnits = 2.0;
+// The 16-bit format's unit in the last place at 1: 2^-10 for amp-fp16, 2^-7 for amp-bf16; 0 for fp32.
+double amp_unit_of(Precision precision);
+// Every f32 tensor of `inputs` rounded to the precision's 16-bit format (what the ops before the
+// case would have stored); unchanged in fp32.
+void round_inputs_to(Precision precision, NamedTensors& inputs);
 
 // "dx: max abs 1.2e-06, max rel 3.4e-07 (tolerance abs 1e-05 rel 1e-05)" and the detail.
 std::string describe(const OutputCheck& check);

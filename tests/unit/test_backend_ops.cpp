@@ -338,6 +338,31 @@ BOOST_AUTO_TEST_CASE(comparison_reports_what_differs) {
   extra.emplace_back("dz", st::Tensor::zeros({1}));
   BOOST_TEST(failures(st::test::compare_backends(c, extra, cpu)) == "dz");
 
+  // In a mixed precision a non-exact output may also differ by kAmpBackendUnits units of the
+  // format at its largest magnitude (each backend rounds to 16 bits), no more; exact ones stay exact.
+  const double unit = st::test::amp_unit_of(st::Precision::amp_fp16);
+  BOOST_TEST(unit == std::ldexp(1.0, -10));
+  BOOST_TEST(st::test::amp_unit_of(st::Precision::amp_bf16) == std::ldexp(1.0, -7));
+  BOOST_TEST(st::test::amp_unit_of(st::Precision::fp32) == 0.0);
+  BOOST_TEST_REQUIRE(c.outputs[0].output == "y");
+  NamedTensors amp_close = copy_of(cpu);
+  double largest = 0.0;
+  for (double v : st::test::tensor_values(output(amp_close, "y"))) largest = std::max(largest, std::fabs(v));
+  const float y5 = output(amp_close, "y").data<float>()[5];
+  const double y_allowed = c.outputs[0].backend.abs + c.outputs[0].backend.rel * std::fabs(y5);
+  output(amp_close, "y").data<float>()[5] = static_cast<float>(y5 + y_allowed + 1.5 * unit * largest);
+  BOOST_TEST(failures(st::test::compare_backends(c, amp_close, cpu)) == "y");
+  BOOST_TEST(all_ok(st::test::compare_backends(c, amp_close, cpu, unit)));
+  NamedTensors amp_far = copy_of(cpu);
+  output(amp_far, "y").data<float>()[5] = static_cast<float>(y5 + y_allowed + 2.5 * unit * largest);
+  BOOST_TEST(failures(st::test::compare_backends(c, amp_far, cpu, unit)) == "y");
+  const OpCase& rounding = case_named("round_to_half fp16 in place (ties, subnormals, overflow, inf, NaN)");
+  const NamedTensors rounded = rounding.run(ctx, rounding.make_inputs());
+  NamedTensors off = copy_of(rounded);
+  float& r0 = output(off, "y").data<float>()[0];
+  r0 = std::nextafter(r0, INFINITY);
+  BOOST_TEST(failures(st::test::compare_backends(rounding, off, rounded, unit)) == "y");
+
   // Exact tolerances: one ulp is a failure.
   BOOST_TEST(st::test::compare_values("n", {3.0}, {3.0}, {0.0, 0.0}).ok);
   BOOST_TEST(!st::test::compare_values("n", {std::nextafter(3.0f, 4.0f)}, {3.0}, {0.0, 0.0}).ok);

@@ -29,7 +29,7 @@ const st::ops::Op<TestOnlyFn> test_only_op{"test_only_cpu_op", {test_only_cpu_ke
 // An op whose CUDA kernel (a stand-in: the registry only reads the declaration) runs in fp32 alone,
 // and one whose CUDA kernel declares its 16-bit versions.
 const st::ops::Op<TestOnlyFn> test_fp32_cuda_op{
-    "test_only_fp32_cuda_op", {test_only_cpu_kernel}, {test_only_cpu_kernel}};
+    "test_only_fp32_cuda_op", {test_only_cpu_kernel}, {test_only_cpu_kernel, true, st::ops::kFp32Only}};
 const st::ops::Op<TestOnlyFn> test_amp_cuda_op{
     "test_only_amp_cuda_op", {test_only_cpu_kernel}, {test_only_cpu_kernel, true, st::ops::kEveryPrecision}};
 
@@ -163,18 +163,17 @@ BOOST_AUTO_TEST_CASE(a_kernel_declares_the_precisions_it_runs_in_and_the_refusal
              "no CUDA kernel for test_only_cpu_op (--model x); no CUDA kernel in amp-fp16 for test_only_fp32_cuda_op "
              "(--model x); test_only_fp32_cuda_op (--optimizer y)");
   BOOST_TEST(st::train::kernels_missing(st::Device::cpu, needs, st::Precision::amp_bf16) == "");
-  // A model run in a mixed precision on the GPU names every op of it whose CUDA kernel is fp32 only.
-  const OpNames resnet20 = st::models::model_ops("resnet20", true);
-  std::vector<std::string> fp32_only;
-  for (const std::string& op : resnet20)
-    if (st::ops::supports(op, st::Device::cuda) && !st::ops::supports(op, st::Device::cuda, st::Precision::amp_bf16))
-      fp32_only.push_back(op);
-  const std::string refusal =
-      st::train::kernels_missing(st::Device::cuda, {{"--model resnet20", resnet20}}, st::Precision::amp_bf16);
-  if (!fp32_only.empty())
-    BOOST_TEST(refusal.find("no CUDA kernel in amp-bf16 for " + st::ops::op_list(fp32_only) + " (--model resnet20)") !=
-                   std::string::npos,
-               refusal);
+  // Every op of the source runs in every precision on every device it has a kernel for (the dispatch
+  // rounds the 16-bit outputs on either device), this test's fp32-only op apart: a model that runs
+  // in fp32 on the GPU runs in a mixed precision there too.
+  for (const st::ops::OpInfo& op : st::ops::registered_ops())
+    for (int d = 0; d < st::ops::kNumDevices; ++d)
+      if (op.declared[d] && op.name != "test_only_fp32_cuda_op")
+        BOOST_TEST(op.precisions[d] == st::ops::kEveryPrecision, op.name << " on " << d);
+  const std::vector<std::pair<std::string, OpNames>> resnet20 = {
+      {"--model resnet20", st::models::model_ops("resnet20", true)}};
+  BOOST_TEST(st::train::kernels_missing(st::Device::cuda, resnet20, st::Precision::amp_bf16) ==
+             st::train::kernels_missing(st::Device::cuda, resnet20, st::Precision::fp32));
 }
 
 BOOST_AUTO_TEST_CASE(resnet20_says_what_it_runs) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "scaletrain/backend/context.hpp"
+#include "scaletrain/core/half.hpp"
 
 namespace scaletrain::ops {
 
@@ -16,5 +17,10 @@ namespace scaletrain::ops {
 void cast_to_half(Context& ctx, const Tensor& x, Tensor& y);
 // x: f16 or bf16; y: f32, x's shape, overwritten with x's values (exact).
 void cast_from_half(Context& ctx, const Tensor& x, Tensor& y);
+// x: f32, rounded in place to the nearest value of `format` (what storing it in 16 bits and
+// reading it back gives). Under a mixed precision the op dispatch calls it on every 16-bit output
+// of a device's kernel that computes in fp32 (ops/op.hpp): the GPU's stand-in for 16-bit storage,
+// as core/half.hpp's round_in_place is the CPU's.
+void round_to_half(Context& ctx, Tensor& x, HalfFormat format);
 
 }  // namespace scaletrain::ops

@@ -4,7 +4,7 @@
 // dimensions). Biases and the normalisation layers' scales and shifts (one dimension) stay fp32,
 // as batch norm's and layer norm's parameters do in PyTorch's AMP.
 //
-// On the CPU the copies are the master values rounded to the 16-bit format in place for the
+// On either device the copies are the master values rounded to the 16-bit format in place for the
 // forward and backward of a step, and the fp32 values put back afterwards from a saved copy: the
 // checkpoint, the optimizer and everything between steps see the master weights.
 #pragma once

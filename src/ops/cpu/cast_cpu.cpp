@@ -25,4 +25,6 @@ void cast_from_half(Context&, const Tensor& x, Tensor& y) {
   for (int64_t i = 0; i < n; ++i) out[i] = fp16 ? fp16_to_float(in[i]) : bf16_to_float(in[i]);
 }
 
+void round_to_half(Context&, Tensor& x, HalfFormat format) { round_in_place(format, x.data<float>(), x.numel()); }
+
 }  // namespace scaletrain::ops::cpu

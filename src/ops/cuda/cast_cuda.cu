@@ -26,6 +26,14 @@ __global__ void bf16_to_float_kernel(const __nv_bfloat16* x, float* y, int64_t n
   for (int64_t i = grid_first(); i < n; i += grid_stride()) y[i] = __bfloat162float(x[i]);
 }
 
+// In place: the float each element becomes when stored in 16 bits and read back.
+__global__ void round_to_fp16_kernel(float* x, int64_t n) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) x[i] = __half2float(__float2half_rn(x[i]));
+}
+__global__ void round_to_bf16_kernel(float* x, int64_t n) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) x[i] = __bfloat162float(__float2bfloat16_rn(x[i]));
+}
+
 }  // namespace
 
 void cast_to_half(Context& ctx, const Tensor& x, Tensor& y) {
@@ -54,6 +62,19 @@ void cast_from_half(Context& ctx, const Tensor& x, Tensor& y) {
   } else {
     bf16_to_float_kernel<<<blocks, scaletrain::cuda::kThreadsPerBlock, 0, stream>>>(
         static_cast<const __nv_bfloat16*>(x.raw()), out, n);
+  }
+  ST_CHECK_LAUNCH();
+}
+
+void round_to_half(Context& ctx, Tensor& x, HalfFormat format) {
+  const int64_t n = x.numel();
+  const auto blocks = scaletrain::cuda::blocks_for(n);
+  cudaStream_t stream = scaletrain::cuda::compute_stream(ctx);
+  float* data = static_cast<float*>(x.raw());
+  if (format == HalfFormat::fp16) {
+    round_to_fp16_kernel<<<blocks, scaletrain::cuda::kThreadsPerBlock, 0, stream>>>(data, n);
+  } else {
+    round_to_bf16_kernel<<<blocks, scaletrain::cuda::kThreadsPerBlock, 0, stream>>>(data, n);
   }
   ST_CHECK_LAUNCH();
 }

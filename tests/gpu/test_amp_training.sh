@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Mixed precision on the GPU against the CPU's (issue 26, docs/mixed-precision.md): resnet20, 3
+# steps from the same weights and batches in amp-fp16 (dynamic loss scaling, an overflow forced at
+# step 2) and in amp-bf16, on the GPU and on the CPU, which is the reference. Each pair must agree:
+#   overflow:   both sides skip the same steps with the same scales, step 2 among them in
+#               amp-fp16 (fp16's own overflows at a scale of 65536 may come first: they must match);
+#   losses:     the 3 steps' losses within 1e-2 x |loss| + 1e-2 (16-bit activations: a value a
+#               hair apart in fp32 can round a unit of the format apart);
+#   parameters: within 1e-2 relative L2, and closer to the CPU's AMP run than the CPU's fp32 run
+#               of the same steps is, by half at least: a GPU that left out the rounding (fp32
+#               numerics under an amp flag) or rounded to the other format would be as far from
+#               the CPU's AMP as fp32 is, and fails here;
+# and the GPU's start-up lines name the precision. Skips (77) without a GPU; ST_GPU_TEST_DEVICE=cpu
+# runs it CPU against CPU (cli.gpu_training_harness), where the pairs are equal.
+source "$(dirname "$0")/lib.sh"
+require_gpu
+T=$TMP_ROOT/gpu_amp_training
+rm -rf "$T" && mkdir -p "$T"
+batch=${ST_GPU_TEST_BATCH:-32}
+image=${ST_GPU_TEST_IMAGE:-32,32,3}
+
+synthetic_data "$T/data" 512 32 "$image" 10
+common=(--model resnet20 --data "$T/data" --epochs 1 --max-steps 3 --batch-size "$batch" --seed 11 --log-every 1
+  --eval-every 0 --base-lr 0.05 --lr-schedule constant --warmup-epochs 0 --momentum 0.9)
+# The fp32 references: amp-fp16's with the same dynamic scale and forced overflow.
+run_train cpu-fp32-amp-bf16 1 cpu "" "${common[@]}" --precision fp32
+SCALETRAIN_INJECT_OVERFLOW=2 run_train cpu-fp32-amp-fp16 1 cpu "" "${common[@]}" --precision fp32 --loss-scale dynamic
+# The relative L2 distance of two runs' parameters, as compare_checkpoints prints it.
+distance() {
+  { compare_checkpoints --what params --tolerance 1e30 "$1" "$2" || true; } |
+    sed -n 's/.*relative L2 error \([0-9.e+-]*\) (tolerance.*/\1/p'
+}
+status=0
+for precision in amp-fp16 amp-bf16; do
+  overflow=""
+  [ "$precision" = amp-fp16 ] && overflow=2
+  SCALETRAIN_INJECT_OVERFLOW=$overflow run_train "gpu-$precision" 1 "$DEV" "$TEST_ARGS" "${common[@]}" --precision "$precision"
+  SCALETRAIN_INJECT_OVERFLOW=$overflow run_train "cpu-$precision" 1 cpu "" "${common[@]}" --precision "$precision"
+  # The skipped steps and the scale's moves, alike on both sides; the forced one among them.
+  skips_gpu=$(grep "inf or NaN in the gradients" "$T/gpu-$precision.log" || true)
+  skips_cpu=$(grep "inf or NaN in the gradients" "$T/cpu-$precision.log" || true)
+  [ "$skips_gpu" = "$skips_cpu" ] ||
+    { echo "FAIL: $precision: the skipped steps differ: GPU: ${skips_gpu:-none}; CPU: ${skips_cpu:-none}"; status=1; }
+  if [ -n "$overflow" ]; then
+    grep -q "^step 2: inf or NaN in the gradients after the all-reduce; skipped on every rank" <<<"$skips_gpu" ||
+      { echo "FAIL: the GPU run in $precision did not skip step 2: ${skips_gpu:-no step skipped}"; status=1; }
+  fi
+  echo "$precision: skipped steps on both sides: $(grep -c . <<<"$skips_cpu" || true)"
+  grep -q "precision: $precision" "$T/gpu-$precision.log" ||
+    { echo "FAIL: the $precision run on --device $DEV does not say its precision: $(grep -m3 precision "$T/gpu-$precision.log")"; status=1; }
+  compare_losses "$T/gpu-$precision.log" "$T/cpu-$precision.log" 1e-2 1e-2 3 || status=1
+  compare_checkpoints --what params --tolerance 1e-2 "$T/gpu-$precision" "$T/cpu-$precision" || status=1
+  apart=$(distance "$T/gpu-$precision" "$T/cpu-$precision")
+  from_fp32=$(distance "$T/cpu-fp32-$precision" "$T/cpu-$precision")
+  echo "$precision: GPU from the CPU's $precision ${apart:-?}, the CPU's fp32 from it ${from_fp32:-?} (relative L2 of the parameters)"
+  "$PY" -c "import sys; a, f = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if f > 0 and a <= 0.5 * f else 1)" \
+    "${apart:-nan}" "${from_fp32:-nan}" ||
+    { echo "FAIL: $precision on --device $DEV is not closer to the CPU's $precision than fp32 is: its rounding is not the CPU's"; status=1; }
+done
+[ $status = 0 ] || fail "mixed precision on --device $DEV ${TEST_ARGS:+($TEST_ARGS) }differs from the CPU's (above)"
+echo "PASS"
