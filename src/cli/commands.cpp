@@ -295,9 +295,10 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "precision", po::value(&c.precision)->default_value(c.precision),
       "fp32 | amp-fp16 | amp-bf16: mixed precision keeps activations, their gradients and copies of the weight "
       "matrices, kernels and embeddings in 16 bits, and fp32 master weights, optimizer state, normalisation "
-      "statistics and losses (docs/mixed-precision.md). Every op computes in fp32 and its 16-bit outputs are "
-      "rounded to 16-bit values, on either device: AMP's numerics, not yet its speed (the GPU's tensor-core "
-      "kernels are to come). amp-bf16 needs a GPU of compute capability 8.0 or newer")(
+      "statistics and losses (docs/mixed-precision.md). Each op's 16-bit outputs are rounded to 16-bit values; "
+      "on the GPU convolutions and matrix products run on tensor cores (fp32 accumulation), other ops compute in "
+      "fp32, as every op does on the CPU (AMP's numerics, not its speed there). amp-bf16 needs a GPU of compute "
+      "capability 8.0 or newer")(
       "loss-scale", po::value(&c.loss_scale)->default_value(c.loss_scale),
       "auto (dynamic for amp-fp16, none otherwise) | none | dynamic | a fixed number: the loss's gradient is "
       "multiplied by the scale before backward and the "

@@ -62,6 +62,7 @@ Json conv_algorithms_json(const std::vector<ops::ConvAlgorithmRecord>& records) 
     j.set("padding_w", static_cast<int64_t>(r.padding_w));
     j.set("groups", static_cast<int64_t>(r.groups));
     j.set("tf32", r.tf32);
+    j.set("data", r.data);
     j.set("algo", static_cast<int64_t>(r.algo));
     j.set("math", ops::conv_math_name(r.math));
     j.set("workspace_bytes", static_cast<int64_t>(r.workspace_bytes));

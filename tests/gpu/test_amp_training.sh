@@ -10,7 +10,8 @@
 #               of the same steps is, by half at least: a GPU that left out the rounding (fp32
 #               numerics under an amp flag) or rounded to the other format would be as far from
 #               the CPU's AMP as fp32 is, and fails here;
-# and the GPU's start-up lines name the precision. Skips (77) without a GPU; ST_GPU_TEST_DEVICE=cpu
+# and the GPU's start-up lines name the precision, and report.json says every convolution ran in
+# the 16-bit format (cuDNN on tensor cores). Skips (77) without a GPU; ST_GPU_TEST_DEVICE=cpu
 # runs it CPU against CPU (cli.gpu_training_harness), where the pairs are equal.
 source "$(dirname "$0")/lib.sh"
 require_gpu
@@ -48,6 +49,19 @@ for precision in amp-fp16 amp-bf16; do
   echo "$precision: skipped steps on both sides: $(grep -c . <<<"$skips_cpu" || true)"
   grep -q "precision: $precision" "$T/gpu-$precision.log" ||
     { echo "FAIL: the $precision run on --device $DEV does not say its precision: $(grep -m3 precision "$T/gpu-$precision.log")"; status=1; }
+  # On a GPU every convolution ran in the 16-bit format (cuDNN on tensor cores), as report.json says.
+  if [ "$DEV" = cuda ]; then
+    "$PY" - "$T/gpu-$precision/report.json" "$precision" <<'PY' || status=1
+import collections, json, sys
+want = {"amp-fp16": "f16", "amp-bf16": "bf16"}[sys.argv[2]]
+algos = json.load(open(sys.argv[1]))["device"].get("conv_algorithms") or []
+count = collections.Counter((a["direction"], a.get("data"), a["algo"], a["math"]) for a in algos)
+for (direction, data, algo, math), n in sorted(count.items()):
+    print(f"cuDNN {direction} in {data}: algo {algo}, math {math}: {n} shape(s)")
+if not algos or any(a.get("data") != want for a in algos):
+    sys.exit(f"FAIL: {sys.argv[2]}: not every convolution ran in {want} (report.json device.conv_algorithms)")
+PY
+  fi
   compare_losses "$T/gpu-$precision.log" "$T/cpu-$precision.log" 1e-2 1e-2 3 || status=1
   compare_checkpoints --what params --tolerance 1e-2 "$T/gpu-$precision" "$T/cpu-$precision" || status=1
   apart=$(distance "$T/gpu-$precision" "$T/cpu-$precision")

@@ -52,6 +52,7 @@ struct ConvAlgorithmRecord {
   int n = 0, h = 0, w = 0, c = 0, o = 0, kh = 0, kw = 0, stride = 0, padding = 0;
   int stride_w = 0, padding_w = 0, groups = 1;
   bool tf32 = false;
+  std::string data = "f32";  // the operands' type: f32, or f16 / bf16 under a mixed precision
   int algo = 0;
   ConvMath math = ConvMath::fma;  // the descriptor's
   std::size_t workspace_bytes = 0;

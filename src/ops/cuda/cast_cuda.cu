@@ -8,6 +8,7 @@
 
 #include "backend/cuda/cuda_context.hpp"
 #include "ops/cuda/grid_stride.cuh"
+#include "ops/cuda/half_gemm.hpp"
 #include "scaletrain/ops/cast.hpp"
 
 namespace scaletrain::ops::cuda {
@@ -36,34 +37,37 @@ __global__ void round_to_bf16_kernel(float* x, int64_t n) {
 
 }  // namespace
 
-void cast_to_half(Context& ctx, const Tensor& x, Tensor& y) {
-  const int64_t n = x.numel();
+void launch_cast_to_half(cudaStream_t stream, const float* x, void* y, int64_t n, HalfFormat format) {
   const auto blocks = scaletrain::cuda::blocks_for(n);
-  cudaStream_t stream = scaletrain::cuda::compute_stream(ctx);
-  const float* in = static_cast<const float*>(x.raw());
-  if (y.dtype() == DType::f16) {
-    float_to_fp16_kernel<<<blocks, scaletrain::cuda::kThreadsPerBlock, 0, stream>>>(in, static_cast<__half*>(y.raw()),
+  if (format == HalfFormat::fp16) {
+    float_to_fp16_kernel<<<blocks, scaletrain::cuda::kThreadsPerBlock, 0, stream>>>(x, static_cast<__half*>(y), n);
+  } else {
+    float_to_bf16_kernel<<<blocks, scaletrain::cuda::kThreadsPerBlock, 0, stream>>>(x, static_cast<__nv_bfloat16*>(y),
+                                                                                    n);
+  }
+  ST_CHECK_LAUNCH();
+}
+
+void cast_to_half(Context& ctx, const Tensor& x, Tensor& y) {
+  launch_cast_to_half(scaletrain::cuda::compute_stream(ctx), static_cast<const float*>(x.raw()), y.raw(), x.numel(),
+                      y.dtype() == DType::f16 ? HalfFormat::fp16 : HalfFormat::bf16);
+}
+
+void launch_cast_from_half(cudaStream_t stream, const void* x, float* y, int64_t n, HalfFormat format) {
+  const auto blocks = scaletrain::cuda::blocks_for(n);
+  if (format == HalfFormat::fp16) {
+    fp16_to_float_kernel<<<blocks, scaletrain::cuda::kThreadsPerBlock, 0, stream>>>(static_cast<const __half*>(x), y,
                                                                                     n);
   } else {
-    float_to_bf16_kernel<<<blocks, scaletrain::cuda::kThreadsPerBlock, 0, stream>>>(
-        in, static_cast<__nv_bfloat16*>(y.raw()), n);
+    bf16_to_float_kernel<<<blocks, scaletrain::cuda::kThreadsPerBlock, 0, stream>>>(
+        static_cast<const __nv_bfloat16*>(x), y, n);
   }
   ST_CHECK_LAUNCH();
 }
 
 void cast_from_half(Context& ctx, const Tensor& x, Tensor& y) {
-  const int64_t n = x.numel();
-  const auto blocks = scaletrain::cuda::blocks_for(n);
-  cudaStream_t stream = scaletrain::cuda::compute_stream(ctx);
-  float* out = static_cast<float*>(y.raw());
-  if (x.dtype() == DType::f16) {
-    fp16_to_float_kernel<<<blocks, scaletrain::cuda::kThreadsPerBlock, 0, stream>>>(static_cast<const __half*>(x.raw()),
-                                                                                    out, n);
-  } else {
-    bf16_to_float_kernel<<<blocks, scaletrain::cuda::kThreadsPerBlock, 0, stream>>>(
-        static_cast<const __nv_bfloat16*>(x.raw()), out, n);
-  }
-  ST_CHECK_LAUNCH();
+  launch_cast_from_half(scaletrain::cuda::compute_stream(ctx), x.raw(), static_cast<float*>(y.raw()), x.numel(),
+                        x.dtype() == DType::f16 ? HalfFormat::fp16 : HalfFormat::bf16);
 }
 
 void round_to_half(Context& ctx, Tensor& x, HalfFormat format) {

@@ -33,6 +33,13 @@
 // cuDNN 9's legacy heuristics may report DEFAULT for an fp32 algorithm: such a result is taken,
 // and the descriptor is set to FMA all the same.
 //
+// Mixed precision (--precision amp-fp16 | amp-bf16): the operands are 16-bit values already (the
+// ops before rounded them, docs/mixed-precision.md), so each is copied into the 16-bit format
+// (exactly) in the op's scratch, cuDNN convolves in that format with fp32 accumulation (compute
+// type FLOAT: its PSEUDO_HALF and PSEUDO_BFLOAT16 configurations) on tensor cores, any math type
+// its heuristics offer, and the 16-bit result is widened into the fp32 output (exactly: the
+// rounding the dispatch then applies changes nothing). The bias is added in fp32 after that.
+//
 // Every result is overwritten (beta = 0), as the contracts say; cuDNN does not read the output
 // when beta is 0.
 #include <cuda_runtime.h>
@@ -40,12 +47,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <tuple>
 #include <vector>
 
 #include "backend/cuda/cuda_context.hpp"
 #include "ops/cuda/cudnn_util.hpp"
+#include "ops/cuda/half_gemm.hpp"
 #include "scaletrain/ops/conv2d.hpp"
 #include "scaletrain/ops/conv_algorithm.hpp"
 
@@ -104,14 +113,29 @@ ConvDims conv_dims(const Conv2dParams& p, const Shape& x, const Shape& w, const 
 // OIHW and OHWI differ only when both the filter's channels (C / groups) and KH*KW exceed 1.
 bool needs_transpose(const ConvDims& d) { return d.group_channels() > 1 && d.kh * d.kw > 1; }
 
+// The operands' format: fp32, or a mixed precision's 16-bit format.
+struct ConvData {
+  std::optional<HalfFormat> half;  // none: fp32
+  cudnnDataType_t type() const {
+    if (!half) return CUDNN_DATA_FLOAT;
+    return *half == HalfFormat::fp16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
+  }
+  const char* name() const { return !half ? "f32" : *half == HalfFormat::fp16 ? "f16" : "bf16"; }
+  // Bytes of a 16-bit copy of `count` elements in the scratch (none in fp32).
+  std::size_t copy_bytes(int64_t count) const { return half ? align_scratch(std::size_t(count) * 2) : 0; }
+};
+
+ConvData conv_data(const Context& ctx) { return {storage_format(ctx.precision())}; }
+
 struct PlanKey {
   int gpu;
   Direction direction;
   bool tf32;  // the Context allows TF32 (--tf32): another math type, other algorithms
+  int data;   // the operands' cudnnDataType_t
   ConvDims dims;
   bool operator<(const PlanKey& o) const {
-    return std::tuple_cat(std::tie(gpu, direction, tf32), dims.tie()) <
-           std::tuple_cat(std::tie(o.gpu, o.direction, o.tf32), o.dims.tie());
+    return std::tuple_cat(std::tie(gpu, direction, tf32, data), dims.tie()) <
+           std::tuple_cat(std::tie(o.gpu, o.direction, o.tf32, o.data), o.dims.tie());
   }
 };
 
@@ -148,7 +172,7 @@ template <typename Perf>
     os << (i ? ", " : "") << "algo " << static_cast<int>(results[i].algo) << ": "
        << cudnnGetErrorString(results[i].status) << " math "
        << conv_math_name(static_cast<ConvMath>(results[i].mathType)) << " " << results[i].memory << " bytes";
-  ST_THROW(direction_name(dir) << ": cuDNN offers no fp32 algorithm for input (" << d.n << ", " << d.h << ", " << d.w
+  ST_THROW(direction_name(dir) << ": cuDNN offers no usable algorithm for input (" << d.n << ", " << d.h << ", " << d.w
                                << ", " << d.c << "), weight (" << d.o << ", " << d.group_channels() << ", " << d.kh
                                << ", " << d.kw << "), stride " << d.stride_h << "x" << d.stride_w << ", padding "
                                << d.pad_h << "x" << d.pad_w << ", groups " << d.groups << " within "
@@ -172,12 +196,13 @@ const Perf& adopt_algorithm(ConvPlan& plan, Direction dir, const ConvDims& d, co
 }
 
 // The plan's choice, for report.json (device.conv_algorithms): what cuDNN picked per shape.
-void record_plan(const ConvPlan& plan, Direction dir, const ConvDims& d, bool tf32) {
+void record_plan(const ConvPlan& plan, Direction dir, const ConvDims& d, bool tf32, const ConvData& data) {
   ConvAlgorithmRecord r;
   r.direction = direction_name(dir);
   r.n = d.n, r.h = d.h, r.w = d.w, r.c = d.c, r.o = d.o, r.kh = d.kh, r.kw = d.kw;
   r.stride = d.stride_h, r.stride_w = d.stride_w, r.padding = d.pad_h, r.padding_w = d.pad_w, r.groups = d.groups;
   r.tf32 = tf32;
+  r.data = data.name();
   r.algo = plan.algo;
   r.math = plan.math;
   r.workspace_bytes = plan.workspace_bytes;
@@ -185,16 +210,22 @@ void record_plan(const ConvPlan& plan, Direction dir, const ConvDims& d, bool tf
   record_conv_algorithm(r);
 }
 
-std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const ConvDims& d, bool tf32) {
+// In a 16-bit format any math type is usable (tensor cores are the point), as with --tf32.
+std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const ConvDims& d, bool tf32,
+                                    const ConvData& data) {
   auto plan = std::make_unique<ConvPlan>();
-  plan->x.set(CUDNN_TENSOR_NHWC, d.n, d.c, d.h, d.w);
-  plan->y.set(CUDNN_TENSOR_NHWC, d.n, d.o, d.oh, d.ow);
-  plan->w.set(CUDNN_TENSOR_NHWC, d.o, d.group_channels(), d.kh, d.kw);
-  // PyTorch's convolution is a cross-correlation (the kernel is not flipped).
+  const cudnnDataType_t type = data.type();
+  plan->x.set(CUDNN_TENSOR_NHWC, d.n, d.c, d.h, d.w, type);
+  plan->y.set(CUDNN_TENSOR_NHWC, d.n, d.o, d.oh, d.ow, type);
+  plan->w.set(CUDNN_TENSOR_NHWC, d.o, d.group_channels(), d.kh, d.kw, type);
+  // PyTorch's convolution is a cross-correlation (the kernel is not flipped); accumulation in fp32.
   ST_CHECK_CUDNN(cudnnSetConvolution2dDescriptor(plan->conv.get(), d.pad_h, d.pad_w, d.stride_h, d.stride_w, 1, 1,
                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   ST_CHECK_CUDNN(cudnnSetConvolutionGroupCount(plan->conv.get(), d.groups));
-  ST_CHECK_CUDNN(cudnnSetConvolutionMathType(plan->conv.get(), tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  const bool any_math = tf32 || data.half.has_value();
+  ST_CHECK_CUDNN(cudnnSetConvolutionMathType(plan->conv.get(), data.half ? CUDNN_TENSOR_OP_MATH
+                                                               : tf32    ? CUDNN_DEFAULT_MATH
+                                                                         : CUDNN_FMA_MATH));
 
   int max_count = 0, count = 0;
   switch (dir) {
@@ -203,7 +234,7 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
       std::vector<cudnnConvolutionFwdAlgoPerf_t> results(max_count);
       ST_CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(handle, plan->x.get(), plan->w.get(), plan->conv.get(),
                                                             plan->y.get(), max_count, &count, results.data()));
-      const auto& chosen = adopt_algorithm(*plan, dir, d, results, count, false, tf32);
+      const auto& chosen = adopt_algorithm(*plan, dir, d, results, count, false, any_math);
       ST_CHECK_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(handle, plan->x.get(), plan->w.get(), plan->conv.get(),
                                                              plan->y.get(), chosen.algo, &plan->workspace_bytes));
       break;
@@ -213,7 +244,7 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
       std::vector<cudnnConvolutionBwdDataAlgoPerf_t> results(max_count);
       ST_CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, plan->w.get(), plan->y.get(), plan->conv.get(),
                                                                  plan->x.get(), max_count, &count, results.data()));
-      const auto& chosen = adopt_algorithm(*plan, dir, d, results, count, true, tf32);
+      const auto& chosen = adopt_algorithm(*plan, dir, d, results, count, true, any_math);
       ST_CHECK_CUDNN(cudnnGetConvolutionBackwardDataWorkspaceSize(
           handle, plan->w.get(), plan->y.get(), plan->conv.get(), plan->x.get(), chosen.algo, &plan->workspace_bytes));
       break;
@@ -223,13 +254,13 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
       std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> results(max_count);
       ST_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
           handle, plan->x.get(), plan->y.get(), plan->conv.get(), plan->w.get(), max_count, &count, results.data()));
-      const auto& chosen = adopt_algorithm(*plan, dir, d, results, count, true, tf32);
+      const auto& chosen = adopt_algorithm(*plan, dir, d, results, count, true, any_math);
       ST_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(
           handle, plan->x.get(), plan->y.get(), plan->conv.get(), plan->w.get(), chosen.algo, &plan->workspace_bytes));
       break;
     }
   }
-  record_plan(*plan, dir, d, tf32);
+  record_plan(*plan, dir, d, tf32, data);
   return plan;
 }
 
@@ -243,10 +274,12 @@ const ConvPlan& conv_plan(Context& ctx, Direction dir, const ConvDims& d) {
   int gpu = 0;
   ST_CHECK_CUDA(cudaGetDevice(&gpu));  // algorithms are chosen for a GPU model; the key names the GPU
   const bool tf32 = ctx.allow_tf32();
-  const PlanKey key{gpu, dir, tf32, d};
+  const ConvData data = conv_data(ctx);
+  const PlanKey key{gpu, dir, tf32, static_cast<int>(data.type()), d};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = plans->find(key);
-  if (it == plans->end()) it = plans->emplace(key, make_plan(scaletrain::cuda::cudnn_handle(ctx), dir, d, tf32)).first;
+  if (it == plans->end())
+    it = plans->emplace(key, make_plan(scaletrain::cuda::cudnn_handle(ctx), dir, d, tf32, data)).first;
   return *it->second;
 }
 
@@ -270,20 +303,50 @@ void launch_transpose(Context& ctx, const float* src, float* dst, int64_t batche
   ST_CHECK_LAUNCH();
 }
 
-// One scratch block: the OHWI weights (when a transpose is needed) then cuDNN's workspace.
+// One scratch block: the OHWI weights (when a transpose is needed), then in a 16-bit format the
+// copies of the convolution's three tensors (x or dx, the filter, y or dy), then cuDNN's workspace.
 struct Scratch {
   float* weights = nullptr;
+  void* x = nullptr;  // 16-bit: x (forward, backward filter) or dx (backward data)
+  void* w = nullptr;  // 16-bit: the OHWI filter, or dw (backward filter)
+  void* y = nullptr;  // 16-bit: y (forward) or dy (backward)
   void* workspace = nullptr;
 };
 
-Scratch scratch_for(Context& ctx, const ConvDims& d, const ConvPlan& plan) {
-  const std::size_t weight_bytes =
-      needs_transpose(d) ? align_scratch(sizeof(float) * std::size_t(d.o) * d.group_channels() * d.kh * d.kw) : 0;
-  char* block = static_cast<char*>(scaletrain::cuda::workspace(ctx, weight_bytes + plan.workspace_bytes));
+Scratch scratch_for(Context& ctx, const ConvDims& d, const ConvPlan& plan, const ConvData& data) {
+  const int64_t w_count = int64_t{d.o} * d.group_channels() * d.kh * d.kw;
+  const std::size_t weight_bytes = needs_transpose(d) ? align_scratch(sizeof(float) * std::size_t(w_count)) : 0;
+  const std::size_t x_bytes = data.copy_bytes(int64_t{d.n} * d.h * d.w * d.c);
+  const std::size_t w_bytes = data.copy_bytes(w_count);
+  const std::size_t y_bytes = data.copy_bytes(int64_t{d.n} * d.oh * d.ow * d.o);
+  char* block = static_cast<char*>(
+      scaletrain::cuda::workspace(ctx, weight_bytes + x_bytes + w_bytes + y_bytes + plan.workspace_bytes));
   Scratch s;
+  std::size_t offset = 0;
   if (weight_bytes > 0) s.weights = reinterpret_cast<float*>(block);
-  if (plan.workspace_bytes > 0) s.workspace = block + weight_bytes;
+  offset += weight_bytes;
+  if (data.half) {
+    s.x = block + offset;
+    s.w = block + offset + x_bytes;
+    s.y = block + offset + x_bytes + w_bytes;
+  }
+  offset += x_bytes + w_bytes + y_bytes;
+  if (plan.workspace_bytes > 0) s.workspace = block + offset;
   return s;
+}
+
+// The operand cuDNN reads: `src` itself in fp32, else its 16-bit copy written into `copy`.
+const void* operand(Context& ctx, const ConvData& data, const float* src, int64_t count, void* copy) {
+  if (!data.half) return src;
+  launch_cast_to_half(scaletrain::cuda::compute_stream(ctx), src, copy, count, *data.half);
+  return copy;
+}
+
+// Where cuDNN writes a result: `dst` itself in fp32, else the 16-bit `copy`, widened into dst
+// afterwards by widen_result.
+void* result(const ConvData& data, float* dst, void* copy) { return data.half ? copy : dst; }
+void widen_result(Context& ctx, const ConvData& data, const void* copy, float* dst, int64_t count) {
+  if (data.half) launch_cast_from_half(scaletrain::cuda::compute_stream(ctx), copy, dst, count, *data.half);
 }
 
 // The bias's descriptors, (1, O, 1, 1) against y or dy (N, O, OH, OW) in NHWC. Made per call: two
@@ -332,17 +395,23 @@ void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const 
     return;
   }
   const ConvDims d = conv_dims(p, x.shape(), w.shape(), op);
+  const ConvData data = conv_data(ctx);
   const ConvPlan& plan = conv_plan(ctx, Direction::forward, d);
-  const Scratch s = scratch_for(ctx, d, plan);
+  const Scratch s = scratch_for(ctx, d, plan, data);
   const float* w_ohwi = static_cast<const float*>(w.raw());  // OIHW is OHWI unless needs_transpose
   if (needs_transpose(d)) {
     launch_transpose(ctx, w_ohwi, s.weights, d.o, d.group_channels(), int64_t{d.kh} * d.kw);
     w_ohwi = s.weights;
   }
+  const void* x_in = operand(ctx, data, static_cast<const float*>(x.raw()), x.numel(), s.x);
+  const void* w_in = operand(ctx, data, w_ohwi, w.numel(), s.w);
+  float* y_out = static_cast<float*>(y.raw());
   const float one = 1.0f, zero = 0.0f;
-  ST_CHECK_CUDNN(cudnnConvolutionForward(scaletrain::cuda::cudnn_handle(ctx), &one, plan.x.get(), x.raw(), plan.w.get(),
-                                         w_ohwi, plan.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo),
-                                         s.workspace, plan.workspace_bytes, &zero, plan.y.get(), y.raw()));
+  ST_CHECK_CUDNN(cudnnConvolutionForward(scaletrain::cuda::cudnn_handle(ctx), &one, plan.x.get(), x_in, plan.w.get(),
+                                         w_in, plan.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo),
+                                         s.workspace, plan.workspace_bytes, &zero, plan.y.get(),
+                                         result(data, y_out, s.y)));
+  widen_result(ctx, data, s.y, y_out, y.numel());
   if (b.defined()) add_bias(ctx, b, y, op);
 }
 
@@ -351,18 +420,23 @@ void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy,
   require_symmetric_padding(p, op);
   if (dx.numel() == 0) return;
   const ConvDims d = conv_dims(p, dx.shape(), w.shape(), op);
+  const ConvData data = conv_data(ctx);
   const ConvPlan& plan = conv_plan(ctx, Direction::backward_data, d);
-  const Scratch s = scratch_for(ctx, d, plan);
+  const Scratch s = scratch_for(ctx, d, plan, data);
   const float* w_ohwi = static_cast<const float*>(w.raw());  // OIHW is OHWI unless needs_transpose
   if (needs_transpose(d)) {
     launch_transpose(ctx, w_ohwi, s.weights, d.o, d.group_channels(), int64_t{d.kh} * d.kw);
     w_ohwi = s.weights;
   }
+  const void* w_in = operand(ctx, data, w_ohwi, w.numel(), s.w);
+  const void* dy_in = operand(ctx, data, static_cast<const float*>(dy.raw()), dy.numel(), s.y);
+  float* dx_out = static_cast<float*>(dx.raw());
   const float one = 1.0f, zero = 0.0f;
-  ST_CHECK_CUDNN(cudnnConvolutionBackwardData(scaletrain::cuda::cudnn_handle(ctx), &one, plan.w.get(), w_ohwi,
-                                              plan.y.get(), dy.raw(), plan.conv.get(),
+  ST_CHECK_CUDNN(cudnnConvolutionBackwardData(scaletrain::cuda::cudnn_handle(ctx), &one, plan.w.get(), w_in,
+                                              plan.y.get(), dy_in, plan.conv.get(),
                                               static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), s.workspace,
-                                              plan.workspace_bytes, &zero, plan.x.get(), dx.raw()));
+                                              plan.workspace_bytes, &zero, plan.x.get(), result(data, dx_out, s.x)));
+  widen_result(ctx, data, s.x, dx_out, dx.numel());
 }
 
 void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw,
@@ -376,14 +450,18 @@ void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x
     return;
   }
   const ConvDims d = conv_dims(p, x.shape(), dw.shape(), op);
+  const ConvData data = conv_data(ctx);
   const ConvPlan& plan = conv_plan(ctx, Direction::backward_filter, d);
-  const Scratch s = scratch_for(ctx, d, plan);
+  const Scratch s = scratch_for(ctx, d, plan, data);
   float* dw_ohwi = needs_transpose(d) ? s.weights : static_cast<float*>(dw.raw());
+  const void* x_in = operand(ctx, data, static_cast<const float*>(x.raw()), x.numel(), s.x);
+  const void* dy_in = operand(ctx, data, static_cast<const float*>(dy.raw()), dy.numel(), s.y);
   const float one = 1.0f, zero = 0.0f;
-  ST_CHECK_CUDNN(cudnnConvolutionBackwardFilter(scaletrain::cuda::cudnn_handle(ctx), &one, plan.x.get(), x.raw(),
-                                                plan.y.get(), dy.raw(), plan.conv.get(),
+  ST_CHECK_CUDNN(cudnnConvolutionBackwardFilter(scaletrain::cuda::cudnn_handle(ctx), &one, plan.x.get(), x_in,
+                                                plan.y.get(), dy_in, plan.conv.get(),
                                                 static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), s.workspace,
-                                                plan.workspace_bytes, &zero, plan.w.get(), dw_ohwi));
+                                                plan.workspace_bytes, &zero, plan.w.get(), result(data, dw_ohwi, s.w)));
+  widen_result(ctx, data, s.w, dw_ohwi, dw.numel());
   // OHWI (O, KH*KW, C) back to our OIHW (O, C, KH*KW).
   if (needs_transpose(d))
     launch_transpose(ctx, dw_ohwi, static_cast<float*>(dw.raw()), d.o, int64_t{d.kh} * d.kw, d.group_channels());

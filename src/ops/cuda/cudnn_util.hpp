@@ -39,8 +39,8 @@ class TensorDesc {
   TensorDesc(const TensorDesc&) = delete;
   TensorDesc& operator=(const TensorDesc&) = delete;
   // Logical dims (n, c, h, w) as cuDNN always takes them; `format` says how they lie in memory.
-  void set(cudnnTensorFormat_t format, int n, int c, int h, int w) {
-    ST_CHECK_CUDNN(cudnnSetTensor4dDescriptor(desc_, format, CUDNN_DATA_FLOAT, n, c, h, w));
+  void set(cudnnTensorFormat_t format, int n, int c, int h, int w, cudnnDataType_t type = CUDNN_DATA_FLOAT) {
+    ST_CHECK_CUDNN(cudnnSetTensor4dDescriptor(desc_, format, type, n, c, h, w));
   }
   cudnnTensorDescriptor_t get() const { return desc_; }
 
@@ -56,8 +56,8 @@ class FilterDesc {
   FilterDesc& operator=(const FilterDesc&) = delete;
   // Logical dims (k = out channels, c, h, w); `format` says how they lie in memory. Note the
   // argument order of cudnnSetFilter4dDescriptor (type before format) differs from the tensor's.
-  void set(cudnnTensorFormat_t format, int k, int c, int h, int w) {
-    ST_CHECK_CUDNN(cudnnSetFilter4dDescriptor(desc_, CUDNN_DATA_FLOAT, format, k, c, h, w));
+  void set(cudnnTensorFormat_t format, int k, int c, int h, int w, cudnnDataType_t type = CUDNN_DATA_FLOAT) {
+    ST_CHECK_CUDNN(cudnnSetFilter4dDescriptor(desc_, type, format, k, c, h, w));
   }
   cudnnFilterDescriptor_t get() const { return desc_; }
 

@@ -16,13 +16,16 @@
 //             db = sum over rows of dy = dy^T . 1  ->  gemv(N, m = OUT, n = N, A = dy, lda = OUT, x = ones)
 // The bias goes in by writing b into every row of y first and running the forward GEMM with
 // beta = 1; every gradient is overwritten (beta = 0: cuBLAS does not read C then).
-// fp32 throughout: the handle's math mode is CUBLAS_DEFAULT_MATH (device_state.cpp), no TF32
-// unless the Context allows it (--tf32: CUBLAS_TF32_TENSOR_OP_MATH).
+// In fp32 the handle's math mode is CUBLAS_DEFAULT_MATH (device_state.cpp), no TF32 unless the
+// Context allows it (--tf32: CUBLAS_TF32_TENSOR_OP_MATH). Under a mixed precision the three
+// products run on 16-bit copies of x, w and dy, on tensor cores with fp32 accumulation
+// (half_gemm.hpp); the bias and db stay fp32.
 // Scalars are host pointers (the handle's default pointer mode, which nothing changes).
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_context.hpp"
 #include "ops/cuda/cudnn_util.hpp"
+#include "ops/cuda/half_gemm.hpp"
 #include "scaletrain/ops/linear.hpp"
 
 namespace scaletrain::ops::cuda {
@@ -72,10 +75,11 @@ void linear_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor
                                                                        static_cast<float*>(y.raw()), d.n, d.out);
   ST_CHECK_LAUNCH();
   if (d.in == 0) return;  // x w^T is a sum over nothing: y = b
-  const float one = 1.0f;
-  ST_CHECK_CUBLAS(cublasSgemm(scaletrain::cuda::cublas_handle(ctx), CUBLAS_OP_T, CUBLAS_OP_N, d.out, d.n, d.in, &one,
-                              static_cast<const float*>(w.raw()), ld(d.in), static_cast<const float*>(x.raw()),
-                              ld(d.in), &one, static_cast<float*>(y.raw()), ld(d.out)));
+  HalfOperands operands(ctx, {w.numel(), x.numel()});
+  const void* wa = operands.operand(0, static_cast<const float*>(w.raw()));
+  const void* xa = operands.operand(1, static_cast<const float*>(x.raw()));
+  gemm(ctx, CUBLAS_OP_T, CUBLAS_OP_N, d.out, d.n, d.in, 1.0f, wa, ld(d.in), xa, ld(d.in), 1.0f,
+       static_cast<float*>(y.raw()), ld(d.out));
 }
 
 void linear_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
@@ -90,18 +94,20 @@ void linear_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tenso
   }
   cublasHandle_t handle = scaletrain::cuda::cublas_handle(ctx);
   const float one = 1.0f, zero = 0.0f;
-  const float* xp = static_cast<const float*>(x.raw());
-  const float* wp = static_cast<const float*>(w.raw());
   const float* dyp = static_cast<const float*>(dy.raw());
+  // One scratch for the ones of db (below) and the 16-bit copies of a mixed precision.
+  HalfOperands operands(ctx, {dy.numel(), w.numel(), x.numel()}, d.n);
   if (d.in > 0) {
+    const void* dya = operands.operand(0, dyp);
     if (dx.defined())
-      ST_CHECK_CUBLAS(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, d.in, d.n, d.out, &one, wp, ld(d.in), dyp,
-                                  ld(d.out), &zero, static_cast<float*>(dx.raw()), ld(d.in)));
-    ST_CHECK_CUBLAS(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, d.in, d.out, d.n, &one, xp, ld(d.in), dyp, ld(d.out),
-                                &zero, static_cast<float*>(dw.raw()), ld(d.in)));
+      gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_N, d.in, d.n, d.out, 1.0f,
+           operands.operand(1, static_cast<const float*>(w.raw())), ld(d.in), dya, ld(d.out), 0.0f,
+           static_cast<float*>(dx.raw()), ld(d.in));
+    gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_T, d.in, d.out, d.n, 1.0f, operands.operand(2, static_cast<const float*>(x.raw())),
+         ld(d.in), dya, ld(d.out), 0.0f, static_cast<float*>(dw.raw()), ld(d.in));
   }
-  // db = dy^T . ones(N); the ones live in the context's scratch, filled on the same stream.
-  float* ones = static_cast<float*>(scaletrain::cuda::workspace(ctx, sizeof(float) * std::size_t(d.n)));
+  // db = dy^T . ones(N) in fp32; the ones live in the op's scratch, filled on the same stream.
+  float* ones = operands.floats();
   fill_ones<<<blocks_for(d.n), kThreadsPerBlock, 0, scaletrain::cuda::compute_stream(ctx)>>>(ones, d.n);
   ST_CHECK_LAUNCH();
   ST_CHECK_CUBLAS(cublasSgemv(handle, CUBLAS_OP_N, d.out, d.n, &one, dyp, ld(d.out), ones, 1, &zero,

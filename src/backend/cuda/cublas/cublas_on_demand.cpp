@@ -95,4 +95,35 @@ cublasStatus_t CUBLASWINAPI cublasSgemmStridedBatched(cublasHandle_t handle, cub
               batch_count);
 }
 
+// cublas_api.h also declares C++ overloads of the two Ex functions (a cudaDataType compute type,
+// for old code): their pointer types are spelled out instead of taken with decltype.
+using GemmExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                                    const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                                    cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+using GemmStridedBatchedExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                                  const void*, const void*, cudaDataType, int, long long int,
+                                                  const void*, cudaDataType, int, long long int, const void*, void*,
+                                                  cudaDataType, int, long long int, int, cublasComputeType_t,
+                                                  cublasGemmAlgo_t);
+
+cublasStatus_t CUBLASWINAPI cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                         int m, int n, int k, const void* alpha, const void* a, cudaDataType a_type,
+                                         int lda, const void* b, cudaDataType b_type, int ldb, const void* beta,
+                                         void* c, cudaDataType c_type, int ldc, cublasComputeType_t compute_type,
+                                         cublasGemmAlgo_t algo) {
+  static const auto real = cublas_function<GemmExFn>("cublasGemmEx");
+  return real(handle, transa, transb, m, n, k, alpha, a, a_type, lda, b, b_type, ldb, beta, c, c_type, ldc,
+              compute_type, algo);
+}
+
+cublasStatus_t CUBLASWINAPI cublasGemmStridedBatchedEx(
+    cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const void* alpha,
+    const void* a, cudaDataType a_type, int lda, long long int stride_a, const void* b, cudaDataType b_type, int ldb,
+    long long int stride_b, const void* beta, void* c, cudaDataType c_type, int ldc, long long int stride_c,
+    int batch_count, cublasComputeType_t compute_type, cublasGemmAlgo_t algo) {
+  static const auto real = cublas_function<GemmStridedBatchedExFn>("cublasGemmStridedBatchedEx");
+  return real(handle, transa, transb, m, n, k, alpha, a, a_type, lda, stride_a, b, b_type, ldb, stride_b, beta, c,
+              c_type, ldc, stride_c, batch_count, compute_type, algo);
+}
+
 }  // extern "C"
