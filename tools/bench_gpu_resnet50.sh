@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# bench_gpu_resnet50.sh: ResNet-50 fp32 training throughput of scaletrain on one GPU at batch 64 and
+# bench_gpu_resnet50.sh: ResNet-50 training throughput of scaletrain on one GPU at batch 64 and
 # 128, beside PyTorch's on the same GPU with the same batch and SGD settings, TF32 off and on
 # (tools/bench_torch_resnet50_gpu.py; issue 10, section 7). Synthetic 224x224x3 images, 1000
 # classes, --no-augment (normalisation only): the GPU's work is measured, not the host's crop and
 # flip. scaletrain runs each batch size in plain fp32 (its default: docs/architecture.md, "fp32
 # means fp32 on a GPU") and with --tf32, to be read against PyTorch's TF32-off and TF32-on figures.
+# BENCH_PRECISIONS (default fp32) adds the mixed precisions (issue 26, section 6): amp-fp16 and
+# amp-bf16 runs of ours (--precision, dynamic loss scaling in fp16) against PyTorch's
+# torch.autocast with channels_last and SGD momentum (GradScaler in fp16), each with its peak GPU
+# memory and, for the 16-bit runs, the fraction of the GPU's dense fp16 tensor peak reached
+# (ResNet-50 training: about 24.6 GFLOP per image, ../shared/reference/FACTS.md).
 #
 # Run in the repository root; in the GPU bundle (gpu-check.sh's benches.sh) $BUNDLE/bin holds the
 # programs. The figures go to stdout (gpu-check.sh's logs); data and runs to a temporary folder,
@@ -22,6 +27,9 @@ steps=${BENCH_STEPS:-40}
 log_every=${BENCH_LOG_EVERY:-10}
 warmup=${BENCH_WARMUP:-10}
 batches=${BENCH_BATCH_SIZES:-64 128}
+batches=${batches//,/ }  # spaces or commas
+precisions=${BENCH_PRECISIONS:-fp32}
+precisions=${precisions//,/ }
 device=${BENCH_DEVICE:-cuda}
 image=${BENCH_IMAGE:-224,224,3}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -29,28 +37,54 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # 1280 training images (190 MB), read again each epoch: ten batches of 128 an epoch.
 "$BIN/scaletrain-data" synthetic --task image_classification --samples 1280 --val-samples 64 --image-size "$image" \
   --classes 1000 --shards 4 --output "$out/data" >/dev/null
+# The GPU's dense fp16 tensor-core peak in TFLOP/s, from its name (SXM parts; 0: not known).
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
+case "$gpu_name" in
+  *V100*) peak=125 ;;
+  *A100*) peak=312 ;;
+  *H100* | *H200* | *GH200*) peak=989 ;;
+  *) peak=0 ;;
+esac
+# MODE per run: fp32 with TF32 off and on, or a mixed precision.
+modes=()
+for p in $precisions; do
+  case "$p" in
+    fp32) modes+=(fp32 fp32-tf32) ;;
+    amp-fp16 | amp-bf16) modes+=("$p") ;;
+    *) echo "BENCH_PRECISIONS: '$p' is not fp32, amp-fp16 or amp-bf16" >&2; exit 2 ;;
+  esac
+done
 for b in $batches; do
- for tf32 in off on; do
+ for mode in "${modes[@]}"; do
   per_epoch=$((1280 / b))
   epochs=$(((steps + per_epoch - 1) / per_epoch))
-  tf32_flag=()
-  [ "$tf32" = on ] && tf32_flag=(--tf32)
+  flags=()
+  case "$mode" in
+    fp32-tf32) flags=(--tf32) ;;
+    amp-*) flags=(--precision "$mode") ;;
+  esac
   mpirun -np 1 --bind-to none "$BIN/scaletrain" train --device "$device" --model resnet50 --data "$out/data" \
-    --output-dir "$out/run-$b" --overwrite "${tf32_flag[@]}" --batch-size "$b" --epochs "$epochs" --max-steps "$steps" \
+    --output-dir "$out/run-$b" --overwrite "${flags[@]}" --batch-size "$b" --epochs "$epochs" --max-steps "$steps" \
     --base-lr 0.1 --lr-schedule constant --warmup-epochs 0 --momentum 0.9 --weight-decay 5e-5 \
     --label-smoothing 0.1 --no-augment --data-threads 8 --eval-every 0 --log-every "$log_every" >"$out/run-$b.log" 2>&1 ||
-    { tail -30 "$out/run-$b.log"; echo "scaletrain resnet50 batch $b: FAILED"; exit 1; }
+    { tail -30 "$out/run-$b.log"; echo "scaletrain resnet50 batch $b $mode: FAILED"; exit 1; }
   grep -q "device: $device" "$out/run-$b.log" || { echo "scaletrain resnet50 batch $b: did not run on $device"; exit 1; }
-  python3 - "$out/run-$b.log" "$b" "$device" "$tf32" "$log_every" <<'PY'
+  python3 - "$out/run-$b.log" "$b" "$device" "$mode" "$log_every" "$peak" <<'PY'
 import re, statistics, sys
 rates = [float(r) for r in re.findall(r"([0-9.]+) samples/s", open(sys.argv[1]).read())]
 if len(rates) < 2:
     sys.exit(f"scaletrain resnet50 batch {sys.argv[2]}: too few progress lines ({len(rates)})")
-print(f"scaletrain resnet50 batch {sys.argv[2]} on {sys.argv[3]}, fp32, tf32 {sys.argv[4]}: {statistics.median(rates[1:]):.1f} images/s "
-      f"(median of {len(rates) - 1} windows of {sys.argv[5]} steps, after the first)")
+mode, rate, peak = sys.argv[4], statistics.median(rates[1:]), float(sys.argv[6])
+label = {"fp32": "fp32, tf32 off", "fp32-tf32": "fp32, tf32 on"}.get(mode, mode)
+tensor = ""
+if mode.startswith("amp") and peak > 0:
+    tensor = f"; {rate * 24.6e9 / 1e12:.1f} TFLOP/s, {100 * rate * 24.6e9 / (peak * 1e12):.1f}% of the dense fp16 tensor peak ({peak:.0f})"
+print(f"scaletrain resnet50 batch {sys.argv[2]} on {sys.argv[3]}, {label}: {rate:.1f} images/s "
+      f"(median of {len(rates) - 1} windows of {sys.argv[5]} steps, after the first){tensor}")
 PY
   python3 "$(dirname "$0")/gpu_run_summary.py" "$out/run-$b/report.json" || true
   rm -rf "$out/run-$b/checkpoints"  # 200 MB each
  done
 done
-python3 "$(dirname "$0")/bench_torch_resnet50_gpu.py" --batch-sizes "$(echo $batches | tr ' ' ',')" --steps "$steps" --warmup "$warmup"
+python3 "$(dirname "$0")/bench_torch_resnet50_gpu.py" --batch-sizes "$(echo $batches | tr ' ' ',')" --steps "$steps" \
+  --warmup "$warmup" --precisions "$(echo $precisions | tr ' ' ',')" --peak-tflops "$peak"

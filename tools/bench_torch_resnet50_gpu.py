@@ -5,9 +5,15 @@ weight decay 5e-5, label smoothing 0.1, fp32 weights and activations, channels_l
 224x224 images already on the GPU, so the input pipeline is not measured), with TF32 off (what
 scaletrain computes: plain fp32) and on (what PyTorch does by default for convolutions).
 
-  python3 tools/bench_torch_resnet50_gpu.py --batch-sizes 64,128 --steps 50 --warmup 10
+  python3 tools/bench_torch_resnet50_gpu.py --batch-sizes 64,128 --steps 50 --warmup 10 \
+      [--precisions fp32,amp-fp16,amp-bf16] [--peak-tflops 989]
 
-Prints one line per batch size and TF32 setting: "torch resnet50 batch B tf32 off|on: N images/s".
+Prints one line per batch size and setting: "torch resnet50 batch B tf32 off|on: N images/s", and
+with --precisions amp-fp16 / amp-bf16 "torch resnet50 batch B amp-fp16: N images/s": torch.autocast
+in that format (fp32 weights, the autocast policy's per-op casts), channels_last, SGD momentum, and
+in fp16 a GradScaler, as PyTorch's AMP recipe has it. Each line also gives
+torch.cuda.max_memory_allocated, and for the 16-bit runs the fraction of --peak-tflops (the GPU's
+dense fp16 tensor peak) reached at about 24.6 GFLOP per trained image.
 torchvision's resnet50 where installed, else the same architecture defined below.
 """
 import argparse
@@ -65,23 +71,35 @@ def make_model():
         return ResNet50(1000), "own definition"
 
 
-def bench(batch, steps, warmup, tf32):
+def bench(batch, steps, warmup, mode, peak_tflops):
+    tf32 = mode == "fp32-tf32"
+    half = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(mode)
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cudnn.benchmark = True  # cuDNN's algorithm search, as scaletrain caches per shape
     torch.manual_seed(0)
+    torch.cuda.reset_peak_memory_stats()
     model, origin = make_model()
     model = model.cuda().to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5)
+    scaler = None
+    if half == torch.float16:  # torch.amp.GradScaler("cuda") since PyTorch 2.3, torch.cuda.amp's before
+        scaler = torch.amp.GradScaler("cuda") if hasattr(torch.amp, "GradScaler") else torch.cuda.amp.GradScaler()
     x = torch.randn(batch, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (batch,), device="cuda")
     model.train()
 
     def step():
-        loss = F.cross_entropy(model(x), y, label_smoothing=0.1)
+        with torch.autocast("cuda", dtype=half or torch.float32, enabled=half is not None):
+            loss = F.cross_entropy(model(x), y, label_smoothing=0.1)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
 
     for _ in range(warmup):
         step()
@@ -91,8 +109,14 @@ def bench(batch, steps, warmup, tf32):
         step()
     torch.cuda.synchronize()
     rate = batch * steps / (time.perf_counter() - t0)
-    print(f"torch resnet50 batch {batch} tf32 {'on' if tf32 else 'off'}: {rate:.1f} images/s "
-          f"({origin}, channels_last, {steps} steps after {warmup})", flush=True)
+    setting = {"fp32": "tf32 off", "fp32-tf32": "tf32 on"}.get(mode, mode)
+    tensor = ""
+    if half is not None and peak_tflops > 0:
+        tensor = (f"; {rate * 24.6e9 / 1e12:.1f} TFLOP/s, {100 * rate * 24.6e9 / (peak_tflops * 1e12):.1f}% of the "
+                  f"dense fp16 tensor peak ({peak_tflops:.0f})")
+    print(f"torch resnet50 batch {batch} {setting}: {rate:.1f} images/s "
+          f"({origin}, channels_last, {steps} steps after {warmup}; peak memory "
+          f"{torch.cuda.max_memory_allocated() / 2**30:.2f} GiB allocated){tensor}", flush=True)
     del model, opt, x, y
     torch.cuda.empty_cache()
 
@@ -102,14 +126,21 @@ def main():
     p.add_argument("--batch-sizes", default="64,128")
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--precisions", default="fp32", help="fp32 (TF32 off and on), amp-fp16, amp-bf16, comma-separated")
+    p.add_argument("--peak-tflops", type=float, default=0.0, help="the GPU's dense fp16 tensor peak (0: not known)")
     a = p.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("no GPU visible to PyTorch")
     print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
           f"{torch.cuda.get_device_name(0)}")
+    modes = []
+    for precision in a.precisions.split(","):
+        if precision not in ("fp32", "amp-fp16", "amp-bf16"):
+            raise SystemExit(f"--precisions: '{precision}' is not fp32, amp-fp16 or amp-bf16")
+        modes += ["fp32", "fp32-tf32"] if precision == "fp32" else [precision]
     for batch in (int(b) for b in a.batch_sizes.split(",")):
-        for tf32 in (False, True):
-            bench(batch, a.steps, a.warmup, tf32)
+        for mode in modes:
+            bench(batch, a.steps, a.warmup, mode, a.peak_tflops)
 
 
 if __name__ == "__main__":
