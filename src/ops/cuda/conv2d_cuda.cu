@@ -37,8 +37,12 @@
 // ops before rounded them, docs/mixed-precision.md), so each is copied into the 16-bit format
 // (exactly) in the op's scratch, cuDNN convolves in that format with fp32 accumulation (compute
 // type FLOAT: its PSEUDO_HALF and PSEUDO_BFLOAT16 configurations) on tensor cores, any math type
-// its heuristics offer, and the 16-bit result is widened into the fp32 output (exactly: the
-// rounding the dispatch then applies changes nothing). The bias is added in fp32 after that.
+// its heuristics offer, and the 16-bit result is widened into the fp32 output (exactly). The bias
+// is added in fp32 after that, and the dispatch's rounding then rounds the sum a second time: at
+// most a unit of the format from the CPU's one rounding of conv + bias, as in PyTorch's cuDNN path.
+// A shape for which cuDNN offers no 16-bit algorithm (its bf16 needs compute capability 8.0; odd
+// or grouped channel counts may have none) runs in fp32 instead, its plan recorded as f32: after
+// the dispatch's rounding the numerics are the same, only the tensor cores are missed.
 //
 // Every result is overwritten (beta = 0), as the contracts say; cuDNN does not read the output
 // when beta is 0.
@@ -142,6 +146,7 @@ struct PlanKey {
 // Descriptors and the chosen algorithm for one key. Immutable once built, so the cache hands out
 // references without holding its lock while the convolution runs.
 struct ConvPlan {
+  ConvData data;    // what the descriptors take: the precision's 16-bit format, or fp32 (fallback)
   TensorDesc x, y;  // x: input (dx for backward data), y: output (dy for the backward passes)
   FilterDesc w;     // the OHWI filter (dw for backward filter)
   ConvDesc conv;
@@ -214,6 +219,7 @@ void record_plan(const ConvPlan& plan, Direction dir, const ConvDims& d, bool tf
 std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const ConvDims& d, bool tf32,
                                     const ConvData& data) {
   auto plan = std::make_unique<ConvPlan>();
+  plan->data = data;
   const cudnnDataType_t type = data.type();
   plan->x.set(CUDNN_TENSOR_NHWC, d.n, d.c, d.h, d.w, type);
   plan->y.set(CUDNN_TENSOR_NHWC, d.n, d.o, d.oh, d.ow, type);
@@ -264,6 +270,17 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
   return plan;
 }
 
+// A 16-bit plan, or where cuDNN offers no usable 16-bit algorithm for the shape, an fp32 one.
+std::unique_ptr<ConvPlan> make_plan_or_fp32(cudnnHandle_t handle, Direction dir, const ConvDims& d, bool tf32,
+                                            const ConvData& data) {
+  if (!data.half) return make_plan(handle, dir, d, tf32, data);
+  try {
+    return make_plan(handle, dir, d, tf32, data);
+  } catch (const Error&) {  // throw_no_algorithm: no 16-bit algorithm for this shape on this GPU
+    return make_plan(handle, dir, d, tf32, ConvData{});
+  }
+}
+
 // The process's plans. Built under the lock (once per shape, from heuristics: cheap); a plan is
 // never changed or freed after, so the reference stays valid without the lock. The map is never
 // destroyed: destroying its descriptors at exit would call into cuDNN during static destruction,
@@ -279,7 +296,7 @@ const ConvPlan& conv_plan(Context& ctx, Direction dir, const ConvDims& d) {
   std::lock_guard<std::mutex> lock(mutex);
   auto it = plans->find(key);
   if (it == plans->end())
-    it = plans->emplace(key, make_plan(scaletrain::cuda::cudnn_handle(ctx), dir, d, tf32, data)).first;
+    it = plans->emplace(key, make_plan_or_fp32(scaletrain::cuda::cudnn_handle(ctx), dir, d, tf32, data)).first;
   return *it->second;
 }
 
@@ -395,8 +412,8 @@ void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const 
     return;
   }
   const ConvDims d = conv_dims(p, x.shape(), w.shape(), op);
-  const ConvData data = conv_data(ctx);
   const ConvPlan& plan = conv_plan(ctx, Direction::forward, d);
+  const ConvData& data = plan.data;
   const Scratch s = scratch_for(ctx, d, plan, data);
   const float* w_ohwi = static_cast<const float*>(w.raw());  // OIHW is OHWI unless needs_transpose
   if (needs_transpose(d)) {
@@ -420,8 +437,8 @@ void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy,
   require_symmetric_padding(p, op);
   if (dx.numel() == 0) return;
   const ConvDims d = conv_dims(p, dx.shape(), w.shape(), op);
-  const ConvData data = conv_data(ctx);
   const ConvPlan& plan = conv_plan(ctx, Direction::backward_data, d);
+  const ConvData& data = plan.data;
   const Scratch s = scratch_for(ctx, d, plan, data);
   const float* w_ohwi = static_cast<const float*>(w.raw());  // OIHW is OHWI unless needs_transpose
   if (needs_transpose(d)) {
@@ -450,8 +467,8 @@ void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x
     return;
   }
   const ConvDims d = conv_dims(p, x.shape(), dw.shape(), op);
-  const ConvData data = conv_data(ctx);
   const ConvPlan& plan = conv_plan(ctx, Direction::backward_filter, d);
+  const ConvData& data = plan.data;
   const Scratch s = scratch_for(ctx, d, plan, data);
   float* dw_ohwi = needs_transpose(d) ? s.weights : static_cast<float*>(dw.raw());
   const void* x_in = operand(ctx, data, static_cast<const float*>(x.raw()), x.numel(), s.x);
