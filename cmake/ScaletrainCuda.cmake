@@ -367,3 +367,22 @@ function(scaletrain_cuda_sources name)
     target_link_libraries(st_${name} PRIVATE CUDA::cudart_static st_cublas_on_demand scaletrain::cudnn)
   endif()
 endfunction()
+
+# scaletrain_nccl_sources(): the NCCL transport (src/comm/nccl/) into st_comm where NCCL was found,
+# compiled against NCCL's header; libnccl itself is opened on its first call
+# (src/comm/nccl/nccl_on_demand.cpp says why), first from the library path, then from the folder
+# found here. Elsewhere the stand-in src/comm/nccl/*_absent.cpp, which answers "not built".
+function(scaletrain_nccl_sources)
+  if(SCALETRAIN_HAVE_NCCL)
+    file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/comm/nccl/*.cpp)
+    list(FILTER sources EXCLUDE REGEX "_absent\\.cpp$")
+    get_filename_component(nccl_dir "${NCCL_LIBRARY}" DIRECTORY)
+    target_sources(st_comm PRIVATE ${sources})
+    target_compile_definitions(st_comm PRIVATE ST_NCCL_LIBRARY_DIR="${nccl_dir}")
+    target_include_directories(st_comm PRIVATE ${NCCL_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
+    target_link_libraries(st_comm PRIVATE ${CMAKE_DL_LIBS})
+  else()
+    file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/comm/nccl/*_absent.cpp)
+    target_sources(st_comm PRIVATE ${sources})
+  endif()
+endfunction()

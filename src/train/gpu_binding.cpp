@@ -189,6 +189,33 @@ std::vector<std::string> binding_warnings(const std::vector<BindingRow>& rows) {
   return lines;
 }
 
+std::string gpus_shared_within(const std::vector<BindingRow>& rows, const std::vector<int>& group) {
+  // (host, GPU) -> the members on it, in the group's order of first appearance.
+  std::vector<std::pair<std::pair<std::string, std::string>, std::vector<int>>> gpus;
+  for (int rank : group) {
+    const auto row = std::find_if(rows.begin(), rows.end(), [rank](const BindingRow& r) { return r.rank == rank; });
+    ST_CHECK(row != rows.end(), "internal: rank " << rank << " has no row in the GPU binding");
+    const std::pair<std::string, std::string> gpu{row->host, row->uuid.empty() ? row->bus_id : row->uuid};
+    auto it = std::find_if(gpus.begin(), gpus.end(), [&gpu](const auto& g) { return g.first == gpu; });
+    if (it == gpus.end()) {
+      gpus.push_back({gpu, {rank}});
+    } else {
+      it->second.push_back(rank);
+    }
+  }
+  std::string out;
+  for (const auto& [gpu, ranks] : gpus) {
+    if (ranks.size() < 2) continue;
+    std::string names;
+    for (std::size_t i = 0; i < ranks.size(); ++i)
+      names += (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") + std::to_string(ranks[i]);
+    const auto row = std::find_if(rows.begin(), rows.end(), [&](const BindingRow& r) { return r.rank == ranks[0]; });
+    out += (out.empty() ? "" : "; ") + std::string("ranks ") + names + " share GPU " + row->bus_id +
+           (row->uuid.empty() ? "" : " (" + row->uuid + ")") + " on host " + gpu.first;
+  }
+  return out;
+}
+
 Json binding_json(const std::vector<BindingRow>& rows) {
   Json all = Json::array();
   for (const BindingRow& r : rows) {

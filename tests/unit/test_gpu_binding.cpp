@@ -189,6 +189,30 @@ BOOST_AUTO_TEST_CASE(numa_nodes_from_a_sysfs_tree) {
   fs::remove_all(root);
 }
 
+// NCCL refuses two ranks of one communicator on one GPU: the members that would share one are
+// named before NCCL is asked (issue 27), by host and UUID, and only within the group asked about.
+BOOST_AUTO_TEST_CASE(ranks_sharing_a_gpu_within_a_communicator_are_named) {
+  using st::train::BindingRow;
+  const std::vector<BindingRow> rows = {
+      {0, "n1", bus(0), uuid(0), 0, {0}, {0}}, {1, "n1", bus(1), uuid(1), 0, {1}, {0}},
+      {2, "n1", bus(1), uuid(1), 0, {2}, {0}},  // rank 1's GPU again
+      {3, "n2", bus(0), uuid(0), 0, {0}, {0}},  // GPU 0's UUID, but on another host: another GPU
+      {4, "n2", bus(0), uuid(0), 0, {1}, {0}},  // rank 3's GPU again
+      {5, "n2", bus(0), uuid(0), 0, {2}, {0}},  // and again
+      {6, "n3", bus(2), "", 0, {0}, {0}},       // UUID not known: the bus id tells
+      {7, "n3", bus(2), "", 0, {1}, {0}},
+  };
+  BOOST_TEST(st::train::gpus_shared_within(rows, {0, 1}) == "");
+  BOOST_TEST(st::train::gpus_shared_within(rows, {0, 3}) == "");  // one GPU each, on two hosts
+  BOOST_TEST(st::train::gpus_shared_within(rows, {0}) == "");
+  BOOST_TEST(st::train::gpus_shared_within(rows, {1, 2}) ==
+             "ranks 1 and 2 share GPU " + bus(1) + " (" + uuid(1) + ") on host n1");
+  BOOST_TEST(st::train::gpus_shared_within(rows, {0, 1, 2, 3, 4, 5, 6, 7}) ==
+             "ranks 1 and 2 share GPU " + bus(1) + " (" + uuid(1) + ") on host n1; ranks 3, 4 and 5 share GPU " +
+                 bus(0) + " (" + uuid(0) + ") on host n2; ranks 6 and 7 share GPU " + bus(2) + " on host n3");
+  BOOST_CHECK_THROW(st::train::gpus_shared_within(rows, {0, 9}), st::Error);
+}
+
 BOOST_AUTO_TEST_CASE(the_table_and_a_warning_for_cores_away_from_their_gpu) {
   using st::train::BindingRow;
   const std::vector<BindingRow> rows = {

@@ -67,6 +67,13 @@ std::vector<std::string> binding_table(const std::vector<BindingRow>& rows, std:
 // A warning per rank none of whose cores is on its GPU's NUMA node (host-device copies then cross
 // the sockets); nothing where either side's node is not known.
 std::vector<std::string> binding_warnings(const std::vector<BindingRow>& rows);
+// The ranks of `group` (world ranks: the members of one would-be NCCL communicator, such as a
+// node's) that share a GPU with another member: NCCL refuses such a communicator ("Duplicate GPU
+// detected"), so a caller refuses first with this text, one clause per shared GPU: "ranks 0 and 1
+// share GPU 0000:3b:00.0 (GPU-...) on host n1". A GPU is its UUID on its host (a MIG instance has
+// its own UUID), the bus id where the UUID is not known. "" when every member has a GPU of its own
+// (a rank of `group` missing from rows is an error).
+std::string gpus_shared_within(const std::vector<BindingRow>& rows, const std::vector<int>& group);
 // report.json's device.binding: one object per rank.
 Json binding_json(const std::vector<BindingRow>& rows);
 

@@ -1,0 +1,33 @@
+// The NCCL communicators in a build without NCCL (no CUDA backend, or NCCL not found at configure
+// time): every entry says so, so callers need no #if.
+#include "comm/nccl/nccl_communicators.hpp"
+#include "scaletrain/core/error.hpp"
+
+namespace scaletrain::comm {
+
+namespace {
+[[noreturn]] void not_built() {
+  ST_THROW(
+      "this scaletrain has no NCCL transport: it was built without the CUDA backend or without NCCL "
+      "(configure with NCCL_ROOT set to NCCL's prefix; the build's summary says what was found)");
+}
+}  // namespace
+
+bool nccl_built() { return false; }
+std::string nccl_runtime_version() { not_built(); }
+
+struct NcclCommunicators::Impl {};
+
+// The same refusal as with NCCL first, so that a shared GPU is named alike in every build.
+NcclCommunicators::NcclCommunicators(const Topology& topo, NcclNeeds needs, const SharedGpuCheck& shared_gpus) {
+  refuse_shared_gpus(topo, needs, shared_gpus);
+  not_built();
+}
+NcclCommunicators::~NcclCommunicators() = default;
+void* NcclCommunicators::node() const { return nullptr; }
+void* NcclCommunicators::world() const { return nullptr; }
+void* NcclCommunicators::cross() const { return nullptr; }
+std::string NcclCommunicators::async_error() const { return ""; }
+void NcclCommunicators::abort() noexcept {}
+
+}  // namespace scaletrain::comm

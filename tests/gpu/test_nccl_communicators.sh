@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The NCCL communicators on one GPU (issue 27, sections 1, 4 and 7; src/comm/nccl/): what one GPU
+# can run is every NCCL communicator of one rank, so each rank of an emulated node of one
+# (--ranks-per-node 1) forms its node's communicator alone, as `hierarchical --intra nccl --inter
+# mpi` will on such a machine, and a single rank forms the world's (`flat --intra nccl`):
+#   1 rank, node and world; 2, 3 and 4 emulated nodes of one rank, node: each all-reduce of 1, 7,
+#   1023 and 2^20 + 3 elements in fp32, fp16 and bf16 exact (scaletrain_gpu_nccl_check);
+#   2 ranks in one node, or a world of 2, on the one GPU: refused on every rank before NCCL is
+#   asked, naming the ranks that share the GPU, and no rank left waiting (each run has a limit).
+# The multi-GPU combinations (communicators of several ranks, --inter nccl's cross-node one) need
+# a GPU per rank: they run where 2 or more GPUs are visible and say "skip: multigpu" elsewhere.
+# Skips (77) without a GPU, or where this build has no NCCL.
+source "$(dirname "$0")/lib.sh"
+require_gpu
+[ "$DEV" = cuda ] || skip "the NCCL communicators need a GPU (ST_GPU_TEST_DEVICE=$DEV)"
+[ -x "$BIN/scaletrain_gpu_nccl_check" ] || skip "this build has no NCCL (no $BIN/scaletrain_gpu_nccl_check)"
+T=$TMP_ROOT/gpu_nccl_communicators
+rm -rf "$T" && mkdir -p "$T"
+status=0
+# check NAME NP ARGS...: the check under mpirun with a time limit; its output in $T/NAME.log.
+check() {
+  local name=$1 np=$2 rc=0
+  shift 2
+  timeout 60 mpirun -np "$np" --oversubscribe --bind-to none "$BIN/scaletrain_gpu_nccl_check" "$@" \
+    >"$T/$name.log" 2>&1 || rc=$?
+  if [ "$rc" = 0 ]; then
+    echo "ok: $name: $(tail -1 "$T/$name.log")"
+  else
+    echo "FAIL: $name (rc $rc$([ "$rc" = 124 ] && echo ': a rank hung')): $(grep -m5 'FAIL\|rror' "$T/$name.log")"
+    status=1
+  fi
+}
+check one_rank 1 --ranks-per-node 1 --needs node,world
+check two_nodes_of_one 2 --ranks-per-node 1 --needs node
+check three_nodes_of_one 3 --ranks-per-node 1 --needs node
+check four_nodes_of_one 4 --ranks-per-node 1 --needs node
+check two_ranks_one_node_refused 2 --ranks-per-node 2 --needs node --expect-refusal
+check world_of_two_refused 2 --ranks-per-node 1 --needs world --expect-refusal
+grep -q "ranks 0 and 1 share GPU " "$T/two_ranks_one_node_refused.log" ||
+  { echo "FAIL: the refusal does not name ranks 0 and 1: $(cat "$T/two_ranks_one_node_refused.log")"; status=1; }
+# multigpu: communicators of several ranks, one GPU each (rank r on GPU r), where there are GPUs enough.
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+if [ "${gpus:-0}" -ge 2 ]; then
+  check multigpu_node_of_two 2 --ranks-per-node 2 --needs node,world
+  check multigpu_two_nodes_cross 2 --ranks-per-node 1 --needs node,cross
+else
+  echo "skip: multigpu: ${gpus:-0} GPU visible; communicators of several ranks need a GPU each"
+fi
+[ $status = 0 ] || fail "the NCCL communicators (above; logs in $T)"
+echo "PASS"
