@@ -3,8 +3,8 @@
 #        newer) are found; otherwise left out, with a line saying what was missing.
 #   ON:  required; what is missing is a configure error naming the variable to set.
 #   OFF: left out.
-# NCCL is found where it is installed and recorded, but is no condition: gradients go through the
-# MPI all-reduce until an NCCL transport exists.
+# NCCL is found where it is installed and is no condition: without it the GPU's gradients go
+# through the host-staged MPI all-reduce (--intra mpi), and --intra nccl says NCCL is not built.
 # Sites install cuDNN and NCCL inside the toolkit or beside it (modules, EasyBuild, pip wheels), so
 # CUDNN_ROOT / NCCL_ROOT (CMake or environment variables) name their prefix; without them the
 # toolkit's folders and the system's are searched. CUDAToolkit_ROOT names the toolkit, else nvcc
@@ -309,7 +309,7 @@ else()
     _st_add(SCALETRAIN_CUDA_NOTES "  cuBLAS          : ${_st_cublas_version} (${CUDAToolkit_LIBRARY_DIR})")
     if(NCCL_PROBLEM)
       set(SCALETRAIN_NCCL_VERSION "")
-      _st_add(SCALETRAIN_CUDA_NOTES "  NCCL            : not found (${NCCL_PROBLEM}), not needed yet")
+      _st_add(SCALETRAIN_CUDA_NOTES "  NCCL            : not found (${NCCL_PROBLEM}), --intra nccl unavailable")
     else()
       set(SCALETRAIN_HAVE_NCCL TRUE)
       _st_imported_library(scaletrain::nccl NCCL)
@@ -380,7 +380,9 @@ function(scaletrain_nccl_sources)
     target_sources(st_comm PRIVATE ${sources})
     target_compile_definitions(st_comm PRIVATE ST_NCCL_LIBRARY_DIR="${nccl_dir}")
     target_include_directories(st_comm PRIVATE ${NCCL_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
-    target_link_libraries(st_comm PRIVATE ${CMAKE_DL_LIBS})
+    # The reducer (nccl_reducer.cpp) drives its stream and events with the CUDA runtime, and its
+    # kernels are the CUDA backend's (gradient_kernels.cu); cuDNN for the check macros' header.
+    target_link_libraries(st_comm PRIVATE ${CMAKE_DL_LIBS} CUDA::cudart_static scaletrain::cudnn)
   else()
     file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/comm/nccl/*_absent.cpp)
     target_sources(st_comm PRIVATE ${sources})

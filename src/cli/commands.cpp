@@ -384,8 +384,19 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "| bf16: send 16-bit gradients, half the bytes. Each addition is done in fp32 and its result rounded back to "
       "16 bits, so the partial sums are 16-bit, as NCCL sums half types: a sum over many ranks collects one "
       "rounding per addition, not one in all. none sends and sums fp32 (docs/mixed-precision.md)")(
-      "bucket-mb", po::value(&c.bucket_mb)->default_value(c.bucket_mb, shortest(c.bucket_mb)),
-      "gradient bucket size in MiB; each bucket is all-reduced as soon as backward completes it")(
+      "intra", po::value(&c.intra)->default_value(c.intra),
+      "the all-reduce's transport inside a node: auto (nccl on GPUs where every rank has a GPU of its own, else mpi "
+      "with a warning; mpi on the CPU) | mpi (host memory; on a GPU staged through pinned buffers) | nccl (NCCL on "
+      "GPU memory; with --allreduce flat one NCCL all-reduce over the whole job)")(
+      "inter", po::value(&c.inter)->default_value(c.inter),
+      "the hierarchical all-reduce's transport across nodes: mpi (each rank's 1/L share; from GPU memory staged "
+      "through pinned host memory, or handed to a CUDA-aware MPI) | nccl (NCCL among the ranks of equal local rank; "
+      "needs --intra nccl)")(
+      "cuda-aware-mpi", po::value(&c.cuda_aware_mpi)->default_value(c.cuda_aware_mpi),
+      "auto | on | off: hand GPU pointers to MPI across nodes (--intra nccl --inter mpi) instead of staging them "
+      "through host memory; auto where the MPI says it is CUDA-aware (MPIX_Query_cuda_support), on refuses an MPI "
+      "that is not")("bucket-mb", po::value(&c.bucket_mb)->default_value(c.bucket_mb, shortest(c.bucket_mb)),
+                     "gradient bucket size in MiB; each bucket is all-reduced as soon as backward completes it")(
       "no-overlap", po::bool_switch(), "all-reduce every bucket after backward instead of during it")(
       "preflight", po::bool_switch(&c.preflight),
       "before training, time ~2 s of all-reduce at the model's gradient size and report busbw")(
@@ -473,6 +484,9 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("ranks_per_node", c.ranks_per_node > 0 ? Json(c.ranks_per_node) : Json());
   j.set("allreduce", c.allreduce);
   j.set("grad_compression", train::resolved_grad_compression(c));
+  j.set("intra", c.intra);
+  j.set("inter", c.inter);
+  j.set("cuda_aware_mpi", c.cuda_aware_mpi);
   j.set("precision", c.precision);
   j.set("loss_scale", train::resolved_loss_scale(c));
   j.set("bucket_mb", c.bucket_mb);

@@ -32,6 +32,7 @@
 #include <utility>
 
 #include "comm/mpi_impl.hpp"
+#include "comm/wire.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/half.hpp"
 #include "scaletrain/core/log.hpp"
@@ -189,12 +190,17 @@ void decompress(const uint16_t* in, float* out, int64_t n, Compression c) {
   }
 }
 
-void flat_wire(const Topology& topo, void* data, int64_t count, const Wire& w) {
+// One all-reduce over `comm` in pieces of at most kMaxChunk elements.
+void wire_over(MPI_Comm comm, void* data, int64_t count, const Wire& w) {
   char* bytes = static_cast<char*>(data);
   for (int64_t start = 0; start < count; start += kMaxChunk) {
     const int n = static_cast<int>(std::min(kMaxChunk, count - start));
-    allreduce_in_place(bytes + start * w.elem, n, w.type, w.op, mpi_comm(topo.world()));
+    allreduce_in_place(bytes + start * w.elem, n, w.type, w.op, comm);
   }
+}
+
+void flat_wire(const Topology& topo, void* data, int64_t count, const Wire& w) {
+  wire_over(mpi_comm(topo.world()), data, count, w);
 }
 
 // Block i of an n-element chunk split over L ranks: the first n % L blocks one element longer.
@@ -327,6 +333,12 @@ Compression parse_compression(const std::string& text) {
 void check_algorithm_name(const std::string& text) {
   ST_CHECK(text == "flat" || text == "hierarchical" || text == "auto",
            "unknown --allreduce '" << text << "' (known: flat, hierarchical, auto)");
+}
+
+void allreduce_wire(const Communicator& group, void* data, int64_t count, Compression compression) {
+  ST_CHECK(count >= 0 && (count == 0 || data != nullptr), "all-reduce of " << count << " elements from " << data);
+  if (count == 0 || group.size() == 1) return;
+  wire_over(mpi_comm(group), data, count, wire_for(compression));
 }
 
 void allreduce_flat(const Topology& topo, float* data, int64_t count, Compression compression) {

@@ -22,7 +22,8 @@ std::vector<int> NcclCommunicators::node_members(const Topology& topo) { return 
 
 std::vector<int> NcclCommunicators::cross_members(const Topology& topo) { return world_ranks_of(topo, topo.cross()); }
 
-void NcclCommunicators::refuse_shared_gpus(const Topology& topo, NcclNeeds needs, const SharedGpuCheck& shared_gpus) {
+std::string NcclCommunicators::shared_gpus_reason(const Topology& topo, NcclNeeds needs,
+                                                  const SharedGpuCheck& shared_gpus) {
   const Communicator& world = topo.world();
   ST_CHECK(!needs.cross || topo.uniform(),
            "NCCL across nodes (--inter nccl) needs nodes of equal size, got " << topo.describe());
@@ -38,9 +39,31 @@ void NcclCommunicators::refuse_shared_gpus(const Topology& topo, NcclNeeds needs
   }
   if (needs.cross && why.empty()) why = shared_gpus(cross_ranks);
   for (const std::string& reason : world.allgather(why))
-    if (!reason.empty())
-      ST_THROW(
-          "NCCL needs one GPU per rank in each of its communicators (it refuses two ranks on one GPU): " << reason);
+    if (!reason.empty()) return reason;
+  return "";
+}
+
+void NcclCommunicators::refuse_shared_gpus(const Topology& topo, NcclNeeds needs, const SharedGpuCheck& shared_gpus) {
+  const std::string reason = shared_gpus_reason(topo, needs, shared_gpus);
+  if (!reason.empty())
+    ST_THROW("NCCL needs one GPU per rank in each of its communicators (it refuses two ranks on one GPU): " << reason);
+}
+
+NcclNeeds nccl_needs(Algorithm shape, Transport inter) {
+  NcclNeeds needs;
+  needs.world = shape == Algorithm::flat;
+  needs.node = shape == Algorithm::hierarchical;
+  needs.cross = shape == Algorithm::hierarchical && inter == Transport::nccl;
+  return needs;
+}
+
+void refuse_shared_gpus_for(const Topology& topo, const NcclReducerOptions& options) {
+  ST_CHECK(options.shared_gpus, "internal: the NCCL reducer needs a shared-GPU check");
+  NcclCommunicators::refuse_shared_gpus(topo, nccl_needs(options.shape, options.inter), options.shared_gpus);
+}
+
+std::string nccl_shared_gpus(const Topology& topo, Algorithm shape, Transport inter, const SharedGpuCheck& check) {
+  return NcclCommunicators::shared_gpus_reason(topo, nccl_needs(shape, inter), check);
 }
 
 }  // namespace scaletrain::comm

@@ -262,7 +262,8 @@ Json build_train_report(const comm::Communicator& comm, const TrainSummary& s) {
   r.set("step_time", step_time(comm, s));
   r.set("step_split", step_split(comm, s));
   r.set("phases", phase_summary(comm, *s.timers));
-  const Json options = s.reducer->options();
+  Json options = s.reducer->options();
+  for (const auto& [key, value] : s.transports.items()) options.set(key, value);
   r.set("allreduce", options.at("algorithm"));
   r.set("allreduce_bytes_per_step", s.reducer->bytes_per_step());
   r.set("allreduce_options", options);

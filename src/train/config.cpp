@@ -13,6 +13,7 @@
 #include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/comm/gradient_reducer.hpp"
 #include "scaletrain/comm/stall_watchdog.hpp"
+#include "scaletrain/comm/transport.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/data/loader.hpp"
 #include "scaletrain/models/model.hpp"
@@ -130,6 +131,7 @@ void check_communication(const TrainConfig& c) {
           "unknown --allreduce '" + c.allreduce + "' (known: flat, hierarchical, auto)");
   require(one_of(c.grad_compression, {"auto", "none", "fp16", "bf16"}),
           "unknown --grad-compression '" + c.grad_compression + "' (known: auto, none, fp16, bf16)");
+  comm::check_transport_request(c.allreduce, transport_request(c));
   parse_precision(c.precision);
   LossScaler::from_option(resolved_loss_scale(c));  // throws naming the value
   require(c.bucket_mb > 0 && std::isfinite(c.bucket_mb),
@@ -432,6 +434,14 @@ comm::AllReduceOptions allreduce_options(const TrainConfig& c) {
   o.algorithm = c.allreduce;
   o.compression = comm::parse_compression(resolved_grad_compression(c));
   return o;
+}
+
+comm::TransportRequest transport_request(const TrainConfig& c) {
+  comm::TransportRequest r;
+  r.intra = c.intra;
+  r.inter = c.inter;
+  r.cuda_aware_mpi = c.cuda_aware_mpi;
+  return r;
 }
 
 comm::BucketOptions bucket_options(const TrainConfig& c) {

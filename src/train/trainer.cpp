@@ -30,6 +30,7 @@
 #include "scaletrain/backend/device_staging.hpp"
 #include "scaletrain/backend/nvtx.hpp"
 #include "scaletrain/comm/gradient_reducer.hpp"
+#include "scaletrain/comm/nccl_reducer.hpp"
 #include "scaletrain/comm/preflight.hpp"
 #include "scaletrain/comm/stall_watchdog.hpp"
 #include "scaletrain/comm/topology.hpp"
@@ -51,6 +52,7 @@
 #include "scaletrain/train/run_state.hpp"
 #include "scaletrain/train/task.hpp"
 #include "scaletrain/train/training_step.hpp"
+#include "scaletrain/train/transport_choice.hpp"
 #include "train/mlperf_log.hpp"
 #include "train/step_accounting.hpp"
 
@@ -192,6 +194,7 @@ class Training {
   void stage_data();
   void build_run_state();
   void build_communication();
+  comm::NcclReducerOptions nccl_options() const;
   void log_start() const;
   void warn_if_threads_share_cores() const;
   void start_mlperf_run();
@@ -233,6 +236,7 @@ class Training {
   std::optional<ResumePoint> resume_;
   std::unique_ptr<BatchSource> batches_;
   std::unique_ptr<RunState> state_;
+  TransportChoice transports_;  // the all-reduce's transport per level
   std::unique_ptr<comm::GradientReducer> reducer_;
   std::unique_ptr<TrainingStep> step_;
   std::unique_ptr<comm::StallWatchdog> watchdog_;
@@ -331,14 +335,20 @@ void Training::build_run_state() {
   first_step_ = state_->position.global_step;
 }
 
-// Gradient communication: topology -> reducer (its AllReducer's thread; auto calibrates here),
-// and the step that feeds it: gradients reach the reducer through the step's accumulator, which
-// passes them on in a step's last micro-batch. On a GPU the reducer all-reduces a pinned host
-// mirror of the gradients, each bucket copied out when backward has written it (DeviceStaging); a
-// GPU run of one rank has nothing to reduce and stages nothing (make_single_rank_reducer).
+// Gradient communication: topology -> transports -> reducer, and the step that feeds it: gradients
+// reach the reducer through the step's accumulator, which passes them on in a step's last
+// micro-batch. Three reducers (comm/gradient_reducer.hpp, comm/nccl_reducer.hpp):
+//   --intra nccl  NCCL on the GPU's gradients, a bucket as soon as backward has written it;
+//   --intra mpi   MPI on host memory: on a GPU a pinned host mirror of the gradients, each bucket
+//                 copied out when backward has written it (DeviceStaging), with its AllReducer's
+//                 thread (auto calibrates here);
+//   one rank on a GPU, --intra auto: nothing to reduce and nothing staged.
 void Training::build_communication() {
   nn::ParameterSet& params = state_->params();
-  if (ctx_->device() != Device::cpu && comm_.size() == 1) {
+  transports_ = choose_transports(comm_, *topology_, cfg_, device_);
+  if (transports_.intra == comm::Transport::nccl) {
+    reducer_ = comm::make_nccl_reducer(*ctx_, *topology_, params.gradient_layout(), nccl_options());
+  } else if (ctx_->device() != Device::cpu && comm_.size() == 1) {
     reducer_ = comm::make_single_rank_reducer(params.gradient_layout());
   } else {
     std::shared_ptr<DeviceStaging> staging;
@@ -353,6 +363,17 @@ void Training::build_communication() {
   // The device's first: its GPU times are collected (an event synchronise) before the step is
   // counted, as when the step's end was one function.
   observers_ = {device_metrics_.get(), &step_clock_, &progress_line_, mlperf_.get()};
+}
+
+comm::NcclReducerOptions Training::nccl_options() const {
+  comm::NcclReducerOptions o;
+  o.shape = cfg_.allreduce == "flat" ? comm::Algorithm::flat : comm::Algorithm::hierarchical;
+  o.inter = transports_.inter;
+  o.cuda_aware_mpi = transports_.cuda_aware_mpi;
+  o.compression = allreduce_options(cfg_).compression;
+  o.buckets = bucket_options(cfg_);
+  o.shared_gpus = [this](const std::vector<int>& members) { return gpus_shared_within(device_.binding, members); };
+  return o;
 }
 
 // --threads above the cores a rank is bound to: the threads take turns on them (Open MPI binds a
@@ -383,7 +404,9 @@ void Training::log_start() const {
   ST_LOG("topology: " << topology_->describe());
   for (const std::string& line : device_.log_lines) ST_LOG(line);
   ST_LOG("input: " << task_->describe_input());
-  ST_LOG("all-reduce: " << reducer_->describe());
+  ST_LOG("all-reduce: " << reducer_->describe()
+                        << (transports_.nccl_version.empty() ? "" : ", NCCL " + transports_.nccl_version));
+  for (const std::string& note : transports_.notes) ST_LOG(note);
   if (ctx_->precision() != Precision::fp32)
     ST_LOG("precision: " << precision_name(ctx_->precision())
                          << ": activations, their gradients and weight copies (parameters of 2 or more dimensions) in "
@@ -726,6 +749,7 @@ report::TrainSummary Training::setup_summary() const {
   s.steps_per_epoch = state_->steps_per_epoch;
   s.optimizer = state_->optimizer().describe();
   s.reducer = reducer_.get();
+  s.transports = transports_.to_json(cfg_);
   s.timers = &timers_;
   return s;
 }

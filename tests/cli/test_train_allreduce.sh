@@ -3,7 +3,9 @@
 # trains like flat (same losses within fp32 rounding of the sums); bucketed overlapped training
 # gives the same weights bit for bit as all-reducing after backward; unequal nodes, bad
 # --ranks-per-node and an unknown --allreduce fail clearly without a hang; the pre-flight
-# reports busbw and --min-busbw aborts naming the measured value.
+# reports busbw and --min-busbw aborts naming the measured value. The transports of issue 27:
+# MPI at both levels on the CPU, in the report; NCCL on the CPU, --inter nccl with flat or without
+# --intra nccl, auto with NCCL, and --cuda-aware-mpi on with Debian's MPI (not CUDA-aware) refused.
 source "$(dirname "$0")/lib.sh"
 T=$TMP_ROOT/train_allreduce
 rm -rf "$T" && mkdir -p "$T"
@@ -58,6 +60,13 @@ assert all(x["algorithm"] == "hierarchical" for x in b["list"])
 assert flat["bucket_layout"]["buckets"] == 1  # 25 MiB holds all of resnet20
 o = hier["allreduce_options"]
 assert o["algorithm"] == "hierarchical" and o["compression"] == "none" and o["bucket_mb"] == 0.05
+# The transports (issue 27): on the CPU both levels are MPI on host memory, and Debian's Open MPI
+# says it is not CUDA-aware.
+assert o["intra"] == "mpi" and o["inter"] == "mpi" and o["intra_requested"] == "auto" and o["nccl"] is None, o
+ca = o["cuda_aware_mpi"]
+assert ca["requested"] == "auto" and ca["used"] is False and ca["mpi_supported"] is False, ca
+assert "MPIX_Query_cuda_support() = 0" in ca["mpi"], ca
+assert hier["config"]["intra"] == "auto" and hier["config"]["inter"] == "mpi", hier["config"]
 at = hier["allreduce_time"]
 assert at["steps"] == hier["steps"] == 8, at
 for k in ["total_s", "per_step_s", "exposed_total_s", "exposed_per_step_s"]:
@@ -100,6 +109,22 @@ expect_failure "unknown --grad-compression" "unknown --grad-compression 'fp8'" \
   mpirun -np 2 --oversubscribe "$BIN/scaletrain" train "${common[@]}" --output-dir "$T/o" --grad-compression fp8
 expect_failure "--bucket-mb 0" "--bucket-mb" \
   mpirun -np 2 --oversubscribe "$BIN/scaletrain" train "${common[@]}" --output-dir "$T/o" --bucket-mb 0
+# The transports (issue 27): NCCL needs a GPU, and combinations that do not exist are named.
+train2=(mpirun -np 2 --oversubscribe "$BIN/scaletrain" train "${common[@]}" --output-dir "$T/o")
+expect_failure "--intra nccl on the CPU" "--intra nccl: NCCL all-reduces GPU memory, but this run computes on the CPU" \
+  "${train2[@]}" --intra nccl
+expect_failure "--device cpu --intra nccl" "on the CPU (device: cpu (--device cpu))" \
+  "${train2[@]}" --device cpu --intra nccl
+expect_failure "--inter nccl without --intra nccl" "--inter nccl needs --intra nccl" "${train2[@]}" --inter nccl
+expect_failure "flat --inter nccl" "--allreduce flat --inter nccl: flat is one all-reduce over every rank" \
+  "${train2[@]}" --allreduce flat --intra nccl --inter nccl
+expect_failure "auto with nccl" "--allreduce auto with --intra nccl" "${train2[@]}" --allreduce auto --intra nccl
+expect_failure "unknown --intra" "unknown --intra 'rdma' (known: auto, mpi, nccl)" "${train2[@]}" --intra rdma
+expect_failure "unknown --cuda-aware-mpi" "unknown --cuda-aware-mpi 'yes' (known: auto, on, off)" \
+  "${train2[@]}" --cuda-aware-mpi yes
+expect_failure "--cuda-aware-mpi on, MPI not CUDA-aware" \
+  "--cuda-aware-mpi on: this MPI is not CUDA-aware (Open MPI: MPIX_Query_cuda_support() = 0" \
+  "${train2[@]}" --cuda-aware-mpi on
 
 # --min-busbw above what any fabric gives: every rank aborts, naming the measured value.
 out=$(timeout 60 mpirun -np 2 --oversubscribe "$BIN/scaletrain" train "${common[@]}" --output-dir "$T/o" \

@@ -144,3 +144,18 @@ synthetic_data() {
     --image-size "$4" --classes "$5" --shards 2 --output "$1" >/dev/null ||
     fail "scaletrain-data synthetic failed"
 }
+
+# nccl_check NAME NP ARGS...: scaletrain_gpu_nccl_check under mpirun with a time limit, its output
+# in $T/NAME.log; prints ok or FAIL (a rank that hung says so) and sets status=1 on failure.
+nccl_check() {
+  local name=$1 np=$2 rc=0
+  shift 2
+  timeout 60 mpirun -np "$np" --oversubscribe --bind-to none "$BIN/scaletrain_gpu_nccl_check" "$@" \
+    >"$T/$name.log" 2>&1 || rc=$?
+  if [ "$rc" = 0 ]; then
+    echo "ok: $name: $(tail -1 "$T/$name.log")"
+  else
+    echo "FAIL: $name (rc $rc$([ "$rc" = 124 ] && echo ': a rank hung')): $(grep -m5 'FAIL\|rror' "$T/$name.log")"
+    status=1
+  fi
+}

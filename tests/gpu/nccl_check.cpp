@@ -11,6 +11,9 @@
 // which must be "".
 // --expect-refusal: the construction must throw on every rank, naming the ranks that share the
 // GPU, before NCCL is asked (NCCL would refuse, and might leave ranks waiting).
+//   mpirun -np N scaletrain_gpu_nccl_check --ranks-per-node L --reducer flat|hierarchical|hierarchical:nccl
+// checks the NCCL gradient reducer instead (check_reducer below): exact means, bucket by bucket,
+// fp32 and 16-bit on the wire, and the pre-flight's all-reduce of host memory.
 // Exit codes: 0 passed, 1 failed, 2 bad arguments, 77 skipped (no GPU, or no NCCL in this build).
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -28,9 +31,11 @@
 #include "scaletrain/backend/context.hpp"
 #include "scaletrain/backend/device_info.hpp"
 #include "scaletrain/comm/communicator.hpp"
+#include "scaletrain/comm/nccl_reducer.hpp"
 #include "scaletrain/comm/topology.hpp"
 #include "scaletrain/config.hpp"
 #include "scaletrain/core/half.hpp"
+#include "scaletrain/tensor/flat_layout.hpp"
 #include "scaletrain/train/gpu_binding.hpp"
 
 namespace st = scaletrain;
@@ -41,6 +46,7 @@ struct Options {
   int ranks_per_node = 1;
   st::comm::NcclNeeds needs;
   bool expect_refusal = false;
+  std::string reducer;  // "": the communicators; flat | hierarchical | hierarchical:nccl: the reducer
 };
 
 bool parse(int argc, char** argv, Options& o) {
@@ -55,10 +61,13 @@ bool parse(int argc, char** argv, Options& o) {
       o.needs.cross = list.find(",cross,") != std::string::npos;
     } else if (arg == "--expect-refusal") {
       o.expect_refusal = true;
+    } else if (arg == "--reducer" && i + 1 < argc) {
+      o.reducer = argv[++i];
     } else {
       return false;
     }
   }
+  if (!o.reducer.empty()) return o.ranks_per_node > 0 && !o.expect_refusal;
   return o.ranks_per_node > 0 && (o.needs.node || o.needs.world || o.needs.cross);
 }
 
@@ -127,6 +136,79 @@ std::string check_allreduce(ncclComm_t comm, const std::vector<int>& members, in
 
 const char* type_name(ncclDataType_t t) { return t == ncclFloat32 ? "fp32" : t == ncclFloat16 ? "fp16" : "bf16"; }
 
+// The NCCL gradient reducer (comm/nccl_reducer.hpp) on segments of 1, 7, 1023, 2^20 + 3 and 5
+// elements in buckets of 1 MiB (so that a bucket holds several segments and the large one its own),
+// marked ready in backward order, for two steps, in fp32 and with fp16 and bf16 on the wire:
+// every element must be the mean over ranks of value(r, e), exactly (small integers: every format
+// holds them and their sums). Then the pre-flight's all-reduce of a host buffer. Failures counted.
+int check_reducer(st::Context& ctx, const st::comm::Topology& topo, const std::string& spec,
+                  const st::comm::SharedGpuCheck& shared) {
+  const int rank = topo.world().rank(), size = topo.world().size();
+  st::FlatLayout layout;
+  int64_t total = 0;
+  int k = 0;
+  for (int64_t count : {int64_t{1}, int64_t{7}, int64_t{1023}, (int64_t{1} << 20) + 3, int64_t{5}}) {
+    layout.segments.push_back({"p" + std::to_string(k++), total, count});
+    total += count;
+  }
+  st::Tensor grads = st::Tensor::zeros({total}, st::DType::f32, st::Device::cuda);
+  layout.flat = &grads;
+  st::Tensor mine = st::Tensor::empty({total});
+  float* h = mine.data<float>();
+  for (int64_t e = 0; e < total; ++e) h[e] = value(rank, e);
+  int failures = 0;
+  for (st::comm::Compression c :
+       {st::comm::Compression::none, st::comm::Compression::fp16, st::comm::Compression::bf16}) {
+    st::comm::NcclReducerOptions o;
+    o.shape = spec == "flat" ? st::comm::Algorithm::flat : st::comm::Algorithm::hierarchical;
+    o.inter = spec == "hierarchical:nccl" ? st::comm::Transport::nccl : st::comm::Transport::mpi;
+    o.compression = c;
+    o.buckets.bucket_mb = 1.0;
+    o.shared_gpus = shared;
+    auto reducer = st::comm::make_nccl_reducer(ctx, topo, layout, o);
+    for (int step = 0; step < 2; ++step) {
+      grads.copy_from(mine);
+      reducer->begin_step();
+      for (int i = layout.num_segments() - 1; i >= 0; --i) reducer->on_grad_ready(i);
+      reducer->finish();
+      const st::Tensor got = grads.to(st::Device::cpu);
+      const float* g = got.data<float>();
+      int64_t wrong = 0, first = -1;
+      for (int64_t e = 0; e < total; ++e) {
+        float sum = 0.0f;
+        for (int r = 0; r < size; ++r) sum += value(r, e);
+        if (g[e] != sum / static_cast<float>(size)) {
+          if (first < 0) first = e;
+          ++wrong;
+        }
+      }
+      if (rank == 0 || wrong > 0)
+        std::printf("%s rank %d: reducer %s, %s on the wire, step %d, %lld elements in %s: %s%s\n",
+                    wrong == 0 ? "ok  " : "FAIL", rank, spec.c_str(), st::comm::compression_name(c), step + 1,
+                    static_cast<long long>(total), reducer->layout().at("buckets").dump().c_str(),
+                    wrong == 0 ? "the exact mean" : std::to_string(wrong).c_str(),
+                    wrong == 0 ? "" : (" wrong, the first at " + std::to_string(first)).c_str());
+      if (wrong > 0) ++failures;
+    }
+    std::vector<float> host(7);
+    for (int64_t e = 0; e < 7; ++e) host[static_cast<std::size_t>(e)] = value(rank, e);
+    reducer->allreduce_now(host.data(), 7);
+    bool exact = true;
+    for (int64_t e = 0; e < 7; ++e) {
+      float sum = 0.0f;
+      for (int r = 0; r < size; ++r) sum += value(r, e);
+      exact = exact && host[static_cast<std::size_t>(e)] == sum / static_cast<float>(size);
+    }
+    if (rank == 0 || !exact)
+      std::printf("%s rank %d: reducer %s, %s, the pre-flight's all-reduce of host memory: %s\n",
+                  exact ? "ok  " : "FAIL", rank, spec.c_str(), st::comm::compression_name(c),
+                  exact ? "the exact mean" : "wrong");
+    if (!exact) ++failures;
+    if (rank == 0 && c == st::comm::Compression::none) std::printf("     %s\n", reducer->describe().c_str());
+  }
+  return failures;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -135,7 +217,10 @@ int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
     if (world.rank() == 0)
-      std::fprintf(stderr, "usage: %s [--ranks-per-node L] --needs node,world,cross [--expect-refusal]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--ranks-per-node L] (--needs node,world,cross [--expect-refusal] | --reducer "
+                   "flat|hierarchical|hierarchical:nccl)\n",
+                   argv[0]);
     return 2;
   }
   const st::GpuInventory inventory = st::list_visible_gpus();
@@ -170,7 +255,9 @@ int main(int argc, char** argv) {
                   st::comm::nccl_runtime_version().c_str(), SCALETRAIN_NCCL_VERSION, topo.describe().c_str(),
                   world.size(), gpu.name.c_str());
 
-    if (o.expect_refusal) {
+    if (!o.reducer.empty()) {
+      failures += check_reducer(ctx, topo, o.reducer, shared);
+    } else if (o.expect_refusal) {
       try {
         st::comm::NcclCommunicators comms(topo, o.needs, shared);
         std::printf("FAIL rank %d: the communicators were built although ranks share the GPU\n", world.rank());

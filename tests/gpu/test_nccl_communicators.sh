@@ -17,32 +17,19 @@ require_gpu
 T=$TMP_ROOT/gpu_nccl_communicators
 rm -rf "$T" && mkdir -p "$T"
 status=0
-# check NAME NP ARGS...: the check under mpirun with a time limit; its output in $T/NAME.log.
-check() {
-  local name=$1 np=$2 rc=0
-  shift 2
-  timeout 60 mpirun -np "$np" --oversubscribe --bind-to none "$BIN/scaletrain_gpu_nccl_check" "$@" \
-    >"$T/$name.log" 2>&1 || rc=$?
-  if [ "$rc" = 0 ]; then
-    echo "ok: $name: $(tail -1 "$T/$name.log")"
-  else
-    echo "FAIL: $name (rc $rc$([ "$rc" = 124 ] && echo ': a rank hung')): $(grep -m5 'FAIL\|rror' "$T/$name.log")"
-    status=1
-  fi
-}
-check one_rank 1 --ranks-per-node 1 --needs node,world
-check two_nodes_of_one 2 --ranks-per-node 1 --needs node
-check three_nodes_of_one 3 --ranks-per-node 1 --needs node
-check four_nodes_of_one 4 --ranks-per-node 1 --needs node
-check two_ranks_one_node_refused 2 --ranks-per-node 2 --needs node --expect-refusal
-check world_of_two_refused 2 --ranks-per-node 1 --needs world --expect-refusal
+nccl_check one_rank 1 --ranks-per-node 1 --needs node,world
+nccl_check two_nodes_of_one 2 --ranks-per-node 1 --needs node
+nccl_check three_nodes_of_one 3 --ranks-per-node 1 --needs node
+nccl_check four_nodes_of_one 4 --ranks-per-node 1 --needs node
+nccl_check two_ranks_one_node_refused 2 --ranks-per-node 2 --needs node --expect-refusal
+nccl_check world_of_two_refused 2 --ranks-per-node 1 --needs world --expect-refusal
 grep -q "ranks 0 and 1 share GPU " "$T/two_ranks_one_node_refused.log" ||
   { echo "FAIL: the refusal does not name ranks 0 and 1: $(cat "$T/two_ranks_one_node_refused.log")"; status=1; }
 # multigpu: communicators of several ranks, one GPU each (rank r on GPU r), where there are GPUs enough.
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
 if [ "${gpus:-0}" -ge 2 ]; then
-  check multigpu_node_of_two 2 --ranks-per-node 2 --needs node,world
-  check multigpu_two_nodes_cross 2 --ranks-per-node 1 --needs node,cross
+  nccl_check multigpu_node_of_two 2 --ranks-per-node 2 --needs node,world
+  nccl_check multigpu_two_nodes_cross 2 --ranks-per-node 1 --needs node,cross
 else
   echo "skip: multigpu: ${gpus:-0} GPU visible; communicators of several ranks need a GPU each"
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Two ranks sharing one GPU train ResNet-20 with the host-staged all-reduce (DeviceStaging: each
 # gradient bucket copied to pinned host memory after a CUDA event, all-reduced by MPI, copied back
-# while backward goes on; NCCL is not used yet), and end with the weights of the same 2-rank run on
+# while backward goes on; --intra auto stays off NCCL where ranks share a GPU), and end with the weights of the same 2-rank run on
 # the CPU (issue 10, section 6). Batch norm is per rank, so the reference is a 2-rank run as well:
 # like with like. Both ranks get GPU 0 and must warn that they share it. Skips (77) without a GPU.
 source "$(dirname "$0")/lib.sh"
@@ -27,6 +27,9 @@ if [ "$DEV" = cuda ]; then
   grep -q "warning: ranks 0 and 1 on host .* share a GPU" "$T/gpu.log" ||
     fail "two ranks on one GPU gave no sharing warning naming them: $(head -30 "$T/gpu.log")"
   grep -q "^binding: rank" "$T/gpu.log" || fail "no binding table in the start-up lines: $(head -30 "$T/gpu.log")"
+  # --intra auto keeps ranks that share a GPU on the host-staged path (issue 27), and says why.
+  grep -q "warning: all-reduce through host memory (--intra mpi), not NCCL: ranks 0 and 1 share GPU" "$T/gpu.log" ||
+    fail "--intra auto on a shared GPU did not say it stays off NCCL: $(grep 'all-reduce' "$T/gpu.log")"
 fi
 
 # Tolerances as in test_resnet20_training.sh, which says why a run of tens of steps is compared step

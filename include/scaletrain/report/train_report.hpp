@@ -58,6 +58,7 @@ struct TrainSummary {
 
   // This segment on this rank (summarised over ranks when the report is built).
   const comm::GradientReducer* reducer = nullptr;
+  Json transports;  // the all-reduce's transports (train::TransportChoice::to_json), into allreduce_options
   const PhaseTimers* timers = nullptr;
   double segment_train_s = 0.0;
   const std::vector<double>* step_seconds = nullptr;  // wall time of each optimizer step

@@ -40,6 +40,7 @@ namespace scaletrain::comm {
 struct AllReduceOptions;
 struct BucketOptions;
 struct StallOptions;
+struct TransportRequest;
 }  // namespace scaletrain::comm
 
 namespace scaletrain::train {
@@ -149,6 +150,11 @@ struct TrainConfig {
   int ranks_per_node = 0;  // > 0: emulate nodes of this many ranks; 0: SCALETRAIN_RANKS_PER_NODE or shared memory
   std::string allreduce = "hierarchical";  // flat | hierarchical | auto
   std::string grad_compression = "auto";   // auto | none | fp16 | bf16 (resolved_grad_compression)
+  // The transport of each level (comm/transport.hpp, train/transport_choice.hpp): --intra auto
+  // is nccl on GPUs where no two ranks of a communicator share a GPU, else mpi (host-staged).
+  std::string intra = "auto";           // auto | mpi | nccl
+  std::string inter = "mpi";            // mpi | nccl
+  std::string cuda_aware_mpi = "auto";  // auto | on | off
   // --precision: fp32 | amp-fp16 | amp-bf16 (docs/mixed-precision.md).
   std::string precision = "fp32";
   // --loss-scale: auto | none | dynamic | a fixed positive number (train/loss_scaler.hpp); auto:
@@ -248,6 +254,7 @@ inline bool uses_adam(const TrainConfig& config) {
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& config, nn::ParameterSet& params);
 comm::AllReduceOptions allreduce_options(const TrainConfig& config);
 comm::BucketOptions bucket_options(const TrainConfig& config);
+comm::TransportRequest transport_request(const TrainConfig& config);
 comm::StallOptions stall_options(const TrainConfig& config);
 
 }  // namespace scaletrain::train

@@ -7,25 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "comm/nccl/nccl_check.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::comm {
 
 namespace {
-
-// " (NCCL: <its last error>)" where NCCL has more to say than the result's name.
-std::string last_error(ncclComm_t comm) {
-  const char* text = ncclGetLastError(comm);
-  return text != nullptr && *text != '\0' ? std::string(" (NCCL: ") + text + ")" : std::string();
-}
-
-// Every NCCL call goes through this: the call, NCCL's name for the result and its last error.
-#define ST_CHECK_NCCL(call, comm)                                                               \
-  do {                                                                                          \
-    const ncclResult_t st_nccl_result = (call);                                                 \
-    if (st_nccl_result != ncclSuccess)                                                          \
-      ST_THROW(#call << " failed: " << ncclGetErrorString(st_nccl_result) << last_error(comm)); \
-  } while (0)
 
 // One communicator over `group` (its rank 0 makes the unique id, MPI carries it to the others).
 ncclComm_t init_over(const Communicator& group) {
@@ -102,7 +89,8 @@ std::string NcclCommunicators::async_error() const {
     if (state == ncclInProgress) continue;  // a non-blocking operation still running: not an error
 #endif
     if (state != ncclSuccess)
-      return std::string("the NCCL ") + name + " communicator failed: " + ncclGetErrorString(state) + last_error(comm);
+      return std::string("the NCCL ") + name + " communicator failed: " + ncclGetErrorString(state) +
+             detail::nccl_last_error(comm);
   }
   return "";
 }

@@ -22,15 +22,10 @@
 #include <string>
 #include <vector>
 
+#include "scaletrain/comm/nccl_reducer.hpp"  // nccl_built, nccl_runtime_version, SharedGpuCheck
 #include "scaletrain/comm/topology.hpp"
 
 namespace scaletrain::comm {
-
-// Whether this build has the NCCL transport (CUDA backend with NCCL found at configure time).
-bool nccl_built();
-// The version of the NCCL library loaded at run time, "2.28.9"; loads it. Throws where NCCL is not
-// built or cannot be loaded, saying why.
-std::string nccl_runtime_version();
 
 struct NcclNeeds {
   bool node = false;
@@ -38,11 +33,17 @@ struct NcclNeeds {
   bool cross = false;
 };
 
+// The communicators a reducer of this shape needs (nccl_reducer.hpp).
+NcclNeeds nccl_needs(Algorithm shape, Transport inter);
+// make_nccl_reducer's first step in every build: NcclCommunicators::refuse_shared_gpus for the
+// communicators these options need.
+void refuse_shared_gpus_for(const Topology& topo, const NcclReducerOptions& options);
+
 class NcclCommunicators {
  public:
   // Given the world ranks of a communicator's members, "" or why they cannot form one (two on a
   // GPU).
-  using SharedGpuCheck = std::function<std::string(const std::vector<int>& members)>;
+  using SharedGpuCheck = comm::SharedGpuCheck;
 
   // Collective over topo.world(); every rank's GPU is current (its Context). Throws on every rank,
   // with the first failing rank's reason, when a communicator's members share a GPU; an NCCL
@@ -72,6 +73,8 @@ class NcclCommunicators {
   // the members of each communicator it would join with `shared_gpus`; collective over
   // topo.world(); throws on every rank with the first failing rank's reason.
   static void refuse_shared_gpus(const Topology& topo, NcclNeeds needs, const SharedGpuCheck& shared_gpus);
+  // The same check without the throw: "" or the first failing rank's reason, on every rank.
+  static std::string shared_gpus_reason(const Topology& topo, NcclNeeds needs, const SharedGpuCheck& shared_gpus);
 
  private:
   struct Impl;

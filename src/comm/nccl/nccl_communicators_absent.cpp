@@ -30,4 +30,11 @@ void* NcclCommunicators::cross() const { return nullptr; }
 std::string NcclCommunicators::async_error() const { return ""; }
 void NcclCommunicators::abort() noexcept {}
 
+// The same shared-GPU refusal first, then "not built".
+std::unique_ptr<GradientReducer> make_nccl_reducer(Context&, const Topology& topo, const FlatLayout&,
+                                                   const NcclReducerOptions& options) {
+  refuse_shared_gpus_for(topo, options);
+  not_built();
+}
+
 }  // namespace scaletrain::comm

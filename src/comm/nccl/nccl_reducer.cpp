@@ -1,0 +1,482 @@
+// The gradient reducer on GPU memory with NCCL (nccl_reducer.hpp).
+//
+// Threads and order:
+//   main thread   on_grad_ready: when bucket b is complete (and every bucket before it), an event
+//                 `ready[b]` on the compute stream, and b queued for the communication thread.
+//                 finish: waits until every bucket is issued, then the compute stream waits for
+//                 the communication stream's last work (a device-side wait).
+//   comm thread   per bucket, in bucket order: the communication stream waits for ready[b] (on the
+//                 device), then every NCCL call of the bucket is enqueued there; an MPI level across
+//                 nodes blocks this thread on the bucket's share only (an event), not the device.
+// All NCCL and MPI calls of the reducer come from this one thread, so every rank makes them in
+// the same order on each communicator. The bucket's GPU time (events `began`, `ended` around its
+// work on the communication stream) is the reducer's communication time.
+//
+// A bucket of n elements on a node of L ranks, as the hierarchical MPI path splits it but with
+// NCCL's in-place collectives: the first (n / L) * L elements are reduce-scattered (rank i keeps
+// block i), the n mod L rest (the tail) is all-reduced inside the node; across nodes each rank
+// all-reduces its block and the whole tail with the ranks of its local rank; then the blocks are
+// all-gathered. Every rank ends with the same bytes: each block is summed by one NCCL reduction
+// and copied, the tail by the same all-reduces in every cross-node group.
+#include "scaletrain/comm/nccl_reducer.hpp"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_context.hpp"
+#include "backend/cuda/gradient_kernels.hpp"
+#include "comm/nccl/nccl_check.hpp"
+#include "comm/nccl/nccl_communicators.hpp"
+#include "comm/wire.hpp"
+#include "scaletrain/core/error.hpp"
+
+namespace scaletrain::comm {
+namespace {
+
+ncclDataType_t nccl_type(Compression c) {
+  switch (c) {
+    case Compression::fp16:
+      return ncclFloat16;
+    case Compression::bf16:
+      return ncclBfloat16;
+    default:
+      return ncclFloat32;
+  }
+}
+
+std::size_t wire_bytes(Compression c) { return c == Compression::none ? sizeof(float) : sizeof(uint16_t); }
+
+// Device and pinned host memory the reducer owns.
+struct Buffers {
+  void* wire = nullptr;       // device: the 16-bit copy of the gradients (compression)
+  void* pinned = nullptr;     // host: the shares staged for MPI across nodes
+  void* preflight = nullptr;  // device: the pre-flight's host buffer, copied in
+  ~Buffers() {
+    if (preflight != nullptr) cudaFree(preflight);
+    if (pinned != nullptr) cudaFreeHost(pinned);
+    if (wire != nullptr) cudaFree(wire);
+  }
+};
+
+class NcclReducer final : public GradientReducer {
+ public:
+  NcclReducer(Context& ctx, const Topology& topo, const FlatLayout& gradients, const NcclReducerOptions& options)
+      : topo_(topo), grads_(gradients), options_(options), gpu_(ctx.gpu_index()), compute_(cuda::compute_stream(ctx)) {
+    ST_CHECK(grads_.flat != nullptr && grads_.flat->defined() && grads_.flat->device() == Device::cuda,
+             "the NCCL gradient reducer all-reduces GPU memory: the flat gradients are not on a GPU");
+    if (options_.shape == Algorithm::hierarchical)
+      ST_CHECK(topo.uniform(),
+               "--allreduce hierarchical --intra nccl needs the same number of ranks on every node, "
+               "but the "
+                   << topo.describe() << " are unequal; use --allreduce flat --intra nccl");
+    ST_CHECK_CUDA(cudaSetDevice(gpu_));
+    comms_ =
+        std::make_unique<NcclCommunicators>(topo, nccl_needs(options_.shape, options_.inter), options_.shared_gpus);
+    buckets_ = plan_buckets(grads_, options_.buckets.bucket_mb);
+    bucket_of_.assign(static_cast<std::size_t>(grads_.num_segments()), 0);
+    for (std::size_t b = 0; b < buckets_.size(); ++b)
+      for (int i = buckets_[b].first_param; i <= buckets_[b].last_param; ++i) bucket_of_[i] = static_cast<int>(b);
+    ready_.assign(bucket_of_.size(), 0);
+    ready_count_.assign(buckets_.size(), 0);
+    world_size_ = topo.world().size();
+    make_stream_and_events();
+    allocate_buffers();
+    thread_ = std::thread([this] { issue_in_order(); });
+  }
+
+  ~NcclReducer() override {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    // Buckets queued (an error unwinding mid-step) are issued first: the other ranks issue them too.
+    thread_.join();
+    cudaSetDevice(gpu_);
+    if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    // comms_ and buffers_ go after: no work on the stream uses them any more.
+  }
+
+  std::string name() const override { return algorithm_name(options_.shape); }
+
+  void begin_step() override {
+    ST_CHECK(!in_step_, "internal error: begin_step() twice without finish() in between");
+    collect_gpu_times();
+    std::fill(ready_.begin(), ready_.end(), 0);
+    std::fill(ready_count_.begin(), ready_count_.end(), 0);
+    next_to_start_ = 0;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      issued_ = 0;
+    }
+    in_step_ = true;
+  }
+
+  void on_grad_ready(int index) override {
+    ST_CHECK(in_step_, "internal error: gradient of parameter " << index << " marked ready outside a step");
+    ST_CHECK(index >= 0 && index < grads_.num_segments(),
+             "internal error: gradient ready for parameter " << index << " of " << grads_.num_segments());
+    ST_CHECK(!ready_[index], "internal error: gradient of parameter " << grads_.segments[index].name
+                                                                      << " marked ready twice in one step");
+    ready_[index] = 1;
+    ++ready_count_[bucket_of_[index]];
+    if (options_.buckets.overlap) start_ready_buckets();
+  }
+
+  void finish() override {
+    ST_CHECK(in_step_, "internal error: finish() without begin_step()");
+    in_step_ = false;
+    start_ready_buckets();
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      done_cv_.wait(lock, [this] { return issued_ == next_to_start_ || error_; });
+      if (error_) std::rethrow_exception(error_);
+    }
+    if (next_to_start_ < static_cast<int>(buckets_.size())) throw_missing_gradients();
+    // The optimizer (next on the compute stream) reads the averages: it waits on the device.
+    ST_CHECK_CUDA(cudaSetDevice(gpu_));
+    ST_CHECK_CUDA(cudaEventRecord(step_done_, stream_));
+    ST_CHECK_CUDA(cudaStreamWaitEvent(compute_, step_done_, 0));
+    measured_steps_ = true;
+  }
+
+  int64_t bytes_per_step() const override { return grads_.elements() * static_cast<int64_t>(sizeof(float)); }
+
+  Json layout() const override {
+    Json list = Json::array();
+    for (std::size_t k = 0; k < buckets_.size(); ++k) {
+      const GradientBucket& b = buckets_[k];
+      Json j = Json::object();
+      j.set("bucket", static_cast<int64_t>(k));
+      j.set("bytes", b.count * static_cast<int64_t>(sizeof(float)));
+      j.set("offset_bytes", b.offset * static_cast<int64_t>(sizeof(float)));
+      j.set("parameters", b.last_param - b.first_param + 1);
+      j.set("first_parameter", grads_.segments[b.last_param].name);
+      j.set("last_parameter", grads_.segments[b.first_param].name);
+      j.set("algorithm", algorithm_name(options_.shape));
+      list.push_back(j);
+    }
+    Json j = Json::object();
+    j.set("reducer", "nccl");
+    j.set("algorithm", algorithm_name(options_.shape));
+    j.set("overlap", options_.buckets.overlap);
+    j.set("bucket_mb", options_.buckets.bucket_mb);
+    j.set("buckets", static_cast<int64_t>(buckets_.size()));
+    j.set("bytes", bytes_per_step());
+    j.set("list", list);
+    return j;
+  }
+
+  double communication_seconds() const override {
+    const_cast<NcclReducer*>(this)->collect_gpu_times();
+    return gpu_seconds_;
+  }
+
+  // "hierarchical on the GPU: NCCL inside the node, MPI across nodes staged through pinned host
+  //  memory (fp16 on the wire), 12 buckets of <= 25 MiB overlapped with backward, 102.23 MB per step"
+  std::string describe() const override {
+    std::ostringstream os;
+    os << algorithm_name(options_.shape) << " on the GPU: ";
+    if (options_.shape == Algorithm::flat) {
+      os << "one NCCL all-reduce over the " << world_size_ << " rank" << (world_size_ == 1 ? "" : "s");
+    } else {
+      os << "NCCL inside the node, " << across_nodes();
+    }
+    if (options_.compression != Compression::none)
+      os << " (" << compression_name(options_.compression) << " on the wire)";
+    char mb[32];
+    std::snprintf(mb, sizeof mb, "%.2f", bytes_per_step() / 1e6);
+    os << ", " << buckets_.size() << " bucket" << (buckets_.size() == 1 ? "" : "s")
+       << " of <= " << options_.buckets.bucket_mb << " MiB "
+       << (options_.buckets.overlap ? "overlapped with backward" : "after backward (no overlap)") << ", " << mb
+       << " MB per step";
+    return os.str();
+  }
+
+  Json options() const override {
+    Json j = Json::object();
+    j.set("algorithm", algorithm_name(options_.shape));
+    j.set("compression", compression_name(options_.compression));
+    j.set("bucket_mb", options_.buckets.bucket_mb);
+    j.set("overlap", options_.buckets.overlap);
+    Json c = Json::object();
+    c.set("requested", algorithm_name(options_.shape));
+    c.set("algorithm", algorithm_name(options_.shape));
+    c.set("note", "the NCCL reducer does not calibrate (--allreduce auto is host-staged only)");
+    j.set("calibration", c);
+    return j;
+  }
+
+  std::string algorithm_for(int64_t) const override { return algorithm_name(options_.shape); }
+
+  // The pre-flight's all-reduce of `count` floats (host memory from the pre-flight, or device
+  // memory), between steps: the communication thread is idle, so this thread may call NCCL.
+  void allreduce_now(float* data, int64_t count) override {
+    ST_CHECK(!in_step_, "internal error: allreduce_now() during a step");
+    ST_CHECK(count <= grads_.elements(), "internal: allreduce_now() of " << count << " elements, more than the "
+                                                                         << grads_.elements() << " gradients");
+    ST_CHECK_CUDA(cudaSetDevice(gpu_));
+    cudaPointerAttributes attributes{};
+    ST_CHECK_CUDA(cudaPointerGetAttributes(&attributes, data));
+    const bool on_device = attributes.type == cudaMemoryTypeDevice;
+    float* device = data;
+    if (!on_device) {
+      if (buffers_.preflight == nullptr)
+        ST_CHECK_CUDA(cudaMalloc(&buffers_.preflight, static_cast<std::size_t>(grads_.elements()) * 4));
+      device = static_cast<float*>(buffers_.preflight);
+      ST_CHECK_CUDA(
+          cudaMemcpyAsync(device, data, static_cast<std::size_t>(count) * 4, cudaMemcpyHostToDevice, stream_));
+    }
+    reduce(device, 0, count);
+    if (!on_device)
+      ST_CHECK_CUDA(
+          cudaMemcpyAsync(data, device, static_cast<std::size_t>(count) * 4, cudaMemcpyDeviceToHost, stream_));
+    ST_CHECK_CUDA(cudaStreamSynchronize(stream_));
+  }
+
+ private:
+  // The stream and every event; all go into events_ for the destructor.
+  void make_stream_and_events() {
+    ST_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    auto event = [this](unsigned flags) {
+      cudaEvent_t e = nullptr;
+      ST_CHECK_CUDA(cudaEventCreateWithFlags(&e, flags));
+      events_.push_back(e);
+      return e;
+    };
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      ready_events_.push_back(event(cudaEventDisableTiming));
+      began_.push_back(event(cudaEventDefault));
+      ended_.push_back(event(cudaEventDefault));
+    }
+    step_done_ = event(cudaEventDisableTiming);
+    // The thread blocks on it (a share's copy to the host) without spinning a core.
+    staged_ = event(cudaEventDisableTiming | cudaEventBlockingSync);
+  }
+
+  bool stages_across_nodes() const {
+    return options_.shape == Algorithm::hierarchical && options_.inter == Transport::mpi &&
+           !(options_.cuda_aware_mpi && options_.compression == Compression::none) && topo_.cross().size() > 1;
+  }
+
+  std::string across_nodes() const {
+    if (options_.inter == Transport::nccl) return "NCCL across nodes";
+    if (!stages_across_nodes() && topo_.cross().size() > 1) return "MPI across nodes on GPU memory (CUDA-aware)";
+    return "MPI across nodes staged through pinned host memory";
+  }
+
+  void allocate_buffers() {
+    const std::size_t bytes = static_cast<std::size_t>(grads_.elements()) * wire_bytes(options_.compression);
+    if (options_.compression != Compression::none && world_size_ > 1 && bytes > 0)
+      ST_CHECK_CUDA(cudaMalloc(&buffers_.wire, bytes));
+    if (stages_across_nodes() && bytes > 0) ST_CHECK_CUDA(cudaHostAlloc(&buffers_.pinned, bytes, cudaHostAllocDefault));
+  }
+
+  // Queues every complete bucket from next_to_start_ on, in bucket order, behind the backward
+  // work that wrote it.
+  void start_ready_buckets() {
+    bool queued = false;
+    while (next_to_start_ < static_cast<int>(buckets_.size()) && complete(next_to_start_)) {
+      ST_CHECK_CUDA(cudaSetDevice(gpu_));
+      ST_CHECK_CUDA(cudaEventRecord(ready_events_[next_to_start_], compute_));
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        queue_.push_back(next_to_start_);
+      }
+      ++next_to_start_;
+      queued = true;
+    }
+    if (queued) work_cv_.notify_one();
+  }
+
+  bool complete(int b) const { return ready_count_[b] == buckets_[b].last_param - buckets_[b].first_param + 1; }
+
+  // The communication thread.
+  void issue_in_order() {
+    bool failed = false;
+    for (;;) {
+      int b = 0;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        work_cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        b = queue_.front();
+        queue_.pop_front();
+      }
+      try {
+        if (!failed) issue_bucket(b);
+      } catch (...) {
+        failed = true;  // later buckets are not issued: their results would be wrong
+        std::unique_lock<std::mutex> lock(mutex_);
+        error_ = std::current_exception();
+      }
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        ++issued_;
+      }
+      done_cv_.notify_all();
+    }
+  }
+
+  void issue_bucket(int b) {
+    ST_CHECK_CUDA(cudaSetDevice(gpu_));
+    const GradientBucket& bucket = buckets_[b];
+    ST_CHECK_CUDA(cudaStreamWaitEvent(stream_, ready_events_[b], 0));
+    ST_CHECK_CUDA(cudaEventRecord(began_[b], stream_));
+    reduce(static_cast<float*>(grads_.flat->raw()) + bucket.offset, bucket.offset, bucket.count);
+    ST_CHECK_CUDA(cudaEventRecord(ended_[b], stream_));
+  }
+
+  // The mean over ranks of `count` floats at `data` (device), element `offset` of the gradients
+  // (where its 16-bit copy and its staged share go), enqueued on the communication stream.
+  void reduce(float* data, int64_t offset, int64_t count) {
+    if (count == 0) return;
+    // One rank: the all-reduce is the identity, and the host path does not round to 16 bits then.
+    const bool compress = options_.compression != Compression::none && world_size_ > 1;
+    const bool bf16 = options_.compression == Compression::bf16;
+    const Compression wire = compress ? options_.compression : Compression::none;
+    char* payload = reinterpret_cast<char*>(data);
+    if (compress) {
+      payload = static_cast<char*>(buffers_.wire) + offset * static_cast<int64_t>(sizeof(uint16_t));
+      cuda::launch_f32_to_16bit(data, reinterpret_cast<uint16_t*>(payload), count, bf16, stream_);
+    }
+    if (options_.shape == Algorithm::flat) {
+      ncclComm_t world = static_cast<ncclComm_t>(comms_->world());
+      ST_CHECK_NCCL(
+          ncclAllReduce(payload, payload, static_cast<std::size_t>(count), nccl_type(wire), ncclSum, world, stream_),
+          world);
+    } else {
+      reduce_hierarchical(payload, offset, count, wire);
+    }
+    if (compress) cuda::launch_16bit_to_f32(reinterpret_cast<uint16_t*>(payload), data, count, bf16, stream_);
+    if (world_size_ > 1) cuda::launch_divide_f32(data, static_cast<float>(world_size_), count, stream_);
+  }
+
+  void reduce_hierarchical(char* payload, int64_t offset, int64_t count, Compression wire) {
+    ncclComm_t node = static_cast<ncclComm_t>(comms_->node());
+    const ncclDataType_t type = nccl_type(wire);
+    const int64_t eb = static_cast<int64_t>(wire_bytes(wire));
+    const int64_t local = topo_.local_size(), me = topo_.local_rank();
+    const int64_t block = count / local, even = block * local, tail = count - even;
+    char* mine = payload + me * block * eb;
+    if (local > 1 && block > 0)
+      ST_CHECK_NCCL(ncclReduceScatter(payload, mine, static_cast<std::size_t>(block), type, ncclSum, node, stream_),
+                    node);
+    if (local > 1 && tail > 0)
+      ST_CHECK_NCCL(ncclAllReduce(payload + even * eb, payload + even * eb, static_cast<std::size_t>(tail), type,
+                                  ncclSum, node, stream_),
+                    node);
+    if (topo_.cross().size() > 1) {
+      across(mine, offset + me * block, block, wire);
+      across(payload + even * eb, offset + even, tail, wire);
+    }
+    if (local > 1 && block > 0)
+      ST_CHECK_NCCL(ncclAllGather(mine, payload, static_cast<std::size_t>(block), type, node, stream_), node);
+  }
+
+  // The sum of `count` wire elements at `device` (element `offset` of the gradients) over the
+  // ranks of this local rank on every node.
+  void across(char* device, int64_t offset, int64_t count, Compression wire) {
+    if (count == 0) return;
+    if (options_.inter == Transport::nccl) {
+      ncclComm_t cross = static_cast<ncclComm_t>(comms_->cross());
+      ST_CHECK_NCCL(
+          ncclAllReduce(device, device, static_cast<std::size_t>(count), nccl_type(wire), ncclSum, cross, stream_),
+          cross);
+      return;
+    }
+    const std::size_t bytes = static_cast<std::size_t>(count) * wire_bytes(wire);
+    if (!stages_across_nodes()) {  // CUDA-aware MPI on the device pointer, once the stream has written it
+      ST_CHECK_CUDA(cudaEventRecord(staged_, stream_));
+      ST_CHECK_CUDA(cudaEventSynchronize(staged_));
+      allreduce_wire(topo_.cross(), device, count, wire);
+      return;
+    }
+    char* host = static_cast<char*>(buffers_.pinned) + offset * static_cast<int64_t>(wire_bytes(wire));
+    ST_CHECK_CUDA(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_));
+    ST_CHECK_CUDA(cudaEventRecord(staged_, stream_));
+    ST_CHECK_CUDA(cudaEventSynchronize(staged_));
+    allreduce_wire(topo_.cross(), host, count, wire);
+    ST_CHECK_CUDA(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_));
+  }
+
+  // The last step's GPU time per bucket, once its events have completed (the optimizer of that
+  // step waited for them, so by the next step they have in practice).
+  void collect_gpu_times() {
+    if (!measured_steps_) return;
+    measured_steps_ = false;
+    ST_CHECK_CUDA(cudaSetDevice(gpu_));
+    ST_CHECK_CUDA(cudaEventSynchronize(step_done_));
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      float ms = 0.0f;
+      ST_CHECK_CUDA(cudaEventElapsedTime(&ms, began_[b], ended_[b]));
+      gpu_seconds_ += ms / 1e3;
+    }
+  }
+
+  [[noreturn]] void throw_missing_gradients() const {
+    std::ostringstream missing;
+    int n = 0;
+    for (int i = 0; i < grads_.num_segments(); ++i) {
+      if (ready_[i]) continue;
+      if (n < 3) missing << (n ? ", " : "") << grads_.segments[i].name;
+      ++n;
+    }
+    ST_THROW("internal error: backward never marked the gradient of " << n << " parameter(s) ready (" << missing.str()
+                                                                      << (n > 3 ? ", ..." : "")
+                                                                      << "), so their all-reduce could not run");
+  }
+
+  const Topology& topo_;
+  const FlatLayout grads_;
+  const NcclReducerOptions options_;
+  const int gpu_;
+  cudaStream_t compute_;
+  std::unique_ptr<NcclCommunicators> comms_;
+  Buffers buffers_;
+  cudaStream_t stream_ = nullptr;
+  std::vector<cudaEvent_t> events_, ready_events_, began_, ended_;
+  cudaEvent_t step_done_ = nullptr, staged_ = nullptr;
+  std::vector<GradientBucket> buckets_;
+  std::vector<int> bucket_of_;
+  std::vector<char> ready_;
+  std::vector<int> ready_count_;
+  int world_size_ = 1;
+  int next_to_start_ = 0;
+  bool in_step_ = false;
+  bool measured_steps_ = false;
+  double gpu_seconds_ = 0.0;
+
+  std::mutex mutex_;
+  std::condition_variable work_cv_, done_cv_;
+  std::deque<int> queue_;
+  int issued_ = 0;
+  std::exception_ptr error_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+std::unique_ptr<GradientReducer> make_nccl_reducer(Context& ctx, const Topology& topo, const FlatLayout& gradients,
+                                                   const NcclReducerOptions& options) {
+  refuse_shared_gpus_for(topo, options);
+  return std::make_unique<NcclReducer>(ctx, topo, gradients, options);
+}
+
+}  // namespace scaletrain::comm

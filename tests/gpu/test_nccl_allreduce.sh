@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The GPU gradient all-reduce with NCCL (--intra nccl; issue 27, sections 2, 4 and 7) on one GPU,
+# where every NCCL communicator has one rank:
+#   the reducer (scaletrain_gpu_nccl_check --reducer): flat on 1 rank, hierarchical --inter mpi on
+#     1 to 4 emulated nodes of one rank (3: an odd count), in fp32 and fp16/bf16 on the wire, two
+#     steps each, every element the exact mean over ranks; and the pre-flight's all-reduce;
+#   training: ResNet-20, 8 steps on 2 emulated nodes of one rank, hierarchical --intra nccl --inter
+#     mpi against the host-staged --intra mpi; and 1 rank, flat --intra nccl against the default
+#     (nothing reduced). The sums are the same fp32 additions in the same order (MPI across the
+#     emulated nodes in both; a one-rank NCCL communicator copies), so the runs differ only where
+#     cuDNN's algorithms do not repeat bit for bit: losses within 1e-4 relative, parameters and
+#     batch-norm statistics within 1e-3 relative L2 (a bucket missed, summed twice or not divided
+#     is off by tens of percent);
+#   two ranks of one node on the one GPU with --intra nccl: refused on every rank, naming them,
+#     before NCCL is asked, with no rank left waiting; and --intra auto there takes the host-staged
+#     path with a warning.
+# The multi-GPU combinations (node communicators of several ranks, --inter nccl) need a GPU per rank:
+# they run where 2 or more GPUs are visible and say "skip: multigpu" elsewhere.
+# Skips (77) without a GPU, or where this build has no NCCL.
+source "$(dirname "$0")/lib.sh"
+require_gpu
+[ "$DEV" = cuda ] || skip "the NCCL all-reduce needs a GPU (ST_GPU_TEST_DEVICE=$DEV)"
+[ -x "$BIN/scaletrain_gpu_nccl_check" ] || skip "this build has no NCCL (no $BIN/scaletrain_gpu_nccl_check)"
+T=$TMP_ROOT/gpu_nccl_allreduce
+rm -rf "$T" && mkdir -p "$T"
+status=0
+
+nccl_check reducer_flat_one_rank 1 --ranks-per-node 1 --reducer flat
+for n in 1 2 3 4; do nccl_check "reducer_hierarchical_${n}x1" "$n" --ranks-per-node 1 --reducer hierarchical; done
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+if [ "${gpus:-0}" -ge 2 ]; then
+  nccl_check multigpu_reducer_hierarchical_1x2 2 --ranks-per-node 2 --reducer hierarchical
+  nccl_check multigpu_reducer_flat_2 2 --ranks-per-node 2 --reducer flat
+  nccl_check multigpu_reducer_inter_nccl_2x1 2 --ranks-per-node 1 --reducer hierarchical:nccl
+else
+  echo "skip: multigpu: ${gpus:-0} GPU visible; NCCL communicators of several ranks need a GPU each"
+fi
+
+synthetic_data "$T/data" 256 32 32,32,3 10
+common=(--model resnet20 --data "$T/data" --epochs 1 --max-steps 8 --batch-size 16 --seed 5 --base-lr 0.05
+  --lr-schedule constant --warmup-epochs 0 --momentum 0.9 --log-every 1 --eval-every 1 --bucket-mb 0.25
+  --allreduce hierarchical)
+run_train nccl 2 cuda "--ranks-per-node 1 --intra nccl" "${common[@]}"
+run_train staged 2 cuda "--ranks-per-node 1 --intra mpi" "${common[@]}"
+run_train flat_nccl 1 cuda "--allreduce flat --intra nccl" "${common[@]}"
+run_train one_rank 1 cuda "--allreduce flat" "${common[@]}"
+grep -q "all-reduce: hierarchical on the GPU: NCCL inside the node, MPI across nodes staged through pinned host" \
+  "$T/nccl.log" || { echo "FAIL: the NCCL run does not say its path: $(grep 'all-reduce' "$T/nccl.log")"; status=1; }
+$PY - "$T" <<'PY' || status=1
+import json, sys
+T = sys.argv[1]
+for run, intra in [("nccl", "nccl"), ("staged", "mpi"), ("flat_nccl", "nccl")]:
+    o = json.load(open(f"{T}/{run}/report.json"))["allreduce_options"]
+    assert o["intra"] == intra and o["inter"] == "mpi", (run, o)
+    assert (o["nccl"] is not None) == (intra == "nccl"), (run, o)
+print("ok: report.json's allreduce_options name the transports and NCCL's version")
+PY
+for pair in "nccl staged" "flat_nccl one_rank"; do
+  set -- $pair
+  compare_losses "$T/$1.log" "$T/$2.log" 1e-4 0 8 || status=1
+  compare_checkpoints --what params --tolerance 1e-3 "$T/$1" "$T/$2" || status=1
+  compare_checkpoints --what buffers --tolerance 1e-3 "$T/$1" "$T/$2" || status=1
+done
+
+# Two ranks of one node on the one GPU: --intra nccl refused on every rank; auto falls back.
+out=$(timeout 60 mpirun -np 2 --oversubscribe --bind-to none "$BIN/scaletrain" train --device cuda "${common[@]}" \
+  --ranks-per-node 2 --intra nccl --output-dir "$T/refused" 2>&1) &&
+  { echo "FAIL: --intra nccl on a shared GPU ran"; status=1; }
+grep -q "intra nccl: NCCL needs one GPU per rank .*ranks 0 and 1 share GPU" <<<"$out" ||
+  { echo "FAIL: the refusal does not name ranks 0 and 1: $(head -5 <<<"$out")"; status=1; }
+run_train shared_auto 2 cuda "--ranks-per-node 2 --max-steps 2" "${common[@]}"
+grep -q "warning: all-reduce through host memory (--intra mpi), not NCCL: ranks 0 and 1 share GPU" \
+  "$T/shared_auto.log" || { echo "FAIL: --intra auto on a shared GPU gave no warning"; status=1; }
+[ $status = 0 ] || fail "the NCCL all-reduce (above; logs in $T)"
+echo "PASS"
