@@ -158,6 +158,7 @@ struct StallWatchdog::Impl {
       std::unique_lock<std::mutex> lock(mutex);
       while (!cv.wait_for(lock, std::chrono::duration<double>(period), [this] { return stop; })) {
         lock.unlock();
+        abort_on_communication_error();
         if (comm.rank() == 0)
           serve_as_root();
         else
@@ -279,6 +280,19 @@ struct StallWatchdog::Impl {
                                 : std::string()));
       warned = true;
     }
+  }
+
+  // StallOptions::poll_error: a failure found on this rank ends the job now.
+  void abort_on_communication_error() {
+    if (!options.poll_error) return;
+    const std::string error = options.poll_error();
+    if (error.empty()) return;
+    std::fprintf(stderr, "scaletrain: error: [rank %d on %s] %s; aborting the job\n", comm.rank(),
+                 hosts[comm.rank()].c_str(), error.c_str());
+    std::fflush(stderr);
+    std::fflush(stdout);
+    say_last_words("rank " + std::to_string(comm.rank()) + ": " + error);
+    MPI_Abort(MPI_COMM_WORLD, kExitStalled);
   }
 
   [[noreturn]] void abort_for_silence(const RankProgress& r, int signal) {

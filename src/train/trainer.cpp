@@ -22,7 +22,9 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -262,6 +264,26 @@ class Training {
   report::CheckpointTotals checkpoints_;
 };
 
+// What the stall watchdog polls (StallOptions::poll_error): the reducer's transport errors (NCCL's
+// asynchronous ones), and the test hook SCALETRAIN_INJECT_COMM_ERROR=STEP:RANK, with which rank
+// RANK reports one from step STEP on (cli.train_stall: the job then ends at once, naming it).
+std::function<std::string()> communication_error_poll(const comm::GradientReducer& reducer, int rank) {
+  const char* hook = std::getenv("SCALETRAIN_INJECT_COMM_ERROR");
+  long long step = 0, on_rank = -1;
+  if (hook != nullptr && *hook != '\0') {
+    char* end = nullptr;
+    step = std::strtoll(hook, &end, 10);
+    if (*end == ':') on_rank = std::strtoll(end + 1, &end, 10);
+    ST_CHECK(step >= 1 && on_rank >= 0 && *end == '\0',
+             "SCALETRAIN_INJECT_COMM_ERROR='" << hook << "' is not STEP:RANK with STEP >= 1 (a test hook)");
+  }
+  if (on_rank != rank) return [&reducer] { return reducer.communication_error(); };
+  return [&reducer, step] {
+    if (progress::now().step >= step) return std::string("injected communication error (SCALETRAIN_INJECT_COMM_ERROR)");
+    return reducer.communication_error();
+  };
+}
+
 Training::Training(const comm::Communicator& comm, const TrainConfig& config, const Json& resolved_config)
     : comm_(comm), cfg_(config), resolved_config_(resolved_config) {
   check_train_config(cfg_);
@@ -283,7 +305,9 @@ Training::Training(const comm::Communicator& comm, const TrainConfig& config, co
   if (cfg_.trace) trace::start();
   if (cfg_.preflight || cfg_.min_busbw > 0)
     preflight_ = comm::run_preflight(comm_, *reducer_, state_->params().parameter_count(), cfg_.min_busbw);
-  watchdog_ = std::make_unique<comm::StallWatchdog>(comm_, stall_options(cfg_));
+  comm::StallOptions stall = stall_options(cfg_);
+  stall.poll_error = communication_error_poll(*reducer_, comm_.rank());
+  watchdog_ = std::make_unique<comm::StallWatchdog>(comm_, stall);
 }
 
 // --device: every rank agrees on the device; a CUDA context on the rank's GPU, or the CPU.

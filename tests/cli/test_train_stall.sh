@@ -2,7 +2,8 @@
 # Stalled and dead ranks (issue 9): one rank of a 2-rank run is stopped with SIGSTOP; the stall
 # warning names it (rank and host) within --stall-warn-s + 10 s, and after --stall-abort-s the
 # job ends on every rank with exit code 3 and the same account. A rank killed with SIGKILL ends
-# the job within 30 s, and mpirun's message names the rank and its host.
+# the job within 30 s, and mpirun's message names the rank and its host. A transport error polled
+# by the watchdog (NCCL's asynchronous errors; a test hook here) ends the job at once, naming it.
 source "$(dirname "$0")/lib.sh"
 T=$TMP_ROOT/train_stall
 rm -rf "$T" && mkdir -p "$T"
@@ -79,4 +80,14 @@ grep -q "stalled, aborting the job: .*its data loader reading $hang_shard: sampl
   fail "the abort does not name the shard: $(tail -n 5 "$T/hung.log")"
 no_scaletrain_left
 echo "ok: $(grep -m1 -o "its data loader reading [^;]*" "$T/hung.log")"
+echo "== a transport error (NCCL's asynchronous errors; here the test hook): the job ends at once"
+rc=0
+start=$SECONDS
+SCALETRAIN_INJECT_COMM_ERROR=30:1 "${TRAIN[@]}" --output-dir "$T/comm_error" --stall-warn-s 2 \
+  >"$T/comm_error.log" 2>&1 || rc=$?  # mpirun's local ranks inherit the environment
+[ "$rc" -eq 3 ] || fail "exit code $rc after a transport error, expected 3: $(tail -n 8 "$T/comm_error.log")"
+grep -q "scaletrain: error: \[rank 1 on $host\] injected communication error (SCALETRAIN_INJECT_COMM_ERROR); aborting" \
+  "$T/comm_error.log" || fail "the abort does not name rank 1 and its error: $(tail -n 8 "$T/comm_error.log")"
+no_scaletrain_left
+echo "ok: a transport error on rank 1 ended the job in $((SECONDS - start)) s (exit 3)"
 echo "stall tests passed"

@@ -13,9 +13,12 @@
 // While the job is stopping (a SIGTERM or SIGUSR1 came), a rank silent for 5 s is taken for dead
 // and the job is aborted at once, naming it: under srun the survivors of a killed rank get
 // SIGTERM while they wait for it in a collective, and would otherwise wait for SIGKILL.
+// A communication library's own error (NCCL's asynchronous errors, StallOptions::poll_error) aborts
+// the job as soon as a rank's thread sees it, with the same exit code.
 // Only point-to-point messages with MPI_Test/MPI_Iprobe: nothing here blocks on another rank.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +33,11 @@ constexpr int kExitStalled = 3;
 struct StallOptions {
   double warn_s = 60.0;
   double abort_s = 600.0;  // 0: never abort
+  // Polled by every rank's thread with each heartbeat: "" while the communication is well, else
+  // what failed (the NCCL reducer's ncclCommGetAsyncError). A failure aborts the job at once,
+  // naming the rank and the error: NCCL's kernels wait forever for a peer that is gone, and the
+  // stall limit would otherwise hold the GPUs for abort_s. Empty: nothing to poll.
+  std::function<std::string()> poll_error;
 };
 
 class StallWatchdog {

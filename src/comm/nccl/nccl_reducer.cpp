@@ -224,6 +224,8 @@ class NcclReducer final : public GradientReducer {
 
   std::string algorithm_for(int64_t) const override { return algorithm_name(options_.shape); }
 
+  std::string communication_error() const override { return comms_->async_error(); }
+
   // The pre-flight's all-reduce of `count` floats (host memory from the pre-flight, or device
   // memory), between steps: the communication thread is idle, so this thread may call NCCL.
   void allreduce_now(float* data, int64_t count) override {
