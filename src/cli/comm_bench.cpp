@@ -20,21 +20,32 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <limits>
+#include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/option_ranges.hpp"
+#include "scaletrain/backend/context.hpp"
 #include "scaletrain/cli/commands.hpp"
 #include "scaletrain/cli/guard.hpp"
 #include "scaletrain/comm/allreduce.hpp"
 #include "scaletrain/comm/communicator.hpp"
+#include "scaletrain/comm/gradient_reducer.hpp"
+#include "scaletrain/comm/nccl_reducer.hpp"
 #include "scaletrain/comm/topology.hpp"
+#include "scaletrain/comm/transport.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/json.hpp"
 #include "scaletrain/core/memory.hpp"
+#include "scaletrain/tensor/flat_layout.hpp"
+#include "scaletrain/tensor/tensor.hpp"
+#include "scaletrain/train/device_choice.hpp"
+#include "scaletrain/train/gpu_binding.hpp"
 
 namespace po = boost::program_options;
 
@@ -50,7 +61,11 @@ constexpr int64_t kMaxMpiCount = int64_t{1} << 30;
 constexpr double kMemoryFactor = 3.5;
 constexpr int64_t kMaxBytes = int64_t{1} << 40;
 
-enum class Bench { flat, hierarchical, mpi };
+// On the CPU: flat and hierarchical (our MPI layer). With --device cuda, on GPU memory: nccl (one
+// NCCL all-reduce over the world), hierarchical (NCCL in the node, MPI across nodes),
+// hierarchical-nccl (NCCL at both levels) and staged (copied to host memory, our hierarchical MPI,
+// copied back: the --intra mpi path). The baseline mpi is MPI_Allreduce on host memory, always.
+enum class Bench { flat, hierarchical, mpi, nccl, hierarchical_nccl, staged };
 
 const char* bench_name(Bench b) {
   switch (b) {
@@ -58,6 +73,12 @@ const char* bench_name(Bench b) {
       return "flat";
     case Bench::hierarchical:
       return "hierarchical";
+    case Bench::nccl:
+      return "nccl";
+    case Bench::hierarchical_nccl:
+      return "hierarchical-nccl";
+    case Bench::staged:
+      return "staged";
     default:
       return "mpi";
   }
@@ -70,6 +91,7 @@ struct Options {
   bool p2p = false;
   std::string p2p_bytes = "64M";
   int p2p_iters = 5;
+  std::string device = "cpu";
 };
 
 // "8", "64K", "64KiB", "1G": binary multiples (as nccl-tests' -b/-e), so 1K = 1024 bytes.
@@ -111,21 +133,30 @@ std::string human_bytes(double bytes) {
   return buf;
 }
 
-std::vector<Bench> parse_algorithms(const std::string& text) {
+std::vector<Bench> parse_algorithms(const std::string& text, bool cuda) {
+  const char* known = cuda ? "nccl, hierarchical, hierarchical-nccl, staged" : "flat, hierarchical";
   std::vector<Bench> out;
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
     Bench b;
-    if (item == "flat")
+    if (item == "flat" && !cuda)
       b = Bench::flat;
     else if (item == "hierarchical")
       b = Bench::hierarchical;
     else if (item == "mpi")
       b = Bench::mpi;
+    else if (cuda && item == "nccl")
+      b = Bench::nccl;
+    else if (cuda && item == "hierarchical-nccl")
+      b = Bench::hierarchical_nccl;
+    else if (cuda && item == "staged")
+      b = Bench::staged;
     else
-      throw UsageError("unknown algorithm '" + item + "' in --algorithms '" + text +
-                       "' (known: flat, hierarchical; mpi, the MPI_Allreduce baseline, always runs)");
+      throw UsageError("unknown algorithm '" + item + "' in --algorithms '" + text + "' " +
+                       (cuda ? "with --device cuda" : "on the CPU") + " (known: " + known +
+                       "; mpi, the MPI_Allreduce baseline, always runs" +
+                       (cuda ? ")" : "; nccl, hierarchical-nccl and staged need --device cuda)"));
     if (std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
   }
   // The baseline runs in every benchmark, last, so that every row has its reference.
@@ -228,41 +259,28 @@ struct Row {
   int64_t wrong = 0;
 };
 
+// One benchmark's buffers and algorithms; measure() is the same for every device: one untimed
+// all-reduce of the test pattern, checked, then warm-up and timed iterations on zeros.
 class Runner {
  public:
-  Runner(const Options& o, const comm::Topology& topo, const BenchComm& bc, comm::Compression compression)
-      : o_(o), topo_(topo), bc_(bc), compression_(compression) {}
+  Runner(const Options& o, const BenchComm& bc) : o_(o), bc_(bc) {}
+  virtual ~Runner() = default;
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
 
-  void reduce(Bench b, float* data, int64_t count) const {
-    switch (b) {
-      case Bench::flat:
-        comm::allreduce_flat(topo_, data, count, compression_);
-        break;
-      case Bench::hierarchical:
-        comm::allreduce_hierarchical(topo_, data, count, compression_);
-        break;
-      case Bench::mpi:
-        for (int64_t start = 0; start < count; start += kMaxMpiCount) {
-          const int n = static_cast<int>(std::min(kMaxMpiCount, count - start));
-          ST_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, data + start, n, MPI_FLOAT, MPI_SUM, bc_.get()));
-        }
-        break;
-    }
-  }
-
-  Row measure(Bench b, float* data, int64_t count) const {
+  Row measure(Bench b, int64_t count) {
     Row row;
     row.algorithm = b;
     row.bytes = count * static_cast<int64_t>(sizeof(float));
-    fill_pattern(data, count, bc_.rank());
+    fill(b, count);
     bc_.barrier();
-    reduce(b, data, count);
-    row.wrong = bc_.sum(count_wrong(data, count, bc_.size()));
-    std::fill(data, data + count, 0.0f);
-    for (int i = 0; i < o_.warmup; ++i) reduce(b, data, count);
+    reduce(b, count);
+    row.wrong = bc_.sum(wrong(b, count));
+    zero(b, count);
+    for (int i = 0; i < o_.warmup; ++i) reduce(b, count);
     bc_.barrier();
     const double t0 = MPI_Wtime();
-    for (int i = 0; i < o_.iters; ++i) reduce(b, data, count);
+    for (int i = 0; i < o_.iters; ++i) reduce(b, count);  // each returns with its result in place
     const double mean = (MPI_Wtime() - t0) / o_.iters;
     const double seconds = bc_.max(mean);
     const int n = bc_.size();
@@ -272,11 +290,119 @@ class Runner {
     return row;
   }
 
- private:
+ protected:
+  // The first `count` elements of the benchmark's buffer for `b`: the pattern, the all-reduce, the
+  // elements that differ from the pattern's sum, zeros.
+  virtual void fill(Bench b, int64_t count) = 0;
+  virtual void reduce(Bench b, int64_t count) = 0;
+  virtual int64_t wrong(Bench b, int64_t count) = 0;
+  virtual void zero(Bench b, int64_t count) = 0;
+
+  // MPI_Allreduce of host memory: the baseline.
+  void mpi_allreduce(float* data, int64_t count) const {
+    for (int64_t start = 0; start < count; start += kMaxMpiCount) {
+      const int n = static_cast<int>(std::min(kMaxMpiCount, count - start));
+      ST_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, data + start, n, MPI_FLOAT, MPI_SUM, bc_.get()));
+    }
+  }
+
   const Options& o_;
-  const comm::Topology& topo_;
   const BenchComm& bc_;
+};
+
+// On the CPU: our MPI layer and the baseline on one host buffer.
+class HostRunner final : public Runner {
+ public:
+  HostRunner(const Options& o, const comm::Topology& topo, const BenchComm& bc, comm::Compression compression,
+             int64_t max_count)
+      : Runner(o, bc), topo_(topo), compression_(compression), buffer_(static_cast<std::size_t>(max_count)) {}
+
+ private:
+  void fill(Bench, int64_t count) override { fill_pattern(buffer_.data(), count, bc_.rank()); }
+  int64_t wrong(Bench, int64_t count) override { return count_wrong(buffer_.data(), count, bc_.size()); }
+  void zero(Bench, int64_t count) override { std::fill(buffer_.begin(), buffer_.begin() + count, 0.0f); }
+  void reduce(Bench b, int64_t count) override {
+    if (b == Bench::flat)
+      comm::allreduce_flat(topo_, buffer_.data(), count, compression_);
+    else if (b == Bench::hierarchical)
+      comm::allreduce_hierarchical(topo_, buffer_.data(), count, compression_);
+    else
+      mpi_allreduce(buffer_.data(), count);
+  }
+
+  const comm::Topology& topo_;
   comm::Compression compression_;
+  std::vector<float> buffer_;
+};
+
+// --device cuda: the NCCL reducers (allreduce_now: the sum) and the host-staged path on one GPU buffer,
+// the baseline on a host buffer. Each NCCL algorithm's reducer is built once, collectively.
+class DeviceRunner final : public Runner {
+ public:
+  DeviceRunner(const Options& o, const comm::Topology& topo, const BenchComm& bc, comm::Compression compression,
+               int64_t max_count, Context& ctx, const comm::SharedGpuCheck& shared, bool cuda_aware)
+      : Runner(o, bc),
+        topo_(topo),
+        compression_(compression),
+        device_(Tensor::zeros({max_count}, DType::f32, Device::cuda)),
+        host_(Tensor::zeros({max_count})),
+        ctx_(ctx),
+        shared_(shared),
+        cuda_aware_(cuda_aware) {
+    layout_.flat = &device_;
+    layout_.segments.push_back({"buffer", 0, max_count});
+  }
+
+  void build(Bench b) {
+    if (b == Bench::staged || b == Bench::mpi) return;
+    comm::NcclReducerOptions r;
+    r.shape = shape(b);
+    r.inter = b == Bench::hierarchical_nccl ? comm::Transport::nccl : comm::Transport::mpi;
+    r.cuda_aware_mpi = cuda_aware_;
+    r.compression = compression_;
+    r.shared_gpus = shared_;
+    reducers_[static_cast<int>(b)] = comm::make_nccl_reducer(ctx_, topo_, layout_, r);
+  }
+
+ private:
+  static comm::Algorithm shape(Bench b) {
+    return b == Bench::nccl ? comm::Algorithm::flat : comm::Algorithm::hierarchical;
+  }
+  float* host() { return host_.data<float>(); }
+  Tensor part(Tensor& t, int64_t count) { return Tensor::view_of(t, 0, {count}); }
+
+  void fill(Bench b, int64_t count) override {
+    fill_pattern(host(), count, bc_.rank());
+    if (b != Bench::mpi) part(device_, count).copy_from(part(host_, count));
+  }
+  int64_t wrong(Bench b, int64_t count) override {
+    if (b != Bench::mpi) part(host_, count).copy_from(part(device_, count));
+    return count_wrong(host(), count, bc_.size());
+  }
+  void zero(Bench b, int64_t count) override {
+    std::fill(host(), host() + count, 0.0f);
+    if (b != Bench::mpi) part(device_, count).copy_from(part(host_, count));
+  }
+  void reduce(Bench b, int64_t count) override {
+    if (b == Bench::mpi) {
+      mpi_allreduce(host(), count);
+    } else if (b == Bench::staged) {  // --intra mpi: out to host memory, our hierarchical MPI, back
+      part(host_, count).copy_from(part(device_, count));
+      comm::allreduce_hierarchical(topo_, host(), count, compression_);
+      part(device_, count).copy_from(part(host_, count));
+    } else {
+      reducers_.at(static_cast<int>(b))->allreduce_now(static_cast<float*>(device_.raw()), count);
+    }
+  }
+
+  const comm::Topology& topo_;
+  comm::Compression compression_;
+  Tensor device_, host_;
+  FlatLayout layout_;
+  Context& ctx_;
+  comm::SharedGpuCheck shared_;
+  bool cuda_aware_;
+  std::map<int, std::unique_ptr<comm::GradientReducer>> reducers_;
 };
 
 // Bandwidths up to 99999.99 with two decimals; beyond (one rank: nothing moves) in %g.
@@ -297,8 +423,13 @@ void print_preamble(const comm::Topology& topo, int ranks, int host_ranks) {
 // ---------------------------------------------------------------------------------------------
 // all-reduce sweep
 
+// The sizes that fit, the header, a line per size, the averages; `make_runner` builds the runner
+// for the largest size kept. `device_lines`: rank 0's account of the device (--device cuda).
+using MakeRunner = std::function<std::unique_ptr<Runner>(int64_t max_count)>;
+
 int run_sweep(const Options& o, const comm::Topology& topo, const BenchComm& bc, const std::vector<Bench>& algos,
-              comm::Compression compression, const std::vector<int64_t>& requested_sizes) {
+              comm::Compression compression, const std::vector<int64_t>& requested_sizes, const MakeRunner& make_runner,
+              const std::vector<std::string>& device_lines) {
   const int n = bc.size();
   const bool root = bc.rank() == 0;
   const int host_ranks = ranks_on_host();
@@ -314,13 +445,17 @@ int run_sweep(const Options& o, const comm::Topology& topo, const BenchComm& bc,
              << kMemoryFactor << " x " << human_bytes(requested_sizes.front()) << " > " << human_bytes(available)
              << " available");
 
+  const std::unique_ptr<Runner> runner = make_runner(sizes.back() / 4);
   if (root) {
     print_preamble(topo, n, host_ranks);
+    for (const std::string& line : device_lines) std::printf("# %s\n", line.c_str());
     std::printf(
-        "# all-reduce, sum of float32, in place; %d warm-up + %d timed iterations per size; time = max over ranks of\n"
+        "# all-reduce, sum of float32, in place; %d warm-up + %d timed iterations per size; time = max over ranks "
+        "of\n"
         "# the mean per iteration; algbw = bytes/time, busbw = algbw*2(n-1)/n (nccl-tests), 1 GB = 1e9 B\n"
-        "# compression %s for flat and hierarchical; mpi = MPI_Allreduce (float32), the baseline\n",
-        o.warmup, o.iters, comm::compression_name(compression));
+        "# compression %s for %s; mpi = MPI_Allreduce (float32, host memory), the baseline\n",
+        o.warmup, o.iters, comm::compression_name(compression),
+        o.device == "cuda" ? "the GPU's algorithms" : "flat and hierarchical");
     if (compression == comm::Compression::bf16 && 5 * n > 256)
       std::printf("# note: with bf16 on more than 51 ranks partial sums exceed 256 and round: #wrong may count that\n");
     if (compression == comm::Compression::fp16 && 5 * n > 2048)
@@ -351,16 +486,14 @@ int run_sweep(const Options& o, const comm::Topology& topo, const BenchComm& bc,
     std::fflush(stdout);
   }
 
-  std::vector<float> buffer(static_cast<std::size_t>(sizes.back() / 4));
   std::vector<Row> rows;
-  const Runner runner(o, topo, bc, compression);
   for (int64_t bytes : sizes) {
     std::string line;
     char buf[96];
     std::snprintf(buf, sizeof buf, " %12lld %11lld", static_cast<long long>(bytes), static_cast<long long>(bytes / 4));
     line += buf;
     for (Bench b : algos) {
-      const Row row = runner.measure(b, buffer.data(), bytes / 4);
+      const Row row = runner->measure(b, bytes / 4);
       rows.push_back(row);
       std::snprintf(buf, sizeof buf, " %10.2f", row.time_us);
       line += buf + (" " + fmt_number(row.algbw, 8)) + " " + fmt_number(row.busbw, 8);
@@ -418,6 +551,62 @@ int run_sweep(const Options& o, const comm::Topology& topo, const BenchComm& bc,
                    static_cast<long long>(wrong));
   }
   return wrong > 0 ? 1 : 0;
+}
+
+// --device cuda: "" where the GPU algorithm `b` can run on these ranks and GPUs, else why not (the
+// same on every rank): NCCL missing, nodes of unequal size, or two members of one of its NCCL
+// communicators on one GPU. Collective.
+std::string device_bench_unavailable(Bench b, const comm::Topology& topo, const comm::SharedGpuCheck& shared,
+                                     const std::string& nccl_missing) {
+  if (b == Bench::mpi) return "";
+  if (b == Bench::staged) return topo.uniform() ? "" : "nodes of unequal size (" + topo.describe() + ")";
+  if (!nccl_missing.empty()) return nccl_missing;
+  if (b != Bench::nccl && !topo.uniform()) return "nodes of unequal size (" + topo.describe() + ")";
+  const comm::Transport inter = b == Bench::hierarchical_nccl ? comm::Transport::nccl : comm::Transport::mpi;
+  return comm::nccl_shared_gpus(topo, b == Bench::nccl ? comm::Algorithm::flat : comm::Algorithm::hierarchical, inter,
+                                shared);
+}
+
+// The sweep on GPU memory: each rank on its GPU (the device choice's), the algorithms that cannot
+// run here left out with the reason (one GPU for several ranks: every NCCL communicator of more
+// than one rank), NCCL's version and the MPI's CUDA-awareness in the preamble.
+int run_device_sweep(const Options& o, const comm::Topology& topo, const BenchComm& bc, const std::vector<Bench>& algos,
+                     comm::Compression compression, const std::vector<int64_t>& sizes,
+                     const train::DeviceChoice& device) {
+  Context ctx(Device::cuda, 1, device.gpu_index);
+  const std::vector<train::BindingRow> rows = device.binding;
+  const comm::SharedGpuCheck shared = [&rows](const std::vector<int>& members) {
+    return train::gpus_shared_within(rows, members);
+  };
+  std::string nccl_missing, version;
+  try {
+    version = comm::nccl_runtime_version();
+  } catch (const std::exception& e) {
+    nccl_missing = std::string("NCCL is not available: ") + e.what();
+  }
+  for (const std::string& why : topo.world().allgather(nccl_missing))
+    if (!why.empty()) nccl_missing = why;
+  const comm::CudaAwareMpi mpi = comm::query_cuda_aware_mpi();
+  const bool cuda_aware = topo.world().allreduce_and(mpi.supported) && compression == comm::Compression::none;
+  std::vector<std::string> lines = device.log_lines;
+  lines.push_back(nccl_missing.empty() ? "NCCL " + version : nccl_missing);
+  lines.push_back(std::string("hierarchical: NCCL inside the node, MPI across nodes ") +
+                  (cuda_aware ? "on GPU memory (CUDA-aware; " : "staged through pinned host memory (") + mpi.detail +
+                  "); staged: to host memory, scaletrain's hierarchical MPI, back (--intra mpi)");
+  std::vector<Bench> kept;
+  for (Bench b : algos) {
+    const std::string why = device_bench_unavailable(b, topo, shared, nccl_missing);
+    if (why.empty())
+      kept.push_back(b);
+    else
+      lines.push_back(std::string(bench_name(b)) + ": not run: " + why);
+  }
+  const MakeRunner make = [&](int64_t max_count) -> std::unique_ptr<Runner> {
+    auto runner = std::make_unique<DeviceRunner>(o, topo, bc, compression, max_count, ctx, shared, cuda_aware);
+    for (Bench b : kept) runner->build(b);
+    return runner;
+  };
+  return run_sweep(o, topo, bc, kept, compression, sizes, make, lines);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -532,11 +721,18 @@ int comm_bench_main(int argc, char** argv) {
       "with a message; see docs/performance.md)")(
       "step-factor", po::value(&o.step_factor)->default_value(o.step_factor)->value_name("F"),
       "each size is this many times the previous one (an integer >= 2)")(
+      "device", po::value(&o.device)->default_value(o.device)->value_name("D"),
+      "cpu | cuda | auto: where the buffers are. cuda: each rank's own GPU (as train --device cuda chooses it), and "
+      "the GPU's algorithms below; auto: cuda where every rank sees a GPU, else cpu")(
       "algorithms", po::value(&o.algorithms)->default_value(o.algorithms)->value_name("LIST"),
       "comma-separated: flat (one MPI_Allreduce of the world, through scaletrain's layer), hierarchical "
-      "(intra-node reduce-scatter, cross-node all-reduce, intra-node all-gather). MPI_Allreduce itself runs "
-      "as the baseline 'mpi' in every benchmark")("iters", po::value(&o.iters)->default_value(o.iters)->value_name("N"),
-                                                  "timed iterations per size and algorithm")(
+      "(intra-node reduce-scatter, cross-node all-reduce, intra-node all-gather). With --device cuda (default "
+      "there: nccl,hierarchical,staged): nccl (one NCCL all-reduce over the world), hierarchical (NCCL inside "
+      "the node, MPI across nodes), hierarchical-nccl (NCCL at both levels), staged (to host memory, hierarchical "
+      "MPI, back: train's --intra mpi); those that cannot run on these GPUs (NCCL refuses two ranks of one "
+      "communicator on a GPU) are left out, saying why. MPI_Allreduce of host memory runs as the baseline 'mpi' "
+      "in every benchmark")("iters", po::value(&o.iters)->default_value(o.iters)->value_name("N"),
+                            "timed iterations per size and algorithm")(
       "warmup", po::value(&o.warmup)->default_value(o.warmup)->value_name("N"), "untimed iterations before them")(
       "ranks-per-node", po::value(&o.ranks_per_node)->default_value(o.ranks_per_node)->value_name("N"),
       "emulate nodes of N ranks (ranks k*N .. k*N+N-1 form node k); without it (shown as 0): the "
@@ -587,7 +783,7 @@ int comm_bench_main(int argc, char** argv) {
   // --step-factor, --iters, --warmup, --p2p-iters and --ranks-per-node: checked by their ranges.
   if (o.compression != "none" && o.compression != "fp16" && o.compression != "bf16")
     throw UsageError("unknown --grad-compression '" + o.compression + "' (known: none, fp16, bf16)");
-  const std::vector<Bench> algos = parse_algorithms(o.algorithms);
+  const train::DeviceRequest request = train::parse_device_request(o.device);  // before any MPI work
   const int64_t p2p_bytes = parse_bytes("p2p-bytes", o.p2p_bytes);
   if (p2p_bytes < 1 || p2p_bytes > (int64_t{1} << 30))
     throw UsageError("--p2p-bytes must be from 1 byte to 1G, got " + o.p2p_bytes);
@@ -613,6 +809,11 @@ int comm_bench_main(int argc, char** argv) {
 
   const comm::Communicator world = comm::Communicator::world();
   const comm::Topology topo = comm::Topology::build(world, o.ranks_per_node);
+  // Every rank alike: a GPU each (--device cuda refuses where some rank has none), or the CPU.
+  const train::DeviceChoice device = train::choose_device(world, request, kProgram, "");
+  const bool cuda = device.device == Device::cuda;
+  if (cuda && vm["algorithms"].defaulted()) o.algorithms = "nccl,hierarchical,staged";
+  const std::vector<Bench> algos = parse_algorithms(o.algorithms, cuda);
   // The benchmark buffer and the algorithms' scratch (about as large again), before allocating.
   check_memory_request(2 * max_bytes, topo.local_size(), "--max-bytes " + o.max_bytes + " (the buffer and scratch)",
                        "lower --max-bytes");
@@ -622,8 +823,21 @@ int comm_bench_main(int argc, char** argv) {
                      topo.describe() + "; choose a --ranks-per-node that divides the " + std::to_string(bc.size()) +
                      " ranks, or --algorithms flat");
 
-  if (o.p2p) return run_p2p(o, topo, bc, p2p_bytes);
-  return run_sweep(o, topo, bc, algos, comm::parse_compression(o.compression), sizes);
+  const comm::Compression compression = comm::parse_compression(o.compression);
+  if (o.p2p) {
+    if (o.device == "cuda")
+      throw UsageError("--p2p with --device cuda is not built yet: the matrix measures host memory (use --device cpu)");
+    return run_p2p(o, topo, bc, p2p_bytes);
+  }
+  if (device.device == Device::cpu) {
+    const MakeRunner host = [&](int64_t max_count) -> std::unique_ptr<Runner> {
+      return std::make_unique<HostRunner>(o, topo, bc, compression, max_count);
+    };
+    // --device auto says why it took the CPU; --device cpu has nothing to say.
+    return run_sweep(o, topo, bc, algos, compression, sizes, host,
+                     o.device == "cpu" ? std::vector<std::string>{} : device.log_lines);
+  }
+  return run_device_sweep(o, topo, bc, algos, compression, sizes, device);
 }
 
 }  // namespace

@@ -20,8 +20,10 @@ constexpr int64_t kPreflightMinIters = 3;
 Json run_preflight(const Communicator& comm, GradientReducer& reducer, int64_t count, double min_busbw) {
   const int world = comm.size();
   const int64_t bytes = count * static_cast<int64_t>(sizeof(float));
-  Tensor buffer = Tensor::zeros({count});  // zeros stay zeros: no overflow however many sums
-  float* data = buffer.data<float>();
+  // Zeros stay zeros: no overflow however many sums. Where the reducer works on GPU memory (NCCL),
+  // the buffer is there too, so that the time is the all-reduce's, not a copy's.
+  Tensor buffer = Tensor::zeros({count}, DType::f32, reducer.data_device());
+  float* data = static_cast<float*>(buffer.raw());
   reducer.allreduce_now(data, count);  // warm-up: first-touch, connections
   int64_t iters = 0, round = 1;
   double elapsed = 0.0;

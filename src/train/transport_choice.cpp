@@ -42,6 +42,7 @@ comm::Algorithm shape_of(const TrainConfig& c) {
 // On GPUs: nccl or mpi inside the node, by the rules above.
 void choose_intra_on_gpus(const comm::Communicator& comm, const comm::Topology& topo, const TrainConfig& c,
                           const DeviceChoice& device, TransportChoice& t) {
+  if (c.intra == "mpi") return;  // the host-staged path, as asked
   const bool asked = c.intra == "nccl";
   if (!asked && c.allreduce == "auto") {
     t.notes.push_back(
@@ -102,7 +103,9 @@ TransportChoice choose_transports(const comm::Communicator& comm, const comm::To
   // Device pointers reach MPI only on the level across nodes of --intra nccl --inter mpi.
   if (t.intra == comm::Transport::nccl && t.inter == comm::Transport::mpi &&
       shape_of(c) == comm::Algorithm::hierarchical)
-    t.cuda_aware_mpi = c.cuda_aware_mpi == "on" || (c.cuda_aware_mpi == "auto" && t.mpi.supported);
+    // MPI's 16-bit sum is a host function: 16-bit gradients are staged whatever the MPI.
+    t.cuda_aware_mpi = allreduce_options(c).compression == comm::Compression::none &&
+                       (c.cuda_aware_mpi == "on" || (c.cuda_aware_mpi == "auto" && t.mpi.supported));
   else if (c.cuda_aware_mpi == "on")
     t.notes.push_back(
         "--cuda-aware-mpi on has no effect: only --intra nccl --inter mpi (hierarchical) hands MPI "

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scaletrain-comm-bench (issue 3, section 4): with 1, 2 and 4 ranks (4 emulating 2 nodes) the JSON
 # has one entry per (algorithm, size), no wrong element, nccl-tests' algbw/busbw arithmetic and
-# sizes that follow the step factor; --p2p prints an n x n matrix; bad options fail clearly.
+# sizes that follow the step factor; --p2p prints an n x n matrix; bad options fail clearly, and
+# --device cuda without a GPU too (its GPU runs are in tests/gpu/test_nccl_allreduce.sh).
 source "$(dirname "$0")/lib.sh"
 T=$TMP_ROOT/comm_bench
 rm -rf "$T" && mkdir -p "$T"
@@ -100,6 +101,16 @@ expect_failure "unequal nodes" "needs the same number of ranks on every node" \
 expect_failure "bad SCALETRAIN_RANKS_PER_NODE" "SCALETRAIN_RANKS_PER_NODE" \
   env SCALETRAIN_RANKS_PER_NODE=two mpirun -np 2 --oversubscribe -x SCALETRAIN_RANKS_PER_NODE "$B" --max-bytes 1K
 expect_failure "unknown compression" "unknown --grad-compression 'fp8'" "$B" --grad-compression fp8
+# --device (issue 27, section 5): no GPU here, so cuda is refused on every rank, naming the first
+# rank and why; the GPU's algorithms need it; auto takes the CPU and says why.
+expect_failure "--device cuda without a GPU" "scaletrain-comm-bench --device cuda: no GPU on rank 0" \
+  mpirun -np 2 --oversubscribe "$B" --device cuda --max-bytes 1K
+expect_failure "a GPU algorithm on the CPU" "unknown algorithm 'nccl' in --algorithms 'nccl' on the CPU" \
+  mpirun -np 2 --oversubscribe "$B" --algorithms nccl --max-bytes 1K
+expect_failure "unknown --device" "--device tpu" "$B" --device tpu
+out=$(mpirun -np 2 --oversubscribe "$B" --device auto --max-bytes 64 "${quick[@]}")
+grep -q "^# device: cpu (--device auto: no GPU on rank 0" <<<"$out" || fail "--device auto did not say why the CPU: $out"
+echo "ok: --device auto takes the CPU and says why"
 expect_failure "step factor 1" "--step-factor 1 is out of range: allowed 2 to 1024" "$B" --step-factor 1
 expect_failure "iterations out of range" "--iters 100000000 is out of range: allowed 1 to 10000000 iterations" \
   "$B" --iters 100000000

@@ -11,6 +11,8 @@
 #     cuDNN's algorithms do not repeat bit for bit: losses within 1e-4 relative, parameters and
 #     batch-norm statistics within 1e-3 relative L2 (a bucket missed, summed twice or not divided
 #     is off by tens of percent);
+#   scaletrain-comm-bench --device cuda on 1 rank and 2 emulated nodes: exact sums, nccl left out
+#     where two ranks would share the GPU in one communicator;
 #   two ranks of one node on the one GPU with --intra nccl: refused on every rank, naming them,
 #     before NCCL is asked, with no rank left waiting; and --intra auto there takes the host-staged
 #     path with a warning.
@@ -36,11 +38,44 @@ else
   echo "skip: multigpu: ${gpus:-0} GPU visible; NCCL communicators of several ranks need a GPU each"
 fi
 
+# scaletrain-comm-bench --device cuda (section 5): one rank runs every GPU algorithm; two emulated
+# nodes of one rank on the one GPU leave out nccl (a world of two on one GPU), saying why, and run
+# hierarchical and staged, in fp32 and fp16; every sum exact (#wrong 0, exit 0).
+bench() {
+  local name=$1 np=$2 rc=0
+  shift 2
+  timeout 60 mpirun -np "$np" --oversubscribe --bind-to none "$BIN/scaletrain-comm-bench" --device cuda \
+    --max-bytes 4M --step-factor 16 --iters 3 --warmup 1 --json "$T/$name.json" "$@" >"$T/$name.txt" 2>&1 || rc=$?
+  if [ "$rc" = 0 ]; then
+    echo "ok: comm-bench $name: $(grep 'average busbw' "$T/$name.txt")"
+  else
+    echo "FAIL: comm-bench $name (rc $rc): $(tail -5 "$T/$name.txt")"
+    status=1
+  fi
+}
+bench bench_one_rank 1 --algorithms nccl,hierarchical,hierarchical-nccl,staged
+bench bench_two_nodes 2 --ranks-per-node 1
+bench bench_two_nodes_fp16 2 --ranks-per-node 1 --grad-compression fp16
+grep -q "^# nccl: not run: ranks 0 and 1 share GPU" "$T/bench_two_nodes.txt" ||
+  { echo "FAIL: comm-bench on a shared GPU does not say why nccl is left out"; status=1; }
+$PY - "$T" <<'PY' || status=1
+import json, sys
+T = sys.argv[1]
+for name, algos in [("bench_one_rank", {"nccl", "hierarchical", "hierarchical-nccl", "staged", "mpi"}),
+                    ("bench_two_nodes", {"hierarchical", "staged", "mpi"}),
+                    ("bench_two_nodes_fp16", {"hierarchical", "staged", "mpi"})]:
+    rows = json.load(open(f"{T}/{name}.json"))
+    assert {r["algorithm"] for r in rows} == algos, (name, {r["algorithm"] for r in rows})
+    assert all(r["wrong"] == 0 for r in rows), name
+print("ok: comm-bench --device cuda: the algorithms expected, every sum exact")
+PY
+
 synthetic_data "$T/data" 256 32 32,32,3 10
 common=(--model resnet20 --data "$T/data" --epochs 1 --max-steps 8 --batch-size 16 --seed 5 --base-lr 0.05
   --lr-schedule constant --warmup-epochs 0 --momentum 0.9 --log-every 1 --eval-every 1 --bucket-mb 0.25
   --allreduce hierarchical)
-run_train nccl 2 cuda "--ranks-per-node 1 --intra nccl" "${common[@]}"
+# --cuda-aware-mpi off: the staged path whatever the MPI, so that the two runs sum alike.
+run_train nccl 2 cuda "--ranks-per-node 1 --intra nccl --cuda-aware-mpi off" "${common[@]}"
 run_train staged 2 cuda "--ranks-per-node 1 --intra mpi" "${common[@]}"
 run_train flat_nccl 1 cuda "--allreduce flat --intra nccl" "${common[@]}"
 run_train one_rank 1 cuda "--allreduce flat" "${common[@]}"

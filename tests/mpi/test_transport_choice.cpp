@@ -111,6 +111,12 @@ BOOST_AUTO_TEST_CASE(gpus_of_their_own_take_nccl_inside_the_node_where_it_loads)
     c.intra = "nccl";
     BOOST_TEST(contains(refusal(comm, topo, c, gpus), "--intra nccl: NCCL is not available on rank 0: "));
   }
+  // --intra mpi is the host-staged path, GPUs of their own or not, and loads no NCCL.
+  c.intra = "mpi";
+  const st::train::TransportChoice m = st::train::choose_transports(comm, topo, c, gpus);
+  BOOST_TEST((m.intra == Transport::mpi));
+  BOOST_TEST(m.nccl_version.empty());
+  BOOST_TEST(m.notes.empty(), notes(m));
   // --allreduce auto keeps the host-staged path, and says so.
   c.intra = "auto";
   c.allreduce = "auto";

@@ -52,6 +52,9 @@ class GradientReducer {
   // Sums `count` floats over ranks in place with that algorithm, blocking; only between steps
   // (the pre-flight). Collective.
   virtual void allreduce_now(float* data, int64_t count) = 0;
+  // Where allreduce_now's data is best placed: host memory for the MPI reducers (staged or not),
+  // the GPU for the NCCL reducer.
+  virtual Device data_device() const { return Device::cpu; }
   // "" while the transport is well, else what failed on it (NCCL's asynchronous errors); any
   // thread (the stall watchdog polls it). The MPI reducers report their errors where they occur.
   virtual std::string communication_error() const { return ""; }

@@ -5,7 +5,10 @@
 //                 nodes (--inter mpi: MPI on a pinned host copy, or on the device pointer where the
 //                 MPI is CUDA-aware; --inter nccl: NCCL on the cross-node communicator), then
 //                 ncclAllGather inside the node. Any count: the n mod L elements that do not split
-//                 evenly are all-reduced inside the node and then across nodes as a whole.
+//                 evenly are all-reduced inside the node and then across nodes as a whole, by every
+//                 cross-node group alike (with --inter mpi the same MPI sum, so the same bits on
+//                 every rank; with --inter nccl each group's NCCL may order that sum differently
+//                 on 3 or more nodes, so those few elements may differ in their last bit).
 // With --grad-compression fp16/bf16 the bucket is cast to 16 bits on the GPU and every level moves
 // and sums 16-bit values (NCCL's half and bfloat16 sums; across nodes MPI's 16-bit sum of
 // allreduce.cpp), half the bytes; the sum is widened to fp32 and divided by the world size there.

@@ -83,8 +83,6 @@ class NcclReducer final : public GradientReducer {
                "but the "
                    << topo.describe() << " are unequal; use --allreduce flat --intra nccl");
     ST_CHECK_CUDA(cudaSetDevice(gpu_));
-    comms_ =
-        std::make_unique<NcclCommunicators>(topo, nccl_needs(options_.shape, options_.inter), options_.shared_gpus);
     buckets_ = plan_buckets(grads_, options_.buckets.bucket_mb);
     bucket_of_.assign(static_cast<std::size_t>(grads_.num_segments()), 0);
     for (std::size_t b = 0; b < buckets_.size(); ++b)
@@ -92,23 +90,45 @@ class NcclReducer final : public GradientReducer {
     ready_.assign(bucket_of_.size(), 0);
     ready_count_.assign(buckets_.size(), 0);
     world_size_ = topo.world().size();
-    make_stream_and_events();
-    allocate_buffers();
+    // What may fail on one rank alone (pinned memory beyond `ulimit -l`, device memory) first, and
+    // every rank agrees before the communicators: a rank that threw alone would leave the others
+    // waiting in NCCL for it. The destructor does not run for a constructor that throws.
+    try {
+      std::string failed;
+      try {
+        make_stream_and_events();
+        allocate_buffers();
+      } catch (const std::exception& e) {
+        failed = e.what();
+      }
+      const std::vector<std::string> all = topo.world().allgather(failed);
+      for (std::size_t r = 0; r < all.size(); ++r)
+        if (!all[r].empty()) ST_THROW("the NCCL gradient reducer could not be set up on rank " << r << ": " << all[r]);
+      comms_ =
+          std::make_unique<NcclCommunicators>(topo, nccl_needs(options_.shape, options_.inter), options_.shared_gpus);
+    } catch (...) {
+      release_stream_and_events();
+      throw;
+    }
     thread_ = std::thread([this] { issue_in_order(); });
   }
 
   ~NcclReducer() override {
+    bool broken = false;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       stop_ = true;
+      // Unwinding from an error mid-step, or after a failed bucket: NCCL's kernels may wait for
+      // peers that will never come, and a synchronize would wait with them. The queued buckets are
+      // dropped and the communicators aborted (ncclCommAbort may be called from another thread
+      // for this), so that this rank ends; the others see NCCL's error (the stall watchdog polls it).
+      broken = in_step_ || error_ != nullptr;
+      if (broken) queue_.clear();
     }
     work_cv_.notify_all();
-    // Buckets queued (an error unwinding mid-step) are issued first: the other ranks issue them too.
+    if (broken) comms_->abort();
     thread_.join();
-    cudaSetDevice(gpu_);
-    if (stream_ != nullptr) cudaStreamSynchronize(stream_);
-    for (cudaEvent_t e : events_) cudaEventDestroy(e);
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    release_stream_and_events();
     // comms_ and buffers_ go after: no work on the stream uses them any more.
   }
 
@@ -226,8 +246,12 @@ class NcclReducer final : public GradientReducer {
 
   std::string communication_error() const override { return comms_->async_error(); }
 
+  Device data_device() const override { return Device::cuda; }
+
   // The pre-flight's all-reduce of `count` floats (host memory from the pre-flight, or device
-  // memory), between steps: the communication thread is idle, so this thread may call NCCL.
+  // memory: after the work queued so far on the compute stream, which may write it), between
+  // steps: the communication thread is idle, so this thread may call NCCL. Returns with the
+  // result in `data`.
   void allreduce_now(float* data, int64_t count) override {
     ST_CHECK(!in_step_, "internal error: allreduce_now() during a step");
     ST_CHECK(count <= grads_.elements(), "internal: allreduce_now() of " << count << " elements, more than the "
@@ -236,6 +260,8 @@ class NcclReducer final : public GradientReducer {
     cudaPointerAttributes attributes{};
     ST_CHECK_CUDA(cudaPointerGetAttributes(&attributes, data));
     const bool on_device = attributes.type == cudaMemoryTypeDevice;
+    ST_CHECK_CUDA(cudaEventRecord(compute_ready_, compute_));
+    ST_CHECK_CUDA(cudaStreamWaitEvent(stream_, compute_ready_, 0));
     float* device = data;
     if (!on_device) {
       if (buffers_.preflight == nullptr)
@@ -244,7 +270,7 @@ class NcclReducer final : public GradientReducer {
       ST_CHECK_CUDA(
           cudaMemcpyAsync(device, data, static_cast<std::size_t>(count) * 4, cudaMemcpyHostToDevice, stream_));
     }
-    reduce(device, 0, count);
+    reduce(device, 0, count, /*mean=*/false);  // the interface's sum, as the MPI reducers' all-reduce
     if (!on_device)
       ST_CHECK_CUDA(
           cudaMemcpyAsync(data, device, static_cast<std::size_t>(count) * 4, cudaMemcpyDeviceToHost, stream_));
@@ -267,8 +293,19 @@ class NcclReducer final : public GradientReducer {
       ended_.push_back(event(cudaEventDefault));
     }
     step_done_ = event(cudaEventDisableTiming);
+    compute_ready_ = event(cudaEventDisableTiming);
     // The thread blocks on it (a share's copy to the host) without spinning a core.
     staged_ = event(cudaEventDisableTiming | cudaEventBlockingSync);
+  }
+
+  // Waits for the stream's work, then destroys the events and the stream. Destructors do not throw.
+  void release_stream_and_events() noexcept {
+    cudaSetDevice(gpu_);
+    if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    events_.clear();
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    stream_ = nullptr;
   }
 
   bool stages_across_nodes() const {
@@ -277,8 +314,9 @@ class NcclReducer final : public GradientReducer {
   }
 
   std::string across_nodes() const {
+    if (topo_.cross().size() == 1) return "one node: nothing crosses nodes";
     if (options_.inter == Transport::nccl) return "NCCL across nodes";
-    if (!stages_across_nodes() && topo_.cross().size() > 1) return "MPI across nodes on GPU memory (CUDA-aware)";
+    if (!stages_across_nodes()) return "MPI across nodes on GPU memory (CUDA-aware)";
     return "MPI across nodes staged through pinned host memory";
   }
 
@@ -340,13 +378,14 @@ class NcclReducer final : public GradientReducer {
     const GradientBucket& bucket = buckets_[b];
     ST_CHECK_CUDA(cudaStreamWaitEvent(stream_, ready_events_[b], 0));
     ST_CHECK_CUDA(cudaEventRecord(began_[b], stream_));
-    reduce(static_cast<float*>(grads_.flat->raw()) + bucket.offset, bucket.offset, bucket.count);
+    reduce(static_cast<float*>(grads_.flat->raw()) + bucket.offset, bucket.offset, bucket.count, /*mean=*/true);
     ST_CHECK_CUDA(cudaEventRecord(ended_[b], stream_));
   }
 
-  // The mean over ranks of `count` floats at `data` (device), element `offset` of the gradients
-  // (where its 16-bit copy and its staged share go), enqueued on the communication stream.
-  void reduce(float* data, int64_t offset, int64_t count) {
+  // The sum (mean: divided by the world size) over ranks of `count` floats at `data` (device),
+  // element `offset` of the gradients (where its 16-bit copy and its staged share go), enqueued on
+  // the communication stream.
+  void reduce(float* data, int64_t offset, int64_t count, bool mean) {
     if (count == 0) return;
     // One rank: the all-reduce is the identity, and the host path does not round to 16 bits then.
     const bool compress = options_.compression != Compression::none && world_size_ > 1;
@@ -366,7 +405,7 @@ class NcclReducer final : public GradientReducer {
       reduce_hierarchical(payload, offset, count, wire);
     }
     if (compress) cuda::launch_16bit_to_f32(reinterpret_cast<uint16_t*>(payload), data, count, bf16, stream_);
-    if (world_size_ > 1) cuda::launch_divide_f32(data, static_cast<float>(world_size_), count, stream_);
+    if (mean && world_size_ > 1) cuda::launch_divide_f32(data, static_cast<float>(world_size_), count, stream_);
   }
 
   void reduce_hierarchical(char* payload, int64_t offset, int64_t count, Compression wire) {
@@ -453,7 +492,7 @@ class NcclReducer final : public GradientReducer {
   Buffers buffers_;
   cudaStream_t stream_ = nullptr;
   std::vector<cudaEvent_t> events_, ready_events_, began_, ended_;
-  cudaEvent_t step_done_ = nullptr, staged_ = nullptr;
+  cudaEvent_t step_done_ = nullptr, staged_ = nullptr, compute_ready_ = nullptr;
   std::vector<GradientBucket> buckets_;
   std::vector<int> bucket_of_;
   std::vector<char> ready_;
