@@ -1,6 +1,6 @@
 // The CUDA DeviceStaging: a pinned host mirror of a device f32 buffer (the flat gradients), so
-// that the MPI all-reduces can run on gradient buckets while backward goes on, until NCCL takes
-// over the transport.
+// that the MPI all-reduces can run on gradient buckets while backward goes on: the --intra mpi
+// path (ranks that share a GPU, or asked for), beside the NCCL reducer on GPU memory.
 //
 // Ordering, per range (a bucket: one fixed range per step):
 //   main thread   copy_to_host_after_compute: event `computed` on the compute stream (the backward
