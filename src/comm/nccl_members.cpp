@@ -49,21 +49,23 @@ void NcclCommunicators::refuse_shared_gpus(const Topology& topo, NcclNeeds needs
     ST_THROW("NCCL needs one GPU per rank in each of its communicators (it refuses two ranks on one GPU): " << reason);
 }
 
-NcclNeeds nccl_needs(Algorithm shape, Transport inter) {
+NcclNeeds nccl_needs(Algorithm shape, Transport inter, bool automatic) {
   NcclNeeds needs;
-  needs.world = shape == Algorithm::flat;
-  needs.node = shape == Algorithm::hierarchical;
-  needs.cross = shape == Algorithm::hierarchical && inter == Transport::nccl;
+  needs.world = automatic || shape == Algorithm::flat;
+  needs.node = automatic || shape == Algorithm::hierarchical;
+  needs.cross = needs.node && inter == Transport::nccl;
   return needs;
 }
 
 void refuse_shared_gpus_for(const Topology& topo, const NcclReducerOptions& options) {
   ST_CHECK(options.shared_gpus, "internal: the NCCL reducer needs a shared-GPU check");
-  NcclCommunicators::refuse_shared_gpus(topo, nccl_needs(options.shape, options.inter), options.shared_gpus);
+  NcclCommunicators::refuse_shared_gpus(topo, nccl_needs(options.shape, options.inter, options.automatic),
+                                        options.shared_gpus);
 }
 
-std::string nccl_shared_gpus(const Topology& topo, Algorithm shape, Transport inter, const SharedGpuCheck& check) {
-  return NcclCommunicators::shared_gpus_reason(topo, nccl_needs(shape, inter), check);
+std::string nccl_shared_gpus(const Topology& topo, Algorithm shape, Transport inter, const SharedGpuCheck& check,
+                             bool automatic) {
+  return NcclCommunicators::shared_gpus_reason(topo, nccl_needs(shape, inter, automatic), check);
 }
 
 }  // namespace scaletrain::comm

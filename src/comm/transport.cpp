@@ -40,10 +40,6 @@ void check_transport_request(const std::string& algorithm, const TransportReques
           "--inter nccl needs --intra nccl (got --intra " + r.intra +
               "): the gradients stay on the GPU through both levels; with --intra mpi they are in host memory "
               "already and cross nodes with MPI");
-  require(!(algorithm == "auto" && (r.intra == "nccl" || r.inter == "nccl")),
-          "--allreduce auto with --" + std::string(r.intra == "nccl" ? "intra" : "inter") +
-              " nccl: auto's start-up calibration times the host-staged MPI shapes only; name the shape "
-              "(--allreduce flat or hierarchical) with NCCL");
 }
 
 CudaAwareMpi query_cuda_aware_mpi() {

@@ -392,6 +392,7 @@ void Training::build_communication() {
 comm::NcclReducerOptions Training::nccl_options() const {
   comm::NcclReducerOptions o;
   o.shape = cfg_.allreduce == "flat" ? comm::Algorithm::flat : comm::Algorithm::hierarchical;
+  o.automatic = cfg_.allreduce == "auto";
   o.inter = transports_.inter;
   o.cuda_aware_mpi = transports_.cuda_aware_mpi;
   o.compression = allreduce_options(cfg_).compression;

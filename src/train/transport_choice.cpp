@@ -44,12 +44,6 @@ void choose_intra_on_gpus(const comm::Communicator& comm, const comm::Topology& 
                           const DeviceChoice& device, TransportChoice& t) {
   if (c.intra == "mpi") return;  // the host-staged path, as asked
   const bool asked = c.intra == "nccl";
-  if (!asked && c.allreduce == "auto") {
-    t.notes.push_back(
-        "all-reduce: --allreduce auto calibrates the host-staged MPI path, so --intra auto is mpi "
-        "(name the shape, --allreduce flat or hierarchical, for NCCL)");
-    return;
-  }
   if (!asked && comm.size() == 1) return;  // nothing to reduce: no NCCL either
   if (const std::string missing = nccl_missing(comm, t.nccl_version); !missing.empty()) {
     if (asked) throw UsageError("--intra nccl: NCCL is not available on " + missing);
@@ -72,7 +66,8 @@ void choose_intra_on_gpus(const comm::Communicator& comm, const comm::Topology& 
   }
   const std::string shared = comm::nccl_shared_gpus(
       topo, shape_of(c), inter,
-      [&device](const std::vector<int>& members) { return gpus_shared_within(device.binding, members); });
+      [&device](const std::vector<int>& members) { return gpus_shared_within(device.binding, members); },
+      /*automatic=*/c.allreduce == "auto");
   if (!shared.empty())
     throw UsageError(
         "--intra nccl: NCCL needs one GPU per rank in each of its communicators (it refuses two ranks "

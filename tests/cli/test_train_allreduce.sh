@@ -5,7 +5,7 @@
 # --ranks-per-node and an unknown --allreduce fail clearly without a hang; the pre-flight
 # reports busbw and --min-busbw aborts naming the measured value. The transports of issue 27:
 # MPI at both levels on the CPU, in the report; NCCL on the CPU, --inter nccl with flat or without
-# --intra nccl, auto with NCCL, and --cuda-aware-mpi on with Debian's MPI (not CUDA-aware) refused.
+# --intra nccl, and --cuda-aware-mpi on with Debian's MPI (not CUDA-aware) refused.
 source "$(dirname "$0")/lib.sh"
 T=$TMP_ROOT/train_allreduce
 rm -rf "$T" && mkdir -p "$T"
@@ -118,7 +118,6 @@ expect_failure "--device cpu --intra nccl" "on the CPU (device: cpu (--device cp
 expect_failure "--inter nccl without --intra nccl" "--inter nccl needs --intra nccl" "${train2[@]}" --inter nccl
 expect_failure "flat --inter nccl" "--allreduce flat --inter nccl: flat is one all-reduce over every rank" \
   "${train2[@]}" --allreduce flat --intra nccl --inter nccl
-expect_failure "auto with nccl" "--allreduce auto with --intra nccl" "${train2[@]}" --allreduce auto --intra nccl
 expect_failure "unknown --intra" "unknown --intra 'rdma' (known: auto, mpi, nccl)" "${train2[@]}" --intra rdma
 expect_failure "unknown --cuda-aware-mpi" "unknown --cuda-aware-mpi 'yes' (known: auto, on, off)" \
   "${train2[@]}" --cuda-aware-mpi yes

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU gradient all-reduce with NCCL (--intra nccl; issue 27, sections 2, 4 and 7) on one GPU,
 # where every NCCL communicator has one rank:
-#   the reducer (scaletrain_gpu_nccl_check --reducer): flat on 1 rank, hierarchical --inter mpi on
+#   the reducer (scaletrain_gpu_nccl_check --reducer): flat and auto (calibrated) on 1 rank,
+#     hierarchical --inter mpi on
 #     1 to 4 emulated nodes of one rank (3: an odd count), in fp32 and fp16/bf16 on the wire, two
 #     steps each, every element the exact mean over ranks; and the pre-flight's all-reduce;
 #   training: ResNet-20, 8 steps on 2 emulated nodes of one rank, hierarchical --intra nccl --inter
@@ -28,12 +29,14 @@ rm -rf "$T" && mkdir -p "$T"
 status=0
 
 nccl_check reducer_flat_one_rank 1 --ranks-per-node 1 --reducer flat
+nccl_check reducer_auto_one_rank 1 --ranks-per-node 1 --reducer auto
 for n in 1 2 3 4; do nccl_check "reducer_hierarchical_${n}x1" "$n" --ranks-per-node 1 --reducer hierarchical; done
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
 if [ "${gpus:-0}" -ge 2 ]; then
   nccl_check multigpu_reducer_hierarchical_1x2 2 --ranks-per-node 2 --reducer hierarchical
   nccl_check multigpu_reducer_flat_2 2 --ranks-per-node 2 --reducer flat
   nccl_check multigpu_reducer_inter_nccl_2x1 2 --ranks-per-node 1 --reducer hierarchical:nccl
+  nccl_check multigpu_reducer_auto_2x1 2 --ranks-per-node 1 --reducer auto
 else
   echo "skip: multigpu: ${gpus:-0} GPU visible; NCCL communicators of several ranks need a GPU each"
 fi

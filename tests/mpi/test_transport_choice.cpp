@@ -4,10 +4,8 @@
 // levels are MPI and NCCL is refused on every rank. On GPUs, --intra auto takes NCCL where it loads
 // and every rank has its own GPU, and falls back to host-staged MPI with a warning naming the
 // reason where ranks share one (where --intra nccl is refused on every rank, naming them, unless
-// each node has one rank);
-// --allreduce auto keeps MPI; one rank has nothing to reduce. --cuda-aware-mpi on is refused with
-// this MPI (Debian's Open MPI is not CUDA-aware), auto does not use it.
-// ST_MPI_RANKS: 1 2 4
+// each node has one rank); --allreduce auto chooses alike; one rank has nothing to reduce. --cuda-aware-mpi on is
+// refused with this MPI (Debian's Open MPI is not CUDA-aware), auto does not use it. ST_MPI_RANKS: 1 2 4
 #include <boost/test/unit_test.hpp>
 #include <string>
 #include <vector>
@@ -117,12 +115,12 @@ BOOST_AUTO_TEST_CASE(gpus_of_their_own_take_nccl_inside_the_node_where_it_loads)
   BOOST_TEST((m.intra == Transport::mpi));
   BOOST_TEST(m.nccl_version.empty());
   BOOST_TEST(m.notes.empty(), notes(m));
-  // --allreduce auto keeps the host-staged path, and says so.
+  // --allreduce auto calibrates the NCCL shapes where NCCL is chosen (both shapes' communicators
+  // form: every rank has its own GPU).
   c.intra = "auto";
   c.allreduce = "auto";
   const st::train::TransportChoice a = st::train::choose_transports(comm, topo, c, gpus);
-  BOOST_TEST((a.intra == Transport::mpi));
-  BOOST_TEST(contains(notes(a), "--allreduce auto calibrates the host-staged MPI path"), notes(a));
+  BOOST_TEST((a.intra == t.intra));
 }
 
 BOOST_AUTO_TEST_CASE(ranks_that_share_a_gpu_fall_back_to_mpi_and_refuse_intra_nccl_naming_them) {
@@ -148,6 +146,10 @@ BOOST_AUTO_TEST_CASE(ranks_that_share_a_gpu_fall_back_to_mpi_and_refuse_intra_nc
   BOOST_TEST((s.intra == Transport::nccl && s.inter == Transport::mpi));
   c.intra = "auto";
   BOOST_TEST((st::train::choose_transports(comm, single, c, one).intra == Transport::mpi));
+  // --allreduce auto needs the world's communicator too, which two ranks on one GPU cannot form.
+  c.intra = "nccl";
+  c.allreduce = "auto";
+  BOOST_TEST(contains(refusal(comm, single, c, one), "--intra nccl: NCCL needs one GPU per rank"));
 }
 
 BOOST_AUTO_TEST_CASE(cuda_aware_mpi_on_is_refused_where_the_mpi_is_not) {

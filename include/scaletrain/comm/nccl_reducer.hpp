@@ -44,12 +44,17 @@ std::string nccl_runtime_version();
 using SharedGpuCheck = std::function<std::string(const std::vector<int>& members)>;
 
 // "" where every NCCL communicator that `shape` and `inter` need (flat: the world's; hierarchical:
-// the node's, and the cross-node one for --inter nccl) can be formed, else the first failing
-// rank's reason. Collective over topo.world(); the same answer on every rank.
-std::string nccl_shared_gpus(const Topology& topo, Algorithm shape, Transport inter, const SharedGpuCheck& check);
+// the node's, and the cross-node one for --inter nccl; `automatic`: both shapes') can be formed,
+// else the first failing rank's reason. Collective over topo.world(); the same answer on every rank.
+std::string nccl_shared_gpus(const Topology& topo, Algorithm shape, Transport inter, const SharedGpuCheck& check,
+                             bool automatic = false);
 
 struct NcclReducerOptions {
   Algorithm shape = Algorithm::hierarchical;
+  // --allreduce auto: per bucket size, flat or hierarchical, whichever a start-up calibration on
+  // GPU memory measured faster (4 KiB .. 64 MiB by 4x, as the host AllReducer's; rank 0 logs it).
+  // Needs both shapes' communicators; on nodes of unequal size it is flat, saying so.
+  bool automatic = false;
   Transport inter = Transport::mpi;  // hierarchical's level across nodes
   bool cuda_aware_mpi = false;       // --inter mpi: MPI on device pointers, no host copy
   Compression compression = Compression::none;

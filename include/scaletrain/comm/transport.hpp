@@ -27,8 +27,8 @@ struct TransportRequest {
 
 // Throws UsageError for an unknown name, or a combination that does not exist with --allreduce
 // `algorithm` (flat | hierarchical | auto), naming it: --inter nccl with flat (one level, no
-// inter-node one), --inter nccl without --intra nccl (the buffers would leave the GPU inside the
-// node to come back for NCCL), and auto with NCCL (its calibration times the host-staged shapes).
+// inter-node one), and --inter nccl without --intra nccl (the buffers would leave the GPU inside
+// the node to come back for NCCL).
 // Needs no MPI: option parsing calls it.
 void check_transport_request(const std::string& algorithm, const TransportRequest& request);
 

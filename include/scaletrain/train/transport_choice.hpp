@@ -5,9 +5,9 @@
 //                      GPU; otherwise mpi (the host-staged path) with a warning saying why.
 //                      --intra nccl is refused where NCCL does not load, or where two members of a
 //                      communicator it needs share a GPU (naming them); emulated nodes of one rank
-//                      each may share one GPU (the tests on one GPU). --allreduce auto keeps the
-//                      host-staged path (its calibration times that path's shapes). One rank has
-//                      nothing to reduce (auto: mpi).
+//                      each may share one GPU (the tests on one GPU). --allreduce auto calibrates
+//                      the NCCL shapes on GPU memory (both shapes' communicators are needed). One
+//                      rank has nothing to reduce (auto: mpi).
 //   --cuda-aware-mpi   on is refused where the MPI says it is not CUDA-aware; auto uses it where it
 //                      says it is. Only --intra nccl --inter mpi hands MPI device pointers.
 #pragma once

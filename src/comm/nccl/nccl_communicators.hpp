@@ -34,7 +34,7 @@ struct NcclNeeds {
 };
 
 // The communicators a reducer of this shape needs (nccl_reducer.hpp).
-NcclNeeds nccl_needs(Algorithm shape, Transport inter);
+NcclNeeds nccl_needs(Algorithm shape, Transport inter, bool automatic = false);
 // make_nccl_reducer's first step in every build: NcclCommunicators::refuse_shared_gpus for the
 // communicators these options need.
 void refuse_shared_gpus_for(const Topology& topo, const NcclReducerOptions& options);

@@ -24,12 +24,15 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -42,6 +45,7 @@
 #include "comm/nccl/nccl_communicators.hpp"
 #include "comm/wire.hpp"
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/core/log.hpp"
 
 namespace scaletrain::comm {
 namespace {
@@ -77,11 +81,11 @@ class NcclReducer final : public GradientReducer {
       : topo_(topo), grads_(gradients), options_(options), gpu_(ctx.gpu_index()), compute_(cuda::compute_stream(ctx)) {
     ST_CHECK(grads_.flat != nullptr && grads_.flat->defined() && grads_.flat->device() == Device::cuda,
              "the NCCL gradient reducer all-reduces GPU memory: the flat gradients are not on a GPU");
-    if (options_.shape == Algorithm::hierarchical)
+    if (options_.shape == Algorithm::hierarchical && !options_.automatic)
       ST_CHECK(topo.uniform(),
                "--allreduce hierarchical --intra nccl needs the same number of ranks on every node, "
                "but the "
-                   << topo.describe() << " are unequal; use --allreduce flat --intra nccl");
+                   << topo.describe() << " are unequal; use --allreduce flat or auto");
     ST_CHECK_CUDA(cudaSetDevice(gpu_));
     buckets_ = plan_buckets(grads_, options_.buckets.bucket_mb);
     bucket_of_.assign(static_cast<std::size_t>(grads_.num_segments()), 0);
@@ -104,12 +108,13 @@ class NcclReducer final : public GradientReducer {
       const std::vector<std::string> all = topo.world().allgather(failed);
       for (std::size_t r = 0; r < all.size(); ++r)
         if (!all[r].empty()) ST_THROW("the NCCL gradient reducer could not be set up on rank " << r << ": " << all[r]);
-      comms_ =
-          std::make_unique<NcclCommunicators>(topo, nccl_needs(options_.shape, options_.inter), options_.shared_gpus);
+      comms_ = std::make_unique<NcclCommunicators>(topo, nccl_needs(options_.shape, options_.inter, options_.automatic),
+                                                   options_.shared_gpus);
     } catch (...) {
       release_stream_and_events();
       throw;
     }
+    if (options_.automatic) calibrate();
     thread_ = std::thread([this] { issue_in_order(); });
   }
 
@@ -132,7 +137,7 @@ class NcclReducer final : public GradientReducer {
     // comms_ and buffers_ go after: no work on the stream uses them any more.
   }
 
-  std::string name() const override { return algorithm_name(options_.shape); }
+  std::string name() const override { return requested(); }
 
   void begin_step() override {
     ST_CHECK(!in_step_, "internal error: begin_step() twice without finish() in between");
@@ -188,12 +193,12 @@ class NcclReducer final : public GradientReducer {
       j.set("parameters", b.last_param - b.first_param + 1);
       j.set("first_parameter", grads_.segments[b.last_param].name);
       j.set("last_parameter", grads_.segments[b.first_param].name);
-      j.set("algorithm", algorithm_name(options_.shape));
+      j.set("algorithm", algorithm_name(shape_for(b.count * static_cast<int64_t>(sizeof(float)))));
       list.push_back(j);
     }
     Json j = Json::object();
     j.set("reducer", "nccl");
-    j.set("algorithm", algorithm_name(options_.shape));
+    j.set("algorithm", requested());
     j.set("overlap", options_.buckets.overlap);
     j.set("bucket_mb", options_.buckets.bucket_mb);
     j.set("buckets", static_cast<int64_t>(buckets_.size()));
@@ -211,38 +216,53 @@ class NcclReducer final : public GradientReducer {
   //  memory (fp16 on the wire), 12 buckets of <= 25 MiB overlapped with backward, 102.23 MB per step"
   std::string describe() const override {
     std::ostringstream os;
-    os << algorithm_name(options_.shape) << " on the GPU: ";
-    if (options_.shape == Algorithm::flat) {
-      os << "one NCCL all-reduce over the " << world_size_ << " rank" << (world_size_ == 1 ? "" : "s");
-    } else {
-      os << "NCCL inside the node, " << across_nodes();
-    }
+    os << requested() << " on the GPU: ";
+    int flat = 0, hierarchical = 0;
+    for (const GradientBucket& b : buckets_)
+      ++(shape_for(b.count * static_cast<int64_t>(sizeof(float))) == Algorithm::flat ? flat : hierarchical);
+    if (flat > 0) os << "one NCCL all-reduce over the " << world_size_ << " rank" << (world_size_ == 1 ? "" : "s");
+    if (flat > 0 && hierarchical > 0) os << " or ";
+    if (hierarchical > 0) os << "NCCL inside the node, " << across_nodes();
     if (options_.compression != Compression::none)
       os << " (" << compression_name(options_.compression) << " on the wire)";
     char mb[32];
     std::snprintf(mb, sizeof mb, "%.2f", bytes_per_step() / 1e6);
     os << ", " << buckets_.size() << " bucket" << (buckets_.size() == 1 ? "" : "s")
        << " of <= " << options_.buckets.bucket_mb << " MiB "
-       << (options_.buckets.overlap ? "overlapped with backward" : "after backward (no overlap)") << ", " << mb
-       << " MB per step";
+       << (options_.buckets.overlap ? "overlapped with backward" : "after backward (no overlap)");
+    if (options_.automatic) os << " (hierarchical x" << hierarchical << ", flat x" << flat << ")";
+    os << ", " << mb << " MB per step";
     return os.str();
   }
 
   Json options() const override {
     Json j = Json::object();
-    j.set("algorithm", algorithm_name(options_.shape));
+    j.set("algorithm", requested());
     j.set("compression", compression_name(options_.compression));
     j.set("bucket_mb", options_.buckets.bucket_mb);
     j.set("overlap", options_.buckets.overlap);
     Json c = Json::object();
-    c.set("requested", algorithm_name(options_.shape));
-    c.set("algorithm", algorithm_name(options_.shape));
-    c.set("note", "the NCCL reducer does not calibrate (--allreduce auto is host-staged only)");
+    c.set("requested", requested());
+    c.set("compression", compression_name(options_.compression));
+    if (!options_.automatic) c.set("algorithm", algorithm_name(options_.shape));
+    if (!calibration_note_.empty()) c.set("note", calibration_note_);
+    if (!table_.empty()) {
+      Json rows = Json::array();
+      for (const SizeClass& row : table_) {
+        Json r = Json::object();
+        r.set("bytes", row.bytes);
+        r.set("flat_us", row.flat_us);
+        r.set("hierarchical_us", row.hierarchical_us);
+        r.set("algorithm", algorithm_name(row.chosen));
+        rows.push_back(r);
+      }
+      c.set("calibration", rows);
+    }
     j.set("calibration", c);
     return j;
   }
 
-  std::string algorithm_for(int64_t) const override { return algorithm_name(options_.shape); }
+  std::string algorithm_for(int64_t bytes) const override { return algorithm_name(shape_for(bytes)); }
 
   std::string communication_error() const override { return comms_->async_error(); }
 
@@ -298,6 +318,80 @@ class NcclReducer final : public GradientReducer {
     staged_ = event(cudaEventDisableTiming | cudaEventBlockingSync);
   }
 
+  std::string requested() const { return options_.automatic ? "auto" : algorithm_name(options_.shape); }
+
+  // The shape a message of `bytes` (fp32) takes: the option's, or auto's nearest size class on a
+  // log scale (the same rule as the host AllReducer's).
+  Algorithm shape_for(int64_t bytes) const {
+    if (forced_) return *forced_;
+    if (!options_.automatic) return options_.shape;
+    if (table_.empty()) return Algorithm::flat;  // unequal nodes: no calibration
+    const double x = std::log2(static_cast<double>(std::max<int64_t>(bytes, 1)));
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < table_.size(); ++i)
+      if (std::fabs(std::log2(static_cast<double>(table_[i].bytes)) - x) <
+          std::fabs(std::log2(static_cast<double>(table_[best].bytes)) - x))
+        best = i;
+    return table_[best].chosen;
+  }
+
+  // --allreduce auto: both shapes timed on GPU memory at 4 KiB .. 64 MiB by 4x (none above the
+  // gradients' size), alternating, a warm-up and a few repetitions each; a repetition's time is
+  // the maximum over ranks and a class's the best repetition, so every rank chooses alike. On this
+  // thread, before the communication thread starts: it is then the only caller of NCCL and MPI.
+  void calibrate() {
+    if (bytes_per_step() == 0) return;  // nothing to all-reduce: flat
+    if (!topo_.uniform()) {
+      calibration_note_ = "flat: nodes of unequal size (" + topo_.describe() + ") have no hierarchical shape";
+      return;
+    }
+    // No class above the gradients' size: the staging and 16-bit buffers hold that much.
+    std::vector<int64_t> sizes;
+    for (int64_t b = 4 << 10; b <= (int64_t{64} << 20) && b <= bytes_per_step(); b *= 4) sizes.push_back(b);
+    if (sizes.empty()) sizes.push_back(bytes_per_step());
+    float* scratch = nullptr;
+    ST_CHECK_CUDA(cudaMalloc(&scratch, static_cast<std::size_t>(sizes.back())));
+    struct Free {
+      float* p;
+      ~Free() { cudaFree(p); }
+    } free_scratch{scratch};
+    ST_CHECK_CUDA(cudaMemsetAsync(scratch, 0, static_cast<std::size_t>(sizes.back()), stream_));
+    const Communicator& world = topo_.world();
+    for (int64_t bytes : sizes) {
+      SizeClass row;
+      row.bytes = bytes;
+      row.flat_us = row.hierarchical_us = 1e300;
+      const int reps = bytes >= (int64_t{16} << 20) ? 2 : 4;  // the first is the warm-up
+      for (int rep = 0; rep < reps; ++rep)
+        for (Algorithm a : {Algorithm::flat, Algorithm::hierarchical}) {
+          forced_ = a;
+          world.barrier();
+          const double t0 = now_seconds();
+          reduce(scratch, 0, bytes / static_cast<int64_t>(sizeof(float)), /*mean=*/false);
+          ST_CHECK_CUDA(cudaStreamSynchronize(stream_));
+          const double us = world.allreduce_max(now_seconds() - t0) * 1e6;
+          if (rep > 0)
+            (a == Algorithm::flat ? row.flat_us : row.hierarchical_us) =
+                std::min(a == Algorithm::flat ? row.flat_us : row.hierarchical_us, us);
+        }
+      row.chosen = row.hierarchical_us < row.flat_us ? Algorithm::hierarchical : Algorithm::flat;
+      table_.push_back(row);
+    }
+    forced_.reset();
+    if (world.rank() == 0) {
+      std::ostringstream os;
+      os << "all-reduce auto on the GPU (max over ranks, best of the repetitions):";
+      for (const SizeClass& row : table_)
+        os << " " << (row.bytes >> 10) << " KiB flat " << static_cast<int64_t>(row.flat_us) << " us / hierarchical "
+           << static_cast<int64_t>(row.hierarchical_us) << " us -> " << algorithm_name(row.chosen) << ";";
+      ST_LOG(os.str());
+    }
+  }
+
+  static double now_seconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+
   // Waits for the stream's work, then destroys the events and the stream. Destructors do not throw.
   void release_stream_and_events() noexcept {
     cudaSetDevice(gpu_);
@@ -309,7 +403,7 @@ class NcclReducer final : public GradientReducer {
   }
 
   bool stages_across_nodes() const {
-    return options_.shape == Algorithm::hierarchical && options_.inter == Transport::mpi &&
+    return (options_.automatic || options_.shape == Algorithm::hierarchical) && options_.inter == Transport::mpi &&
            !(options_.cuda_aware_mpi && options_.compression == Compression::none) && topo_.cross().size() > 1;
   }
 
@@ -396,7 +490,7 @@ class NcclReducer final : public GradientReducer {
       payload = static_cast<char*>(buffers_.wire) + offset * static_cast<int64_t>(sizeof(uint16_t));
       cuda::launch_f32_to_16bit(data, reinterpret_cast<uint16_t*>(payload), count, bf16, stream_);
     }
-    if (options_.shape == Algorithm::flat) {
+    if (shape_for(count * static_cast<int64_t>(sizeof(float))) == Algorithm::flat) {
       ncclComm_t world = static_cast<ncclComm_t>(comms_->world());
       ST_CHECK_NCCL(
           ncclAllReduce(payload, payload, static_cast<std::size_t>(count), nccl_type(wire), ncclSum, world, stream_),
@@ -501,6 +595,15 @@ class NcclReducer final : public GradientReducer {
   int next_to_start_ = 0;
   bool in_step_ = false;
   bool measured_steps_ = false;
+  // --allreduce auto: one row per size class, ascending; the shape being timed while calibrating.
+  struct SizeClass {
+    int64_t bytes = 0;
+    double flat_us = 0.0, hierarchical_us = 0.0;
+    Algorithm chosen = Algorithm::flat;
+  };
+  std::vector<SizeClass> table_;
+  std::string calibration_note_;
+  std::optional<Algorithm> forced_;
   double gpu_seconds_ = 0.0;
 
   std::mutex mutex_;
