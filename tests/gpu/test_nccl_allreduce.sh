@@ -18,7 +18,7 @@
 #     before NCCL is asked, with no rank left waiting; and --intra auto there takes the host-staged
 #     path with a warning.
 # The multi-GPU combinations (node communicators of several ranks, --inter nccl) need a GPU per rank:
-# they run where 2 or more GPUs are visible and say "skip: multigpu" elsewhere.
+# tests/gpu/test_multigpu_nccl.sh (label multigpu) runs them where 2 or more GPUs are visible.
 # Skips (77) without a GPU, or where this build has no NCCL.
 source "$(dirname "$0")/lib.sh"
 require_gpu
@@ -31,15 +31,6 @@ status=0
 nccl_check reducer_flat_one_rank 1 --ranks-per-node 1 --reducer flat
 nccl_check reducer_auto_one_rank 1 --ranks-per-node 1 --reducer auto
 for n in 1 2 3 4; do nccl_check "reducer_hierarchical_${n}x1" "$n" --ranks-per-node 1 --reducer hierarchical; done
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
-if [ "${gpus:-0}" -ge 2 ]; then
-  nccl_check multigpu_reducer_hierarchical_1x2 2 --ranks-per-node 2 --reducer hierarchical
-  nccl_check multigpu_reducer_flat_2 2 --ranks-per-node 2 --reducer flat
-  nccl_check multigpu_reducer_inter_nccl_2x1 2 --ranks-per-node 1 --reducer hierarchical:nccl
-  nccl_check multigpu_reducer_auto_2x1 2 --ranks-per-node 1 --reducer auto
-else
-  echo "skip: multigpu: ${gpus:-0} GPU visible; NCCL communicators of several ranks need a GPU each"
-fi
 
 # scaletrain-comm-bench --device cuda (section 5): one rank runs every GPU algorithm; two emulated
 # nodes of one rank on the one GPU leave out nccl (a world of two on one GPU), saying why, and run

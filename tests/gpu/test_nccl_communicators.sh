@@ -8,7 +8,7 @@
 #   2 ranks in one node, or a world of 2, on the one GPU: refused on every rank before NCCL is
 #   asked, naming the ranks that share the GPU, and no rank left waiting (each run has a limit).
 # The multi-GPU combinations (communicators of several ranks, --inter nccl's cross-node one) need
-# a GPU per rank: they run where 2 or more GPUs are visible and say "skip: multigpu" elsewhere.
+# a GPU per rank: tests/gpu/test_multigpu_nccl.sh (label multigpu).
 # Skips (77) without a GPU, or where this build has no NCCL.
 source "$(dirname "$0")/lib.sh"
 require_gpu
@@ -25,13 +25,5 @@ nccl_check two_ranks_one_node_refused 2 --ranks-per-node 2 --needs node --expect
 nccl_check world_of_two_refused 2 --ranks-per-node 1 --needs world --expect-refusal
 grep -q "ranks 0 and 1 share GPU " "$T/two_ranks_one_node_refused.log" ||
   { echo "FAIL: the refusal does not name ranks 0 and 1: $(cat "$T/two_ranks_one_node_refused.log")"; status=1; }
-# multigpu: communicators of several ranks, one GPU each (rank r on GPU r), where there are GPUs enough.
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
-if [ "${gpus:-0}" -ge 2 ]; then
-  nccl_check multigpu_node_of_two 2 --ranks-per-node 2 --needs node,world
-  nccl_check multigpu_two_nodes_cross 2 --ranks-per-node 1 --needs node,cross
-else
-  echo "skip: multigpu: ${gpus:-0} GPU visible; communicators of several ranks need a GPU each"
-fi
 [ $status = 0 ] || fail "the NCCL communicators (above; logs in $T)"
 echo "PASS"
