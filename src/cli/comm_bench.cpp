@@ -612,6 +612,102 @@ int run_device_sweep(const Options& o, const comm::Topology& topo, const BenchCo
 // ---------------------------------------------------------------------------------------------
 // point-to-point matrix
 
+// How print_p2p judges the links: around their median (host memory), by class (GPUs: NVLink and
+// the rest), or not at all (not measured: only the diagonal is).
+enum class Links { host, gpu, not_measured };
+int print_p2p(const Options& o, int n, int64_t bytes, const std::vector<double>& gbps, Links links);
+
+// A GPU matrix's links fall into classes: NVLink (at least half the fastest link) and the rest
+// (PCIe, the CPUs' interconnect, the network). A link of the fast class well under its class's
+// median is degraded; a GPU with fewer fast peers than the GPUs with the most has a link that is
+// down or running at PCIe speed (on a DGX-1 every V100 has NVLinks to 4 others). Expected rates:
+// ../shared/reference/FACTS.md (P100 DGX-1: about 36.8 GB/s over NVLink, 17 GB/s otherwise).
+void print_gpu_link_verdict(int n, const std::vector<double>& gbps) {
+  double fastest = 0.0;
+  for (int s = 0; s < n; ++s)
+    for (int d = 0; d < n; ++d)
+      if (s != d) fastest = std::max(fastest, gbps[s * n + d]);
+  std::vector<double> fast;
+  std::vector<int> fast_peers(static_cast<std::size_t>(n), 0);
+  for (int s = 0; s < n; ++s)
+    for (int d = 0; d < n; ++d)
+      if (s != d && gbps[s * n + d] >= 0.5 * fastest) {
+        fast.push_back(gbps[s * n + d]);
+        ++fast_peers[s];
+      }
+  std::sort(fast.begin(), fast.end());
+  const double median = fast[fast.size() / 2];
+  const int most = *std::max_element(fast_peers.begin(), fast_peers.end());
+  std::printf("# fast links (>= half the fastest, %.2f GB/s): %zu of %d, median %.2f GB/s; the rest slower\n", fastest,
+              fast.size(), n * (n - 1), median);
+  int flagged = 0;
+  for (int s = 0; s < n; ++s)
+    for (int d = 0; d < n; ++d)
+      if (s != d && gbps[s * n + d] >= 0.5 * fastest && gbps[s * n + d] < 0.8 * median) {
+        std::printf("# degraded link: GPU of rank %d -> rank %d at %.2f GB/s, under 80%% of the fast links' median\n",
+                    s, d, gbps[s * n + d]);
+        ++flagged;
+      }
+  for (int s = 0; s < n; ++s)
+    if (fast_peers[s] < most) {
+      std::printf("# rank %d's GPU has %d fast peers where others have %d: a link down or at PCIe speed?\n", s,
+                  fast_peers[s], most);
+      ++flagged;
+    }
+  if (flagged == 0) std::printf("# verdict: no link stands out\n");
+}
+
+// --p2p --device cuda: the GPU x GPU matrix (NCCL send/receive, comm::nccl_p2p_gbps) and each
+// GPU's own copy rate on the diagonal. Where ranks share a GPU (NCCL cannot form the world's
+// communicator) only the diagonal is measured, and it says why.
+int run_device_p2p(const Options& o, const comm::Topology& topo, const BenchComm& bc, int64_t bytes,
+                   const train::DeviceChoice& device) {
+  const int n = bc.size(), me = bc.rank();
+  const int host_ranks = ranks_on_host();
+  Context ctx(Device::cuda, 1, device.gpu_index);
+  const std::vector<train::BindingRow> rows = device.binding;
+  const comm::SharedGpuCheck shared = [&rows](const std::vector<int>& members) {
+    return train::gpus_shared_within(rows, members);
+  };
+  std::vector<double> gbps(static_cast<std::size_t>(n) * n, 0.0);
+  std::string why_not;
+  try {
+    gbps = comm::nccl_p2p_gbps(ctx, topo, bytes, o.p2p_iters, shared);
+  } catch (const std::exception& e) {  // thrown on every rank alike (a shared GPU, no NCCL)
+    why_not = e.what();
+  }
+  // The diagonal: a copy within the rank's own GPU, one rank at a time.
+  Tensor from = Tensor::zeros({bytes / 4 > 0 ? bytes / 4 : 1}, DType::f32, Device::cuda);
+  Tensor to = Tensor::zeros(from.shape(), DType::f32, Device::cuda);
+  std::vector<double> diagonal(static_cast<std::size_t>(n), 0.0);
+  for (int r = 0; r < n; ++r) {
+    bc.barrier();
+    if (r != me) continue;
+    to.copy_from(from);  // warm-up
+    ctx.synchronize();
+    const double t0 = MPI_Wtime();
+    for (int k = 0; k < o.p2p_iters; ++k) to.copy_from(from);
+    ctx.synchronize();
+    const double t = MPI_Wtime() - t0;
+    diagonal[static_cast<std::size_t>(r)] = t > 0 ? double(from.bytes()) * o.p2p_iters / t / 1e9 : 0.0;
+  }
+  ST_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, diagonal.data(), n, MPI_DOUBLE, MPI_SUM, bc.get()));
+  for (int r = 0; r < n; ++r) gbps[static_cast<std::size_t>(r) * n + r] = diagonal[static_cast<std::size_t>(r)];
+  if (me != 0) return 0;
+  print_preamble(topo, n, host_ranks);
+  for (const std::string& line : device.log_lines) std::printf("# %s\n", line.c_str());
+  std::printf(
+      "# GPU x GPU bandwidth in GB/s (1 GB = 1e9 B): %s messages by NCCL send/receive, %d timed per pair after 1\n"
+      "# warm-up, timed on the receiver; pairs one at a time; row = sender, column = receiver;\n"
+      "# diagonal = a copy within the rank's GPU\n",
+      human_bytes(bytes).c_str(), o.p2p_iters);
+  if (!why_not.empty()) {
+    std::printf("# GPU x GPU links not measured: %s; the diagonal only\n", why_not.c_str());
+    return print_p2p(o, n, bytes, gbps, Links::not_measured);
+  }
+  return print_p2p(o, n, bytes, gbps, Links::gpu);
+}
+
 int run_p2p(const Options& o, const comm::Topology& topo, const BenchComm& bc, int64_t bytes) {
   const int n = bc.size(), me = bc.rank();
   const int host_ranks = ranks_on_host();  // collective: before rank 0 goes its own way
@@ -653,13 +749,17 @@ int run_p2p(const Options& o, const comm::Topology& topo, const BenchComm& bc, i
   }
   ST_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, gbps.data(), n * n, MPI_DOUBLE, MPI_SUM, c));
   if (me != 0) return 0;
-
   print_preamble(topo, n, host_ranks);
   std::printf(
       "# point-to-point bandwidth in GB/s (1 GB = 1e9 B): %s messages, %d timed per pair after 1 warm-up;\n"
       "# pairs measured one at a time while the other ranks wait; row = sender, column = receiver;\n"
       "# diagonal = memcpy within the rank\n",
       human_bytes(bytes).c_str(), o.p2p_iters);
+  return print_p2p(o, n, bytes, gbps, Links::host);
+}
+
+// The matrix, the links an operator should look at, and --json.
+int print_p2p(const Options& o, int n, int64_t bytes, const std::vector<double>& gbps, Links links) {
   std::printf("#  send\\recv");
   for (int d = 0; d < n; ++d) std::printf(" %9d", d);
   std::printf("\n");
@@ -675,7 +775,9 @@ int run_p2p(const Options& o, const comm::Topology& topo, const BenchComm& bc, i
       if (s != d) off.push_back(gbps[s * n + d]);
   if (off.empty()) {
     std::printf("# one rank: no links to measure\n");
-  } else {
+  } else if (links == Links::gpu) {
+    print_gpu_link_verdict(n, gbps);
+  } else if (links == Links::host) {
     std::vector<double> sorted = off;
     std::sort(sorted.begin(), sorted.end());
     const double median = sorted[sorted.size() / 2];
@@ -698,6 +800,8 @@ int run_p2p(const Options& o, const comm::Topology& topo, const BenchComm& bc, i
       matrix.push_back(row);
     }
     j.set("gbps", matrix);
+    j.set("device", links == Links::host ? "cpu" : "cuda");
+    j.set("links_measured", links != Links::not_measured);
     std::ofstream out(o.json);
     out << j.dump(1) << "\n";
     out.close();
@@ -745,11 +849,14 @@ int comm_bench_main(int argc, char** argv) {
       "count, time_us, algbw_gbps, busbw_gbps, wrong, ranks, nodes, ranks_per_node, compression, warmup, iters")(
       "p2p", po::bool_switch(&o.p2p),
       "instead of the all-reduce sweep, print the rank x rank point-to-point bandwidth matrix (GB/s; row = "
-      "sender, column = receiver; diagonal = memcpy); with --json, an object with the matrix under 'gbps'")(
-      "p2p-bytes", po::value(&o.p2p_bytes)->default_value(o.p2p_bytes)->value_name("SIZE"),
-      "message size of --p2p (at most 1G)")("p2p-iters",
-                                            po::value(&o.p2p_iters)->default_value(o.p2p_iters)->value_name("N"),
-                                            "timed messages per pair of --p2p");
+      "sender, column = receiver; diagonal = memcpy); with --json, an object with the matrix under 'gbps'. With "
+      "--device cuda the GPU x GPU matrix by NCCL send/receive (a GPU per rank; else the diagonal only, saying "
+      "why) and a verdict per link: NVLink-class links under 80% of their median, and GPUs with fewer fast peers "
+      "than the others (a link down)")("p2p-bytes",
+                                       po::value(&o.p2p_bytes)->default_value(o.p2p_bytes)->value_name("SIZE"),
+                                       "message size of --p2p (at most 1G)")(
+      "p2p-iters", po::value(&o.p2p_iters)->default_value(o.p2p_iters)->value_name("N"),
+      "timed messages per pair of --p2p");
 
   po::variables_map vm;
   try {
@@ -824,11 +931,7 @@ int comm_bench_main(int argc, char** argv) {
                      " ranks, or --algorithms flat");
 
   const comm::Compression compression = comm::parse_compression(o.compression);
-  if (o.p2p) {
-    if (o.device == "cuda")
-      throw UsageError("--p2p with --device cuda is not built yet: the matrix measures host memory (use --device cpu)");
-    return run_p2p(o, topo, bc, p2p_bytes);
-  }
+  if (o.p2p) return cuda ? run_device_p2p(o, topo, bc, p2p_bytes, device) : run_p2p(o, topo, bc, p2p_bytes);
   if (device.device == Device::cpu) {
     const MakeRunner host = [&](int64_t max_count) -> std::unique_ptr<Runner> {
       return std::make_unique<HostRunner>(o, topo, bc, compression, max_count);

@@ -105,6 +105,8 @@ expect_failure "unknown compression" "unknown --grad-compression 'fp8'" "$B" --g
 # rank and why; the GPU's algorithms need it; auto takes the CPU and says why.
 expect_failure "--device cuda without a GPU" "scaletrain-comm-bench --device cuda: no GPU on rank 0" \
   mpirun -np 2 --oversubscribe "$B" --device cuda --max-bytes 1K
+expect_failure "--p2p --device cuda without a GPU" "scaletrain-comm-bench --device cuda: no GPU on rank 0" \
+  mpirun -np 2 --oversubscribe "$B" --device cuda --p2p --p2p-bytes 1K
 expect_failure "a GPU algorithm on the CPU" "unknown algorithm 'nccl' in --algorithms 'nccl' on the CPU" \
   mpirun -np 2 --oversubscribe "$B" --algorithms nccl --max-bytes 1K
 expect_failure "unknown --device" "--device tpu" "$B" --device tpu

@@ -50,6 +50,24 @@ bench() {
 bench bench_one_rank 1 --algorithms nccl,hierarchical,hierarchical-nccl,staged
 bench bench_two_nodes 2 --ranks-per-node 1
 bench bench_two_nodes_fp16 2 --ranks-per-node 1 --grad-compression fp16
+# --p2p on the GPU: one rank has no link but its GPU's own copy rate; two ranks on one GPU cannot
+# form NCCL's world communicator, so the links are not measured, and it says why.
+for np in 1 2; do
+  timeout 60 mpirun -np $np --oversubscribe --bind-to none "$BIN/scaletrain-comm-bench" --device cuda --p2p \
+    --p2p-bytes 16M --p2p-iters 3 --json "$T/p2p_$np.json" >"$T/p2p_$np.txt" 2>&1 ||
+    { echo "FAIL: comm-bench --p2p --device cuda on $np rank(s): $(tail -5 "$T/p2p_$np.txt")"; status=1; }
+done
+grep -q "^# one rank: no links to measure" "$T/p2p_1.txt" || { echo "FAIL: p2p on one rank: $(cat "$T/p2p_1.txt")"; status=1; }
+grep -q "^# GPU x GPU links not measured: .*ranks 0 and 1 share GPU" "$T/p2p_2.txt" ||
+  { echo "FAIL: p2p on a shared GPU does not say why: $(cat "$T/p2p_2.txt")"; status=1; }
+$PY - "$T" <<'PY' || status=1
+import json, sys
+for np in (1, 2):
+    j = json.load(open(f"{sys.argv[1]}/p2p_{np}.json"))
+    assert j["device"] == "cuda" and j["links_measured"] is (np == 1), j
+    assert all(j["gbps"][r][r] > 1 for r in range(np)), j["gbps"]  # a GPU copies well above 1 GB/s
+print("ok: comm-bench --p2p --device cuda: the diagonal measured, the links where NCCL can")
+PY
 grep -q "^# nccl: not run: ranks 0 and 1 share GPU" "$T/bench_two_nodes.txt" ||
   { echo "FAIL: comm-bench on a shared GPU does not say why nccl is left out"; status=1; }
 $PY - "$T" <<'PY' || status=1

@@ -68,4 +68,12 @@ struct NcclReducerOptions {
 std::unique_ptr<GradientReducer> make_nccl_reducer(Context& ctx, const Topology& topo, const FlatLayout& gradients,
                                                    const NcclReducerOptions& options);
 
+// scaletrain-comm-bench --p2p --device cuda: the GPU x GPU bandwidth matrix in GB/s (1e9 B/s),
+// row = sender, column = receiver, n x n for the n ranks of topo.world() (the diagonal left 0 for
+// the caller). Each pair in turn, the others waiting: `iters` timed ncclSend/ncclRecv of `bytes`
+// after one warm-up, timed on the receiver. Collective; the same matrix on every rank. Throws on
+// every rank where two ranks share a GPU (NCCL's world communicator cannot form), or without NCCL.
+std::vector<double> nccl_p2p_gbps(Context& ctx, const Topology& topo, int64_t bytes, int iters,
+                                  const SharedGpuCheck& shared_gpus);
+
 }  // namespace scaletrain::comm

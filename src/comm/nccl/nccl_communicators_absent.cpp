@@ -30,6 +30,13 @@ void* NcclCommunicators::cross() const { return nullptr; }
 std::string NcclCommunicators::async_error() const { return ""; }
 void NcclCommunicators::abort() noexcept {}
 
+std::vector<double> nccl_p2p_gbps(Context&, const Topology& topo, int64_t, int, const SharedGpuCheck& shared_gpus) {
+  NcclNeeds world;
+  world.world = true;
+  NcclCommunicators::refuse_shared_gpus(topo, world, shared_gpus);
+  not_built();
+}
+
 // The same shared-GPU refusal first, then "not built".
 std::unique_ptr<GradientReducer> make_nccl_reducer(Context&, const Topology& topo, const FlatLayout&,
                                                    const NcclReducerOptions& options) {

@@ -100,6 +100,18 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
   return real(sendbuff, recvbuff, sendcount, datatype, comm, stream);
 }
 
+ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  ST_FORWARD(ncclSend);
+  return real(sendbuff, count, datatype, peer, comm, stream);
+}
+
+ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  ST_FORWARD(ncclRecv);
+  return real(recvbuff, count, datatype, peer, comm, stream);
+}
+
 ncclResult_t ncclGroupStart() {
   ST_FORWARD(ncclGroupStart);
   return real();
