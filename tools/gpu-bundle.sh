@@ -194,6 +194,12 @@ B
 [ -f "$src_dir/tools/bench_transformer.sh" ] &&
   printf 'gpu_transformer_train\tenv BENCH_DEVICE=cuda BENCH_MODELS=transformer-base BENCH_STEPS=15 BENCH_LOG_EVERY=5 bash tools/bench_transformer.sh\n' >>"$b/benches.sh"
 
+# The GPU all-reduce's figures (issue 27, section 8): comm-bench tables of 1 to 4 ranks on device
+# memory, and ResNet-50's all-reduce and exposed time per step with 2 and 4 emulated nodes for each
+# algorithm one GPU can run (cost accounting: the ranks share the GPU).
+[ -f "$src_dir/tools/bench_gpu_allreduce.sh" ] &&
+  printf 'gpu_allreduce\tbash tools/bench_gpu_allreduce.sh\n' >>"$b/benches.sh"
+
 # Data sets the GPU tests need and the GPU machine cannot fetch, on request only (30 MB more to
 # carry): GPU_BUNDLE_DATA=fashion-mnist packs Debian's dataset-fashion-mnist files.
 for set_name in ${GPU_BUNDLE_DATA:-}; do

@@ -15,16 +15,21 @@ namespace {
 Json optional_number(double v) { return v >= 0 ? Json(v) : Json(); }
 
 // Total and exposed all-reduce time, per rank, over the segment and per step. Total: the
-// communication thread's busy time; exposed: the wait after backward (the allreduce phase).
+// communication thread's busy time (the NCCL reducer: its stream's, by CUDA events); exposed: the
+// wait after backward (the allreduce phase; the NCCL reducer: the compute stream's, by events).
 Json allreduce_time(const comm::Communicator& comm, const TrainSummary& s) {
   const int64_t steps_timed = std::max<int64_t>(1, s.timers->count(Phase::allreduce));
-  const double busy = s.reducer->communication_seconds(), exposed = s.timers->total(Phase::allreduce);
+  // The NCCL reducer measures its exposed time on the GPU (its finish() does not wait for the sums).
+  const double gpu_exposed = s.reducer->exposed_seconds();
+  const double busy = s.reducer->communication_seconds();
+  const double exposed = gpu_exposed >= 0 ? gpu_exposed : s.timers->total(Phase::allreduce);
   Json t = Json::object();
   t.set("steps", s.timers->count(Phase::allreduce));
   t.set("total_s", stats_over_ranks(comm, busy));
   t.set("per_step_s", stats_over_ranks(comm, busy / steps_timed));
   t.set("exposed_total_s", stats_over_ranks(comm, exposed));
   t.set("exposed_per_step_s", stats_over_ranks(comm, exposed / steps_timed));
+  t.set("measured_by", gpu_exposed >= 0 ? "cuda events" : "host clock");
   return t;
 }
 

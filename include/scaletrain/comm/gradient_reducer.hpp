@@ -43,6 +43,11 @@ class GradientReducer {
   // Seconds spent all-reducing over the whole run, as the implementation documents it (flat:
   // the blocking MPI call; bucketed: the communication thread's busy time).
   virtual double communication_seconds() const = 0;
+  // The exposed part of it as the device saw it (the NCCL reducer: from the end of backward on the
+  // compute stream to the last bucket's end on the communication stream, CUDA events), or < 0
+  // where the host's wait in finish() is the measure (the MPI reducers, whose finish() waits for
+  // the sums).
+  virtual double exposed_seconds() const { return -1.0; }
   // One line for the start-up log: algorithm, compression, buckets and overlap.
   virtual std::string describe() const = 0;
   // For report.json's allreduce_options: the settings, and how the algorithm was chosen.

@@ -175,6 +175,7 @@ class NcclReducer final : public GradientReducer {
     if (next_to_start_ < static_cast<int>(buckets_.size())) throw_missing_gradients();
     // The optimizer (next on the compute stream) reads the averages: it waits on the device.
     ST_CHECK_CUDA(cudaSetDevice(gpu_));
+    ST_CHECK_CUDA(cudaEventRecord(backward_done_, compute_));  // where the exposed time starts
     ST_CHECK_CUDA(cudaEventRecord(step_done_, stream_));
     ST_CHECK_CUDA(cudaStreamWaitEvent(compute_, step_done_, 0));
     measured_steps_ = true;
@@ -210,6 +211,11 @@ class NcclReducer final : public GradientReducer {
   double communication_seconds() const override {
     const_cast<NcclReducer*>(this)->collect_gpu_times();
     return gpu_seconds_;
+  }
+
+  double exposed_seconds() const override {
+    const_cast<NcclReducer*>(this)->collect_gpu_times();
+    return exposed_seconds_;
   }
 
   // "hierarchical on the GPU: NCCL inside the node, MPI across nodes staged through pinned host
@@ -312,7 +318,8 @@ class NcclReducer final : public GradientReducer {
       began_.push_back(event(cudaEventDefault));
       ended_.push_back(event(cudaEventDefault));
     }
-    step_done_ = event(cudaEventDisableTiming);
+    step_done_ = event(cudaEventDefault);      // timed: the exposed time ends here
+    backward_done_ = event(cudaEventDefault);  // on the compute stream when finish() is called
     compute_ready_ = event(cudaEventDisableTiming);
     // The thread blocks on it (a share's copy to the host) without spinning a core.
     staged_ = event(cudaEventDisableTiming | cudaEventBlockingSync);
@@ -562,6 +569,11 @@ class NcclReducer final : public GradientReducer {
       ST_CHECK_CUDA(cudaEventElapsedTime(&ms, began_[b], ended_[b]));
       gpu_seconds_ += ms / 1e3;
     }
+    // The compute stream waited from the end of backward until the last bucket was done; a
+    // negative span is communication that finished before backward did: nothing exposed.
+    float exposed_ms = 0.0f;
+    ST_CHECK_CUDA(cudaEventElapsedTime(&exposed_ms, backward_done_, step_done_));
+    exposed_seconds_ += std::max(0.0f, exposed_ms) / 1e3;
   }
 
   [[noreturn]] void throw_missing_gradients() const {
@@ -586,7 +598,7 @@ class NcclReducer final : public GradientReducer {
   Buffers buffers_;
   cudaStream_t stream_ = nullptr;
   std::vector<cudaEvent_t> events_, ready_events_, began_, ended_;
-  cudaEvent_t step_done_ = nullptr, staged_ = nullptr, compute_ready_ = nullptr;
+  cudaEvent_t step_done_ = nullptr, staged_ = nullptr, compute_ready_ = nullptr, backward_done_ = nullptr;
   std::vector<GradientBucket> buckets_;
   std::vector<int> bucket_of_;
   std::vector<char> ready_;
@@ -604,7 +616,7 @@ class NcclReducer final : public GradientReducer {
   std::vector<SizeClass> table_;
   std::string calibration_note_;
   std::optional<Algorithm> forced_;
-  double gpu_seconds_ = 0.0;
+  double gpu_seconds_ = 0.0, exposed_seconds_ = 0.0;  // CUDA-event times over the run
 
   std::mutex mutex_;
   std::condition_variable work_cv_, done_cv_;
