@@ -391,7 +391,8 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "inter", po::value(&c.inter)->default_value(c.inter),
       "the hierarchical all-reduce's transport across nodes: mpi (each rank's 1/L share; from GPU memory staged "
       "through pinned host memory, or handed to a CUDA-aware MPI) | nccl (NCCL among the ranks of equal local rank; "
-      "needs --intra nccl)")(
+      "needs --intra nccl) | auto (with --allreduce auto and NCCL: the start-up calibration times both and takes the "
+      "faster per bucket size)")(
       "cuda-aware-mpi", po::value(&c.cuda_aware_mpi)->default_value(c.cuda_aware_mpi),
       "auto | on | off: hand GPU pointers to MPI across nodes (--intra nccl --inter mpi) instead of staging them "
       "through host memory; auto where the MPI says it is CUDA-aware (MPIX_Query_cuda_support), on refuses an MPI "

@@ -59,8 +59,8 @@ NcclNeeds nccl_needs(Algorithm shape, Transport inter, bool automatic) {
 
 void refuse_shared_gpus_for(const Topology& topo, const NcclReducerOptions& options) {
   ST_CHECK(options.shared_gpus, "internal: the NCCL reducer needs a shared-GPU check");
-  NcclCommunicators::refuse_shared_gpus(topo, nccl_needs(options.shape, options.inter, options.automatic),
-                                        options.shared_gpus);
+  const Transport inter = options.automatic && options.inter_automatic ? Transport::nccl : options.inter;
+  NcclCommunicators::refuse_shared_gpus(topo, nccl_needs(options.shape, inter, options.automatic), options.shared_gpus);
 }
 
 std::string nccl_shared_gpus(const Topology& topo, Algorithm shape, Transport inter, const SharedGpuCheck& check,

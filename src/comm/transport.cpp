@@ -30,7 +30,10 @@ const char* transport_name(Transport t) { return t == Transport::nccl ? "nccl" :
 
 void check_transport_request(const std::string& algorithm, const TransportRequest& r) {
   require(one_of(r.intra, {"auto", "mpi", "nccl"}), "unknown --intra '" + r.intra + "' (known: auto, mpi, nccl)");
-  require(one_of(r.inter, {"mpi", "nccl"}), "unknown --inter '" + r.inter + "' (known: mpi, nccl)");
+  require(one_of(r.inter, {"mpi", "nccl", "auto"}), "unknown --inter '" + r.inter + "' (known: mpi, nccl, auto)");
+  require(!(r.inter == "auto" && algorithm != "auto"),
+          "--inter auto leaves the transport across nodes to --allreduce auto's calibration; with --allreduce " +
+              algorithm + " name it: --inter mpi or nccl");
   require(one_of(r.cuda_aware_mpi, {"auto", "on", "off"}),
           "unknown --cuda-aware-mpi '" + r.cuda_aware_mpi + "' (known: auto, on, off)");
   require(!(r.inter == "nccl" && algorithm == "flat"),

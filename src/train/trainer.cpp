@@ -393,6 +393,7 @@ comm::NcclReducerOptions Training::nccl_options() const {
   comm::NcclReducerOptions o;
   o.shape = cfg_.allreduce == "flat" ? comm::Algorithm::flat : comm::Algorithm::hierarchical;
   o.automatic = cfg_.allreduce == "auto";
+  o.inter_automatic = transports_.inter_automatic;
   o.inter = transports_.inter;
   o.cuda_aware_mpi = transports_.cuda_aware_mpi;
   o.compression = allreduce_options(cfg_).compression;

@@ -39,6 +39,23 @@ comm::Algorithm shape_of(const TrainConfig& c) {
   return c.allreduce == "flat" ? comm::Algorithm::flat : comm::Algorithm::hierarchical;
 }
 
+// --inter auto with NCCL inside the node: the calibration times NCCL across nodes too, where the
+// cross-node communicator can form (nodes of equal size, each of its ranks on a GPU of its own:
+// not so for emulated nodes on one GPU); else MPI only, said in a note. Collective.
+void choose_inter_automatically(const comm::Topology& topo, const DeviceChoice& device, TransportChoice& t) {
+  std::string why = topo.uniform() ? "" : "nodes of unequal size (" + topo.describe() + ")";
+  if (why.empty())
+    why = comm::nccl_shared_gpus(
+        topo, comm::Algorithm::hierarchical, comm::Transport::nccl,
+        [&device](const std::vector<int>& members) { return gpus_shared_within(device.binding, members); });
+  if (why.empty()) {
+    t.inter_automatic = true;
+    return;
+  }
+  t.notes.push_back(
+      "all-reduce: --inter auto times MPI across nodes only: NCCL's cross-node communicator cannot form (" + why + ")");
+}
+
 // On GPUs: nccl or mpi inside the node, by the rules above.
 void choose_intra_on_gpus(const comm::Communicator& comm, const comm::Topology& topo, const TrainConfig& c,
                           const DeviceChoice& device, TransportChoice& t) {
@@ -75,6 +92,7 @@ void choose_intra_on_gpus(const comm::Communicator& comm, const comm::Topology& 
         shared + "; use --intra mpi, or one rank per GPU");
   t.intra = comm::Transport::nccl;
   t.inter = inter;
+  if (c.inter == "auto") choose_inter_automatically(topo, device, t);
 }
 
 }  // namespace
@@ -117,7 +135,7 @@ Json TransportChoice::to_json(const TrainConfig& c) const {
   Json j = Json::object();
   j.set("intra", comm::transport_name(intra));
   j.set("intra_requested", c.intra);
-  j.set("inter", comm::transport_name(inter));
+  j.set("inter", inter_automatic ? "auto" : comm::transport_name(inter));
   j.set("cuda_aware_mpi", aware);
   j.set("nccl", nccl_version.empty() ? Json() : Json(nccl_version));
   Json list = Json::array();

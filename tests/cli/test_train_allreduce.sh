@@ -119,6 +119,8 @@ expect_failure "--inter nccl without --intra nccl" "--inter nccl needs --intra n
 expect_failure "flat --inter nccl" "--allreduce flat --inter nccl: flat is one all-reduce over every rank" \
   "${train2[@]}" --allreduce flat --intra nccl --inter nccl
 expect_failure "unknown --intra" "unknown --intra 'rdma' (known: auto, mpi, nccl)" "${train2[@]}" --intra rdma
+expect_failure "--inter auto without --allreduce auto" "--inter auto leaves the transport across nodes to --allreduce auto" \
+  "${train2[@]}" --inter auto
 expect_failure "unknown --cuda-aware-mpi" "unknown --cuda-aware-mpi 'yes' (known: auto, on, off)" \
   "${train2[@]}" --cuda-aware-mpi yes
 expect_failure "--cuda-aware-mpi on, MPI not CUDA-aware" \

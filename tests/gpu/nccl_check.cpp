@@ -11,7 +11,8 @@
 // which must be "".
 // --expect-refusal: the construction must throw on every rank, naming the ranks that share the
 // GPU, before NCCL is asked (NCCL would refuse, and might leave ranks waiting).
-//   mpirun -np N scaletrain_gpu_nccl_check --ranks-per-node L --reducer flat|hierarchical|hierarchical:nccl|auto
+//   mpirun -np N scaletrain_gpu_nccl_check --ranks-per-node L --reducer
+//   flat|hierarchical|hierarchical:nccl|auto|auto:nccl
 // checks the NCCL gradient reducer instead (check_reducer below): exact means, bucket by bucket,
 // fp32 and 16-bit on the wire, and the pre-flight's all-reduce of host memory.
 // Exit codes: 0 passed, 1 failed, 2 bad arguments, 77 skipped (no GPU, or no NCCL in this build).
@@ -162,7 +163,8 @@ int check_reducer(st::Context& ctx, const st::comm::Topology& topo, const std::s
     st::comm::NcclReducerOptions o;
     o.shape = spec == "flat" ? st::comm::Algorithm::flat : st::comm::Algorithm::hierarchical;
     o.inter = spec == "hierarchical:nccl" ? st::comm::Transport::nccl : st::comm::Transport::mpi;
-    o.automatic = spec == "auto";
+    o.automatic = spec == "auto" || spec == "auto:nccl";
+    o.inter_automatic = spec == "auto:nccl";
     o.compression = c;
     o.buckets.bucket_mb = 1.0;
     o.shared_gpus = shared;
@@ -220,7 +222,7 @@ int main(int argc, char** argv) {
     if (world.rank() == 0)
       std::fprintf(stderr,
                    "usage: %s [--ranks-per-node L] (--needs node,world,cross [--expect-refusal] | --reducer "
-                   "flat|hierarchical|hierarchical:nccl|auto)\n",
+                   "flat|hierarchical|hierarchical:nccl|auto|auto:nccl)\n",
                    argv[0]);
     return 2;
   }

@@ -26,6 +26,7 @@ nccl_check reducer_hierarchical_1x2 2 --ranks-per-node 2 --reducer hierarchical
 nccl_check reducer_flat_2 2 --ranks-per-node 2 --reducer flat
 nccl_check reducer_inter_nccl_2x1 2 --ranks-per-node 1 --reducer hierarchical:nccl
 nccl_check reducer_auto_2 2 --ranks-per-node 2 --reducer auto
+nccl_check reducer_auto_inter_auto_2x1 2 --ranks-per-node 1 --reducer auto:nccl
 
 # comm-bench --p2p --device cuda: the GPU x GPU links measured and judged.
 timeout 60 mpirun -np 2 --oversubscribe --bind-to none "$BIN/scaletrain-comm-bench" --device cuda --p2p \

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU gradient all-reduce with NCCL (--intra nccl; issue 27, sections 2, 4 and 7) on one GPU,
 # where every NCCL communicator has one rank:
-#   the reducer (scaletrain_gpu_nccl_check --reducer): flat and auto (calibrated) on 1 rank,
+#   the reducer (scaletrain_gpu_nccl_check --reducer): flat and auto (calibrated; with --inter auto
+#     too) on 1 rank,
 #     hierarchical --inter mpi on
 #     1 to 4 emulated nodes of one rank (3: an odd count), in fp32 and fp16/bf16 on the wire, two
 #     steps each, every element the exact mean over ranks; and the pre-flight's all-reduce;
@@ -30,6 +31,7 @@ status=0
 
 nccl_check reducer_flat_one_rank 1 --ranks-per-node 1 --reducer flat
 nccl_check reducer_auto_one_rank 1 --ranks-per-node 1 --reducer auto
+nccl_check reducer_auto_inter_auto_one_rank 1 --ranks-per-node 1 --reducer auto:nccl
 for n in 1 2 3 4; do nccl_check "reducer_hierarchical_${n}x1" "$n" --ranks-per-node 1 --reducer hierarchical; done
 
 # scaletrain-comm-bench --device cuda (section 5): one rank runs every GPU algorithm; two emulated

@@ -121,6 +121,13 @@ BOOST_AUTO_TEST_CASE(gpus_of_their_own_take_nccl_inside_the_node_where_it_loads)
   c.allreduce = "auto";
   const st::train::TransportChoice a = st::train::choose_transports(comm, topo, c, gpus);
   BOOST_TEST((a.intra == t.intra));
+  // --inter auto: the calibration also times NCCL across nodes, where the cross-node communicator
+  // forms (every rank its own GPU: here it does).
+  c.inter = "auto";
+  const st::train::TransportChoice i = st::train::choose_transports(comm, topo, c, gpus);
+  BOOST_TEST(i.inter_automatic == (i.intra == Transport::nccl));
+  BOOST_TEST(i.to_json(c).at("inter").as_string() == (i.inter_automatic ? "auto" : "mpi"));
+  c.inter = "mpi";
 }
 
 BOOST_AUTO_TEST_CASE(ranks_that_share_a_gpu_fall_back_to_mpi_and_refuse_intra_nccl_naming_them) {
@@ -146,6 +153,10 @@ BOOST_AUTO_TEST_CASE(ranks_that_share_a_gpu_fall_back_to_mpi_and_refuse_intra_nc
   BOOST_TEST((s.intra == Transport::nccl && s.inter == Transport::mpi));
   c.intra = "auto";
   BOOST_TEST((st::train::choose_transports(comm, single, c, one).intra == Transport::mpi));
+  // --inter auto needs --allreduce auto, whose calibration chooses it.
+  c.inter = "auto";
+  BOOST_TEST(contains(refusal(comm, single, c, one), "--inter auto leaves the transport across nodes"));
+  c.inter = "mpi";
   // --allreduce auto needs the world's communicator too, which two ranks on one GPU cannot form.
   c.intra = "nccl";
   c.allreduce = "auto";

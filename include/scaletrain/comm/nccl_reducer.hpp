@@ -55,6 +55,10 @@ struct NcclReducerOptions {
   // GPU memory measured faster (4 KiB .. 64 MiB by 4x, as the host AllReducer's; rank 0 logs it).
   // Needs both shapes' communicators; on nodes of unequal size it is flat, saying so.
   bool automatic = false;
+  // With `automatic` (--inter auto): hierarchical is timed with MPI and with NCCL across nodes as
+  // well, and each size class takes the fastest of the three paths. Needs the cross-node
+  // communicator too.
+  bool inter_automatic = false;
   Transport inter = Transport::mpi;  // hierarchical's level across nodes
   bool cuda_aware_mpi = false;       // --inter mpi: MPI on device pointers, no host copy
   Compression compression = Compression::none;

@@ -21,14 +21,15 @@ const char* transport_name(Transport t);
 // The options as given (before the device is known).
 struct TransportRequest {
   std::string intra = "auto";           // auto | mpi | nccl
-  std::string inter = "mpi";            // mpi | nccl
+  std::string inter = "mpi";            // mpi | nccl | auto (with --allreduce auto)
   std::string cuda_aware_mpi = "auto";  // auto | on | off
 };
 
 // Throws UsageError for an unknown name, or a combination that does not exist with --allreduce
 // `algorithm` (flat | hierarchical | auto), naming it: --inter nccl with flat (one level, no
-// inter-node one), and --inter nccl without --intra nccl (the buffers would leave the GPU inside
-// the node to come back for NCCL).
+// inter-node one), --inter nccl without --intra nccl (the buffers would leave the GPU inside
+// the node to come back for NCCL), and --inter auto without --allreduce auto (whose calibration
+// chooses it).
 // Needs no MPI: option parsing calls it.
 void check_transport_request(const std::string& algorithm, const TransportRequest& request);
 

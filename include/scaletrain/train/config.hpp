@@ -153,7 +153,7 @@ struct TrainConfig {
   // The transport of each level (comm/transport.hpp, train/transport_choice.hpp): --intra auto
   // is nccl on GPUs where no two ranks of a communicator share a GPU, else mpi (host-staged).
   std::string intra = "auto";           // auto | mpi | nccl
-  std::string inter = "mpi";            // mpi | nccl
+  std::string inter = "mpi";            // mpi | nccl | auto (--allreduce auto chooses)
   std::string cuda_aware_mpi = "auto";  // auto | on | off
   // --precision: fp32 | amp-fp16 | amp-bf16 (docs/mixed-precision.md).
   std::string precision = "fp32";

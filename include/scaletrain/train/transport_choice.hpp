@@ -26,9 +26,10 @@ namespace scaletrain::train {
 struct TransportChoice {
   comm::Transport intra = comm::Transport::mpi;
   comm::Transport inter = comm::Transport::mpi;
-  bool cuda_aware_mpi = false;  // MPI across nodes on device pointers
-  comm::CudaAwareMpi mpi;       // what the MPI said
-  std::string nccl_version;     // the loaded library's, where NCCL is used
+  bool inter_automatic = false;  // --inter auto: the NCCL reducer's calibration chooses per size
+  bool cuda_aware_mpi = false;   // MPI across nodes on device pointers
+  comm::CudaAwareMpi mpi;        // what the MPI said
+  std::string nccl_version;      // the loaded library's, where NCCL is used
   // Rank 0's start-up lines: why a default fell back, settings without effect.
   std::vector<std::string> notes;
 

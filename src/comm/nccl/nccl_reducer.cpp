@@ -108,7 +108,7 @@ class NcclReducer final : public GradientReducer {
       const std::vector<std::string> all = topo.world().allgather(failed);
       for (std::size_t r = 0; r < all.size(); ++r)
         if (!all[r].empty()) ST_THROW("the NCCL gradient reducer could not be set up on rank " << r << ": " << all[r]);
-      comms_ = std::make_unique<NcclCommunicators>(topo, nccl_needs(options_.shape, options_.inter, options_.automatic),
+      comms_ = std::make_unique<NcclCommunicators>(topo, nccl_needs(options_.shape, needed_inter(), options_.automatic),
                                                    options_.shared_gpus);
     } catch (...) {
       release_stream_and_events();
@@ -194,7 +194,9 @@ class NcclReducer final : public GradientReducer {
       j.set("parameters", b.last_param - b.first_param + 1);
       j.set("first_parameter", grads_.segments[b.last_param].name);
       j.set("last_parameter", grads_.segments[b.first_param].name);
-      j.set("algorithm", algorithm_name(shape_for(b.count * static_cast<int64_t>(sizeof(float)))));
+      const Path path = path_for(b.count * static_cast<int64_t>(sizeof(float)));
+      j.set("algorithm", algorithm_name(path.shape));
+      if (path.shape == Algorithm::hierarchical) j.set("inter", transport_name(path.inter));
       list.push_back(j);
     }
     Json j = Json::object();
@@ -259,7 +261,9 @@ class NcclReducer final : public GradientReducer {
         r.set("bytes", row.bytes);
         r.set("flat_us", row.flat_us);
         r.set("hierarchical_us", row.hierarchical_us);
-        r.set("algorithm", algorithm_name(row.chosen));
+        if (row.hierarchical_nccl_us >= 0) r.set("hierarchical_nccl_us", row.hierarchical_nccl_us);
+        r.set("algorithm", algorithm_name(row.chosen.shape));
+        if (row.chosen.shape == Algorithm::hierarchical) r.set("inter", transport_name(row.chosen.inter));
         rows.push_back(r);
       }
       c.set("calibration", rows);
@@ -327,12 +331,23 @@ class NcclReducer final : public GradientReducer {
 
   std::string requested() const { return options_.automatic ? "auto" : algorithm_name(options_.shape); }
 
-  // The shape a message of `bytes` (fp32) takes: the option's, or auto's nearest size class on a
+  // What carries a bucket: its shape and, hierarchical, the transport across nodes.
+  struct Path {
+    Algorithm shape = Algorithm::flat;
+    Transport inter = Transport::mpi;
+  };
+
+  // The transport across nodes the communicators must allow for.
+  Transport needed_inter() const {
+    return options_.automatic && options_.inter_automatic ? Transport::nccl : options_.inter;
+  }
+
+  // The path a message of `bytes` (fp32) takes: the options', or auto's nearest size class on a
   // log scale (the same rule as the host AllReducer's).
-  Algorithm shape_for(int64_t bytes) const {
+  Path path_for(int64_t bytes) const {
     if (forced_) return *forced_;
-    if (!options_.automatic) return options_.shape;
-    if (table_.empty()) return Algorithm::flat;  // unequal nodes: no calibration
+    if (!options_.automatic) return {options_.shape, options_.inter};
+    if (table_.empty()) return {Algorithm::flat, options_.inter};  // unequal nodes: no calibration
     const double x = std::log2(static_cast<double>(std::max<int64_t>(bytes, 1)));
     std::size_t best = 0;
     for (std::size_t i = 1; i < table_.size(); ++i)
@@ -341,8 +356,10 @@ class NcclReducer final : public GradientReducer {
         best = i;
     return table_[best].chosen;
   }
+  Algorithm shape_for(int64_t bytes) const { return path_for(bytes).shape; }
 
-  // --allreduce auto: both shapes timed on GPU memory at 4 KiB .. 64 MiB by 4x (none above the
+  // --allreduce auto: both shapes (with --inter auto, hierarchical with each transport across
+  // nodes) timed on GPU memory at 4 KiB .. 64 MiB by 4x (none above the
   // gradients' size), alternating, a warm-up and a few repetitions each; a repetition's time is
   // the maximum over ranks and a class's the best repetition, so every rank chooses alike. On this
   // thread, before the communication thread starts: it is then the only caller of NCCL and MPI.
@@ -364,33 +381,50 @@ class NcclReducer final : public GradientReducer {
     } free_scratch{scratch};
     ST_CHECK_CUDA(cudaMemsetAsync(scratch, 0, static_cast<std::size_t>(sizes.back()), stream_));
     const Communicator& world = topo_.world();
+    // The candidates: flat, hierarchical with the options' transport across nodes, and with
+    // --inter auto hierarchical with the other one too.
+    std::vector<Path> paths = {{Algorithm::flat, options_.inter}, {Algorithm::hierarchical, options_.inter}};
+    if (options_.inter_automatic)
+      paths = {{Algorithm::flat, Transport::mpi},
+               {Algorithm::hierarchical, Transport::mpi},
+               {Algorithm::hierarchical, Transport::nccl}};
     for (int64_t bytes : sizes) {
-      SizeClass row;
-      row.bytes = bytes;
-      row.flat_us = row.hierarchical_us = 1e300;
+      std::vector<double> best(paths.size(), 1e300);
       const int reps = bytes >= (int64_t{16} << 20) ? 2 : 4;  // the first is the warm-up
       for (int rep = 0; rep < reps; ++rep)
-        for (Algorithm a : {Algorithm::flat, Algorithm::hierarchical}) {
-          forced_ = a;
+        for (std::size_t k = 0; k < paths.size(); ++k) {
+          forced_ = paths[k];
           world.barrier();
           const double t0 = now_seconds();
           reduce(scratch, 0, bytes / static_cast<int64_t>(sizeof(float)), /*mean=*/false);
           ST_CHECK_CUDA(cudaStreamSynchronize(stream_));
           const double us = world.allreduce_max(now_seconds() - t0) * 1e6;
-          if (rep > 0)
-            (a == Algorithm::flat ? row.flat_us : row.hierarchical_us) =
-                std::min(a == Algorithm::flat ? row.flat_us : row.hierarchical_us, us);
+          if (rep > 0) best[k] = std::min(best[k], us);
         }
-      row.chosen = row.hierarchical_us < row.flat_us ? Algorithm::hierarchical : Algorithm::flat;
+      SizeClass row;
+      row.bytes = bytes;
+      row.flat_us = best[0];
+      row.hierarchical_us = best[1];
+      if (paths.size() > 2) row.hierarchical_nccl_us = best[2];
+      const std::size_t fastest = static_cast<std::size_t>(std::min_element(best.begin(), best.end()) - best.begin());
+      row.chosen = paths[fastest];
       table_.push_back(row);
     }
     forced_.reset();
     if (world.rank() == 0) {
       std::ostringstream os;
       os << "all-reduce auto on the GPU (max over ranks, best of the repetitions):";
-      for (const SizeClass& row : table_)
+      for (const SizeClass& row : table_) {
         os << " " << (row.bytes >> 10) << " KiB flat " << static_cast<int64_t>(row.flat_us) << " us / hierarchical "
-           << static_cast<int64_t>(row.hierarchical_us) << " us -> " << algorithm_name(row.chosen) << ";";
+           << static_cast<int64_t>(row.hierarchical_us) << " us";
+        if (row.hierarchical_nccl_us >= 0)
+          os << " / hierarchical, NCCL across nodes " << static_cast<int64_t>(row.hierarchical_nccl_us) << " us";
+        os << " -> " << algorithm_name(row.chosen.shape)
+           << (row.chosen.shape == Algorithm::hierarchical && options_.inter_automatic
+                   ? std::string(", ") + transport_name(row.chosen.inter) + " across nodes"
+                   : std::string())
+           << ";";
+      }
       ST_LOG(os.str());
     }
   }
@@ -410,12 +444,14 @@ class NcclReducer final : public GradientReducer {
   }
 
   bool stages_across_nodes() const {
-    return (options_.automatic || options_.shape == Algorithm::hierarchical) && options_.inter == Transport::mpi &&
+    return (options_.automatic || options_.shape == Algorithm::hierarchical) &&
+           (options_.inter == Transport::mpi || options_.inter_automatic) &&
            !(options_.cuda_aware_mpi && options_.compression == Compression::none) && topo_.cross().size() > 1;
   }
 
   std::string across_nodes() const {
     if (topo_.cross().size() == 1) return "one node: nothing crosses nodes";
+    if (options_.automatic && options_.inter_automatic) return "MPI or NCCL across nodes, as calibrated";
     if (options_.inter == Transport::nccl) return "NCCL across nodes";
     if (!stages_across_nodes()) return "MPI across nodes on GPU memory (CUDA-aware)";
     return "MPI across nodes staged through pinned host memory";
@@ -497,19 +533,20 @@ class NcclReducer final : public GradientReducer {
       payload = static_cast<char*>(buffers_.wire) + offset * static_cast<int64_t>(sizeof(uint16_t));
       cuda::launch_f32_to_16bit(data, reinterpret_cast<uint16_t*>(payload), count, bf16, stream_);
     }
-    if (shape_for(count * static_cast<int64_t>(sizeof(float))) == Algorithm::flat) {
+    const Path path = path_for(count * static_cast<int64_t>(sizeof(float)));
+    if (path.shape == Algorithm::flat) {
       ncclComm_t world = static_cast<ncclComm_t>(comms_->world());
       ST_CHECK_NCCL(
           ncclAllReduce(payload, payload, static_cast<std::size_t>(count), nccl_type(wire), ncclSum, world, stream_),
           world);
     } else {
-      reduce_hierarchical(payload, offset, count, wire);
+      reduce_hierarchical(payload, offset, count, wire, path.inter);
     }
     if (compress) cuda::launch_16bit_to_f32(reinterpret_cast<uint16_t*>(payload), data, count, bf16, stream_);
     if (mean && world_size_ > 1) cuda::launch_divide_f32(data, static_cast<float>(world_size_), count, stream_);
   }
 
-  void reduce_hierarchical(char* payload, int64_t offset, int64_t count, Compression wire) {
+  void reduce_hierarchical(char* payload, int64_t offset, int64_t count, Compression wire, Transport inter) {
     ncclComm_t node = static_cast<ncclComm_t>(comms_->node());
     const ncclDataType_t type = nccl_type(wire);
     const int64_t eb = static_cast<int64_t>(wire_bytes(wire));
@@ -524,8 +561,8 @@ class NcclReducer final : public GradientReducer {
                                   ncclSum, node, stream_),
                     node);
     if (topo_.cross().size() > 1) {
-      across(mine, offset + me * block, block, wire);
-      across(payload + even * eb, offset + even, tail, wire);
+      across(mine, offset + me * block, block, wire, inter);
+      across(payload + even * eb, offset + even, tail, wire, inter);
     }
     if (local > 1 && block > 0)
       ST_CHECK_NCCL(ncclAllGather(mine, payload, static_cast<std::size_t>(block), type, node, stream_), node);
@@ -533,9 +570,9 @@ class NcclReducer final : public GradientReducer {
 
   // The sum of `count` wire elements at `device` (element `offset` of the gradients) over the
   // ranks of this local rank on every node.
-  void across(char* device, int64_t offset, int64_t count, Compression wire) {
+  void across(char* device, int64_t offset, int64_t count, Compression wire, Transport inter) {
     if (count == 0) return;
-    if (options_.inter == Transport::nccl) {
+    if (inter == Transport::nccl) {
       ncclComm_t cross = static_cast<ncclComm_t>(comms_->cross());
       ST_CHECK_NCCL(
           ncclAllReduce(device, device, static_cast<std::size_t>(count), nccl_type(wire), ncclSum, cross, stream_),
@@ -610,12 +647,12 @@ class NcclReducer final : public GradientReducer {
   // --allreduce auto: one row per size class, ascending; the shape being timed while calibrating.
   struct SizeClass {
     int64_t bytes = 0;
-    double flat_us = 0.0, hierarchical_us = 0.0;
-    Algorithm chosen = Algorithm::flat;
+    double flat_us = 0.0, hierarchical_us = 0.0, hierarchical_nccl_us = -1.0;  // -1: not timed
+    Path chosen;
   };
   std::vector<SizeClass> table_;
   std::string calibration_note_;
-  std::optional<Algorithm> forced_;
+  std::optional<Path> forced_;
   double gpu_seconds_ = 0.0, exposed_seconds_ = 0.0;  // CUDA-event times over the run
 
   std::mutex mutex_;
