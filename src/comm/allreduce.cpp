@@ -32,6 +32,7 @@
 #include <utility>
 
 #include "comm/mpi_impl.hpp"
+#include "comm/size_classes.hpp"
 #include "comm/wire.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/half.hpp"
@@ -390,15 +391,7 @@ struct AllReducer::Impl {
 
   Algorithm algorithm_for(int64_t bytes) const {
     if (table.empty()) return fixed;
-    // Nearest size class on a log scale.
-    const double x = std::log2(static_cast<double>(std::max<int64_t>(bytes, 1)));
-    std::size_t best = 0;
-    for (std::size_t i = 1; i < table.size(); ++i) {
-      if (std::fabs(std::log2(static_cast<double>(table[i].bytes)) - x) <
-          std::fabs(std::log2(static_cast<double>(table[best].bytes)) - x))
-        best = i;
-    }
-    return table[best].chosen;
+    return nearest_size_class(table, bytes).chosen;
   }
 
   void calibrate();

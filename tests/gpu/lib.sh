@@ -145,6 +145,13 @@ synthetic_data() {
     fail "scaletrain-data synthetic failed"
 }
 
+# require_nccl WHAT: skip (77) unless the side under test is a GPU and this build has NCCL (its
+# NCCL check program); WHAT names the test's subject in the reason.
+require_nccl() {
+  [ "$DEV" = cuda ] || skip "$1 needs a GPU (ST_GPU_TEST_DEVICE=$DEV)"
+  [ -x "$BIN/scaletrain_gpu_nccl_check" ] || skip "this build has no NCCL (no $BIN/scaletrain_gpu_nccl_check)"
+}
+
 # nccl_check NAME NP ARGS...: scaletrain_gpu_nccl_check under mpirun with a time limit, its output
 # in $T/NAME.log; prints ok or FAIL (a rank that hung says so) and sets status=1 on failure.
 nccl_check() {

@@ -12,8 +12,7 @@
 #     L2 (a bucket missed or summed twice is off by tens of percent).
 source "$(dirname "$0")/lib.sh"
 require_gpu
-[ "$DEV" = cuda ] || skip "the NCCL paths need GPUs (ST_GPU_TEST_DEVICE=$DEV)"
-[ -x "$BIN/scaletrain_gpu_nccl_check" ] || skip "this build has no NCCL (no $BIN/scaletrain_gpu_nccl_check)"
+require_nccl "the NCCL paths"
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
 [ "${gpus:-0}" -ge 2 ] || skip "multigpu: ${gpus:-0} GPU visible; NCCL communicators of several ranks need a GPU each"
 T=$TMP_ROOT/gpu_multigpu_nccl

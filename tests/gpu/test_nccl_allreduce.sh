@@ -23,8 +23,7 @@
 # Skips (77) without a GPU, or where this build has no NCCL.
 source "$(dirname "$0")/lib.sh"
 require_gpu
-[ "$DEV" = cuda ] || skip "the NCCL all-reduce needs a GPU (ST_GPU_TEST_DEVICE=$DEV)"
-[ -x "$BIN/scaletrain_gpu_nccl_check" ] || skip "this build has no NCCL (no $BIN/scaletrain_gpu_nccl_check)"
+require_nccl "the NCCL all-reduce"
 T=$TMP_ROOT/gpu_nccl_allreduce
 rm -rf "$T" && mkdir -p "$T"
 status=0

@@ -5,7 +5,6 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include <chrono>
 #include <vector>
 
 #include "backend/cuda/cuda_check.hpp"
@@ -13,27 +12,24 @@
 #include "comm/nccl/nccl_check.hpp"
 #include "comm/nccl/nccl_communicators.hpp"
 #include "scaletrain/comm/nccl_reducer.hpp"
+#include "scaletrain/core/timer.hpp"
 
 namespace scaletrain::comm {
 namespace {
 
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 // `iters` + 1 exchanges from `from` to `to` (this rank is one of them); the timed ones' seconds.
 double exchange(ncclComm_t comm, cudaStream_t stream, void* buffer, int64_t bytes, int iters, int me, int from,
                 int to) {
-  double start = 0.0;
+  Stopwatch clock;
   for (int i = 0; i <= iters; ++i) {
-    if (i == 1) start = now_seconds();  // after the warm-up
+    if (i == 1) clock.reset();  // after the warm-up
     if (me == from)
       ST_CHECK_NCCL(ncclSend(buffer, static_cast<std::size_t>(bytes), ncclInt8, to, comm, stream), comm);
     else
       ST_CHECK_NCCL(ncclRecv(buffer, static_cast<std::size_t>(bytes), ncclInt8, from, comm, stream), comm);
     ST_CHECK_CUDA(cudaStreamSynchronize(stream));
   }
-  return now_seconds() - start;
+  return clock.elapsed();
 }
 
 }  // namespace

@@ -24,8 +24,6 @@
 #include <nccl.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
@@ -43,9 +41,11 @@
 #include "backend/cuda/gradient_kernels.hpp"
 #include "comm/nccl/nccl_check.hpp"
 #include "comm/nccl/nccl_communicators.hpp"
+#include "comm/size_classes.hpp"
 #include "comm/wire.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/log.hpp"
+#include "scaletrain/core/timer.hpp"
 
 namespace scaletrain::comm {
 namespace {
@@ -348,13 +348,7 @@ class NcclReducer final : public GradientReducer {
     if (forced_) return *forced_;
     if (!options_.automatic) return {options_.shape, options_.inter};
     if (table_.empty()) return {Algorithm::flat, options_.inter};  // unequal nodes: no calibration
-    const double x = std::log2(static_cast<double>(std::max<int64_t>(bytes, 1)));
-    std::size_t best = 0;
-    for (std::size_t i = 1; i < table_.size(); ++i)
-      if (std::fabs(std::log2(static_cast<double>(table_[i].bytes)) - x) <
-          std::fabs(std::log2(static_cast<double>(table_[best].bytes)) - x))
-        best = i;
-    return table_[best].chosen;
+    return nearest_size_class(table_, bytes).chosen;
   }
   Algorithm shape_for(int64_t bytes) const { return path_for(bytes).shape; }
 
@@ -395,10 +389,10 @@ class NcclReducer final : public GradientReducer {
         for (std::size_t k = 0; k < paths.size(); ++k) {
           forced_ = paths[k];
           world.barrier();
-          const double t0 = now_seconds();
+          const Stopwatch clock;
           reduce(scratch, 0, bytes / static_cast<int64_t>(sizeof(float)), /*mean=*/false);
           ST_CHECK_CUDA(cudaStreamSynchronize(stream_));
-          const double us = world.allreduce_max(now_seconds() - t0) * 1e6;
+          const double us = world.allreduce_max(clock.elapsed()) * 1e6;
           if (rep > 0) best[k] = std::min(best[k], us);
         }
       SizeClass row;
@@ -427,10 +421,6 @@ class NcclReducer final : public GradientReducer {
       }
       ST_LOG(os.str());
     }
-  }
-
-  static double now_seconds() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   }
 
   // Waits for the stream's work, then destroys the events and the stream. Destructors do not throw.
