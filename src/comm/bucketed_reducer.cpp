@@ -28,6 +28,7 @@
 #include <thread>
 #include <utility>
 
+#include "comm/bucket_readiness.hpp"
 #include "comm/gradient_staging.hpp"
 #include "scaletrain/comm/gradient_reducer.hpp"
 #include "scaletrain/core/error.hpp"
@@ -69,14 +70,10 @@ class BucketedReducer final : public GradientReducer {
         reducer_(reducer),
         grads_(gradients),
         options_(options),
-        staging_(std::move(staging)) {
+        staging_(std::move(staging)),
+        readiness_(grads_, options.bucket_mb),
+        buckets_(readiness_.buckets()) {
     check_staging(grads_, staging_.get(), "bucketed");
-    buckets_ = plan_buckets(grads_, options.bucket_mb);
-    bucket_of_.assign(static_cast<std::size_t>(grads_.num_segments()), 0);
-    for (std::size_t b = 0; b < buckets_.size(); ++b)
-      for (int i = buckets_[b].first_param; i <= buckets_[b].last_param; ++i) bucket_of_[i] = static_cast<int>(b);
-    ready_.assign(bucket_of_.size(), 0);
-    ready_count_.assign(buckets_.size(), 0);
     world_size_ = reducer.topology().world().size();
     completion_thread_ = std::thread([this] { complete_in_order(); });
   }
@@ -101,22 +98,15 @@ class BucketedReducer final : public GradientReducer {
       ST_CHECK(launched_ == completed_, "internal error: begin_step() with all-reduces still in flight");
       launched_ = completed_ = 0;
     }
-    std::fill(ready_.begin(), ready_.end(), 0);
-    std::fill(ready_count_.begin(), ready_count_.end(), 0);
+    readiness_.reset();
     next_to_start_ = 0;
     in_step_ = true;
   }
 
   void on_grad_ready(int index) override {
     ST_CHECK(in_step_, "internal error: gradient of parameter " << index << " marked ready outside a step");
-    ST_CHECK(index >= 0 && index < grads_.num_segments(),
-             "internal error: gradient ready for parameter " << index << " of " << grads_.num_segments());
-    ST_CHECK(!ready_[index],
-             "internal error: gradient of parameter " << name_of(index) << " marked ready twice in one step");
-    ready_[index] = 1;
-    const int b = bucket_of_[index];
-    ++ready_count_[b];
-    if (options_.overlap && complete(b)) start_ready_buckets();
+    const int b = readiness_.mark(index);
+    if (options_.overlap && readiness_.complete(b)) start_ready_buckets();
   }
 
   void finish() override {
@@ -138,39 +128,15 @@ class BucketedReducer final : public GradientReducer {
       staging_->device_ready_for_compute();
       return;
     }
-    if (next_to_start_ < static_cast<int>(buckets_.size())) {
-      // Some gradient never arrived: its bucket (and every later one) was never started.
-      std::ostringstream missing;
-      int n = 0;
-      for (int i = 0; i < grads_.num_segments(); ++i) {
-        if (ready_[i]) continue;
-        if (n < 3) missing << (n ? ", " : "") << name_of(i);
-        ++n;
-      }
-      ST_THROW("internal error: backward never marked the gradient of " << n << " parameter(s) ready (" << missing.str()
-                                                                        << (n > 3 ? ", ..." : "")
-                                                                        << "), so their all-reduce could not run");
-    }
+    // Some gradient never arrived: its bucket (and every later one) was never started.
+    if (next_to_start_ < static_cast<int>(buckets_.size())) readiness_.throw_missing();
   }
 
   int64_t bytes_per_step() const override { return grads_.elements() * static_cast<int64_t>(sizeof(float)); }
 
   Json layout() const override {
-    Json list = Json::array();
-    for (std::size_t k = 0; k < buckets_.size(); ++k) {
-      const GradientBucket& b = buckets_[k];
-      const int64_t bytes = b.count * static_cast<int64_t>(sizeof(float));
-      Json j = Json::object();
-      j.set("bucket", static_cast<int64_t>(k));
-      j.set("bytes", bytes);
-      j.set("offset_bytes", b.offset * static_cast<int64_t>(sizeof(float)));
-      j.set("parameters", b.last_param - b.first_param + 1);
-      // In the order backward completes them: the bucket's last registered parameter first.
-      j.set("first_parameter", name_of(b.last_param));
-      j.set("last_parameter", name_of(b.first_param));
-      j.set("algorithm", algorithm_name(reducer_.algorithm_for(bytes)));
-      list.push_back(j);
-    }
+    const Json list = readiness_.list(
+        [this](Json& j, int64_t bytes) { j.set("algorithm", algorithm_name(reducer_.algorithm_for(bytes))); });
     Json j = Json::object();
     j.set("reducer", "bucketed");
     j.set("algorithm", reducer_.requested());
@@ -238,18 +204,12 @@ class BucketedReducer final : public GradientReducer {
 
   // Where the all-reduces run: the staging's host mirror, or the gradients themselves.
   float* gradients() { return staging_ ? staging_->host() : grads_.flat->data<float>(); }
-  const std::string& name_of(int i) const { return grads_.segments[static_cast<std::size_t>(i)].name; }
-
-  bool complete(int b) const {
-    const GradientBucket& bucket = buckets_[b];
-    return ready_count_[b] == bucket.last_param - bucket.first_param + 1;
-  }
 
   // Starts every complete bucket from next_to_start_ on, in bucket order.
   void start_ready_buckets() {
-    if (next_to_start_ >= static_cast<int>(buckets_.size()) || !complete(next_to_start_)) return;
+    if (next_to_start_ >= static_cast<int>(buckets_.size()) || !readiness_.complete(next_to_start_)) return;
     float* grads = gradients();
-    while (next_to_start_ < static_cast<int>(buckets_.size()) && complete(next_to_start_)) {
+    while (next_to_start_ < static_cast<int>(buckets_.size()) && readiness_.complete(next_to_start_)) {
       const GradientBucket& b = buckets_[next_to_start_];
       const double start = now_seconds();
       AllReducer::Request request;
@@ -327,10 +287,8 @@ class BucketedReducer final : public GradientReducer {
   const FlatLayout grads_;
   const BucketOptions options_;
   const std::shared_ptr<DeviceStaging> staging_;  // null: all-reduce flat_grads in place
-  std::vector<GradientBucket> buckets_;
-  std::vector<int> bucket_of_;    // parameter -> bucket
-  std::vector<char> ready_;       // per parameter, this step
-  std::vector<int> ready_count_;  // per bucket, this step
+  BucketReadiness readiness_;
+  const std::vector<GradientBucket>& buckets_;  // readiness_'s
   int world_size_ = 1;
   int next_to_start_ = 0;
   bool in_step_ = false;

@@ -39,6 +39,7 @@
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_context.hpp"
 #include "backend/cuda/gradient_kernels.hpp"
+#include "comm/bucket_readiness.hpp"
 #include "comm/nccl/nccl_check.hpp"
 #include "comm/nccl/nccl_communicators.hpp"
 #include "comm/size_classes.hpp"
@@ -78,7 +79,13 @@ struct Buffers {
 class NcclReducer final : public GradientReducer {
  public:
   NcclReducer(Context& ctx, const Topology& topo, const FlatLayout& gradients, const NcclReducerOptions& options)
-      : topo_(topo), grads_(gradients), options_(options), gpu_(ctx.gpu_index()), compute_(cuda::compute_stream(ctx)) {
+      : topo_(topo),
+        grads_(gradients),
+        options_(options),
+        readiness_(grads_, options.buckets.bucket_mb),
+        buckets_(readiness_.buckets()),
+        gpu_(ctx.gpu_index()),
+        compute_(cuda::compute_stream(ctx)) {
     ST_CHECK(grads_.flat != nullptr && grads_.flat->defined() && grads_.flat->device() == Device::cuda,
              "the NCCL gradient reducer all-reduces GPU memory: the flat gradients are not on a GPU");
     if (options_.shape == Algorithm::hierarchical && !options_.automatic)
@@ -87,12 +94,6 @@ class NcclReducer final : public GradientReducer {
                "but the "
                    << topo.describe() << " are unequal; use --allreduce flat or auto");
     ST_CHECK_CUDA(cudaSetDevice(gpu_));
-    buckets_ = plan_buckets(grads_, options_.buckets.bucket_mb);
-    bucket_of_.assign(static_cast<std::size_t>(grads_.num_segments()), 0);
-    for (std::size_t b = 0; b < buckets_.size(); ++b)
-      for (int i = buckets_[b].first_param; i <= buckets_[b].last_param; ++i) bucket_of_[i] = static_cast<int>(b);
-    ready_.assign(bucket_of_.size(), 0);
-    ready_count_.assign(buckets_.size(), 0);
     world_size_ = topo.world().size();
     // What may fail on one rank alone (pinned memory beyond `ulimit -l`, device memory) first, and
     // every rank agrees before the communicators: a rank that threw alone would leave the others
@@ -142,8 +143,7 @@ class NcclReducer final : public GradientReducer {
   void begin_step() override {
     ST_CHECK(!in_step_, "internal error: begin_step() twice without finish() in between");
     collect_gpu_times();
-    std::fill(ready_.begin(), ready_.end(), 0);
-    std::fill(ready_count_.begin(), ready_count_.end(), 0);
+    readiness_.reset();
     next_to_start_ = 0;
     {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -154,12 +154,7 @@ class NcclReducer final : public GradientReducer {
 
   void on_grad_ready(int index) override {
     ST_CHECK(in_step_, "internal error: gradient of parameter " << index << " marked ready outside a step");
-    ST_CHECK(index >= 0 && index < grads_.num_segments(),
-             "internal error: gradient ready for parameter " << index << " of " << grads_.num_segments());
-    ST_CHECK(!ready_[index], "internal error: gradient of parameter " << grads_.segments[index].name
-                                                                      << " marked ready twice in one step");
-    ready_[index] = 1;
-    ++ready_count_[bucket_of_[index]];
+    readiness_.mark(index);
     if (options_.buckets.overlap) start_ready_buckets();
   }
 
@@ -172,7 +167,7 @@ class NcclReducer final : public GradientReducer {
       done_cv_.wait(lock, [this] { return issued_ == next_to_start_ || error_; });
       if (error_) std::rethrow_exception(error_);
     }
-    if (next_to_start_ < static_cast<int>(buckets_.size())) throw_missing_gradients();
+    if (next_to_start_ < static_cast<int>(buckets_.size())) readiness_.throw_missing();
     // The optimizer (next on the compute stream) reads the averages: it waits on the device.
     ST_CHECK_CUDA(cudaSetDevice(gpu_));
     ST_CHECK_CUDA(cudaEventRecord(backward_done_, compute_));  // where the exposed time starts
@@ -184,21 +179,11 @@ class NcclReducer final : public GradientReducer {
   int64_t bytes_per_step() const override { return grads_.elements() * static_cast<int64_t>(sizeof(float)); }
 
   Json layout() const override {
-    Json list = Json::array();
-    for (std::size_t k = 0; k < buckets_.size(); ++k) {
-      const GradientBucket& b = buckets_[k];
-      Json j = Json::object();
-      j.set("bucket", static_cast<int64_t>(k));
-      j.set("bytes", b.count * static_cast<int64_t>(sizeof(float)));
-      j.set("offset_bytes", b.offset * static_cast<int64_t>(sizeof(float)));
-      j.set("parameters", b.last_param - b.first_param + 1);
-      j.set("first_parameter", grads_.segments[b.last_param].name);
-      j.set("last_parameter", grads_.segments[b.first_param].name);
-      const Path path = path_for(b.count * static_cast<int64_t>(sizeof(float)));
+    const Json list = readiness_.list([this](Json& j, int64_t bytes) {
+      const Path path = path_for(bytes);
       j.set("algorithm", algorithm_name(path.shape));
       if (path.shape == Algorithm::hierarchical) j.set("inter", transport_name(path.inter));
-      list.push_back(j);
-    }
+    });
     Json j = Json::object();
     j.set("reducer", "nccl");
     j.set("algorithm", requested());
@@ -458,7 +443,7 @@ class NcclReducer final : public GradientReducer {
   // work that wrote it.
   void start_ready_buckets() {
     bool queued = false;
-    while (next_to_start_ < static_cast<int>(buckets_.size()) && complete(next_to_start_)) {
+    while (next_to_start_ < static_cast<int>(buckets_.size()) && readiness_.complete(next_to_start_)) {
       ST_CHECK_CUDA(cudaSetDevice(gpu_));
       ST_CHECK_CUDA(cudaEventRecord(ready_events_[next_to_start_], compute_));
       {
@@ -470,8 +455,6 @@ class NcclReducer final : public GradientReducer {
     }
     if (queued) work_cv_.notify_one();
   }
-
-  bool complete(int b) const { return ready_count_[b] == buckets_[b].last_param - buckets_[b].first_param + 1; }
 
   // The communication thread.
   void issue_in_order() {
@@ -603,22 +586,11 @@ class NcclReducer final : public GradientReducer {
     exposed_seconds_ += std::max(0.0f, exposed_ms) / 1e3;
   }
 
-  [[noreturn]] void throw_missing_gradients() const {
-    std::ostringstream missing;
-    int n = 0;
-    for (int i = 0; i < grads_.num_segments(); ++i) {
-      if (ready_[i]) continue;
-      if (n < 3) missing << (n ? ", " : "") << grads_.segments[i].name;
-      ++n;
-    }
-    ST_THROW("internal error: backward never marked the gradient of " << n << " parameter(s) ready (" << missing.str()
-                                                                      << (n > 3 ? ", ..." : "")
-                                                                      << "), so their all-reduce could not run");
-  }
-
   const Topology& topo_;
   const FlatLayout grads_;
   const NcclReducerOptions options_;
+  BucketReadiness readiness_;
+  const std::vector<GradientBucket>& buckets_;  // readiness_'s
   const int gpu_;
   cudaStream_t compute_;
   std::unique_ptr<NcclCommunicators> comms_;
@@ -626,10 +598,6 @@ class NcclReducer final : public GradientReducer {
   cudaStream_t stream_ = nullptr;
   std::vector<cudaEvent_t> events_, ready_events_, began_, ended_;
   cudaEvent_t step_done_ = nullptr, staged_ = nullptr, compute_ready_ = nullptr, backward_done_ = nullptr;
-  std::vector<GradientBucket> buckets_;
-  std::vector<int> bucket_of_;
-  std::vector<char> ready_;
-  std::vector<int> ready_count_;
   int world_size_ = 1;
   int next_to_start_ = 0;
   bool in_step_ = false;
