@@ -98,10 +98,14 @@ $PY - "$T" <<'PY' || status=1
 import json, sys
 T = sys.argv[1]
 for run, intra in [("nccl", "nccl"), ("staged", "mpi"), ("flat_nccl", "nccl")]:
-    o = json.load(open(f"{T}/{run}/report.json"))["allreduce_options"]
+    r = json.load(open(f"{T}/{run}/report.json"))
+    o, t = r["allreduce_options"], r["allreduce_time"]
     assert o["intra"] == intra and o["inter"] == "mpi", (run, o)
     assert (o["nccl"] is not None) == (intra == "nccl"), (run, o)
-print("ok: report.json's allreduce_options name the transports and NCCL's version")
+    # The NCCL path times its all-reduce and the exposed part with CUDA events.
+    assert t["measured_by"] == ("cuda events" if intra == "nccl" else "host clock"), (run, t)
+    assert 0 <= t["exposed_per_step_s"]["max"] and (intra != "nccl" or t["per_step_s"]["max"] > 0), (run, t)
+print("ok: report.json names the transports, NCCL's version and the clock of the all-reduce times")
 PY
 for pair in "nccl staged" "flat_nccl one_rank"; do
   set -- $pair
