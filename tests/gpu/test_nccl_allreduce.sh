@@ -104,7 +104,8 @@ for run, intra in [("nccl", "nccl"), ("staged", "mpi"), ("flat_nccl", "nccl")]:
     assert (o["nccl"] is not None) == (intra == "nccl"), (run, o)
     # The NCCL path times its all-reduce and the exposed part with CUDA events.
     assert t["measured_by"] == ("cuda events" if intra == "nccl" else "host clock"), (run, t)
-    assert 0 <= t["exposed_per_step_s"]["max"] and (intra != "nccl" or t["per_step_s"]["max"] > 0), (run, t)
+    # (one rank's NCCL all-reduce may take no time at all: only the two-rank run must show some)
+    assert 0 <= t["exposed_per_step_s"]["max"] and (run != "nccl" or t["per_step_s"]["max"] > 0), (run, t)
 print("ok: report.json names the transports, NCCL's version and the clock of the all-reduce times")
 PY
 for pair in "nccl staged" "flat_nccl one_rank"; do
