@@ -316,6 +316,10 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "random crop after zero padding by this many pixels (0 = off)")(
       "preprocess", po::value(&c.preprocess)->default_value(c.preprocess), kPreprocessHelp)(
       "prefetch", po::value(&c.data_prefetch)->default_value(c.data_prefetch), "batches prepared ahead per rank")(
+      "input-copy", po::value(&c.input_copy)->default_value(c.input_copy),
+      "how each batch reaches a GPU: overlap (the next batch is copied on the copy stream while the current step "
+      "computes, into two device buffers) | inline (copied on the compute stream when its step starts) | auto "
+      "(overlap on a GPU; on the CPU the batches are already in host memory and nothing is copied)")(
       "io", po::value(&c.io)->default_value(c.io),
       "shard reader: posix (pread) | mmap (raw shards mapped, one copy from the page cache; for staged or cached "
       "data) | mpiio (HDF5 MPI-IO, independent) | mpiio-collective (collective reads, aggregated by MPI-IO)")(
@@ -460,6 +464,7 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("crop_padding", c.crop_padding);
   j.set("preprocess", c.preprocess);
   j.set("prefetch", c.data_prefetch);
+  j.set("input_copy", c.input_copy);
   j.set("io", c.io);
   j.set("shuffle_mode", c.shuffle_mode);
   j.set("shuffle_buffer", c.shuffle_buffer);

@@ -122,6 +122,8 @@ void check_input(const TrainConfig& c) {
   require(c.shuffle_buffer >= 1,
           "--shuffle-buffer must be a positive number of samples, got " + std::to_string(c.shuffle_buffer));
   require(c.data_prefetch >= 1, "--prefetch must be at least 1, got " + std::to_string(c.data_prefetch));
+  require(one_of(c.input_copy, {"auto", "overlap", "inline"}),
+          "unknown --input-copy '" + c.input_copy + "' (known: auto, overlap, inline)");
 }
 
 void check_communication(const TrainConfig& c) {

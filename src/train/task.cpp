@@ -33,6 +33,12 @@ const Tensor& Batch::at(const std::string& name) const {
 
 int64_t Batch::size() const { return tensors_.empty() ? 0 : tensors_.front().second.dim(0); }
 
+std::vector<std::string> Batch::names() const {
+  std::vector<std::string> out;
+  for (const auto& entry : tensors_) out.push_back(entry.first);
+  return out;
+}
+
 Batch Batch::rows(int64_t first, int64_t count) const {
   Batch out;
   for (const auto& [name, t] : tensors_) {

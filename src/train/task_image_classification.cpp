@@ -200,6 +200,9 @@ class ImageClassification : public Task {
                                            train_loader_options(cfg_, batch_size, comm, ranks_on_node));
   }
 
+  // The step reads them on the device only (model_input, on_context_device).
+  std::vector<std::string> device_batch_keys() const override { return {"images", "labels"}; }
+
   // Pixels of the model's input size and labels of the dataset's classes, as the loader hands
   // them over.
   Batch synthetic_batch(int64_t size, uint64_t seed) const override {

@@ -173,6 +173,9 @@ class Recommendation : public Task {
                                                   cfg_.shuffle);
   }
 
+  // The step reads them on the device only (on_context_device).
+  std::vector<std::string> device_batch_keys() const override { return {"users", "items", "labels"}; }
+
   // Random users and items, one label in 1 + negatives per positive a positive, as an epoch's
   // samples are.
   Batch synthetic_batch(int64_t size, uint64_t seed) const override {

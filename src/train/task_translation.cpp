@@ -241,6 +241,10 @@ class Translation : public Task {
     return std::make_unique<TranslationSource>(train_, comm.rank(), comm.size(), batch_size, cfg_.seed, cfg_.shuffle);
   }
 
+  // No device_batch_keys: token batches change shape from step to step, so each prefetched copy
+  // would get fresh memory and wait for the queued compute anyway (BatchUpload::begin), and the
+  // step reads the token counts and the targets (batch_work) on the host.
+
   // Sentences of kSyntheticSentenceTokens tokens a side with random ids, as many as `size` tokens
   // hold (at least one).
   Batch synthetic_batch(int64_t size, uint64_t seed) const override {

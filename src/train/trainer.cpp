@@ -55,6 +55,7 @@
 #include "scaletrain/train/task.hpp"
 #include "scaletrain/train/training_step.hpp"
 #include "scaletrain/train/transport_choice.hpp"
+#include "train/device_batches.hpp"
 #include "train/mlperf_log.hpp"
 #include "train/step_accounting.hpp"
 
@@ -220,6 +221,10 @@ class Training {
   Json segment_json(const std::string& reason);
   TrainResult finish(RunEnd end);
   report::TrainSummary setup_summary() const;
+  const DeviceBatches* device_batches() const { return dynamic_cast<const DeviceBatches*>(batches_.get()); }
+  std::string input_copy_used() const;
+  std::string describe_input_copy() const;
+  Json input_copy_json() const;
   void write_trace() const;
 
   // Fixed for the segment.
@@ -334,7 +339,8 @@ void Training::stage_data() {
 void Training::build_run_state() {
   const int world = comm_.size();
   const int64_t batch_size = resumed_batch_size(resume_, cfg_, world);
-  batches_ = task_->training_batches(comm_, batch_size, topology_->local_size());
+  batches_ = with_input_copy(task_->training_batches(comm_, batch_size, topology_->local_size()), *ctx_, *task_,
+                             cfg_.input_copy);
   const int64_t steps_per_epoch = batches_->steps_per_epoch();
   ST_CHECK(steps_per_epoch > 0, "dataset " << cfg_.data_dir << "/train has " << task_->train_samples()
                                            << " samples: too few for " << world << " ranks x --batch-size "
@@ -429,7 +435,7 @@ void Training::log_start() const {
                  << "), " << state_->steps_per_epoch << " steps per epoch, " << total_steps_ << " steps");
   ST_LOG("topology: " << topology_->describe());
   for (const std::string& line : device_.log_lines) ST_LOG(line);
-  ST_LOG("input: " << task_->describe_input());
+  ST_LOG("input: " << task_->describe_input() << "; " << describe_input_copy());
   ST_LOG("all-reduce: " << reducer_->describe()
                         << (transports_.nccl_version.empty() ? "" : ", NCCL " + transports_.nccl_version));
   for (const std::string& note : transports_.notes) ST_LOG(note);
@@ -751,6 +757,37 @@ TrainResult Training::finish(RunEnd end) {
   return {report, end};
 }
 
+// --input-copy as it runs: overlap (DeviceBatches), inline (each batch copied to the GPU by the
+// task when its step starts), or none (CPU batches used where the loader put them).
+std::string Training::input_copy_used() const {
+  if (device_batches() != nullptr) return "overlap";
+  return ctx_->device() == Device::cpu ? "none" : "inline";
+}
+
+std::string Training::describe_input_copy() const {
+  const std::string used = input_copy_used();
+  if (used == "inline") return "each batch copied to the GPU when its step starts (--input-copy inline)";
+  if (used == "none") return "batches used in host memory";
+  if (ctx_->device() == Device::cpu)
+    return "each batch copied into one of 2 host buffers (--input-copy overlap; nothing to overlap on the CPU)";
+  return "the next batch copied to the GPU on the copy stream while the step computes (--input-copy " +
+         cfg_.input_copy + ", 2 device buffers)";
+}
+
+// report.json's input.input_copy: what was asked, what ran, and what the upload did.
+Json Training::input_copy_json() const {
+  Json j = Json::object();
+  j.set("requested", cfg_.input_copy);
+  j.set("used", input_copy_used());
+  const DeviceBatches* d = device_batches();
+  j.set("buffers", d != nullptr ? Json(2) : Json());
+  j.set("batches", d != nullptr ? Json(d->counts().batches) : Json());
+  j.set("copies", d != nullptr ? Json(d->counts().copies) : Json());
+  j.set("serialized", d != nullptr ? Json(d->counts().serialized) : Json());
+  j.set("bytes", d != nullptr ? Json(d->counts().bytes) : Json());
+  return j;
+}
+
 // The report's facts fixed at set-up: the model and its task, the hosts, the data and how it is
 // read, the topology, the batch and the optimizer, the all-reduce and the phase timers.
 report::TrainSummary Training::setup_summary() const {
@@ -764,6 +801,7 @@ report::TrainSummary Training::setup_summary() const {
   s.config = resolved_config_;
   s.dataset = task_->dataset_json();
   s.input = task_->input_json();
+  s.input.set("input_copy", input_copy_json());
   s.skip_bad_samples = cfg_.skip_bad_samples;
   s.topology = topology_->to_json();
   s.preflight = preflight_;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ResNet-20 trained 50 steps on the GPU and on the CPU from the same weights and the same batches
 # (one seed; issue 10, section 6): rank 0's loss agrees at every step and the final weights and
-# batch-norm statistics agree, within the tolerances below. Skips (77) without a GPU.
+# batch-norm statistics agree, within the tolerances below. Also the GPU run with --input-copy
+# inline against the default overlap (issue 26, section 4). Skips (77) without a GPU.
 source "$(dirname "$0")/lib.sh"
 require_gpu
 T=$TMP_ROOT/gpu_resnet20_training
@@ -34,6 +35,30 @@ for (direction, algo, math, det), n in sorted(count.items()):
 if "--tf32" not in sys.argv[2] and any(a["math"] != "fma" for a in algos):
     sys.exit("FAIL: a convolution without --tf32 runs another math than fma")
 PY
+fi
+# --input-copy (issue 26, section 4): the GPU run above copied each next batch on the copy stream
+# while the step computed (overlap, the default on a GPU). The same run with each batch copied on
+# the compute stream when its step starts must see the same batches: its first 5 losses within
+# 1e-4 (a batch read before its copy had landed, or the wrong buffer, changes a loss by about
+# 1e-2). report.json says which ran, and the overlap's copies.
+if [ "$DEV" = cuda ]; then
+  run_train gpu_inline 1 "$DEV" "$TEST_ARGS --input-copy inline" "${common[@]}"
+  compare_losses "$T/gpu.log" "$T/gpu_inline.log" 1e-4 1e-6 5 || fail "--input-copy overlap and inline differ (above)"
+  "$PY" - "$T/gpu/report.json" "$T/gpu_inline/report.json" "$steps" <<'PY' || fail "report.json's data.input_copy (above)"
+import json, sys
+overlap = json.load(open(sys.argv[1]))["data"]["input_copy"]
+inline = json.load(open(sys.argv[2]))["data"]["input_copy"]
+steps = int(sys.argv[3])
+print("input_copy:", overlap, inline)
+if overlap["used"] != "overlap" or overlap["batches"] != steps or overlap["copies"] != 2 * steps:
+    sys.exit(f"FAIL: the default GPU run did not copy its {steps} batches ahead: {overlap}")
+if overlap["serialized"] != 2:
+    sys.exit(f"FAIL: more than the two buffers' first copies waited for compute: {overlap}")
+if inline["used"] != "inline":
+    sys.exit(f"FAIL: --input-copy inline ran {inline}")
+PY
+  grep -q "^input: .*the next batch copied to the GPU on the copy stream while the step computes" "$T/gpu.log" ||
+    fail "no overlap in the GPU run's input line: $(grep '^input' "$T/gpu.log")"
 fi
 # One rank on a GPU has nothing to all-reduce: no staging through the host (make_single_rank_reducer).
 if [ "$DEV" = cuda ]; then

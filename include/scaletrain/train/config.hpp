@@ -113,6 +113,11 @@ struct TrainConfig {
   std::string device = "auto";  // --device: auto | cpu | cuda (train/device_choice.hpp)
   bool tf32 = false;            // --tf32: TF32 tensor cores for fp32 on Ampere and newer GPUs
   int data_prefetch = 2;
+  // --input-copy (train/device_batches.hpp): how a batch reaches a GPU. auto: overlap on a GPU,
+  // inline on the CPU | overlap: the next batch's copy runs on the copy stream while the current
+  // step computes (two device buffers) | inline: each batch copied on the compute stream when its
+  // step starts. On the CPU, overlap copies into two host buffers (it changes nothing else).
+  std::string input_copy = "auto";
   // Input pipeline (issue 4).
   std::string io = "posix";             // posix | mmap | mpiio | mpiio-collective
   std::string shuffle_mode = "global";  // global | shard

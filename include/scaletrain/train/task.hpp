@@ -48,7 +48,8 @@ class Batch {
   Tensor& slot(const std::string& name);
   // Throws naming the batch's tensors when there is none called name.
   const Tensor& at(const std::string& name) const;
-  int64_t size() const;  // samples (0 for an empty batch)
+  int64_t size() const;                    // samples (0 for an empty batch)
+  std::vector<std::string> names() const;  // of its tensors, in the order they were added
   // Rows [first, first + count) of every tensor, as views (a micro-batch).
   Batch rows(int64_t first, int64_t count) const;
 
@@ -139,6 +140,11 @@ class Task {
   // This rank's training batches of batch_size samples (all micro-batches of a step).
   virtual std::unique_ptr<BatchSource> training_batches(const comm::Communicator& comm, int64_t batch_size,
                                                         int ranks_on_node) const = 0;
+  // The batch tensors the step reads only on the device (copied there by its task otherwise):
+  // with --input-copy overlap they arrive on the device ahead of their step
+  // (train/device_batches.hpp). The others stay on the host. None: the task's batches are not
+  // prefetched.
+  virtual std::vector<std::string> device_batch_keys() const { return {}; }
   // A batch of `size` samples of the dataset's shapes with random content, from seed: what
   // scaletrain-advisor calibrate times the step on (a dense step's time does not depend on what
   // the batch holds).
