@@ -671,8 +671,7 @@ void evaluate_checkpoint(const train::TrainConfig& c, const std::string& checkpo
   if (precision != Precision::fp32)
     ST_LOG("precision: " << c.precision << ": activations and weight copies (parameters of 2 or more dimensions) in "
                          << (storage_format(precision) == HalfFormat::fp16 ? "fp16" : "bf16")
-                         << ", as a run trained in it evaluates (emulated on " << device_name(ctx.device())
-                         << ": computed in fp32, 16-bit outputs rounded to 16-bit values)");
+                         << ", as a run trained in it evaluates (" << describe_amp_storage(ctx) << ")");
   Tensor master;  // the fp32 weights while the 16-bit copies are in place
   const train::HalfWeights half(ctx, network->params(), master);
   const train::Evaluation e = task->evaluate(comm, ctx, *network, batch_size, /*ranks_on_node=*/1);
@@ -702,8 +701,8 @@ int cmd_eval(int argc, char** argv) {
       "device", po::value(&device)->default_value(device), kDeviceHelp)(
       "precision", po::value(&c.precision)->default_value(c.precision),
       "fp32 | amp-fp16 | amp-bf16: evaluate with activations and weight matrices in 16 bits, as a run trained with "
-      "train --precision evaluates itself (docs/mixed-precision.md); emulated on either device: computed in fp32, "
-      "outputs rounded to 16-bit values")("io", po::value(&c.io)->default_value(c.io),
+      "train --precision evaluates itself (docs/mixed-precision.md): activations stored in 16 bits, computed in "
+      "fp32, each op's 16-bit outputs rounded once")("io", po::value(&c.io)->default_value(c.io),
                                           "image shards: reader, posix | mmap | mpiio | mpiio-collective")(
       "data-threads", po::value(&c.data_threads)->default_value(c.data_threads),
       "image shards: decode threads per rank")("image-size", po::value<std::string>(), kImageSizeHelp)(

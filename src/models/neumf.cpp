@@ -65,22 +65,22 @@ Tensor NeuMF::forward(Context& ctx, const Tensor& users, const Tensor& items) {
   const int64_t n = users.dim(0);
   const int64_t half = layers_[0] / 2;
   // GMF branch.
-  Tensor mf_u = nn::reuse_buffer(mf_user_out_, {n, mf_dim_}, ctx.device());
-  Tensor mf_i = nn::reuse_buffer(mf_item_out_, {n, mf_dim_}, ctx.device());
+  Tensor mf_u = nn::reuse_activation(mf_user_out_, {n, mf_dim_}, ctx);
+  Tensor mf_i = nn::reuse_activation(mf_item_out_, {n, mf_dim_}, ctx);
   ops::embedding_forward(ctx, params_.value(mf_user_), users, mf_u);
   ops::embedding_forward(ctx, params_.value(mf_item_), items, mf_i);
-  Tensor gmf = nn::reuse_buffer(gmf_, {n, mf_dim_}, ctx.device());
+  Tensor gmf = nn::reuse_activation(gmf_, {n, mf_dim_}, ctx);
   ops::multiply_forward(ctx, mf_u, mf_i, gmf);
   // MLP branch.
-  Tensor mlp_u = nn::reuse_buffer(mlp_user_out_, {n, half}, ctx.device());
-  Tensor mlp_i = nn::reuse_buffer(mlp_item_out_, {n, half}, ctx.device());
+  Tensor mlp_u = nn::reuse_activation(mlp_user_out_, {n, half}, ctx);
+  Tensor mlp_i = nn::reuse_activation(mlp_item_out_, {n, half}, ctx);
   ops::embedding_forward(ctx, params_.value(mlp_user_), users, mlp_u);
   ops::embedding_forward(ctx, params_.value(mlp_item_), items, mlp_i);
-  Tensor h = nn::reuse_buffer(mlp_in_, {n, 2 * half}, ctx.device());
+  Tensor h = nn::reuse_activation(mlp_in_, {n, 2 * half}, ctx);
   ops::concat_features_forward(ctx, mlp_u, mlp_i, h);
   for (std::size_t k = 0; k < mlp_.size(); ++k) h = relu_[k]->forward(ctx, mlp_[k]->forward(ctx, h, true), true);
   // Joined: cat(GMF, MLP), as the reference orders it.
-  Tensor joined = nn::reuse_buffer(joined_, {n, mf_dim_ + layers_.back()}, ctx.device());
+  Tensor joined = nn::reuse_activation(joined_, {n, mf_dim_ + layers_.back()}, ctx);
   ops::concat_features_forward(ctx, gmf, h, joined);
   Tensor logits = final_->forward(ctx, joined, true);
   users_ = users;
@@ -98,21 +98,21 @@ void NeuMF::backward(Context& ctx, const Tensor& dlogits) {
            "NeuMF: dlogits " << shape_string(dlogits.shape()) << " does not match the logits [" << n << "]");
   const int64_t half = layers_[0] / 2;
   Tensor d_joined = final_->backward(ctx, dlogits.reshape({n, 1}), true);
-  Tensor d_gmf = nn::reuse_buffer(d_gmf_, {n, mf_dim_}, ctx.device());
-  Tensor d_h = nn::reuse_buffer(d_mlp_out_, {n, layers_.back()}, ctx.device());
+  Tensor d_gmf = nn::reuse_activation(d_gmf_, {n, mf_dim_}, ctx);
+  Tensor d_h = nn::reuse_activation(d_mlp_out_, {n, layers_.back()}, ctx);
   ops::concat_features_backward(ctx, d_joined, d_gmf, d_h);
   // MLP layers, last first; the first one's input gradient goes to the embeddings.
   for (std::size_t k = mlp_.size(); k-- > 0;) d_h = mlp_[k]->backward(ctx, relu_[k]->backward(ctx, d_h, true), true);
-  Tensor d_mlp_u = nn::reuse_buffer(d_mlp_user_, {n, half}, ctx.device());
-  Tensor d_mlp_i = nn::reuse_buffer(d_mlp_item_, {n, half}, ctx.device());
+  Tensor d_mlp_u = nn::reuse_activation(d_mlp_user_, {n, half}, ctx);
+  Tensor d_mlp_i = nn::reuse_activation(d_mlp_item_, {n, half}, ctx);
   ops::concat_features_backward(ctx, d_h, d_mlp_u, d_mlp_i);
   ops::embedding_backward(ctx, items_, d_mlp_i, params_.grad(mlp_item_));
   params_.mark_grad_ready(mlp_item_);
   ops::embedding_backward(ctx, users_, d_mlp_u, params_.grad(mlp_user_));
   params_.mark_grad_ready(mlp_user_);
   // GMF: d(u * i) = (d * i, d * u).
-  Tensor d_mf_u = nn::reuse_buffer(d_mf_user_, {n, mf_dim_}, ctx.device());
-  Tensor d_mf_i = nn::reuse_buffer(d_mf_item_, {n, mf_dim_}, ctx.device());
+  Tensor d_mf_u = nn::reuse_activation(d_mf_user_, {n, mf_dim_}, ctx);
+  Tensor d_mf_i = nn::reuse_activation(d_mf_item_, {n, mf_dim_}, ctx);
   ops::multiply_backward(ctx, mf_u_, mf_i_, d_gmf, d_mf_u, d_mf_i);
   ops::embedding_backward(ctx, items_, d_mf_i, params_.grad(mf_item_));
   params_.mark_grad_ready(mf_item_);

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "scaletrain/core/error.hpp"
+#include "scaletrain/ops/cast.hpp"
 #include "scaletrain/ops/activation.hpp"
 #include "scaletrain/ops/batched_matmul.hpp"
 #include "scaletrain/ops/embedding.hpp"
@@ -17,6 +18,7 @@
 
 namespace scaletrain::models {
 
+using nn::reuse_activation;
 using nn::reuse_buffer;
 
 TransformerConfig transformer_config(const std::string& model) {
@@ -32,7 +34,7 @@ TransformerConfig transformer_config(const std::string& model) {
 namespace {
 
 Tensor residual_add(Context& ctx, const Tensor& x, const Tensor& branch, Tensor& buffer) {
-  Tensor y = reuse_buffer(buffer, x.shape(), ctx.device());
+  Tensor y = reuse_activation(buffer, x.shape(), ctx);
   ops::add_forward(ctx, x, branch, y);
   return y;
 }
@@ -215,7 +217,7 @@ const Tensor& Transformer::positions(Context& ctx, int64_t length) {
 Tensor Transformer::embed(Context& ctx, const Tensor& ids, Embedded& e, bool training) {
   const int64_t n = ids.dim(0), l = ids.dim(1), d = config_.width;
   e.ids = ids;
-  Tensor rows = reuse_buffer(e.rows_buffer, {n, l, d}, ctx.device());
+  Tensor rows = reuse_activation(e.rows_buffer, {n, l, d}, ctx);
   Tensor flat_rows = rows.reshape({n * l, d});
   ops::embedding_forward(ctx, params_.value(embedding_), ids.reshape({n * l}), flat_rows);
   const float scale = static_cast<float>(std::sqrt(static_cast<double>(d)));
@@ -229,9 +231,9 @@ void Transformer::embed_backward(Context& ctx, Embedded& e, const Tensor& dy) {
   const int64_t n = e.ids.dim(0), l = e.ids.dim(1), d = config_.width;
   const float scale = static_cast<float>(std::sqrt(static_cast<double>(d)));
   const Tensor dropped = e.dropout.backward(ctx, dy);
-  Tensor drows = reuse_buffer(e.drows_buffer, {n, l, d}, ctx.device());
+  Tensor drows = reuse_activation(e.drows_buffer, {n, l, d}, ctx);
   ops::token_embedding_backward(ctx, e.ids, scale, dropped.reshape({n, l, d}), drows);
-  Tensor dtable = reuse_buffer(dtable_buffer_, {vocab_, d}, ctx.device());
+  Tensor dtable = reuse_buffer(dtable_buffer_, {vocab_, d}, ctx.device());  // a weight gradient: fp32
   ops::embedding_backward(ctx, e.ids.reshape({n * l}), drows.reshape({n * l, d}), dtable);
   ops::add_inplace(ctx, params_.grad(embedding_), dtable);
 }
@@ -275,7 +277,7 @@ Tensor Transformer::decode(Context& ctx, const Tensor& target_input, bool traini
     y = layer->forward(ctx, y, memory_, self, target_lengths_, cross, source_lengths_, training);
   out_ = decoder_norm_->forward(ctx, y, training);
   // logits = out E^T: one product of the batch's tokens with the whole vocabulary.
-  Tensor logits = reuse_buffer(logits_buffer_, {n_ * lt_, vocab_}, ctx.device());
+  Tensor logits = reuse_activation(logits_buffer_, {n_ * lt_, vocab_}, ctx);
   Tensor logits_3d = logits.reshape({1, n_ * lt_, vocab_});
   ops::batched_matmul(ctx, {false, true, 1.0f}, out_.reshape({1, n_ * lt_, config_.width}),
                       params_.value(embedding_).reshape({1, vocab_, config_.width}), logits_3d);
@@ -372,7 +374,7 @@ IncrementalDecoder::~IncrementalDecoder() = default;
 Tensor IncrementalDecoder::embed_step(const std::vector<int32_t>& last_ids) {
   const int64_t m = rows_, d = model_.config_.width;
   const Tensor ids = upload_i32(last_ids, ctx_.device());
-  Tensor rows = nn::reuse_buffer(rows_buffer_, {m, d}, ctx_.device());
+  Tensor rows = nn::reuse_activation(rows_buffer_, {m, d}, ctx_);
   ops::embedding_forward(ctx_, model_.params_.value(model_.embedding_), ids, rows);
   const float scale = static_cast<float>(std::sqrt(static_cast<double>(d)));
   Tensor rows_3d = rows.reshape({m, 1, d});
@@ -385,7 +387,7 @@ Tensor IncrementalDecoder::embed_step(const std::vector<int32_t>& last_ids) {
 // matrices (M * H, L, D / H) that the batched products take.
 Tensor IncrementalDecoder::heads_of_cache(const Tensor& cache, Tensor& buffer) {
   const int64_t l = position_ + 1, heads = model_.config_.heads, dh = model_.config_.width / heads;
-  Tensor h = nn::reuse_buffer(buffer, {1, rows_ * heads, l, dh}, ctx_.device());
+  Tensor h = nn::reuse_activation(buffer, {1, rows_ * heads, l, dh}, ctx_);
   ops::swap_middle_axes(ctx_, Tensor::view_of(cache, 0, {1, l, rows_ * heads, dh}), h);
   return h.reshape({rows_ * heads, l, dh});
 }
@@ -422,7 +424,7 @@ Tensor IncrementalDecoder::step(const std::vector<int32_t>& last_ids) {
   for (std::size_t i = 0; i < layers_.size(); ++i) y = layer_step(*model_.decoder_[i], *layers_[i], y);
   const Tensor out = model_.decoder_norm_->forward(ctx_, y, false);
   const int64_t v = model_.vocab_, d = model_.config_.width;
-  Tensor logits = nn::reuse_buffer(logits_buffer_, {rows_, v}, ctx_.device());
+  Tensor logits = nn::reuse_activation(logits_buffer_, {rows_, v}, ctx_);
   Tensor logits_3d = logits.reshape({1, rows_, v});
   ops::batched_matmul(ctx_, {false, true, 1.0f}, out.reshape({1, rows_, d}),
                       model_.params_.value(model_.embedding_).reshape({1, v, d}), logits_3d);
@@ -494,7 +496,7 @@ std::vector<std::vector<int32_t>> Transformer::translate_greedy(Context& ctx, co
   std::iota(live.begin(), live.end(), 0);
   std::vector<int32_t> last(limits.size(), 0);  // the start
   for (int64_t t = 1; !live.empty(); ++t) {
-    const Tensor logits = decoder.step(last).to(Device::cpu);
+    const Tensor logits = ops::as_f32(ctx, decoder.step(last)).to(Device::cpu);
     std::vector<int64_t> keep, still_live;
     last.clear();
     for (std::size_t r = 0; r < live.size(); ++r) {
@@ -519,7 +521,9 @@ namespace {
 class CachedBeamDecoder : public BeamSearchDecoder {
  public:
   explicit CachedBeamDecoder(IncrementalDecoder& decoder) : decoder_(decoder) {}
-  Tensor next_logits(const std::vector<int32_t>& last_ids) override { return decoder_.step(last_ids).to(Device::cpu); }
+  Tensor next_logits(const std::vector<int32_t>& last_ids) override {
+    return ops::as_f32(decoder_.context(), decoder_.step(last_ids)).to(Device::cpu);
+  }
   void keep_rows(const std::vector<int64_t>& origins) override { decoder_.keep_rows(origins); }
 
  private:
@@ -545,14 +549,14 @@ void Transformer::backward(Context& ctx, const Tensor& dlogits) {
                   << "), got " << shape_string(dlogits.shape()));
   const int64_t t = n_ * lt_, d = config_.width;
   const Tensor dl = dlogits.reshape({1, t, vocab_});
-  Tensor dout = reuse_buffer(dout_buffer_, {t, d}, ctx.device());
+  Tensor dout = reuse_activation(dout_buffer_, {t, d}, ctx);
   Tensor dout_3d = dout.reshape({1, t, d});
   ops::batched_matmul(ctx, {false, false, 1.0f}, dl, params_.value(embedding_).reshape({1, vocab_, d}), dout_3d);
   // The projection's part of E's gradient first: dE = dlogits^T out (overwrites it).
   Tensor dtable_3d = params_.grad(embedding_).reshape({1, vocab_, d});
   ops::batched_matmul(ctx, {true, false, 1.0f}, dl, out_.reshape({1, t, d}), dtable_3d);
   Tensor dy = decoder_norm_->backward(ctx, dout);
-  Tensor dmemory = reuse_buffer(dmemory_buffer_, {n_ * ls_, d}, ctx.device());
+  Tensor dmemory = reuse_activation(dmemory_buffer_, {n_ * ls_, d}, ctx);
   for (std::size_t i = decoder_.size(); i-- > 0;) {
     dy = decoder_[i]->backward(ctx, dy);
     const Tensor& dm = decoder_[i]->cross_attn.memory_gradient();

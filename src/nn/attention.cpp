@@ -24,7 +24,7 @@ LayerNorm::LayerNorm(ParameterSet& params, const std::string& name, int features
 
 Tensor LayerNorm::forward(Context& ctx, const Tensor& x, bool training) {
   const int64_t rows = x.numel() / x.dim(-1);
-  Tensor y = reuse_buffer(y_buffer_, x.shape(), ctx.device());
+  Tensor y = reuse_activation(y_buffer_, x.shape(), ctx);
   mean_ = reuse_buffer(mean_buffer_, {rows}, ctx.device());
   rstd_ = reuse_buffer(rstd_buffer_, {rows}, ctx.device());
   ops::layer_norm_forward(ctx, ln_, x, params_->value(weight_), params_->value(bias_), y, mean_, rstd_);
@@ -34,7 +34,7 @@ Tensor LayerNorm::forward(Context& ctx, const Tensor& x, bool training) {
 
 Tensor LayerNorm::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(x_.defined(), "LayerNorm: backward before forward");
-  Tensor dx = reuse_buffer(dx_buffer_, x_.shape(), ctx.device());
+  Tensor dx = reuse_activation(dx_buffer_, x_.shape(), ctx);
   ops::layer_norm_backward(ctx, x_, dy, params_->value(weight_), mean_, rstd_, dx, params_->grad(weight_),
                            params_->grad(bias_));
   params_->mark_grad_ready(bias_);
@@ -59,7 +59,7 @@ namespace {
 // (N * L, D) rows as (N, L, H, D / H) and their heads' (N * H, L, D / H) matrices, through `buffer`.
 Tensor to_heads(Context& ctx, const Tensor& rows, int64_t n, int64_t l, int heads, Tensor& buffer) {
   const int64_t dh = rows.dim(1) / heads;
-  Tensor h = reuse_buffer(buffer, {n, heads, l, dh}, ctx.device());
+  Tensor h = reuse_activation(buffer, {n, heads, l, dh}, ctx);
   ops::swap_middle_axes(ctx, rows.reshape({n, l, heads, dh}), h);
   return h.reshape({n * heads, l, dh});
 }
@@ -67,7 +67,7 @@ Tensor to_heads(Context& ctx, const Tensor& rows, int64_t n, int64_t l, int head
 // The inverse: (N * H, L, D / H) to (N * L, D).
 Tensor from_heads(Context& ctx, const Tensor& h, int64_t n, int64_t l, int heads, Tensor& buffer) {
   const int64_t dh = h.dim(2);
-  Tensor rows = reuse_buffer(buffer, {n, l, heads, dh}, ctx.device());
+  Tensor rows = reuse_activation(buffer, {n, l, heads, dh}, ctx);
   ops::swap_middle_axes(ctx, h.reshape({n, heads, l, dh}), rows);
   return rows.reshape({n * l, heads * dh});
 }
@@ -103,7 +103,7 @@ Tensor MultiheadAttention::forward(Context& ctx, const Tensor& query, const Tens
   self_ = query.raw() == memory.raw() && s.lq == s.lk;
   query_ = query, memory_ = memory, key_lengths_ = key_lengths;
   const auto project_heads = [&](const Tensor& x, int which, int64_t l, Tensor& rows_buffer, Tensor& heads_buffer) {
-    Tensor rows = reuse_buffer(rows_buffer, {s.n * l, width_}, dev);
+    Tensor rows = reuse_activation(rows_buffer, {s.n * l, width_}, ctx);
     project(ctx, x, which, rows);
     return to_heads(ctx, rows, s.n, l, heads_, heads_buffer);
   };
@@ -112,16 +112,16 @@ Tensor MultiheadAttention::forward(Context& ctx, const Tensor& query, const Tens
   vh_ = project_heads(memory, 2, s.lk, dv_buffer_, vh_buffer_);
   const int64_t dh = width_ / heads_;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh)));
-  Tensor scores = reuse_buffer(dscores_buffer_, {s.n, heads_, s.lq, s.lk}, dev);
+  Tensor scores = reuse_activation(dscores_buffer_, {s.n, heads_, s.lq, s.lk}, ctx);
   Tensor scores_3d = scores.reshape({s.n * heads_, s.lq, s.lk});
   ops::batched_matmul(ctx, {false, true, scale}, qh_, kh_, scores_3d);
-  probs_ = reuse_buffer(probs_buffer_, {s.n, heads_, s.lq, s.lk}, dev);
+  probs_ = reuse_activation(probs_buffer_, {s.n, heads_, s.lq, s.lk}, ctx);
   ops::masked_softmax_forward(ctx, ops::SoftmaxMask{causal}, scores, key_lengths, probs_);
   dropped_ = dropout_.forward(ctx, probs_, training).reshape({s.n * heads_, s.lq, s.lk});
-  Tensor context_h = reuse_buffer(context_h_buffer_, {s.n * heads_, s.lq, dh}, dev);
+  Tensor context_h = reuse_activation(context_h_buffer_, {s.n * heads_, s.lq, dh}, ctx);
   ops::batched_matmul(ctx, {false, false, 1.0f}, dropped_, vh_, context_h);
   context_ = from_heads(ctx, context_h, s.n, s.lq, heads_, context_buffer_);
-  Tensor out = reuse_buffer(out_buffer_, {s.n * s.lq, width_}, dev);
+  Tensor out = reuse_activation(out_buffer_, {s.n * s.lq, width_}, ctx);
   ops::linear_forward(ctx, context_, params_->value(out_weight_), params_->value(out_bias_), out);
   return out;
 }
@@ -143,19 +143,19 @@ Tensor MultiheadAttention::attend(Context& ctx, const Tensor& query, const Tenso
                                                 << " and values " << shape_string(vh.shape()) << " do not match N "
                                                 << s.n << ", Lq " << s.lq << ", Lk " << s.lk << ", width " << width_);
   const Device dev = ctx.device();
-  Tensor q = reuse_buffer(b.q, {s.n * s.lq, width_}, dev);
+  Tensor q = reuse_activation(b.q, {s.n * s.lq, width_}, ctx);
   project(ctx, query, 0, q);
   const Tensor qh = to_heads(ctx, q, s.n, s.lq, heads_, b.qh);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh)));
-  Tensor scores = reuse_buffer(b.scores, {s.n, heads_, s.lq, s.lk}, dev);
+  Tensor scores = reuse_activation(b.scores, {s.n, heads_, s.lq, s.lk}, ctx);
   Tensor scores_3d = scores.reshape({s.n * heads_, s.lq, s.lk});
   ops::batched_matmul(ctx, {false, true, scale}, qh, kh, scores_3d);
-  Tensor probs = reuse_buffer(b.probs, {s.n, heads_, s.lq, s.lk}, dev);
+  Tensor probs = reuse_activation(b.probs, {s.n, heads_, s.lq, s.lk}, ctx);
   ops::masked_softmax_forward(ctx, ops::SoftmaxMask{false}, scores, key_lengths, probs);
-  Tensor context_h = reuse_buffer(b.context_h, {s.n * heads_, s.lq, dh}, dev);
+  Tensor context_h = reuse_activation(b.context_h, {s.n * heads_, s.lq, dh}, ctx);
   ops::batched_matmul(ctx, {false, false, 1.0f}, probs.reshape({s.n * heads_, s.lq, s.lk}), vh, context_h);
   const Tensor context = from_heads(ctx, context_h, s.n, s.lq, heads_, b.context);
-  Tensor out = reuse_buffer(b.out, {s.n * s.lq, width_}, dev);
+  Tensor out = reuse_activation(b.out, {s.n * s.lq, width_}, ctx);
   ops::linear_forward(ctx, context, params_->value(out_weight_), params_->value(out_bias_), out);
   return out;
 }
@@ -169,25 +169,25 @@ Tensor MultiheadAttention::backward(Context& ctx, const Tensor& dy) {
   // The frozen biases' gradients go to scratch: theirs stay zero.
   const auto bias_sink = [&](int64_t n) { return reuse_buffer(dbias_scratch_, {n}, dev); };
 
-  Tensor dcontext = reuse_buffer(dcontext_buffer_, {s.n * s.lq, width_}, dev);
+  Tensor dcontext = reuse_activation(dcontext_buffer_, {s.n * s.lq, width_}, ctx);
   Tensor dout_bias = bias_sink(width_);
   ops::linear_backward(ctx, context_, params_->value(out_weight_), dy, dcontext, params_->grad(out_weight_), dout_bias);
   params_->mark_grad_ready(out_bias_);
   params_->mark_grad_ready(out_weight_);
   const Tensor dcontext_h = to_heads(ctx, dcontext, s.n, s.lq, heads_, dcontext_h_buffer_);
   // context_h = dropped . vh: d(dropped) = dcontext_h . vh^T, dvh = dropped^T . dcontext_h.
-  Tensor ddropped = reuse_buffer(ddropped_buffer_, {s.n * heads_, s.lq, s.lk}, dev);
+  Tensor ddropped = reuse_activation(ddropped_buffer_, {s.n * heads_, s.lq, s.lk}, ctx);
   ops::batched_matmul(ctx, {false, true, 1.0f}, dcontext_h, vh_, ddropped);
-  Tensor dvh = reuse_buffer(dvh_buffer_, {s.n * heads_, s.lk, dh}, dev);
+  Tensor dvh = reuse_activation(dvh_buffer_, {s.n * heads_, s.lk, dh}, ctx);
   ops::batched_matmul(ctx, {true, false, 1.0f}, dropped_, dcontext_h, dvh);
   const Tensor dprobs = dropout_.backward(ctx, ddropped.reshape({s.n, heads_, s.lq, s.lk}));
-  Tensor dscores = reuse_buffer(dscores_buffer_, {s.n, heads_, s.lq, s.lk}, dev);
+  Tensor dscores = reuse_activation(dscores_buffer_, {s.n, heads_, s.lq, s.lk}, ctx);
   ops::masked_softmax_backward(ctx, probs_, dprobs, dscores);
   // scores = scale qh . kh^T: dqh = scale dscores . kh, dkh = scale dscores^T . qh.
   const Tensor ds = dscores.reshape({s.n * heads_, s.lq, s.lk});
-  Tensor dqh = reuse_buffer(dqh_buffer_, {s.n * heads_, s.lq, dh}, dev);
+  Tensor dqh = reuse_activation(dqh_buffer_, {s.n * heads_, s.lq, dh}, ctx);
   ops::batched_matmul(ctx, {false, false, scale}, ds, kh_, dqh);
-  Tensor dkh = reuse_buffer(dkh_buffer_, {s.n * heads_, s.lk, dh}, dev);
+  Tensor dkh = reuse_activation(dkh_buffer_, {s.n * heads_, s.lk, dh}, ctx);
   ops::batched_matmul(ctx, {true, false, scale}, ds, qh_, dkh);
 
   // The projections, in reverse: value, key, query. Each writes its third of the weight's gradient.
@@ -195,8 +195,8 @@ Tensor MultiheadAttention::backward(Context& ctx, const Tensor& dy) {
   const auto dprojection = [&](int which) {
     return Tensor::view_of(dweight, int64_t(which) * width_ * width_, {width_, width_});
   };
-  dmemory_ = reuse_buffer(dmemory_buffer_, {s.n * s.lk, width_}, dev);
-  Tensor dpart = reuse_buffer(dpart_buffer_, {s.n * s.lk, width_}, dev);
+  dmemory_ = reuse_activation(dmemory_buffer_, {s.n * s.lk, width_}, ctx);
+  Tensor dpart = reuse_activation(dpart_buffer_, {s.n * s.lk, width_}, ctx);
   Tensor dbias = bias_sink(width_);
   const Tensor dv = from_heads(ctx, dvh, s.n, s.lk, heads_, dv_buffer_);
   Tensor dw = dprojection(2);
@@ -206,7 +206,7 @@ Tensor MultiheadAttention::backward(Context& ctx, const Tensor& dy) {
   ops::linear_backward(ctx, memory_, projection(1), dk, dpart, dw, dbias);
   ops::add_inplace(ctx, dmemory_, dpart);
   const Tensor dq = from_heads(ctx, dqh, s.n, s.lq, heads_, dq_buffer_);
-  Tensor dquery = reuse_buffer(dquery_buffer_, {s.n * s.lq, width_}, dev);
+  Tensor dquery = reuse_activation(dquery_buffer_, {s.n * s.lq, width_}, ctx);
   dw = dprojection(0);
   ops::linear_backward(ctx, query_, projection(0), dq, dquery, dw, dbias);
   params_->mark_grad_ready(in_bias_);

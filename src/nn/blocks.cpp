@@ -18,7 +18,7 @@ void LocalResponseNorm::list_ops(ops::OpNames& ops, bool training) const {
 }
 
 Tensor LocalResponseNorm::forward(Context& ctx, const Tensor& x, bool training) {
-  Tensor y = reuse_buffer(y_buffer_, x.shape(), ctx.device());
+  Tensor y = reuse_activation(y_buffer_, x.shape(), ctx);
   ops::lrn_forward(ctx, lrn_, x, y);
   x_ = x;
   return y;
@@ -27,7 +27,7 @@ Tensor LocalResponseNorm::forward(Context& ctx, const Tensor& x, bool training) 
 Tensor LocalResponseNorm::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(x_.defined(), "LocalResponseNorm: backward before forward");
   if (!need_dx) return Tensor();
-  Tensor dx = reuse_buffer(dx_buffer_, x_.shape(), ctx.device());
+  Tensor dx = reuse_activation(dx_buffer_, x_.shape(), ctx);
   ops::lrn_backward(ctx, lrn_, x_, dy, dx);
   return dx;
 }
@@ -41,7 +41,7 @@ void FlattenCHW::list_ops(ops::OpNames& ops, bool training) const {
 
 Tensor FlattenCHW::forward(Context& ctx, const Tensor& x, bool training) {
   ST_CHECK(x.ndim() == 4, "FlattenCHW expects input (N, H, W, C), got " << shape_string(x.shape()));
-  Tensor y = reuse_buffer(y_buffer_, {x.dim(0), x.dim(1) * x.dim(2) * x.dim(3)}, ctx.device());
+  Tensor y = reuse_activation(y_buffer_, {x.dim(0), x.dim(1) * x.dim(2) * x.dim(3)}, ctx);
   ops::flatten_chw_forward(ctx, x, y);
   x_shape_ = x.shape();
   return y;
@@ -50,7 +50,7 @@ Tensor FlattenCHW::forward(Context& ctx, const Tensor& x, bool training) {
 Tensor FlattenCHW::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(!x_shape_.empty(), "FlattenCHW: backward before forward");
   if (!need_dx) return Tensor();
-  Tensor dx = reuse_buffer(dx_buffer_, x_shape_, ctx.device());
+  Tensor dx = reuse_activation(dx_buffer_, x_shape_, ctx);
   ops::flatten_chw_backward(ctx, dy, dx);
   return dx;
 }
@@ -86,7 +86,7 @@ Tensor Branches::forward(Context& ctx, const Tensor& x, bool training) {
                                                                    << ", branch 0 " << shape_string(outs[0].shape()));
     joined.back() += outs[i].dim(-1);
   }
-  Tensor y = reuse_buffer(y_buffer_, joined, ctx.device());
+  Tensor y = reuse_activation(y_buffer_, joined, ctx);
   ops::concat_channels_forward(ctx, outs, y);
   return y;
 }
@@ -95,7 +95,7 @@ Tensor Branches::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(out_shapes_.size() == branches_.size() && !branches_.empty(), "Branches: backward before forward");
   std::vector<Tensor> dys;
   for (std::size_t i = 0; i < branches_.size(); ++i)
-    dys.push_back(reuse_buffer(dy_buffers_[i], out_shapes_[i], ctx.device()));
+    dys.push_back(reuse_activation(dy_buffers_[i], out_shapes_[i], ctx));
   ops::concat_channels_backward(ctx, dy, dys);
   Tensor dx;
   for (std::size_t i = branches_.size(); i-- > 0;) {

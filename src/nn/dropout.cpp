@@ -53,7 +53,7 @@ Tensor Dropout::forward(Context& ctx, const Tensor& x, bool training) {
   forward_params_.key[0] = key[0];
   forward_params_.key[1] = key[1];
   forward_params_.position = stream_->position();
-  Tensor y = reuse_buffer(y_buffer_, x.shape(), ctx.device());
+  Tensor y = reuse_activation(y_buffer_, x.shape(), ctx);
   ops::dropout_forward(ctx, forward_params_, x, y);
   return y;
 }
@@ -62,7 +62,7 @@ Tensor Dropout::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(have_forward_, "Dropout: backward before forward");
   if (!need_dx) return Tensor();
   if (!forward_training_) return dy;
-  Tensor dx = reuse_buffer(dx_buffer_, dy.shape(), ctx.device());
+  Tensor dx = reuse_activation(dx_buffer_, dy.shape(), ctx);
   ops::dropout_backward(ctx, forward_params_, dy, dx);
   return dx;
 }

@@ -14,10 +14,10 @@
 
 namespace scaletrain::nn {
 
-Tensor reuse_buffer(Tensor& buffer, const Shape& shape, Device device) {
+Tensor reuse_buffer(Tensor& buffer, const Shape& shape, Device device, DType dtype) {
   const int64_t n = shape_numel(shape);
-  if (!buffer.defined() || buffer.numel() < n || buffer.device() != device) {
-    buffer = Tensor::empty(shape, DType::f32, device);
+  if (!buffer.defined() || buffer.numel() < n || buffer.device() != device || buffer.dtype() != dtype) {
+    buffer = Tensor::empty(shape, dtype, device);
     return buffer;
   }
   if (buffer.shape() == shape) return buffer;
@@ -129,7 +129,7 @@ Tensor Conv2d::forward(Context& ctx, const Tensor& x, bool training) {
                                               << " (kernel " << spec_.kernel_h << "x" << spec_.kernel_w << ", stride "
                                               << spec_.stride_h << "x" << spec_.stride_w << ", padding " << spec_.pad_h
                                               << "x" << spec_.pad_w << ")");
-  Tensor y = reuse_buffer(y_buffer_, out, ctx.device());
+  Tensor y = reuse_activation(y_buffer_, out, ctx);
   const Tensor no_bias;
   ops::conv2d_forward(ctx, conv_, x, w, bias_ >= 0 ? params_->value(bias_) : no_bias, y);
   x_ = x;
@@ -144,7 +144,7 @@ Tensor Conv2d::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   if (bias_ >= 0) params_->mark_grad_ready(bias_);
   params_->mark_grad_ready(weight_);
   if (!need_dx) return Tensor();
-  Tensor dx = reuse_buffer(dx_buffer_, x_.shape(), ctx.device());
+  Tensor dx = reuse_activation(dx_buffer_, x_.shape(), ctx);
   ops::conv2d_backward_data(ctx, conv_, dy, params_->value(weight_), dx);
   return dx;
 }
@@ -176,7 +176,7 @@ void BatchNorm2d::list_ops(ops::OpNames& ops, bool training) const {
 Tensor BatchNorm2d::forward(Context& ctx, const Tensor& x, bool training) {
   ST_CHECK(x.ndim() >= 2 && x.dim(-1) == channels_,
            name_ << " expects input (..., " << channels_ << "), got " << shape_string(x.shape()));
-  Tensor y = reuse_buffer(y_buffer_, x.shape(), ctx.device());
+  Tensor y = reuse_activation(y_buffer_, x.shape(), ctx);
   if (training) {
     if (!saved_mean_.defined()) {
       saved_mean_ = Tensor::empty({channels_}, DType::f32, ctx.device());
@@ -197,7 +197,7 @@ Tensor BatchNorm2d::forward(Context& ctx, const Tensor& x, bool training) {
 Tensor BatchNorm2d::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(have_batch_stats_, name_ << ": backward needs a forward in training mode before it");
   // The op computes dx alongside dgamma/dbeta, so dx is produced even when not needed.
-  Tensor dx = reuse_buffer(dx_buffer_, x_.shape(), ctx.device());
+  Tensor dx = reuse_activation(dx_buffer_, x_.shape(), ctx);
   ops::batch_norm_backward(ctx, bn_, x_, dy, params_->value(weight_), saved_mean_, saved_inv_std_, dx,
                            params_->grad(weight_), params_->grad(bias_));
   params_->mark_grad_ready(bias_);
@@ -220,7 +220,7 @@ void ReLU::list_ops(ops::OpNames& ops, bool training) const {
 }
 
 Tensor ReLU::forward(Context& ctx, const Tensor& x, bool training) {
-  Tensor y = inplace_ ? x : reuse_buffer(y_buffer_, x.shape(), ctx.device());
+  Tensor y = inplace_ ? x : reuse_activation(y_buffer_, x.shape(), ctx);
   ops::relu_forward(ctx, x, y);
   y_ = y;
   return y;
@@ -229,7 +229,7 @@ Tensor ReLU::forward(Context& ctx, const Tensor& x, bool training) {
 Tensor ReLU::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(y_.defined(), "ReLU: backward before forward");
   if (!need_dx) return Tensor();
-  Tensor dx = inplace_ ? dy : reuse_buffer(dx_buffer_, dy.shape(), ctx.device());
+  Tensor dx = inplace_ ? dy : reuse_activation(dx_buffer_, dy.shape(), ctx);
   ops::relu_backward(ctx, y_, dy, dx);
   return dx;
 }
@@ -245,7 +245,7 @@ Tensor MaxPool2d::forward(Context& ctx, const Tensor& x, bool training) {
   ST_CHECK(x.ndim() == 4, "MaxPool2d expects input (N, H, W, C), got " << shape_string(x.shape()));
   const Shape out = ops::max_pool2d_output_shape(pool_, x.shape());
   ST_CHECK(out[1] > 0 && out[2] > 0, "input " << x.dim(1) << "x" << x.dim(2) << " is too small for max pooling");
-  Tensor y = reuse_buffer(y_buffer_, out, ctx.device());
+  Tensor y = reuse_activation(y_buffer_, out, ctx);
   ops::max_pool2d_forward(ctx, pool_, x, y);
   x_ = x;
   y_ = y;
@@ -255,7 +255,7 @@ Tensor MaxPool2d::forward(Context& ctx, const Tensor& x, bool training) {
 Tensor MaxPool2d::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(x_.defined(), "MaxPool2d: backward before forward");
   if (!need_dx) return Tensor();
-  Tensor dx = reuse_buffer(dx_buffer_, x_.shape(), ctx.device());
+  Tensor dx = reuse_activation(dx_buffer_, x_.shape(), ctx);
   ops::max_pool2d_backward(ctx, pool_, x_, y_, dy, dx);
   return dx;
 }
@@ -269,7 +269,7 @@ void GlobalAvgPool::list_ops(ops::OpNames& ops, bool training) const {
 
 Tensor GlobalAvgPool::forward(Context& ctx, const Tensor& x, bool training) {
   ST_CHECK(x.ndim() == 4, "GlobalAvgPool expects input (N, H, W, C), got " << shape_string(x.shape()));
-  Tensor y = reuse_buffer(y_buffer_, {x.dim(0), x.dim(3)}, ctx.device());
+  Tensor y = reuse_activation(y_buffer_, {x.dim(0), x.dim(3)}, ctx);
   ops::global_avg_pool_forward(ctx, x, y);
   x_shape_ = x.shape();
   return y;
@@ -278,7 +278,7 @@ Tensor GlobalAvgPool::forward(Context& ctx, const Tensor& x, bool training) {
 Tensor GlobalAvgPool::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(!x_shape_.empty(), "GlobalAvgPool: backward before forward");
   if (!need_dx) return Tensor();
-  Tensor dx = reuse_buffer(dx_buffer_, x_shape_, ctx.device());
+  Tensor dx = reuse_activation(dx_buffer_, x_shape_, ctx);
   ops::global_avg_pool_backward(ctx, dy, dx);
   return dx;
 }
@@ -299,7 +299,7 @@ void Linear::list_ops(ops::OpNames& ops, bool training) const {
 Tensor Linear::forward(Context& ctx, const Tensor& x, bool training) {
   ST_CHECK(x.ndim() == 2 && x.dim(1) == in_features_,
            name_ << " expects input (N, " << in_features_ << "), got " << shape_string(x.shape()));
-  Tensor y = reuse_buffer(y_buffer_, {x.dim(0), out_features_}, ctx.device());
+  Tensor y = reuse_activation(y_buffer_, {x.dim(0), out_features_}, ctx);
   ops::linear_forward(ctx, x, params_->value(weight_), params_->value(bias_), y);
   x_ = x;
   return y;
@@ -307,7 +307,7 @@ Tensor Linear::forward(Context& ctx, const Tensor& x, bool training) {
 
 Tensor Linear::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(x_.defined(), name_ << ": backward before forward");
-  Tensor dx = need_dx ? reuse_buffer(dx_buffer_, x_.shape(), ctx.device()) : Tensor();
+  Tensor dx = need_dx ? reuse_activation(dx_buffer_, x_.shape(), ctx) : Tensor();
   ops::linear_backward(ctx, x_, params_->value(weight_), dy, dx, params_->grad(weight_), params_->grad(bias_));
   params_->mark_grad_ready(bias_);
   params_->mark_grad_ready(weight_);

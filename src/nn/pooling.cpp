@@ -16,7 +16,7 @@ void AvgPool2d::list_ops(ops::OpNames& ops, bool training) const {
 
 Tensor AvgPool2d::forward(Context& ctx, const Tensor& x, bool training) {
   ST_CHECK(x.ndim() == 4, "AvgPool2d expects input (N, H, W, C), got " << shape_string(x.shape()));
-  Tensor y = reuse_buffer(y_buffer_, ops::avg_pool2d_output_shape(pool_, x.shape()), ctx.device());
+  Tensor y = reuse_activation(y_buffer_, ops::avg_pool2d_output_shape(pool_, x.shape()), ctx);
   ops::avg_pool2d_forward(ctx, pool_, x, y);
   x_shape_ = x.shape();
   return y;
@@ -25,7 +25,7 @@ Tensor AvgPool2d::forward(Context& ctx, const Tensor& x, bool training) {
 Tensor AvgPool2d::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(!x_shape_.empty(), "AvgPool2d: backward before forward");
   if (!need_dx) return Tensor();
-  Tensor dx = reuse_buffer(dx_buffer_, x_shape_, ctx.device());
+  Tensor dx = reuse_activation(dx_buffer_, x_shape_, ctx);
   ops::avg_pool2d_backward(ctx, pool_, dy, dx);
   return dx;
 }
@@ -39,7 +39,7 @@ void AdaptiveAvgPool2d::list_ops(ops::OpNames& ops, bool training) const {
 
 Tensor AdaptiveAvgPool2d::forward(Context& ctx, const Tensor& x, bool training) {
   ST_CHECK(x.ndim() == 4, "AdaptiveAvgPool2d expects input (N, H, W, C), got " << shape_string(x.shape()));
-  Tensor y = reuse_buffer(y_buffer_, ops::adaptive_avg_pool2d_output_shape(pool_, x.shape()), ctx.device());
+  Tensor y = reuse_activation(y_buffer_, ops::adaptive_avg_pool2d_output_shape(pool_, x.shape()), ctx);
   ops::adaptive_avg_pool2d_forward(ctx, pool_, x, y);
   x_shape_ = x.shape();
   return y;
@@ -48,7 +48,7 @@ Tensor AdaptiveAvgPool2d::forward(Context& ctx, const Tensor& x, bool training) 
 Tensor AdaptiveAvgPool2d::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(!x_shape_.empty(), "AdaptiveAvgPool2d: backward before forward");
   if (!need_dx) return Tensor();
-  Tensor dx = reuse_buffer(dx_buffer_, x_shape_, ctx.device());
+  Tensor dx = reuse_activation(dx_buffer_, x_shape_, ctx);
   ops::adaptive_avg_pool2d_backward(ctx, pool_, dy, dx);
   return dx;
 }

@@ -80,4 +80,11 @@ void round_to_half(Context& ctx, Tensor& x, HalfFormat format) {
   round_to_half_op(ctx, x, format);
 }
 
+Tensor as_f32(Context& ctx, const Tensor& t) {
+  if (!is_half(t.dtype())) return t;
+  Tensor wide = Tensor::empty(t.shape(), DType::f32, t.device());
+  cast_from_half(ctx, t, wide);
+  return wide;
+}
+
 }  // namespace scaletrain::ops

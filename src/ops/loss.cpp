@@ -43,11 +43,11 @@ CountCorrectFn count_correct;
 const Op<CountCorrectFn> count_correct_op{"count_correct", {cpu::count_correct}, {ST_CUDA_KERNEL(cuda::count_correct)}};
 namespace {
 
-// Checks logits (N, K) f32 with K > 0 and labels (N) i32, both on the context's device.
+// Checks logits (N, K) f32 (or the mixed precision's 16-bit format) with K > 0 and labels (N) i32, both on the context's device.
 void check_logits_labels(const Context& ctx, const Tensor& logits, const Tensor& labels, const char* op) {
   ST_CHECK(logits.defined() && logits.ndim() == 2,
            op << ": logits must be (N, K), got " << (logits.defined() ? shape_string(logits.shape()) : "undefined"));
-  ST_CHECK(logits.dtype() == DType::f32, op << ": logits must be float32, got " << dtype_name(logits.dtype()));
+  check_tensor(ctx, logits, op, "logits");
   ST_CHECK(labels.defined() && labels.ndim() == 1 && labels.dim(0) == logits.dim(0),
            op << ": labels must be (" << logits.dim(0) << ") to match logits " << shape_string(logits.shape())
               << ", got " << (labels.defined() ? shape_string(labels.shape()) : "undefined"));
@@ -69,7 +69,8 @@ double softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& l
   ST_CHECK(label_smoothing >= 0.0f && label_smoothing <= 1.0f,
            op << ": label smoothing must be in [0, 1], got " << label_smoothing);
   if (dlogits.defined()) {
-    ST_CHECK(dlogits.dtype() == DType::f32 && dlogits.shape() == logits.shape() && dlogits.device() == logits.device(),
+    ST_CHECK((dlogits.dtype() == DType::f32 || dlogits.dtype() == amp_storage_dtype(ctx)) &&
+                 dlogits.shape() == logits.shape() && dlogits.device() == logits.device(),
              op << ": dlogits must be float32 " << shape_string(logits.shape()) << " like the logits, got "
                 << dtype_name(dlogits.dtype()) << shape_string(dlogits.shape()));
   }
@@ -87,7 +88,8 @@ TokenLoss token_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& 
   ST_CHECK(std::isfinite(normaliser) && normaliser > 0.0,
            op << ": the normaliser (real tokens of the global batch) must be finite and > 0, got " << normaliser);
   if (dlogits.defined()) {
-    ST_CHECK(dlogits.dtype() == DType::f32 && dlogits.shape() == logits.shape() && dlogits.device() == logits.device(),
+    ST_CHECK((dlogits.dtype() == DType::f32 || dlogits.dtype() == amp_storage_dtype(ctx)) &&
+                 dlogits.shape() == logits.shape() && dlogits.device() == logits.device(),
              op << ": dlogits must be float32 " << shape_string(logits.shape()) << " like the logits, got "
                 << dtype_name(dlogits.dtype()) << shape_string(dlogits.shape()));
   }

@@ -21,8 +21,11 @@
 // `{fn, true, kFp32Only}`, and the dispatch and the registry refuse the others.
 #pragma once
 
+#include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "ops/op_checks.hpp"
 #include "scaletrain/backend/context.hpp"
@@ -89,6 +92,99 @@ struct AmpOutputs {
 // Rounds an output the op wrote to ctx's 16-bit format (an f32 tensor, on either device: the
 // stand-in for 16-bit storage; other dtypes are left alone).
 void round_amp_output(Context& ctx, Tensor& t);
+
+// 16-bit storage (Context::activation_dtype) for kernels that compute in fp32: the dispatch hands
+// such a kernel each f16 or bf16 tensor widened into an fp32 copy (exact), and narrows each
+// 16-bit output back from its copy (one rounding, ties to even): the bits of the same kernel on
+// fp32 tensors that held the 16-bit values, rounded after it. A kernel whose op lists f16 among
+// its dtypes reads and writes 16-bit tensors itself.
+bool is_half_dtype(DType dtype);
+Tensor widened(Context& ctx, const Tensor& t);                  // an fp32 copy of a 16-bit tensor
+void narrow_into(Context& ctx, const Tensor& wide, Tensor& t);  // wide rounded into 16-bit t
+
+// One argument of a kernel call, as the kernel sees it under 16-bit storage: a Tensor (or a
+// vector of them) that is 16-bit becomes its fp32 copy, narrowed back after the call where the
+// kernel may write it; any other argument passes through untouched.
+template <typename A>
+struct HalfAdapted {
+  A&& arg;
+  HalfAdapted(Context&, A&& a) : arg(std::forward<A>(a)) {}
+  A&& get() { return std::forward<A>(arg); }
+  void finish(Context&) {}
+  static bool half(const std::remove_reference_t<A>&) { return false; }
+};
+
+template <typename T>
+struct HalfAdaptedTensor {
+  T& original;
+  Tensor wide;
+  HalfAdaptedTensor(Context& ctx, T& t) : original(t), wide(is_half_dtype(t.dtype()) ? widened(ctx, t) : t) {}
+  T& get_original() { return original; }
+};
+
+template <>
+struct HalfAdapted<const Tensor&> : HalfAdaptedTensor<const Tensor> {
+  HalfAdapted(Context& ctx, const Tensor& t) : HalfAdaptedTensor(ctx, t) {}
+  const Tensor& get() { return wide; }
+  void finish(Context&) {}
+  static bool half(const Tensor& t) { return is_half_dtype(t.dtype()); }
+};
+
+template <>
+struct HalfAdapted<Tensor&> : HalfAdaptedTensor<Tensor> {
+  HalfAdapted(Context& ctx, Tensor& t) : HalfAdaptedTensor(ctx, t) {}
+  Tensor& get() { return wide; }
+  void finish(Context& ctx) {
+    if (is_half_dtype(original.dtype())) narrow_into(ctx, wide, original);
+  }
+  static bool half(const Tensor& t) { return is_half_dtype(t.dtype()); }
+};
+
+template <>
+struct HalfAdapted<Tensor> : HalfAdapted<const Tensor&> {
+  HalfAdapted(Context& ctx, Tensor&& t) : HalfAdapted<const Tensor&>(ctx, t) {}
+};
+
+template <typename V>
+struct HalfAdaptedVector {
+  V& original;
+  std::vector<Tensor> wide;
+  HalfAdaptedVector(Context& ctx, V& v) : original(v) {
+    wide.reserve(v.size());
+    for (const Tensor& t : v) wide.push_back(is_half_dtype(t.dtype()) ? widened(ctx, t) : t);
+  }
+  static bool half(const std::vector<Tensor>& v) {
+    for (const Tensor& t : v)
+      if (is_half_dtype(t.dtype())) return true;
+    return false;
+  }
+};
+
+// A const vector of tensor handles may still be written through (concat_channels_backward's
+// dxs): its 16-bit tensors are narrowed back too, which for an input the kernel only read
+// rewrites the same bits.
+template <>
+struct HalfAdapted<const std::vector<Tensor>&> : HalfAdaptedVector<const std::vector<Tensor>> {
+  HalfAdapted(Context& ctx, const std::vector<Tensor>& v) : HalfAdaptedVector(ctx, v) {}
+  const std::vector<Tensor>& get() { return wide; }
+  void finish(Context& ctx) {
+    for (std::size_t i = 0; i < original.size(); ++i)
+      if (is_half_dtype(original[i].dtype())) {
+        Tensor target = original[i];
+        narrow_into(ctx, wide[i], target);
+      }
+  }
+};
+
+template <>
+struct HalfAdapted<std::vector<Tensor>&> : HalfAdaptedVector<std::vector<Tensor>> {
+  HalfAdapted(Context& ctx, std::vector<Tensor>& v) : HalfAdaptedVector(ctx, v) {}
+  std::vector<Tensor>& get() { return wide; }
+  void finish(Context& ctx) {
+    for (std::size_t i = 0; i < original.size(); ++i)
+      if (is_half_dtype(original[i].dtype())) narrow_into(ctx, wide[i], original[i]);
+  }
+};
 // The dispatcher's answer for a kernel that does not run in the context's precision (it runs in
 // `runs_in`).
 [[noreturn]] void no_kernel_in_precision(const char* op, Device device, Precision precision, PrecisionSet runs_in);
@@ -97,7 +193,7 @@ template <typename Fn>
 class Op {
  public:
   Op(const char* name, Kernel<Fn> cpu, Kernel<Fn> cuda, AmpOutputs amp = AmpOutputs::all(), const char* dtypes = "f32")
-      : name_(name), amp_(amp) {
+      : name_(name), amp_(amp), takes_half_(std::string(dtypes).find("f16") != std::string::npos) {
     kernels_[device_index(Device::cpu)] = cpu;
     kernels_[device_index(Device::cuda)] = cuda;
     OpInfo info;
@@ -122,6 +218,8 @@ class Op {
       no_kernel_in_precision(name_, ctx.device(), ctx.precision(), kernels_[d].precisions);
     const OpScope scope(name_);
     using Result = decltype(kernels_[d].fn(ctx, std::forward<Args>(args)...));
+    if (!takes_half_ && (HalfAdapted<Args>::half(args) || ...))
+      return call_widened(kernels_[d].fn, ctx, std::forward<Args>(args)...);
     if constexpr (std::is_void_v<Result>) {
       kernels_[d].fn(ctx, std::forward<Args>(args)...);
       round_outputs(ctx, args...);
@@ -133,6 +231,26 @@ class Op {
   }
 
  private:
+  // The kernel on fp32 copies of the 16-bit tensors, its 16-bit outputs narrowed after it, then
+  // its fp32 outputs rounded as any op's.
+  template <typename... Args>
+  decltype(auto) call_widened(Fn* fn, Context& ctx, Args&&... args) const {
+    std::tuple<HalfAdapted<Args>...> adapted{HalfAdapted<Args>(ctx, std::forward<Args>(args))...};
+    auto finish = [&] {
+      std::apply([&](auto&... a) { (a.finish(ctx), ...); }, adapted);
+      round_outputs(ctx, args...);
+    };
+    using Result = decltype(fn(ctx, std::forward<Args>(args)...));
+    if constexpr (std::is_void_v<Result>) {
+      std::apply([&](auto&... a) { fn(ctx, a.get()...); }, adapted);
+      finish();
+    } else {
+      Result result = std::apply([&](auto&... a) -> Result { return fn(ctx, a.get()...); }, adapted);
+      finish();
+      return result;
+    }
+  }
+
   template <typename... Args>
   void round_outputs(Context& ctx, Args&... args) const {
     if (ctx.precision() == Precision::fp32 || amp_.mask == 0u) return;
@@ -149,6 +267,7 @@ class Op {
 
   const char* name_;
   AmpOutputs amp_;
+  bool takes_half_;  // its dtypes list f16: its kernels read and write 16-bit tensors themselves
   Kernel<Fn> kernels_[kNumDevices];
 };
 

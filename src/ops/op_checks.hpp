@@ -5,15 +5,30 @@
 // kernel breaks out of the switch to no_kernel().
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "scaletrain/backend/context.hpp"
 #include "scaletrain/core/error.hpp"
 
 namespace scaletrain::ops {
 
-// t is defined, float32 and on the context's device.
+// The 16-bit dtype of ctx's mixed precision (f16 for amp-fp16, bf16 for amp-bf16), or f32.
+inline DType amp_storage_dtype(const Context& ctx) {
+  const std::optional<HalfFormat> format = storage_format(ctx.precision());
+  return !format ? DType::f32 : (*format == HalfFormat::fp16 ? DType::f16 : DType::bf16);
+}
+
+// t is defined, float32 (or, under a mixed precision, of its 16-bit format: activations stored
+// in 16 bits) and on the context's device.
 inline void check_tensor(const Context& ctx, const Tensor& t, const char* op, const char* name) {
   ST_CHECK(t.defined(), op << ": " << name << " is undefined");
-  ST_CHECK(t.dtype() == DType::f32, op << ": " << name << " must be float32, got " << dtype_name(t.dtype()));
+  ST_CHECK(t.dtype() == DType::f32 || t.dtype() == amp_storage_dtype(ctx),
+           op << ": " << name << " must be float32"
+              << (amp_storage_dtype(ctx) != DType::f32 ? std::string(" or ") + dtype_name(amp_storage_dtype(ctx)) +
+                                                             " (" + precision_name(ctx.precision()) + ")"
+                                                       : std::string())
+              << ", got " << dtype_name(t.dtype()));
   ST_CHECK(t.device() == ctx.device(), op << ": " << name << " is on " << device_name(t.device())
                                           << " but the context runs on " << device_name(ctx.device()));
 }

@@ -15,6 +15,7 @@
 #include "scaletrain/data/staging.hpp"
 #include "scaletrain/io/hdf5.hpp"
 #include "scaletrain/models/model.hpp"
+#include "scaletrain/ops/cast.hpp"
 #include "scaletrain/ops/loss.hpp"
 #include "scaletrain/report/summary.hpp"
 #include "scaletrain/train/checkpointing.hpp"
@@ -307,7 +308,7 @@ class ImageClassification : public Task {
     for (int64_t start = 0; start < n; start += batch_size) {
       const int64_t b = std::min(batch_size, n - start);
       const Tensor x = channels_last(nchw, start, b).to(ctx.device());
-      const Tensor y = classifier(network).forward(ctx, x, /*training=*/false).to(Device::cpu);
+      const Tensor y = ops::as_f32(ctx, classifier(network).forward(ctx, x, /*training=*/false)).to(Device::cpu);
       std::copy(y.data<float>(), y.data<float>() + y.numel(), p.logits.data<float>() + start * classes);
     }
     return p;

@@ -443,9 +443,8 @@ void Training::log_start() const {
     ST_LOG("precision: " << precision_name(ctx_->precision())
                          << ": activations, their gradients and weight copies (parameters of 2 or more dimensions) in "
                          << (storage_format(ctx_->precision()) == HalfFormat::fp16 ? "fp16" : "bf16")
-                         << "; fp32 master weights, optimizer state, normalisation statistics and losses"
-                         << " (emulated on " << device_name(ctx_->device())
-                         << ": computed in fp32, 16-bit outputs rounded to 16-bit values)");
+                         << "; fp32 master weights, optimizer state, normalisation statistics and losses ("
+                         << describe_amp_storage(*ctx_) << ")");
   if (!state_->precision_note.empty()) ST_LOG(state_->precision_note);
   if (state_->loss_scaler.enabled()) ST_LOG("loss scale: " << state_->loss_scaler.describe());
   if (!state_->loss_scaler.restore_note().empty()) ST_LOG(state_->loss_scaler.restore_note());
@@ -737,6 +736,7 @@ TrainResult Training::finish(RunEnd end) {
   record_run_state(*state_, summary);
   summary.loss_scale = state_->loss_scaler.to_json();
   summary.precision = precision_name(ctx_->precision());
+  summary.activation_dtype = dtype_name(ctx_->activation_dtype());
   summary.segments.push_back(segment_json(reason));
   summary.start_time_unix_ms = summary.segments.at(0).at("start_unix_ms").as_double();  // the run's first
   summary.bytes_read = batches_->bytes_read();

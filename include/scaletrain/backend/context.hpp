@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "scaletrain/core/caching_allocator.hpp"
 #include "scaletrain/core/half.hpp"
@@ -20,6 +21,11 @@ enum class Precision { fp32, amp_fp16, amp_bf16 };
 const char* precision_name(Precision precision);  // "fp32", "amp-fp16", "amp-bf16"
 // The 16-bit format of a mixed precision; none for fp32.
 std::optional<HalfFormat> storage_format(Precision precision);
+
+class Context;
+// How a mixed precision stores and computes on ctx, for start-up lines: "activations and their
+// gradients stored in fp16 tensors; ops compute in fp32 ..." (empty in fp32).
+std::string describe_amp_storage(const Context& ctx);
 
 class Context {
  public:
@@ -44,8 +50,15 @@ class Context {
   bool allow_tf32() const { return allow_tf32_; }
   // The precision the ops run in (--precision). Under a mixed precision every op rounds the
   // activations it writes to the 16-bit format (ops/op.hpp); on the CPU they compute in fp32.
-  void set_precision(Precision precision) { precision_ = precision; }
+  void set_precision(Precision precision);
   Precision precision() const { return precision_; }
+  // The dtype layers store activations and their gradients in: f32, or under a mixed precision
+  // its 16-bit format (f16, bf16), so that they take half the memory and bytes moved. An op whose
+  // kernel computes in fp32 gets its 16-bit tensors widened and its 16-bit outputs narrowed by the
+  // dispatch (ops/op.hpp), which gives the bits of fp32 tensors rounded after each op.
+  // SCALETRAIN_AMP_STORAGE=f32 (a test hook, read when the precision is set) keeps them in fp32
+  // holding 16-bit values, the earlier emulation: cli.mixed_precision checks both give the same bits.
+  DType activation_dtype() const { return activation_dtype_; }
   // The device allocator's figures (peak memory, allocations); zeros on the CPU.
   AllocatorStats device_memory_stats() const;
 
@@ -59,6 +72,7 @@ class Context {
   int gpu_index_;
   bool allow_tf32_ = false;
   Precision precision_ = Precision::fp32;
+  DType activation_dtype_ = DType::f32;
   std::unique_ptr<Impl> impl_;
 };
 

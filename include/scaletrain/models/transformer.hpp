@@ -140,6 +140,7 @@ class IncrementalDecoder {
 
   int64_t rows() const { return rows_; }
   int64_t position() const { return position_; }  // the steps run so far
+  Context& context() const { return ctx_; }
 
   // Feeds each row's last token (id 0, the start, at the first step), at position(); returns the
   // logits of the next token (rows, V) on the context's device, valid until the next step.

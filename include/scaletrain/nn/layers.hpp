@@ -19,8 +19,13 @@
 namespace scaletrain::nn {
 
 // A tensor of `shape` in the storage of `buffer`; buffer grows (is reallocated) only when it is
-// too small. The result aliases whatever buffer handed out before.
-Tensor reuse_buffer(Tensor& buffer, const Shape& shape, Device device = Device::cpu);
+// too small, or is of another dtype. The result aliases whatever buffer handed out before.
+Tensor reuse_buffer(Tensor& buffer, const Shape& shape, Device device = Device::cpu, DType dtype = DType::f32);
+// The same for an activation or an activation's gradient: in ctx's activation dtype (16 bits
+// under a mixed precision, Context::activation_dtype).
+inline Tensor reuse_activation(Tensor& buffer, const Shape& shape, const Context& ctx) {
+  return reuse_buffer(buffer, shape, ctx.device(), ctx.activation_dtype());
+}
 
 // Joins a module prefix and a name the way state_dict does: ("", "conv1") -> "conv1",
 // ("layer1.0", "conv1") -> "layer1.0.conv1".

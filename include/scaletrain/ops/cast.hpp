@@ -22,5 +22,9 @@ void cast_from_half(Context& ctx, const Tensor& x, Tensor& y);
 // of a device's kernel that computes in fp32 (ops/op.hpp): the GPU's stand-in for 16-bit storage,
 // as core/half.hpp's round_in_place is the CPU's.
 void round_to_half(Context& ctx, Tensor& x, HalfFormat format);
+// t as f32: t itself when it is, else an f32 copy on t's device (exact). For code that reads an
+// activation on the host (logits for predictions, decoding, the ranking evaluation), which under
+// a mixed precision is stored in 16 bits (Context::activation_dtype).
+Tensor as_f32(Context& ctx, const Tensor& t);
 
 }  // namespace scaletrain::ops
