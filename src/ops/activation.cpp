@@ -15,7 +15,8 @@ ReluForwardFn relu_forward;
 namespace cuda {
 ReluForwardFn relu_forward;
 }
-const Op<ReluForwardFn> relu_forward_op{"relu_forward", {cpu::relu_forward}, {ST_CUDA_KERNEL(cuda::relu_forward)}};
+const Op<ReluForwardFn> relu_forward_op{
+    "relu_forward", {cpu::relu_forward}, with_half_storage<ReluForwardFn>({ST_CUDA_KERNEL(cuda::relu_forward)})};
 using ReluBackwardFn = void(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
 namespace cpu {
 ReluBackwardFn relu_backward;
@@ -23,7 +24,8 @@ ReluBackwardFn relu_backward;
 namespace cuda {
 ReluBackwardFn relu_backward;
 }
-const Op<ReluBackwardFn> relu_backward_op{"relu_backward", {cpu::relu_backward}, {ST_CUDA_KERNEL(cuda::relu_backward)}};
+const Op<ReluBackwardFn> relu_backward_op{
+    "relu_backward", {cpu::relu_backward}, with_half_storage<ReluBackwardFn>({ST_CUDA_KERNEL(cuda::relu_backward)})};
 using AddForwardFn = void(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y);
 namespace cpu {
 AddForwardFn add_forward;
@@ -31,7 +33,8 @@ AddForwardFn add_forward;
 namespace cuda {
 AddForwardFn add_forward;
 }
-const Op<AddForwardFn> add_forward_op{"add_forward", {cpu::add_forward}, {ST_CUDA_KERNEL(cuda::add_forward)}};
+const Op<AddForwardFn> add_forward_op{
+    "add_forward", {cpu::add_forward}, with_half_storage<AddForwardFn>({ST_CUDA_KERNEL(cuda::add_forward)})};
 using AddInplaceFn = void(Context& ctx, Tensor& y, const Tensor& x);
 namespace cpu {
 AddInplaceFn add_inplace;
@@ -39,7 +42,8 @@ AddInplaceFn add_inplace;
 namespace cuda {
 AddInplaceFn add_inplace;
 }
-const Op<AddInplaceFn> add_inplace_op{"add_inplace", {cpu::add_inplace}, {ST_CUDA_KERNEL(cuda::add_inplace)}};
+const Op<AddInplaceFn> add_inplace_op{
+    "add_inplace", {cpu::add_inplace}, with_half_storage<AddInplaceFn>({ST_CUDA_KERNEL(cuda::add_inplace)})};
 
 namespace {
 

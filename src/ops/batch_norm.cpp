@@ -20,7 +20,7 @@ BatchNormForwardTrainingFn batch_norm_forward_training;
 const Op<BatchNormForwardTrainingFn> batch_norm_forward_training_op{
     "batch_norm_forward_training",
     {cpu::batch_norm_forward_training},
-    {ST_CUDA_KERNEL(cuda::batch_norm_forward_training)},
+    with_half_storage<BatchNormForwardTrainingFn>({ST_CUDA_KERNEL(cuda::batch_norm_forward_training)}),
     AmpOutputs::only(2)};  // y; the running and saved statistics stay fp32
 using BatchNormForwardInferenceFn = void(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
                                          const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
@@ -34,7 +34,7 @@ BatchNormForwardInferenceFn batch_norm_forward_inference;
 const Op<BatchNormForwardInferenceFn> batch_norm_forward_inference_op{
     "batch_norm_forward_inference",
     {cpu::batch_norm_forward_inference},
-    {ST_CUDA_KERNEL(cuda::batch_norm_forward_inference)}};
+    with_half_storage<BatchNormForwardInferenceFn>({ST_CUDA_KERNEL(cuda::batch_norm_forward_inference)})};
 using BatchNormBackwardFn = void(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& dy,
                                  const Tensor& gamma, const Tensor& saved_mean, const Tensor& saved_inv_std, Tensor& dx,
                                  Tensor& dgamma, Tensor& dbeta);
@@ -47,7 +47,7 @@ BatchNormBackwardFn batch_norm_backward;
 const Op<BatchNormBackwardFn> batch_norm_backward_op{
     "batch_norm_backward",
     {cpu::batch_norm_backward},
-    {ST_CUDA_KERNEL(cuda::batch_norm_backward)},
+    with_half_storage<BatchNormBackwardFn>({ST_CUDA_KERNEL(cuda::batch_norm_backward)}),
     AmpOutputs::only(0)};  // dx; dgamma and dbeta, fp32 parameters' gradients, stay fp32
 
 namespace {

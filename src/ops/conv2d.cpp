@@ -16,8 +16,9 @@ Conv2dForwardFn conv2d_forward;
 namespace cuda {
 Conv2dForwardFn conv2d_forward;
 }
-const Op<Conv2dForwardFn> conv2d_forward_op{
-    "conv2d_forward", {cpu::conv2d_forward}, {ST_CUDA_KERNEL(cuda::conv2d_forward)}};
+const Op<Conv2dForwardFn> conv2d_forward_op{"conv2d_forward",
+                                            {cpu::conv2d_forward},
+                                            with_half_storage<Conv2dForwardFn>({ST_CUDA_KERNEL(cuda::conv2d_forward)})};
 using Conv2dBackwardDataFn = void(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx);
 namespace cpu {
 Conv2dBackwardDataFn conv2d_backward_data;
@@ -28,7 +29,9 @@ Conv2dBackwardDataFn conv2d_backward_data;
 // cuDNN's backward passes prefer a deterministic algorithm but take another (atomics) where none
 // fits the workspace: not deterministic as a promise.
 const Op<Conv2dBackwardDataFn> conv2d_backward_data_op{
-    "conv2d_backward_data", {cpu::conv2d_backward_data}, {ST_CUDA_KERNEL(cuda::conv2d_backward_data), false}};
+    "conv2d_backward_data",
+    {cpu::conv2d_backward_data},
+    with_half_storage<Conv2dBackwardDataFn>({ST_CUDA_KERNEL(cuda::conv2d_backward_data), false})};
 using Conv2dBackwardFilterFn = void(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw,
                                     Tensor& db);
 namespace cpu {
@@ -38,7 +41,9 @@ namespace cuda {
 Conv2dBackwardFilterFn conv2d_backward_filter;
 }
 const Op<Conv2dBackwardFilterFn> conv2d_backward_filter_op{
-    "conv2d_backward_filter", {cpu::conv2d_backward_filter}, {ST_CUDA_KERNEL(cuda::conv2d_backward_filter), false}};
+    "conv2d_backward_filter",
+    {cpu::conv2d_backward_filter},
+    with_half_storage<Conv2dBackwardFilterFn>({ST_CUDA_KERNEL(cuda::conv2d_backward_filter), false})};
 
 Shape conv2d_output_shape(const Conv2dParams& p, const Shape& x, const Shape& w) {
   ST_CHECK(x.size() == 4, "conv2d: input must be (N, H, W, C), got " << shape_string(x));

@@ -16,9 +16,11 @@
 // the source has but this build does not (NotBuilt), so that no op file needs `#if` and a build
 // without CUDA references no CUDA symbol. A device without a kernel is `{}`; a kernel that is not
 // deterministic is `{fn, false}`. Kernels run in every precision (--precision amp-fp16 and
-// amp-bf16 too): they compute in fp32 and the dispatch rounds their 16-bit outputs, on the device
-// (round_amp_output). A kernel that cannot run so declares the precisions it runs in,
-// `{fn, true, kFp32Only}`, and the dispatch and the registry refuse the others.
+// amp-bf16 too): they compute in fp32; the dispatch widens the 16-bit tensors of a kernel that
+// does not read them itself (with_half_storage) and narrows its 16-bit outputs, and rounds its
+// fp32 outputs that are 16-bit values (round_amp_output), on the device. A kernel that cannot run
+// so declares the precisions it runs in, `{fn, true, kFp32Only}`, and the dispatch and the
+// registry refuse the others.
 #pragma once
 
 #include <string>
@@ -46,6 +48,9 @@ struct Kernel {
   bool deterministic = true;
   bool declared = false;                      // the source has a kernel for this device, built or not
   PrecisionSet precisions = kEveryPrecision;  // the --precision values it runs in
+  // It reads and writes f16 and bf16 tensors itself (16-bit storage, any mix with f32): the
+  // dispatch passes them as they are instead of widening them (with_half_storage).
+  bool half_storage = false;
 
   Kernel() = default;
   Kernel(Fn* f, bool is_deterministic = true, PrecisionSet runs_in = kEveryPrecision)
@@ -53,6 +58,14 @@ struct Kernel {
   Kernel(NotBuilt, bool is_deterministic = true, PrecisionSet runs_in = kEveryPrecision)
       : deterministic(is_deterministic), declared(true), precisions(runs_in) {}
 };
+
+// The kernel k, marked as one that reads and writes 16-bit tensors itself: its op's declaration
+// writes {with_half_storage<ReluForwardFn>({ST_CUDA_KERNEL(cuda::relu_forward)})}.
+template <typename Fn>
+Kernel<Fn> with_half_storage(Kernel<Fn> k) {
+  k.half_storage = true;
+  return k;
+}
 
 }  // namespace scaletrain::ops
 
@@ -89,15 +102,15 @@ struct AmpOutputs {
   static constexpr AmpOutputs only(unsigned index) { return {1u << index}; }
 };
 
-// Rounds an output the op wrote to ctx's 16-bit format (an f32 tensor, on either device: the
-// stand-in for 16-bit storage; other dtypes are left alone).
+// Rounds an fp32 output the op wrote to ctx's 16-bit format, on either device (a 16-bit output
+// tensor is narrowed instead; other dtypes are left alone).
 void round_amp_output(Context& ctx, Tensor& t);
 
 // 16-bit storage (Context::activation_dtype) for kernels that compute in fp32: the dispatch hands
 // such a kernel each f16 or bf16 tensor widened into an fp32 copy (exact), and narrows each
 // 16-bit output back from its copy (one rounding, ties to even): the bits of the same kernel on
 // fp32 tensors that held the 16-bit values, rounded after it. A kernel whose op lists f16 among
-// its dtypes reads and writes 16-bit tensors itself.
+// its dtypes, or whose kernel is marked with_half_storage, reads and writes 16-bit tensors itself.
 bool is_half_dtype(DType dtype);
 Tensor widened(Context& ctx, const Tensor& t);                  // an fp32 copy of a 16-bit tensor
 void narrow_into(Context& ctx, const Tensor& wide, Tensor& t);  // wide rounded into 16-bit t
@@ -218,7 +231,7 @@ class Op {
       no_kernel_in_precision(name_, ctx.device(), ctx.precision(), kernels_[d].precisions);
     const OpScope scope(name_);
     using Result = decltype(kernels_[d].fn(ctx, std::forward<Args>(args)...));
-    if (!takes_half_ && (HalfAdapted<Args>::half(args) || ...))
+    if (!takes_half_ && !kernels_[d].half_storage && (HalfAdapted<Args>::half(args) || ...))
       return call_widened(kernels_[d].fn, ctx, std::forward<Args>(args)...);
     if constexpr (std::is_void_v<Result>) {
       kernels_[d].fn(ctx, std::forward<Args>(args)...);

@@ -18,9 +18,9 @@ void cast_to_half(Context& ctx, const Tensor& x, Tensor& y);
 // x: f16 or bf16; y: f32, x's shape, overwritten with x's values (exact).
 void cast_from_half(Context& ctx, const Tensor& x, Tensor& y);
 // x: f32, rounded in place to the nearest value of `format` (what storing it in 16 bits and
-// reading it back gives). Under a mixed precision the op dispatch calls it on every 16-bit output
-// of a device's kernel that computes in fp32 (ops/op.hpp): the GPU's stand-in for 16-bit storage,
-// as core/half.hpp's round_in_place is the CPU's.
+// reading it back gives). Under a mixed precision the op dispatch calls it on every fp32 output
+// tensor the table of docs/mixed-precision.md calls 16-bit (ops/op.hpp) on the GPU, as it calls
+// core/half.hpp's round_in_place on the CPU.
 void round_to_half(Context& ctx, Tensor& x, HalfFormat format);
 // t as f32: t itself when it is, else an f32 copy on t's device (exact). For code that reads an
 // activation on the host (logits for predictions, decoding, the ranking evaluation), which under

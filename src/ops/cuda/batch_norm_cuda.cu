@@ -28,10 +28,20 @@
 // backward. cuDNN does not document in-place batch norm, so an input that overlaps the output is
 // first copied to scratch (one device copy; the layers give batch norm separate buffers, so this
 // is the rare path).
+//
+// 16-bit storage (with_half_storage): x, y, dy and dx of one 16-bit type go to cuDNN as they are
+// (HALF or BFLOAT16 data; the per-channel descriptor cuDNN derives is FLOAT, so gamma, beta and
+// every statistic stay fp32, as in PyTorch's AMP), cuDNN computing in float and rounding each
+// output once. Tensors of mixed types, or a 16-bit type this cuDNN's batch norm refuses
+// (CUDNN_STATUS_NOT_SUPPORTED, remembered per type), run on fp32 copies, their 16-bit outputs
+// rounded back: the bits of the dispatch's widening.
 #include <cuda_runtime.h>
+
+#include <atomic>
 
 #include "backend/cuda/cuda_context.hpp"
 #include "ops/cuda/cudnn_util.hpp"
+#include "ops/cuda/half_gemm.hpp"
 #include "scaletrain/ops/batch_norm.hpp"
 
 namespace scaletrain::ops::cuda {
@@ -42,12 +52,61 @@ struct BatchNormDescs {
   TensorDesc x, channel;
 };
 
+cudnnDataType_t cudnn_type(DType t) {
+  return t == DType::f16 ? CUDNN_DATA_HALF : t == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+}
+
 void describe(const Tensor& x, const char* op, BatchNormDescs& d) {
   to_int(x.numel(), op, "x elements");  // cuDNN's batch norm indexes with int
   const BatchNormDescriptorDims dims = batch_norm_descriptor_dims(x.shape());
   d.x.set(CUDNN_TENSOR_NHWC, to_int(dims.n, op, "N"), to_int(dims.c, op, "C"), to_int(dims.h, op, "H"),
-          to_int(dims.w, op, "W"));
+          to_int(dims.w, op, "W"), cudnn_type(x.dtype()));
   ST_CHECK_CUDNN(cudnnDeriveBNTensorDescriptor(d.channel.get(), d.x.get(), CUDNN_BATCHNORM_SPATIAL));
+}
+
+// The 16-bit types this cuDNN's batch norm refused once: later calls go to fp32 copies at once.
+std::atomic<bool> refused_f16{false}, refused_bf16{false};
+std::atomic<bool>& refused(DType t) { return t == DType::f16 ? refused_f16 : refused_bf16; }
+
+// Whether the call's activation tensors can go to cuDNN as they are: all of one type, fp32 or a
+// 16-bit type not refused before.
+bool native(std::initializer_list<const Tensor*> tensors) {
+  const DType t = (*tensors.begin())->dtype();
+  for (const Tensor* x : tensors)
+    if (x->dtype() != t) return false;
+  return t == DType::f32 || !refused(t).load();
+}
+
+// cuDNN's status for a native 16-bit call: NOT_SUPPORTED marks the type refused (the caller then
+// runs on fp32 copies); any other failure throws.
+bool accepted(cudnnStatus_t status, DType t) {
+  if (status == CUDNN_STATUS_NOT_SUPPORTED && t != DType::f32) {
+    refused(t).store(true);
+    return false;
+  }
+  ST_CHECK_CUDNN(status);
+  return true;
+}
+
+HalfFormat format_of(const Tensor& t) { return t.dtype() == DType::f16 ? HalfFormat::fp16 : HalfFormat::bf16; }
+
+// An fp32 view of an activation tensor for the fallback: t itself in fp32, else a widened copy.
+Tensor fp32_copy(Context& ctx, const Tensor& t) {
+  if (t.dtype() == DType::f32) return t;
+  Tensor wide = Tensor::empty(t.shape(), DType::f32, t.device());
+  launch_cast_from_half(scaletrain::cuda::compute_stream(ctx), t.raw(), static_cast<float*>(wide.raw()), t.numel(),
+                        format_of(t));
+  return wide;
+}
+
+// An fp32 output for the fallback (t itself in fp32, else fresh), and its rounding back into t.
+Tensor fp32_output(const Tensor& t) {
+  return t.dtype() == DType::f32 ? t : Tensor::empty(t.shape(), DType::f32, t.device());
+}
+void narrow_back(Context& ctx, const Tensor& wide, Tensor& t) {
+  if (t.dtype() == DType::f32) return;
+  launch_cast_to_half(scaletrain::cuda::compute_stream(ctx), static_cast<const float*>(wide.raw()), t.raw(), t.numel(),
+                      format_of(t));
 }
 
 void check_eps(const BatchNormParams& p, const char* op) {
@@ -77,15 +136,24 @@ void batch_norm_forward_training(Context& ctx, const BatchNormParams& p, const T
                                  Tensor& saved_mean, Tensor& saved_inv_std) {
   const char* op = "batch_norm_forward_training";
   check_eps(p, op);
-  BatchNormDescs d;
-  describe(x, op, d);  // the dispatcher has checked that x has more than one value per channel
-  void* scratch = overlaps(x, y) ? scaletrain::cuda::workspace(ctx, x.bytes()) : nullptr;
-  const void* xin = unaliased(ctx, x, y, scratch);
-  const float one = 1.0f, zero = 0.0f;
-  ST_CHECK_CUDNN(cudnnBatchNormalizationForwardTraining(
-      scaletrain::cuda::cudnn_handle(ctx), CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x.get(), xin, d.x.get(), y.raw(),
-      d.channel.get(), gamma.raw(), beta.raw(), static_cast<double>(p.momentum), running_mean.raw(), running_var.raw(),
-      static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw()));
+  if (native({&x, &y})) {
+    BatchNormDescs d;
+    describe(x, op, d);  // the dispatcher has checked that x has more than one value per channel
+    void* scratch = overlaps(x, y) ? scaletrain::cuda::workspace(ctx, x.bytes()) : nullptr;
+    const void* xin = unaliased(ctx, x, y, scratch);
+    const float one = 1.0f, zero = 0.0f;
+    if (accepted(
+            cudnnBatchNormalizationForwardTraining(
+                scaletrain::cuda::cudnn_handle(ctx), CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x.get(), xin, d.x.get(),
+                y.raw(), d.channel.get(), gamma.raw(), beta.raw(), static_cast<double>(p.momentum), running_mean.raw(),
+                running_var.raw(), static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw()),
+            x.dtype()))
+      return;
+  }
+  const Tensor x32 = fp32_copy(ctx, x);
+  Tensor y32 = fp32_output(y);
+  cuda::batch_norm_forward_training(ctx, p, x32, gamma, beta, running_mean, running_var, y32, saved_mean, saved_inv_std);
+  narrow_back(ctx, y32, y);
 }
 
 void batch_norm_forward_inference(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
@@ -94,15 +162,24 @@ void batch_norm_forward_inference(Context& ctx, const BatchNormParams& p, const 
   const char* op = "batch_norm_forward_inference";
   check_eps(p, op);
   if (x.numel() == 0) return;
-  BatchNormDescs d;
-  describe(x, op, d);
-  void* scratch = overlaps(x, y) ? scaletrain::cuda::workspace(ctx, x.bytes()) : nullptr;
-  const void* xin = unaliased(ctx, x, y, scratch);
-  const float one = 1.0f, zero = 0.0f;
-  // y = gamma * (x - running_mean) / sqrt(running_var + eps) + beta, as the CPU kernel.
-  ST_CHECK_CUDNN(cudnnBatchNormalizationForwardInference(
-      scaletrain::cuda::cudnn_handle(ctx), CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x.get(), xin, d.x.get(), y.raw(),
-      d.channel.get(), gamma.raw(), beta.raw(), running_mean.raw(), running_var.raw(), static_cast<double>(p.eps)));
+  if (native({&x, &y})) {
+    BatchNormDescs d;
+    describe(x, op, d);
+    void* scratch = overlaps(x, y) ? scaletrain::cuda::workspace(ctx, x.bytes()) : nullptr;
+    const void* xin = unaliased(ctx, x, y, scratch);
+    const float one = 1.0f, zero = 0.0f;
+    // y = gamma * (x - running_mean) / sqrt(running_var + eps) + beta, as the CPU kernel.
+    if (accepted(cudnnBatchNormalizationForwardInference(scaletrain::cuda::cudnn_handle(ctx), CUDNN_BATCHNORM_SPATIAL,
+                                                         &one, &zero, d.x.get(), xin, d.x.get(), y.raw(),
+                                                         d.channel.get(), gamma.raw(), beta.raw(), running_mean.raw(),
+                                                         running_var.raw(), static_cast<double>(p.eps)),
+                 x.dtype()))
+      return;
+  }
+  const Tensor x32 = fp32_copy(ctx, x);
+  Tensor y32 = fp32_output(y);
+  cuda::batch_norm_forward_inference(ctx, p, x32, gamma, beta, running_mean, running_var, y32);
+  narrow_back(ctx, y32, y);
 }
 
 void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& gamma,
@@ -115,20 +192,28 @@ void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x
     dbeta.zero();
     return;
   }
-  BatchNormDescs d;
-  describe(x, op, d);
-  const bool x_aliased = overlaps(x, dx), dy_aliased = overlaps(dy, dx);
-  const std::size_t piece = align_scratch(x.bytes());
-  char* scratch = x_aliased || dy_aliased ? static_cast<char*>(scaletrain::cuda::workspace(ctx, 2 * piece)) : nullptr;
-  const void* xin = unaliased(ctx, x, dx, scratch);
-  const void* dyin = unaliased(ctx, dy, dx, scratch == nullptr ? nullptr : scratch + piece);
-  const float one = 1.0f, zero = 0.0f;
-  // The saved statistics are the forward pass's (saved_inv_std = 1 / sqrt(var + eps)); cuDNN
-  // uses them instead of recomputing when both are given. eps must match the forward's.
-  ST_CHECK_CUDNN(cudnnBatchNormalizationBackward(scaletrain::cuda::cudnn_handle(ctx), CUDNN_BATCHNORM_SPATIAL, &one,
+  if (native({&x, &dy, &dx})) {
+    BatchNormDescs d;
+    describe(x, op, d);
+    const bool x_aliased = overlaps(x, dx), dy_aliased = overlaps(dy, dx);
+    const std::size_t piece = align_scratch(x.bytes());
+    char* scratch = x_aliased || dy_aliased ? static_cast<char*>(scaletrain::cuda::workspace(ctx, 2 * piece)) : nullptr;
+    const void* xin = unaliased(ctx, x, dx, scratch);
+    const void* dyin = unaliased(ctx, dy, dx, scratch == nullptr ? nullptr : scratch + piece);
+    const float one = 1.0f, zero = 0.0f;
+    // The saved statistics are the forward pass's (saved_inv_std = 1 / sqrt(var + eps)); cuDNN
+    // uses them instead of recomputing when both are given. eps must match the forward's.
+    if (accepted(cudnnBatchNormalizationBackward(scaletrain::cuda::cudnn_handle(ctx), CUDNN_BATCHNORM_SPATIAL, &one,
                                                  &zero, &one, &zero, d.x.get(), xin, d.x.get(), dyin, d.x.get(),
                                                  dx.raw(), d.channel.get(), gamma.raw(), dgamma.raw(), dbeta.raw(),
-                                                 static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw()));
+                                                 static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw()),
+                 x.dtype()))
+      return;
+  }
+  const Tensor x32 = fp32_copy(ctx, x), dy32 = fp32_copy(ctx, dy);
+  Tensor dx32 = fp32_output(dx);
+  cuda::batch_norm_backward(ctx, p, x32, dy32, gamma, saved_mean, saved_inv_std, dx32, dgamma, dbeta);
+  narrow_back(ctx, dx32, dx);
 }
 
 }  // namespace scaletrain::ops::cuda

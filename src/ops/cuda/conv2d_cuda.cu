@@ -58,7 +58,9 @@
 
 #include "backend/cuda/cuda_context.hpp"
 #include "ops/cuda/cudnn_util.hpp"
+#include "ops/cuda/grid_stride.cuh"
 #include "ops/cuda/half_gemm.hpp"
+#include "ops/cuda/half_io.cuh"
 #include "scaletrain/ops/conv2d.hpp"
 #include "scaletrain/ops/conv_algorithm.hpp"
 
@@ -320,49 +322,90 @@ void launch_transpose(Context& ctx, const float* src, float* dst, int64_t batche
   ST_CHECK_LAUNCH();
 }
 
-// One scratch block: the OHWI weights (when a transpose is needed), then in a 16-bit format the
-// copies of the convolution's three tensors (x or dx, the filter, y or dy), then cuDNN's workspace.
+// 16-bit storage (ops/op.hpp, with_half_storage): an activation tensor (x, y, dx, dy) may be f32
+// or the precision's 16-bit type. One already in the plan's format goes to cuDNN as it is; another
+// is copied into the plan's format in the scratch (exactly: fp32 holding 16-bit values cast to 16
+// bits, or 16 bits widened for an fp32 plan) and a result written there is converted into it
+// after (a 16-bit result widened exactly, an fp32 plan's result rounded once). The filter and its
+// gradient are fp32 tensors (the weight copies and the flat gradients).
+bool in_plan_format(const ConvData& data, const Tensor& t) {
+  if (!data.half) return t.dtype() == DType::f32;
+  return t.dtype() == (*data.half == HalfFormat::fp16 ? DType::f16 : DType::bf16);
+}
+
+HalfFormat half_format_of(const Tensor& t) { return t.dtype() == DType::f16 ? HalfFormat::fp16 : HalfFormat::bf16; }
+
+// Bytes of a scratch copy of t in the plan's format: none where t is in it.
+std::size_t copy_bytes_for(const ConvData& data, const Tensor& t) {
+  if (in_plan_format(data, t)) return 0;
+  return align_scratch(std::size_t(t.numel()) * (data.half ? 2 : sizeof(float)));
+}
+
+// One scratch block: the OHWI weights (when a transpose is needed), then the copies in the plan's
+// format of the convolution's three tensors (x or dx, the filter, y or dy) where they are not in
+// it, then cuDNN's workspace.
 struct Scratch {
   float* weights = nullptr;
-  void* x = nullptr;  // 16-bit: x (forward, backward filter) or dx (backward data)
+  void* x = nullptr;  // x (forward, backward filter) or dx (backward data)
   void* w = nullptr;  // 16-bit: the OHWI filter, or dw (backward filter)
-  void* y = nullptr;  // 16-bit: y (forward) or dy (backward)
+  void* y = nullptr;  // y (forward) or dy (backward)
   void* workspace = nullptr;
 };
 
-Scratch scratch_for(Context& ctx, const ConvDims& d, const ConvPlan& plan, const ConvData& data) {
+Scratch scratch_for(Context& ctx, const ConvDims& d, const ConvPlan& plan, const ConvData& data, const Tensor& x_like,
+                    const Tensor& y_like) {
   const int64_t w_count = int64_t{d.o} * d.group_channels() * d.kh * d.kw;
   const std::size_t weight_bytes = needs_transpose(d) ? align_scratch(sizeof(float) * std::size_t(w_count)) : 0;
-  const std::size_t x_bytes = data.copy_bytes(int64_t{d.n} * d.h * d.w * d.c);
+  const std::size_t x_bytes = copy_bytes_for(data, x_like);
   const std::size_t w_bytes = data.copy_bytes(w_count);
-  const std::size_t y_bytes = data.copy_bytes(int64_t{d.n} * d.oh * d.ow * d.o);
+  const std::size_t y_bytes = copy_bytes_for(data, y_like);
   char* block = static_cast<char*>(
       scaletrain::cuda::workspace(ctx, weight_bytes + x_bytes + w_bytes + y_bytes + plan.workspace_bytes));
   Scratch s;
   std::size_t offset = 0;
   if (weight_bytes > 0) s.weights = reinterpret_cast<float*>(block);
   offset += weight_bytes;
-  if (data.half) {
-    s.x = block + offset;
-    s.w = block + offset + x_bytes;
-    s.y = block + offset + x_bytes + w_bytes;
-  }
+  if (x_bytes > 0) s.x = block + offset;
+  if (w_bytes > 0) s.w = block + offset + x_bytes;
+  if (y_bytes > 0) s.y = block + offset + x_bytes + w_bytes;
   offset += x_bytes + w_bytes + y_bytes;
   if (plan.workspace_bytes > 0) s.workspace = block + offset;
   return s;
 }
 
-// The operand cuDNN reads: `src` itself in fp32, else its 16-bit copy written into `copy`.
-const void* operand(Context& ctx, const ConvData& data, const float* src, int64_t count, void* copy) {
+// The fp32 filter operand cuDNN reads: `src` itself in fp32, else its 16-bit copy in `copy`.
+const void* filter_operand(Context& ctx, const ConvData& data, const float* src, int64_t count, void* copy) {
   if (!data.half) return src;
   launch_cast_to_half(scaletrain::cuda::compute_stream(ctx), src, copy, count, *data.half);
   return copy;
 }
 
-// Where cuDNN writes a result: `dst` itself in fp32, else the 16-bit `copy`, widened into dst
-// afterwards by widen_result.
-void* result(const ConvData& data, float* dst, void* copy) { return data.half ? copy : dst; }
-void widen_result(Context& ctx, const ConvData& data, const void* copy, float* dst, int64_t count) {
+// An activation operand: t itself in the plan's format, else its copy in `copy`.
+const void* operand(Context& ctx, const ConvData& data, const Tensor& t, void* copy) {
+  if (in_plan_format(data, t)) return t.raw();
+  const cudaStream_t stream = scaletrain::cuda::compute_stream(ctx);
+  if (data.half)
+    launch_cast_to_half(stream, static_cast<const float*>(t.raw()), copy, t.numel(), *data.half);
+  else
+    launch_cast_from_half(stream, t.raw(), static_cast<float*>(copy), t.numel(), half_format_of(t));
+  return copy;
+}
+
+// Where cuDNN writes an activation result: t itself in the plan's format, else `copy`, converted
+// into t afterwards by finish_result.
+void* result(const ConvData& data, Tensor& t, void* copy) { return in_plan_format(data, t) ? t.raw() : copy; }
+void finish_result(Context& ctx, const ConvData& data, const void* copy, Tensor& t) {
+  if (in_plan_format(data, t)) return;
+  const cudaStream_t stream = scaletrain::cuda::compute_stream(ctx);
+  if (data.half)
+    launch_cast_from_half(stream, copy, static_cast<float*>(t.raw()), t.numel(), *data.half);
+  else
+    launch_cast_to_half(stream, static_cast<const float*>(copy), t.raw(), t.numel(), half_format_of(t));
+}
+
+// The fp32 filter gradient: `dst` itself in fp32, else the 16-bit `copy`, widened into dst after.
+void* filter_result(const ConvData& data, float* dst, void* copy) { return data.half ? copy : dst; }
+void widen_filter_result(Context& ctx, const ConvData& data, const void* copy, float* dst, int64_t count) {
   if (data.half) launch_cast_from_half(scaletrain::cuda::compute_stream(ctx), copy, dst, count, *data.half);
 }
 
@@ -379,9 +422,31 @@ struct BiasDescs {
   }
 };
 
+// An fp32 copy of a 16-bit tensor, on its device (exact).
+Tensor widened_copy(Context& ctx, const Tensor& t) {
+  Tensor wide = Tensor::empty(t.shape(), DType::f32, t.device());
+  launch_cast_from_half(scaletrain::cuda::compute_stream(ctx), t.raw(), static_cast<float*>(wide.raw()), t.numel(),
+                        half_format_of(t));
+  return wide;
+}
+
+// y (NHWC, 16-bit) += b (O, fp32), each sum in float and stored once in y's format.
+__global__ void add_channel_bias_kernel(void* y, ElemKind yk, const float* b, int64_t channels, int64_t n) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride())
+    store_float(y, yk, i, load_float(y, yk, i) + b[i % channels]);
+}
+
 // y += b broadcast over N, OH and OW.
 void add_bias(Context& ctx, const Tensor& b, Tensor& y, const char* op) {
   if (y.numel() == 0) return;
+  if (y.dtype() != DType::f32) {
+    const int64_t n = y.numel();
+    add_channel_bias_kernel<<<scaletrain::cuda::blocks_for(n), scaletrain::cuda::kThreadsPerBlock, 0,
+                              scaletrain::cuda::compute_stream(ctx)>>>(y.raw(), elem_kind(y, op),
+                                                                       static_cast<const float*>(b.raw()), y.dim(3), n);
+    ST_CHECK_LAUNCH();
+    return;
+  }
   const BiasDescs descs(y, op);
   const float one = 1.0f;
   ST_CHECK_CUDNN(cudnnAddTensor(scaletrain::cuda::cudnn_handle(ctx), &one, descs.bias.get(), b.raw(), &one,
@@ -395,16 +460,21 @@ void bias_gradient(Context& ctx, const Tensor& dy, Tensor& db, const char* op) {
     db.zero();
     return;
   }
-  const BiasDescs descs(dy, op);
+  // cuDNN sums an fp32 dy into the fp32 db; a 16-bit dy is widened for it first (only layers with
+  // a bias pay this pass: ResNet's convolutions have none).
+  const Tensor dy32 = dy.dtype() == DType::f32 ? dy : widened_copy(ctx, dy);
+  const BiasDescs descs(dy32, op);
   const float one = 1.0f, zero = 0.0f;
-  ST_CHECK_CUDNN(cudnnConvolutionBackwardBias(scaletrain::cuda::cudnn_handle(ctx), &one, descs.y.get(), dy.raw(), &zero,
-                                              descs.bias.get(), db.raw()));
+  ST_CHECK_CUDNN(cudnnConvolutionBackwardBias(scaletrain::cuda::cudnn_handle(ctx), &one, descs.y.get(), dy32.raw(),
+                                              &zero, descs.bias.get(), db.raw()));
 }
 
 }  // namespace
 
 void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   const char* op = "conv2d_forward";
+  ST_CHECK(w.dtype() == DType::f32,
+           op << ": the filter must be float32 (the fp32 weight copy), got " << dtype_name(w.dtype()));
   require_symmetric_padding(p, op);
   if (x.numel() == 0) {  // no batch, or an empty image or channel count: a sum over nothing
     y.zero();
@@ -414,51 +484,52 @@ void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const 
   const ConvDims d = conv_dims(p, x.shape(), w.shape(), op);
   const ConvPlan& plan = conv_plan(ctx, Direction::forward, d);
   const ConvData& data = plan.data;
-  const Scratch s = scratch_for(ctx, d, plan, data);
+  const Scratch s = scratch_for(ctx, d, plan, data, x, y);
   const float* w_ohwi = static_cast<const float*>(w.raw());  // OIHW is OHWI unless needs_transpose
   if (needs_transpose(d)) {
     launch_transpose(ctx, w_ohwi, s.weights, d.o, d.group_channels(), int64_t{d.kh} * d.kw);
     w_ohwi = s.weights;
   }
-  const void* x_in = operand(ctx, data, static_cast<const float*>(x.raw()), x.numel(), s.x);
-  const void* w_in = operand(ctx, data, w_ohwi, w.numel(), s.w);
-  float* y_out = static_cast<float*>(y.raw());
+  const void* x_in = operand(ctx, data, x, s.x);
+  const void* w_in = filter_operand(ctx, data, w_ohwi, w.numel(), s.w);
   const float one = 1.0f, zero = 0.0f;
   ST_CHECK_CUDNN(cudnnConvolutionForward(scaletrain::cuda::cudnn_handle(ctx), &one, plan.x.get(), x_in, plan.w.get(),
                                          w_in, plan.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo),
-                                         s.workspace, plan.workspace_bytes, &zero, plan.y.get(),
-                                         result(data, y_out, s.y)));
-  widen_result(ctx, data, s.y, y_out, y.numel());
+                                         s.workspace, plan.workspace_bytes, &zero, plan.y.get(), result(data, y, s.y)));
+  finish_result(ctx, data, s.y, y);
   if (b.defined()) add_bias(ctx, b, y, op);
 }
 
 void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
   const char* op = "conv2d_backward_data";
+  ST_CHECK(w.dtype() == DType::f32,
+           op << ": the filter must be float32 (the fp32 weight copy), got " << dtype_name(w.dtype()));
   require_symmetric_padding(p, op);
   if (dx.numel() == 0) return;
   const ConvDims d = conv_dims(p, dx.shape(), w.shape(), op);
   const ConvPlan& plan = conv_plan(ctx, Direction::backward_data, d);
   const ConvData& data = plan.data;
-  const Scratch s = scratch_for(ctx, d, plan, data);
+  const Scratch s = scratch_for(ctx, d, plan, data, dx, dy);
   const float* w_ohwi = static_cast<const float*>(w.raw());  // OIHW is OHWI unless needs_transpose
   if (needs_transpose(d)) {
     launch_transpose(ctx, w_ohwi, s.weights, d.o, d.group_channels(), int64_t{d.kh} * d.kw);
     w_ohwi = s.weights;
   }
-  const void* w_in = operand(ctx, data, w_ohwi, w.numel(), s.w);
-  const void* dy_in = operand(ctx, data, static_cast<const float*>(dy.raw()), dy.numel(), s.y);
-  float* dx_out = static_cast<float*>(dx.raw());
+  const void* w_in = filter_operand(ctx, data, w_ohwi, w.numel(), s.w);
+  const void* dy_in = operand(ctx, data, dy, s.y);
   const float one = 1.0f, zero = 0.0f;
   ST_CHECK_CUDNN(cudnnConvolutionBackwardData(scaletrain::cuda::cudnn_handle(ctx), &one, plan.w.get(), w_in,
                                               plan.y.get(), dy_in, plan.conv.get(),
                                               static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), s.workspace,
-                                              plan.workspace_bytes, &zero, plan.x.get(), result(data, dx_out, s.x)));
-  widen_result(ctx, data, s.x, dx_out, dx.numel());
+                                              plan.workspace_bytes, &zero, plan.x.get(), result(data, dx, s.x)));
+  finish_result(ctx, data, s.x, dx);
 }
 
 void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw,
                             Tensor& db) {
   const char* op = "conv2d_backward_filter";
+  ST_CHECK(dw.dtype() == DType::f32,
+           op << ": the filter's gradient must be float32 (the fp32 weight copy), got " << dtype_name(dw.dtype()));
   require_symmetric_padding(p, op);
   if (db.defined()) bias_gradient(ctx, dy, db, op);
   if (dw.numel() == 0) return;
@@ -469,16 +540,16 @@ void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x
   const ConvDims d = conv_dims(p, x.shape(), dw.shape(), op);
   const ConvPlan& plan = conv_plan(ctx, Direction::backward_filter, d);
   const ConvData& data = plan.data;
-  const Scratch s = scratch_for(ctx, d, plan, data);
+  const Scratch s = scratch_for(ctx, d, plan, data, x, dy);
   float* dw_ohwi = needs_transpose(d) ? s.weights : static_cast<float*>(dw.raw());
-  const void* x_in = operand(ctx, data, static_cast<const float*>(x.raw()), x.numel(), s.x);
-  const void* dy_in = operand(ctx, data, static_cast<const float*>(dy.raw()), dy.numel(), s.y);
+  const void* x_in = operand(ctx, data, x, s.x);
+  const void* dy_in = operand(ctx, data, dy, s.y);
   const float one = 1.0f, zero = 0.0f;
-  ST_CHECK_CUDNN(cudnnConvolutionBackwardFilter(scaletrain::cuda::cudnn_handle(ctx), &one, plan.x.get(), x_in,
-                                                plan.y.get(), dy_in, plan.conv.get(),
-                                                static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), s.workspace,
-                                                plan.workspace_bytes, &zero, plan.w.get(), result(data, dw_ohwi, s.w)));
-  widen_result(ctx, data, s.w, dw_ohwi, dw.numel());
+  ST_CHECK_CUDNN(cudnnConvolutionBackwardFilter(
+      scaletrain::cuda::cudnn_handle(ctx), &one, plan.x.get(), x_in, plan.y.get(), dy_in, plan.conv.get(),
+      static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), s.workspace, plan.workspace_bytes, &zero, plan.w.get(),
+      filter_result(data, dw_ohwi, s.w)));
+  widen_filter_result(ctx, data, s.w, dw_ohwi, dw.numel());
   // OHWI (O, KH*KW, C) back to our OIHW (O, C, KH*KW).
   if (needs_transpose(d))
     launch_transpose(ctx, dw_ohwi, static_cast<float*>(dw.raw()), d.o, int64_t{d.kh} * d.kw, d.group_channels());
