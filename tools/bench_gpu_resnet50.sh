@@ -54,6 +54,10 @@ for p in $precisions; do
     *) echo "BENCH_PRECISIONS: '$p' is not fp32, amp-fp16 or amp-bf16" >&2; exit 2 ;;
   esac
 done
+# BENCH_FUSE: precisions also run with --fuse bn-add-relu (issue 26, section 3), beside the
+# unfused run, to decide whether the fusion pays.
+fused=${BENCH_FUSE:-}
+for p in ${fused//,/ }; do modes+=("$p-fused"); done
 for b in $batches; do
  for mode in "${modes[@]}"; do
   per_epoch=$((1280 / b))
@@ -61,6 +65,7 @@ for b in $batches; do
   flags=()
   case "$mode" in
     fp32-tf32) flags=(--tf32) ;;
+    *-fused) flags=(--precision "${mode%-fused}" --fuse bn-add-relu) ;;
     amp-*) flags=(--precision "$mode") ;;
   esac
   mpirun -np 1 --bind-to none "$BIN/scaletrain" train --device "$device" --model resnet50 --data "$out/data" \

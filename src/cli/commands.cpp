@@ -295,10 +295,14 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "precision", po::value(&c.precision)->default_value(c.precision),
       "fp32 | amp-fp16 | amp-bf16: mixed precision keeps activations, their gradients and copies of the weight "
       "matrices, kernels and embeddings in 16 bits, and fp32 master weights, optimizer state, normalisation "
-      "statistics and losses (docs/mixed-precision.md). Each op's 16-bit outputs are rounded to 16-bit values; "
-      "on the GPU convolutions and matrix products run on tensor cores (fp32 accumulation), other ops compute in "
-      "fp32, as every op does on the CPU (AMP's numerics, not its speed there). amp-bf16 needs a GPU of compute "
-      "capability 8.0 or newer")(
+      "statistics and losses (docs/mixed-precision.md). Activations are stored in 16-bit tensors and every op "
+      "computes in fp32, rounding each 16-bit output once; on the GPU convolutions and matrix products run on "
+      "tensor cores (fp32 accumulation). On the CPU this is AMP's numerics, not its speed. amp-bf16 needs a GPU of "
+      "compute capability 8.0 or newer")(
+      "fuse", po::value(&c.fuse)->default_value(c.fuse),
+      "none | bn-add-relu: end each residual block (resnet20, resnet50) with one op for batch norm, the shortcut's "
+      "add and the ReLU (cuDNN's fused batch norm on a GPU in amp-fp16; the same values as the three ops in fp32, "
+      "one rounding instead of three under a mixed precision). Off by default until measured on a GPU")(
       "loss-scale", po::value(&c.loss_scale)->default_value(c.loss_scale),
       "auto (dynamic for amp-fp16, none otherwise) | none | dynamic | a fixed number: the loss's gradient is "
       "multiplied by the scale before backward and the "
@@ -494,6 +498,7 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("inter", c.inter);
   j.set("cuda_aware_mpi", c.cuda_aware_mpi);
   j.set("precision", c.precision);
+  j.set("fuse", c.fuse);
   j.set("loss_scale", train::resolved_loss_scale(c));
   j.set("bucket_mb", c.bucket_mb);
   j.set("overlap", c.overlap);
@@ -703,7 +708,7 @@ int cmd_eval(int argc, char** argv) {
       "fp32 | amp-fp16 | amp-bf16: evaluate with activations and weight matrices in 16 bits, as a run trained with "
       "train --precision evaluates itself (docs/mixed-precision.md): activations stored in 16 bits, computed in "
       "fp32, each op's 16-bit outputs rounded once")("io", po::value(&c.io)->default_value(c.io),
-                                          "image shards: reader, posix | mmap | mpiio | mpiio-collective")(
+                                                     "image shards: reader, posix | mmap | mpiio | mpiio-collective")(
       "data-threads", po::value(&c.data_threads)->default_value(c.data_threads),
       "image shards: decode threads per rank")("image-size", po::value<std::string>(), kImageSizeHelp)(
       "preprocess", po::value<std::string>(), kPreprocessHelp)(

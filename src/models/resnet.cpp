@@ -5,6 +5,7 @@
 
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/ops/activation.hpp"
+#include "scaletrain/ops/batch_norm.hpp"
 
 namespace scaletrain::models {
 
@@ -28,10 +29,18 @@ void ResidualBlock::list_ops(ops::OpNames& ops, bool training) const {
   if (downsample_) downsample_->list_ops(ops, training);
   relu_.list_ops(ops, training);
   ops.insert("add_forward");  // the residual sum; backward sums the two branches' gradients
-  if (training) ops.insert("add_inplace");
+  // add_inplace: backward's sum; the fused end of the block (--fuse bn-add-relu).
+  if (training) ops.insert({"add_inplace", "batch_norm_add_relu_forward_training", "batch_norm_add_relu_backward"});
+}
+
+nn::BatchNorm2d& ResidualBlock::last_batch_norm() {
+  auto* bn = dynamic_cast<nn::BatchNorm2d*>(&main_.at(main_.size() - 1));
+  ST_CHECK(bn != nullptr, "internal: a residual block's main branch must end with a batch norm");
+  return *bn;
 }
 
 Tensor ResidualBlock::forward(Context& ctx, const Tensor& x, bool training) {
+  if (training && ctx.fuse_bn_add_relu()) return forward_fused(ctx, x);
   // The main branch ends in batch norm, whose output buffer is free to take the sum in place
   // (batch norm's backward reads its input, not its output); x itself is left untouched.
   Tensor h = main_.forward(ctx, x, training);
@@ -42,7 +51,29 @@ Tensor ResidualBlock::forward(Context& ctx, const Tensor& x, bool training) {
   return relu_.forward(ctx, h, training);
 }
 
+// --fuse bn-add-relu: the main branch but its batch norm, the shortcut, then batch norm, the add
+// and the ReLU in one op. The shortcut runs before the last batch norm here: the same values.
+Tensor ResidualBlock::forward_fused(Context& ctx, const Tensor& x) {
+  const Tensor h = main_.forward_first(ctx, x, true, main_.size() - 1);
+  const Tensor shortcut = downsample_ ? downsample_->forward(ctx, x, true) : x;
+  ST_CHECK(h.shape() == shortcut.shape(),
+           "residual branches disagree: " << shape_string(h.shape()) << " vs " << shape_string(shortcut.shape()));
+  return last_batch_norm().forward_add_relu(ctx, h, shortcut);
+}
+
+// The fused op's backward gives the last batch norm's input gradient and the shortcut's (its
+// weight and bias gradients complete first now, before the shortcut's).
+Tensor ResidualBlock::backward_fused(Context& ctx, const Tensor& dy, bool need_dx) {
+  const nn::BatchNorm2d::AddReluGradients g = last_batch_norm().backward_add_relu(ctx, dy, true);
+  Tensor d_shortcut = downsample_ ? downsample_->backward(ctx, g.dz, need_dx) : g.dz;
+  Tensor dx = main_.backward_first(ctx, g.dx, need_dx, main_.size() - 1);
+  if (!need_dx) return Tensor();
+  ops::add_inplace(ctx, dx, d_shortcut);
+  return dx;
+}
+
 Tensor ResidualBlock::backward(Context& ctx, const Tensor& dy, bool need_dx) {
+  if (last_batch_norm().fused_last()) return backward_fused(ctx, dy, need_dx);
   const Tensor g = relu_.backward(ctx, dy, true);
   // Shortcut first: downsample was registered last, so its gradients complete first.
   Tensor d_shortcut = downsample_ ? downsample_->backward(ctx, g, need_dx) : g;

@@ -98,7 +98,6 @@ Tensor MultiheadAttention::forward(Context& ctx, const Tensor& query, const Tens
            "MultiheadAttention: query " << shape_string(query.shape()) << " and memory " << shape_string(memory.shape())
                                         << " do not match N " << s.n << ", Lq " << s.lq << ", Lk " << s.lk << ", width "
                                         << width_);
-  const Device dev = ctx.device();
   shape_ = s;
   self_ = query.raw() == memory.raw() && s.lq == s.lk;
   query_ = query, memory_ = memory, key_lengths_ = key_lengths;
@@ -142,7 +141,6 @@ Tensor MultiheadAttention::attend(Context& ctx, const Tensor& query, const Tenso
            "MultiheadAttention::attend: query " << shape_string(query.shape()) << ", keys " << shape_string(kh.shape())
                                                 << " and values " << shape_string(vh.shape()) << " do not match N "
                                                 << s.n << ", Lq " << s.lq << ", Lk " << s.lk << ", width " << width_);
-  const Device dev = ctx.device();
   Tensor q = reuse_activation(b.q, {s.n * s.lq, width_}, ctx);
   project(ctx, query, 0, q);
   const Tensor qh = to_heads(ctx, q, s.n, s.lq, heads_, b.qh);

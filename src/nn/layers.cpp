@@ -173,15 +173,19 @@ void BatchNorm2d::list_ops(ops::OpNames& ops, bool training) const {
   if (training) ops.insert({"batch_norm_forward_training", "batch_norm_backward"});
 }
 
+void BatchNorm2d::ensure_saved_statistics(Context& ctx) {
+  if (saved_mean_.defined()) return;
+  saved_mean_ = Tensor::empty({channels_}, DType::f32, ctx.device());
+  saved_inv_std_ = Tensor::empty({channels_}, DType::f32, ctx.device());
+}
+
 Tensor BatchNorm2d::forward(Context& ctx, const Tensor& x, bool training) {
   ST_CHECK(x.ndim() >= 2 && x.dim(-1) == channels_,
            name_ << " expects input (..., " << channels_ << "), got " << shape_string(x.shape()));
   Tensor y = reuse_activation(y_buffer_, x.shape(), ctx);
+  fused_ = false;
   if (training) {
-    if (!saved_mean_.defined()) {
-      saved_mean_ = Tensor::empty({channels_}, DType::f32, ctx.device());
-      saved_inv_std_ = Tensor::empty({channels_}, DType::f32, ctx.device());
-    }
+    ensure_saved_statistics(ctx);
     ops::batch_norm_forward_training(ctx, bn_, x, params_->value(weight_), params_->value(bias_),
                                      params_->buffer(running_mean_), params_->buffer(running_var_), y, saved_mean_,
                                      saved_inv_std_);
@@ -196,6 +200,7 @@ Tensor BatchNorm2d::forward(Context& ctx, const Tensor& x, bool training) {
 
 Tensor BatchNorm2d::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(have_batch_stats_, name_ << ": backward needs a forward in training mode before it");
+  ST_CHECK(!fused_, name_ << ": the last forward was fused with an add and a ReLU: use backward_add_relu");
   // The op computes dx alongside dgamma/dbeta, so dx is produced even when not needed.
   Tensor dx = reuse_activation(dx_buffer_, x_.shape(), ctx);
   ops::batch_norm_backward(ctx, bn_, x_, dy, params_->value(weight_), saved_mean_, saved_inv_std_, dx,
@@ -203,6 +208,34 @@ Tensor BatchNorm2d::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   params_->mark_grad_ready(bias_);
   params_->mark_grad_ready(weight_);
   return need_dx ? dx : Tensor();
+}
+
+Tensor BatchNorm2d::forward_add_relu(Context& ctx, const Tensor& x, const Tensor& z) {
+  ST_CHECK(x.ndim() >= 2 && x.dim(-1) == channels_,
+           name_ << " expects input (..., " << channels_ << "), got " << shape_string(x.shape()));
+  Tensor y = reuse_activation(y_buffer_, x.shape(), ctx);
+  ensure_saved_statistics(ctx);
+  ops::batch_norm_add_relu_forward_training(ctx, bn_, x, z, params_->value(weight_), params_->value(bias_),
+                                            params_->buffer(running_mean_), params_->buffer(running_var_), y,
+                                            saved_mean_, saved_inv_std_, reserve_);
+  have_batch_stats_ = true;
+  fused_ = true;
+  x_ = x;
+  y_ = y;
+  return y;
+}
+
+BatchNorm2d::AddReluGradients BatchNorm2d::backward_add_relu(Context& ctx, const Tensor& dy, bool need_dx) {
+  ST_CHECK(fused_ && have_batch_stats_, name_ << ": backward_add_relu needs forward_add_relu before it");
+  AddReluGradients g;
+  g.dx = reuse_activation(dx_buffer_, x_.shape(), ctx);
+  g.dz = reuse_activation(dz_buffer_, x_.shape(), ctx);
+  ops::batch_norm_add_relu_backward(ctx, bn_, x_, y_, dy, params_->value(weight_), params_->value(bias_), saved_mean_,
+                                    saved_inv_std_, reserve_, g.dx, g.dz, params_->grad(weight_), params_->grad(bias_));
+  params_->mark_grad_ready(bias_);
+  params_->mark_grad_ready(weight_);
+  if (!need_dx) g.dx = Tensor();
+  return g;
 }
 
 void BatchNorm2d::initialize(Rng&) {
@@ -327,14 +360,24 @@ Module& Sequential::add(ModulePtr module) {
 }
 
 Tensor Sequential::forward(Context& ctx, const Tensor& x, bool training) {
-  Tensor h = x;
-  for (auto& m : modules_) h = m->forward(ctx, h, training);
-  return h;
+  return forward_first(ctx, x, training, modules_.size());
 }
 
 Tensor Sequential::backward(Context& ctx, const Tensor& dy, bool need_dx) {
+  return backward_first(ctx, dy, need_dx, modules_.size());
+}
+
+Tensor Sequential::forward_first(Context& ctx, const Tensor& x, bool training, std::size_t count) {
+  ST_CHECK(count <= modules_.size(), "Sequential: " << count << " of " << modules_.size() << " modules");
+  Tensor h = x;
+  for (std::size_t i = 0; i < count; ++i) h = modules_[i]->forward(ctx, h, training);
+  return h;
+}
+
+Tensor Sequential::backward_first(Context& ctx, const Tensor& dy, bool need_dx, std::size_t count) {
+  ST_CHECK(count <= modules_.size(), "Sequential: " << count << " of " << modules_.size() << " modules");
   Tensor g = dy;
-  for (std::size_t i = modules_.size(); i-- > 0;) g = modules_[i]->backward(ctx, g, i > 0 || need_dx);
+  for (std::size_t i = count; i-- > 0;) g = modules_[i]->backward(ctx, g, i > 0 || need_dx);
   return g;
 }
 

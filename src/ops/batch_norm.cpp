@@ -1,6 +1,8 @@
 // batch norm: argument checks and per-device dispatch. The kernels live in src/ops/<device>/.
 #include "scaletrain/ops/batch_norm.hpp"
 
+#include <utility>
+
 #include "ops/op.hpp"
 #include "scaletrain/config.hpp"
 #include "scaletrain/core/error.hpp"
@@ -49,6 +51,37 @@ const Op<BatchNormBackwardFn> batch_norm_backward_op{
     {cpu::batch_norm_backward},
     with_half_storage<BatchNormBackwardFn>({ST_CUDA_KERNEL(cuda::batch_norm_backward)}),
     AmpOutputs::only(0)};  // dx; dgamma and dbeta, fp32 parameters' gradients, stay fp32
+using BatchNormAddReluForwardFn = void(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& z,
+                                       const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                       Tensor& running_var, Tensor& y, Tensor& saved_mean, Tensor& saved_inv_std,
+                                       Tensor& reserve);
+namespace cpu {
+BatchNormAddReluForwardFn batch_norm_add_relu_forward_training;
+}
+namespace cuda {
+BatchNormAddReluForwardFn batch_norm_add_relu_forward_training;
+}
+const Op<BatchNormAddReluForwardFn> batch_norm_add_relu_forward_training_op{
+    "batch_norm_add_relu_forward_training",
+    {cpu::batch_norm_add_relu_forward_training},
+    // cuDNN's persistent batch norm kernels are not documented as deterministic.
+    with_half_storage<BatchNormAddReluForwardFn>({ST_CUDA_KERNEL(cuda::batch_norm_add_relu_forward_training), false}),
+    AmpOutputs::only(2)};  // y; the statistics stay fp32, the reserve is bytes
+using BatchNormAddReluBackwardFn = void(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& y,
+                                        const Tensor& dy, const Tensor& gamma, const Tensor& beta,
+                                        const Tensor& saved_mean, const Tensor& saved_inv_std, const Tensor& reserve,
+                                        Tensor& dx, Tensor& dz, Tensor& dgamma, Tensor& dbeta);
+namespace cpu {
+BatchNormAddReluBackwardFn batch_norm_add_relu_backward;
+}
+namespace cuda {
+BatchNormAddReluBackwardFn batch_norm_add_relu_backward;
+}
+const Op<BatchNormAddReluBackwardFn> batch_norm_add_relu_backward_op{
+    "batch_norm_add_relu_backward",
+    {cpu::batch_norm_add_relu_backward},
+    with_half_storage<BatchNormAddReluBackwardFn>({ST_CUDA_KERNEL(cuda::batch_norm_add_relu_backward), false}),
+    AmpOutputs{0b11u}};  // dx and dz; dgamma and dbeta stay fp32
 
 namespace {
 
@@ -125,6 +158,55 @@ void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x
   check_channel_tensor(ctx, dgamma, c, op, "dgamma");
   check_channel_tensor(ctx, dbeta, c, op, "dbeta");
   return batch_norm_backward_op(ctx, p, x, dy, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta);
+}
+
+void batch_norm_add_relu_forward_training(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& z,
+                                          const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                          Tensor& running_var, Tensor& y, Tensor& saved_mean, Tensor& saved_inv_std,
+                                          Tensor& reserve) {
+  const char* op = "batch_norm_add_relu_forward_training";
+  check_params(p, op);
+  const int64_t c = check_input(ctx, x, op);
+  ST_CHECK(x.numel() / c > 1,
+           op << ": training needs more than one value per channel, got x " << shape_string(x.shape()));
+  check_tensor(ctx, z, op, "z");
+  check_shape(z, x.shape(), op, "z");
+  check_channel_tensor(ctx, gamma, c, op, "gamma");
+  check_channel_tensor(ctx, beta, c, op, "beta");
+  check_channel_tensor(ctx, running_mean, c, op, "running_mean");
+  check_channel_tensor(ctx, running_var, c, op, "running_var");
+  check_channel_tensor(ctx, saved_mean, c, op, "saved_mean");
+  check_channel_tensor(ctx, saved_inv_std, c, op, "saved_inv_std");
+  check_tensor(ctx, y, op, "y");
+  check_shape(y, x.shape(), op, "y");
+  check_no_overlap(y, x, op, "y", "x");
+  check_no_overlap(y, z, op, "y", "z");
+  ST_CHECK(!reserve.defined() || (reserve.dtype() == DType::u8 && reserve.device() == ctx.device()),
+           op << ": reserve must be u8 on " << device_name(ctx.device()));
+  return batch_norm_add_relu_forward_training_op(ctx, p, x, z, gamma, beta, running_mean, running_var, y, saved_mean,
+                                                 saved_inv_std, reserve);
+}
+
+void batch_norm_add_relu_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& y,
+                                  const Tensor& dy, const Tensor& gamma, const Tensor& beta, const Tensor& saved_mean,
+                                  const Tensor& saved_inv_std, const Tensor& reserve, Tensor& dx, Tensor& dz,
+                                  Tensor& dgamma, Tensor& dbeta) {
+  const char* op = "batch_norm_add_relu_backward";
+  check_params(p, op);
+  const int64_t c = check_input(ctx, x, op);
+  for (const auto& [t, name] : {std::pair<const Tensor&, const char*>{y, "y"}, {dy, "dy"}, {dx, "dx"}, {dz, "dz"}}) {
+    check_tensor(ctx, t, op, name);
+    check_shape(t, x.shape(), op, name);
+  }
+  check_no_overlap(dx, dz, op, "dx", "dz");
+  check_channel_tensor(ctx, gamma, c, op, "gamma");
+  check_channel_tensor(ctx, beta, c, op, "beta");
+  check_channel_tensor(ctx, saved_mean, c, op, "saved_mean");
+  check_channel_tensor(ctx, saved_inv_std, c, op, "saved_inv_std");
+  check_channel_tensor(ctx, dgamma, c, op, "dgamma");
+  check_channel_tensor(ctx, dbeta, c, op, "dbeta");
+  return batch_norm_add_relu_backward_op(ctx, p, x, y, dy, gamma, beta, saved_mean, saved_inv_std, reserve, dx, dz,
+                                         dgamma, dbeta);
 }
 
 BatchNormDescriptorDims batch_norm_descriptor_dims(const Shape& x) {

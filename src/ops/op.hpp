@@ -217,6 +217,7 @@ class Op {
       info.declared[d] = kernels_[d].declared;
       info.deterministic[d] = info.declared[d] && kernels_[d].deterministic;
       info.precisions[d] = info.declared[d] ? kernels_[d].precisions : 0u;
+      info.half_storage[d] = info.declared[d] && (kernels_[d].half_storage || takes_half_);
     }
     register_op(info);
   }

@@ -83,6 +83,7 @@ Json registry_json() {
       k.set("deterministic", info.deterministic[device_index(d)]);
       k.set("built", info.kernel[device_index(d)]);
       k.set("precisions", Json::array_of(precision_names(info.precisions[device_index(d)])));
+      k.set("half_storage", info.half_storage[device_index(d)]);
       devices.set(device_name(d), k);
     }
     Json j = Json::object();
@@ -105,7 +106,8 @@ std::string registry_markdown() {
                                    : info.deterministic[i] ? "yes"
                                                            : "yes (not deterministic)");
       if (info.declared[i] && (info.precisions[i] & sixteen_bit) == sixteen_bit)
-        amp_devices += (amp_devices.empty() ? "" : ", ") + std::string(device_name(d));
+        amp_devices += (amp_devices.empty() ? "" : ", ") + std::string(device_name(d)) +
+                       (info.half_storage[i] ? " (reads 16-bit storage)" : "");
     }
     out += " | " + (amp_devices.empty() ? std::string("none") : amp_devices) + " |\n";
   }

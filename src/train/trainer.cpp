@@ -44,6 +44,7 @@
 #include "scaletrain/core/stop_signals.hpp"
 #include "scaletrain/core/timer.hpp"
 #include "scaletrain/core/trace.hpp"
+#include "scaletrain/models/model.hpp"
 #include "scaletrain/report/phase_timer.hpp"
 #include "scaletrain/report/summary.hpp"
 #include "scaletrain/report/train_report.hpp"
@@ -325,6 +326,7 @@ void Training::open_context() {
   ctx_ = std::make_unique<Context>(device_.device, threads_, device_.gpu_index);
   ctx_->set_allow_tf32(cfg_.tf32);
   ctx_->set_precision(parse_precision(cfg_.precision));
+  ctx_->set_fuse_bn_add_relu(cfg_.fuse == "bn-add-relu");
   if (cfg_.tf32 && device_.device == Device::cpu) device_.log_lines.push_back("--tf32 has no effect on the CPU");
   device_metrics_ = std::make_unique<DeviceMetrics>(*ctx_, device_);
 }
@@ -446,6 +448,11 @@ void Training::log_start() const {
                          << "; fp32 master weights, optimizer state, normalisation statistics and losses ("
                          << describe_amp_storage(*ctx_) << ")");
   if (!state_->precision_note.empty()) ST_LOG(state_->precision_note);
+  if (ctx_->fuse_bn_add_relu())
+    ST_LOG("fusion: " << (models::model_ops(cfg_.model, true).count("batch_norm_add_relu_forward_training") > 0
+                              ? "each residual block ends with one op for batch norm, the shortcut's add and the ReLU "
+                                "(--fuse bn-add-relu)"
+                              : "--fuse bn-add-relu has no effect: " + cfg_.model + " has no residual blocks"));
   if (state_->loss_scaler.enabled()) ST_LOG("loss scale: " << state_->loss_scaler.describe());
   if (!state_->loss_scaler.restore_note().empty()) ST_LOG(state_->loss_scaler.restore_note());
   if (resume_) {

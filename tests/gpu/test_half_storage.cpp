@@ -9,6 +9,8 @@
 //     2 units of the format at the output's largest magnitude, the fp32 statistics and parameter
 //     gradients within 1e-5 relative (cuDNN's 16-bit kernels may sum in another order); on the
 //     CPU bit for bit.
+//   - batch norm + add + ReLU fused (--fuse bn-add-relu) against the three ops: in fp32 bit for
+//     bit, in 16 bits within 2 units; cuDNN's fused kernel must run in fp16 on a GPU.
 // amp-bf16 is skipped below compute capability 8.0 (V100 refuses it). `--device cpu` runs it on
 // the CPU, where the dispatch widens every 16-bit tensor: unit.half_storage_harness, so that the
 // comparisons themselves are checked without a GPU. Exit codes: 0 passed, 1 failed, 77 skipped.
@@ -73,7 +75,7 @@ st::Tensor half_on(st::Context& ctx, const Format& f, const st::Shape& shape) {
 void compare(st::Context& ctx, const Format& f, const st::Tensor& got, const st::Tensor& want, const std::string& what,
              double units = 0.0, double rel = 0.0) {
   const st::Tensor a = ops::as_f32(ctx, got).to(st::Device::cpu);
-  const st::Tensor b = want.to(st::Device::cpu);
+  const st::Tensor b = ops::as_f32(ctx, want).to(st::Device::cpu);
   const float* x = a.data<float>();
   const float* y = b.data<float>();
   double largest = 0.0, worst = 0.0;
@@ -177,6 +179,85 @@ void check_batch_norm(st::Context& ctx, const Format& f, bool mixed) {
   compare(ctx, f, db[1], db[0], "batch_norm_backward dbeta" + how, 0.0, rel);
 }
 
+// --fuse bn-add-relu's op against the three ops it replaces, both on 16-bit tensors: y within 2
+// units (one rounding against three, and cuDNN's fused kernel sums in its own order), the
+// statistics and parameter gradients within 1e-4 relative, dz (the ReLU's mask of dy, from the
+// fused y) bit for bit, dx within 2 units. On a GPU in fp16 cuDNN's fused kernel must have run
+// (it keeps a reserve space for the backward); in bf16 it may refuse, and the op runs unfused.
+void check_fused_bn_add_relu(st::Context& ctx, const Format& f) {
+  const bool gpu = ctx.device() != st::Device::cpu;
+  const int64_t c = 32;
+  const st::Shape s{4, 6, 6, c};
+  const ops::BatchNormParams p;
+  Pair x = random_pair(ctx, f, s, 50, 3.0), z = random_pair(ctx, f, s, 51), dy = random_pair(ctx, f, s, 52);
+  Pair gamma = random_pair(ctx, f, {c}, 53), beta = random_pair(ctx, f, {c}, 54);
+  st::Tensor rm[2], rv[2], sm[2], si[2], dg[2], db[2];
+  for (int k = 0; k < 2; ++k) {
+    rm[k] = st::Tensor::zeros({c}, st::DType::f32).to(ctx.device());
+    rv[k] = f32_on(ctx, {c});
+    rv[k].fill(1.0f);
+    sm[k] = f32_on(ctx, {c});
+    si[k] = f32_on(ctx, {c});
+    dg[k] = f32_on(ctx, {c});
+    db[k] = f32_on(ctx, {c});
+  }
+  // The three ops.
+  st::Tensor y3 = half_on(ctx, f, s), dz3 = half_on(ctx, f, s), dx3 = half_on(ctx, f, s);
+  ops::batch_norm_forward_training(ctx, p, x.half, gamma.wide, beta.wide, rm[0], rv[0], y3, sm[0], si[0]);
+  ops::add_forward(ctx, y3, z.half, y3);
+  ops::relu_forward(ctx, y3, y3);
+  // The fused op.
+  st::Tensor y1 = half_on(ctx, f, s), dz1 = half_on(ctx, f, s), dx1 = half_on(ctx, f, s), reserve;
+  ops::batch_norm_add_relu_forward_training(ctx, p, x.half, z.half, gamma.wide, beta.wide, rm[1], rv[1], y1, sm[1],
+                                            si[1], reserve);
+  const bool ran_fused = reserve.defined() && reserve.numel() > 0;
+  std::printf("      %s: batch_norm_add_relu %s\n", f.name,
+              ran_fused ? "ran cuDNN's fused kernel (reserve space kept)" : "ran unfused");
+  if (gpu && f.dtype == st::DType::f16) check(ran_fused, std::string(f.name) + ": cuDNN's fused kernel ran in fp16");
+  compare(ctx, f, y1, ops::as_f32(ctx, y3), "batch_norm_add_relu forward y against the three ops", 2.0);
+  compare(ctx, f, rm[1], rm[0], "batch_norm_add_relu running mean", 0.0, 1e-4);
+  compare(ctx, f, rv[1], rv[0], "batch_norm_add_relu running var", 0.0, 1e-4);
+  compare(ctx, f, si[1], si[0], "batch_norm_add_relu saved inverse std", 0.0, 1e-4);
+  ops::batch_norm_add_relu_backward(ctx, p, x.half, y1, dy.half, gamma.wide, beta.wide, sm[1], si[1], reserve, dx1, dz1,
+                                    dg[1], db[1]);
+  ops::relu_backward(ctx, y1, dy.half, dz3);
+  ops::batch_norm_backward(ctx, p, x.half, dz3, gamma.wide, sm[1], si[1], dx3, dg[0], db[0]);
+  compare(ctx, f, dz1, ops::as_f32(ctx, dz3), "batch_norm_add_relu backward dz (the ReLU's mask)");
+  compare(ctx, f, dx1, ops::as_f32(ctx, dx3), "batch_norm_add_relu backward dx", 2.0);
+  compare(ctx, f, dg[1], dg[0], "batch_norm_add_relu dgamma", 0.0, 1e-4);
+  compare(ctx, f, db[1], db[0], "batch_norm_add_relu dbeta", 0.0, 1e-4);
+}
+
+// In fp32 the fused op is the three ops' arithmetic (no fused kernel): bit for bit.
+void check_fused_bn_add_relu_fp32(st::Context& ctx) {
+  const Format& f = kFormats[0];  // only for names and compare's unit, unused at 0 units
+  const int64_t c = 16;
+  const st::Shape s{2, 5, 5, c};
+  const ops::BatchNormParams p;
+  st::Rng rng(60);
+  auto random = [&](const st::Shape& shape) {
+    st::Tensor t = st::Tensor::empty(shape, st::DType::f32);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(2 * rng.uniform() - 1);
+    return t.to(ctx.device());
+  };
+  const st::Tensor x = random(s), z = random(s), gamma = random({c}), beta = random({c});
+  st::Tensor rm[2], rv[2], sm[2], si[2];
+  for (int k = 0; k < 2; ++k) {
+    rm[k] = st::Tensor::zeros({c}, st::DType::f32).to(ctx.device());
+    rv[k] = f32_on(ctx, {c});
+    rv[k].fill(1.0f);
+    sm[k] = f32_on(ctx, {c});
+    si[k] = f32_on(ctx, {c});
+  }
+  st::Tensor y3 = f32_on(ctx, s), y1 = f32_on(ctx, s), reserve;
+  ops::batch_norm_forward_training(ctx, p, x, gamma, beta, rm[0], rv[0], y3, sm[0], si[0]);
+  ops::add_forward(ctx, y3, z, y3);
+  ops::relu_forward(ctx, y3, y3);
+  ops::batch_norm_add_relu_forward_training(ctx, p, x, z, gamma, beta, rm[1], rv[1], y1, sm[1], si[1], reserve);
+  compare(ctx, f, y1, y3, "fp32 batch_norm_add_relu forward y against the three ops");
+  compare(ctx, f, rm[1], rm[0], "fp32 batch_norm_add_relu running mean");
+}
+
 void check_format(st::Context& ctx, const Format& f) {
   ctx.set_precision(f.precision);
   check_elementwise(ctx, f);
@@ -185,10 +266,12 @@ void check_format(st::Context& ctx, const Format& f) {
   check_convolution(ctx, f, 16, 8, 3, 30);
   check_batch_norm(ctx, f, false);
   check_batch_norm(ctx, f, true);
+  check_fused_bn_add_relu(ctx, f);
   ctx.set_precision(st::Precision::fp32);
 }
 
 void run_all(st::Context& ctx, int compute_major) {
+  check_fused_bn_add_relu_fp32(ctx);
   for (const Format& f : kFormats) {
     if (f.dtype == st::DType::bf16 && compute_major > 0 && compute_major < 8) {
       std::printf("skip: amp-bf16 below compute capability 8.0\n");

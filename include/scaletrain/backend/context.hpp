@@ -59,6 +59,10 @@ class Context {
   // SCALETRAIN_AMP_STORAGE=f32 (a test hook, read when the precision is set) keeps them in fp32
   // holding 16-bit values, the earlier emulation: cli.mixed_precision checks both give the same bits.
   DType activation_dtype() const { return activation_dtype_; }
+  // --fuse bn-add-relu: residual blocks end in one fused op (batch norm, the shortcut's add, ReLU;
+  // ops::batch_norm_add_relu_forward_training) instead of three, in training.
+  void set_fuse_bn_add_relu(bool fuse) { fuse_bn_add_relu_ = fuse; }
+  bool fuse_bn_add_relu() const { return fuse_bn_add_relu_; }
   // The device allocator's figures (peak memory, allocations); zeros on the CPU.
   AllocatorStats device_memory_stats() const;
 
@@ -73,6 +77,7 @@ class Context {
   bool allow_tf32_ = false;
   Precision precision_ = Precision::fp32;
   DType activation_dtype_ = DType::f32;
+  bool fuse_bn_add_relu_ = false;
   std::unique_ptr<Impl> impl_;
 };
 

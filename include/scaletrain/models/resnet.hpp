@@ -27,9 +27,14 @@ class ResidualBlock : public nn::Module {
   // that registration follows torchvision's order.
   void add_downsample(nn::ParameterSet& params, const std::string& prefix, int in_channels, int out_channels,
                       int stride);
-  nn::Sequential main_;
+  nn::Sequential main_;  // ends with a batch norm
   std::unique_ptr<nn::Sequential> downsample_;
   nn::ReLU relu_{true};
+
+ private:
+  nn::BatchNorm2d& last_batch_norm();
+  Tensor forward_fused(Context& ctx, const Tensor& x);
+  Tensor backward_fused(Context& ctx, const Tensor& dy, bool need_dx);
 };
 
 // conv1 3x3 (stride), bn1, relu, conv2 3x3, bn2; projection shortcut when stride != 1 or the

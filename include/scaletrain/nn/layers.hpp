@@ -149,7 +149,19 @@ class BatchNorm2d : public Module {
   int weight_index() const { return weight_; }
   int bias_index() const { return bias_; }
 
+  // Training only, fused (ops::batch_norm_add_relu_forward_training): max(0, bn(x) + z), the end of
+  // a residual block (--fuse bn-add-relu). backward_add_relu then returns dx and dz (the gradient
+  // of z) from dy, and marks the weight and bias gradients ready.
+  Tensor forward_add_relu(Context& ctx, const Tensor& x, const Tensor& z);
+  struct AddReluGradients {
+    Tensor dx, dz;
+  };
+  AddReluGradients backward_add_relu(Context& ctx, const Tensor& dy, bool need_dx);
+  bool fused_last() const { return fused_; }  // the last training forward was forward_add_relu
+
  private:
+  void ensure_saved_statistics(Context& ctx);
+
   ParameterSet* params_;
   std::string name_;
   int channels_;
@@ -159,6 +171,9 @@ class BatchNorm2d : public Module {
   Tensor saved_mean_, saved_inv_std_;
   Tensor y_buffer_, dx_buffer_;
   bool have_batch_stats_ = false;
+  // The fused path's: its output (the ReLU's mask), dz's buffer, and cuDNN's reserve space.
+  bool fused_ = false;
+  Tensor y_, dz_buffer_, reserve_;
 };
 
 // ReLU. inplace: forward writes its output over its input and backward writes dx over dy, which
@@ -242,6 +257,9 @@ class Sequential : public Module {
   }
   std::size_t size() const { return modules_.size(); }
   Module& at(std::size_t i) { return *modules_.at(i); }
+  // The first `count` modules only (a residual block runs its last batch norm fused).
+  Tensor forward_first(Context& ctx, const Tensor& x, bool training, std::size_t count);
+  Tensor backward_first(Context& ctx, const Tensor& dy, bool need_dx, std::size_t count);
 
   Tensor forward(Context& ctx, const Tensor& x, bool training) override;
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) override;

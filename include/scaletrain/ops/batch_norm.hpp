@@ -31,6 +31,25 @@ void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x
 // product of the leading dims. Both are M rows of C channels in memory with statistics over M
 // values per channel; (1, C, M, 1) rather than (M, C, 1, 1) because cuDNN's spatial batch norm
 // refuses an N above about 65,535 in inference and 880,801 in training, not a large H.
+// Batch norm, then z added, then ReLU, as one op: y = max(0, bn(x) + z), the end of every ResNet
+// block (issue 26, section 3: cuDNN's CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION). x, z and y of one
+// shape; statistics as batch_norm_forward_training's. Computed in fp32 and stored once: in fp32 the
+// bits of the three ops, under a mixed precision y rounded once where the three ops round bn(x)
+// and the sum too (a unit of the format apart at most). `reserve` (u8) carries what backward needs
+// from this forward on a GPU (cuDNN's reserve space, reallocated by the op when too small; left
+// as it is on the CPU); keep it for the backward of this forward.
+void batch_norm_add_relu_forward_training(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& z,
+                                          const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                          Tensor& running_var, Tensor& y, Tensor& saved_mean, Tensor& saved_inv_std,
+                                          Tensor& reserve);
+// Its backward from the forward's x, y, statistics and reserve: dz = dy where y > 0, else 0 (the
+// gradient through the ReLU, which is the residual branch's), then batch norm's backward of dz:
+// dx, dgamma, dbeta. The bits of relu_backward and batch_norm_backward.
+void batch_norm_add_relu_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& y,
+                                  const Tensor& dy, const Tensor& gamma, const Tensor& beta, const Tensor& saved_mean,
+                                  const Tensor& saved_inv_std, const Tensor& reserve, Tensor& dx, Tensor& dz,
+                                  Tensor& dgamma, Tensor& dbeta);
+
 struct BatchNormDescriptorDims {
   int64_t n, c, h, w;
 };

@@ -45,6 +45,9 @@ struct OpInfo {
   // dispatch point rounds their 16-bit outputs (ops/op.hpp), the reference for the GPU's. A CUDA
   // kernel runs in fp32 unless it declares its 16-bit versions.
   PrecisionSet precisions[kNumDevices] = {};
+  // That kernel reads and writes f16/bf16 tensors itself (16-bit storage under a mixed precision);
+  // otherwise the dispatch widens them for it (ops/op.hpp).
+  bool half_storage[kNumDevices] = {};
 };
 
 // Every registered op, sorted by name.

@@ -217,4 +217,36 @@ void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x
   });
 }
 
+// The fused forward: batch norm into y, then y = max(0, y + z) in the expressions of add_forward
+// and relu_forward, so that in fp32 it gives their bits; under a mixed precision the dispatch
+// rounds y once. No reserve on the CPU.
+void batch_norm_add_relu_forward_training(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& z,
+                                          const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                          Tensor& running_var, Tensor& y, Tensor& saved_mean, Tensor& saved_inv_std,
+                                          Tensor& /*reserve*/) {
+  cpu::batch_norm_forward_training(ctx, p, x, gamma, beta, running_mean, running_var, y, saved_mean, saved_inv_std);
+  const int64_t n = y.numel();
+  const float* zp = z.data<float>();
+  float* yp = y.data<float>();
+#pragma omp parallel for simd schedule(static) if (n >= (1 << 15))
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = yp[i] + zp[i];
+    yp[i] = v < 0.0f ? 0.0f : v;
+  }
+}
+
+// The fused backward: dz = relu_backward's expression, then batch norm's backward of dz.
+void batch_norm_add_relu_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& y,
+                                  const Tensor& dy, const Tensor& gamma, const Tensor& /*beta*/,
+                                  const Tensor& saved_mean, const Tensor& saved_inv_std, const Tensor& /*reserve*/,
+                                  Tensor& dx, Tensor& dz, Tensor& dgamma, Tensor& dbeta) {
+  const int64_t n = y.numel();
+  const float* yp = y.data<float>();
+  const float* dyp = dy.data<float>();
+  float* dzp = dz.data<float>();
+#pragma omp parallel for simd schedule(static) if (n >= (1 << 15))
+  for (int64_t i = 0; i < n; ++i) dzp[i] = yp[i] > 0.0f ? dyp[i] : 0.0f;
+  cpu::batch_norm_backward(ctx, p, x, dz, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta);
+}
+
 }  // namespace scaletrain::ops::cpu

@@ -37,11 +37,14 @@
 // rounded back: the bits of the dispatch's widening.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "backend/cuda/cuda_context.hpp"
 #include "ops/cuda/cudnn_util.hpp"
+#include "ops/cuda/grid_stride.cuh"
 #include "ops/cuda/half_gemm.hpp"
+#include "ops/cuda/half_io.cuh"
 #include "scaletrain/ops/batch_norm.hpp"
 
 namespace scaletrain::ops::cuda {
@@ -152,7 +155,8 @@ void batch_norm_forward_training(Context& ctx, const BatchNormParams& p, const T
   }
   const Tensor x32 = fp32_copy(ctx, x);
   Tensor y32 = fp32_output(y);
-  cuda::batch_norm_forward_training(ctx, p, x32, gamma, beta, running_mean, running_var, y32, saved_mean, saved_inv_std);
+  cuda::batch_norm_forward_training(ctx, p, x32, gamma, beta, running_mean, running_var, y32, saved_mean,
+                                    saved_inv_std);
   narrow_back(ctx, y32, y);
 }
 
@@ -214,6 +218,139 @@ void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x
   Tensor dx32 = fp32_output(dx);
   cuda::batch_norm_backward(ctx, p, x32, dy32, gamma, saved_mean, saved_inv_std, dx32, dgamma, dbeta);
   narrow_back(ctx, dx32, dx);
+}
+
+// ---- batch norm + add + ReLU (issue 26, section 3) ----
+//
+// cuDNN's fused kernels (cudnnBatchNormalizationForwardTrainingEx and BackwardEx with
+// CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, in CUDNN_BATCHNORM_SPATIAL_PERSISTENT mode) where x, z,
+// y (and dy, dz, dx) are 4-D, of one 16-bit type: the configuration cuDNN documents for them
+// (NHWC fp16, from V100 on). They compute in float and store y once, as the CPU kernel does. A
+// type cuDNN refuses (CUDNN_STATUS_NOT_SUPPORTED: bf16 on some versions) is remembered and, with
+// every other case, runs unfused: batch norm into an fp32 buffer, then one pass storing
+// max(0, bn + z) once (the CPU's numerics); backward the ReLU's mask into dz, then batch norm's
+// backward. The forward's reserve space travels to the backward in `reserve`; an empty reserve
+// means the forward ran unfused.
+namespace {
+
+class ActivationDesc {
+ public:
+  ActivationDesc() {
+    ST_CHECK_CUDNN(cudnnCreateActivationDescriptor(&desc_));
+    // NaN propagates, as relu_forward's x < 0 ? 0 : x keeps it.
+    ST_CHECK_CUDNN(cudnnSetActivationDescriptor(desc_, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
+  }
+  ~ActivationDesc() { cudnnDestroyActivationDescriptor(desc_); }
+  ActivationDesc(const ActivationDesc&) = delete;
+  ActivationDesc& operator=(const ActivationDesc&) = delete;
+  cudnnActivationDescriptor_t get() const { return desc_; }
+
+ private:
+  cudnnActivationDescriptor_t desc_ = nullptr;
+};
+
+std::atomic<bool> fused_refused_f16{false}, fused_refused_bf16{false};
+std::atomic<bool>& fused_refused(DType t) { return t == DType::f16 ? fused_refused_f16 : fused_refused_bf16; }
+
+bool fused_candidate(std::initializer_list<const Tensor*> tensors) {
+  const DType t = (*tensors.begin())->dtype();
+  for (const Tensor* x : tensors)
+    if (x->dtype() != t || x->ndim() != 4) return false;
+  return t != DType::f32 && !fused_refused(t).load();
+}
+
+__global__ void add_relu_kernel(const float* bn, const void* z, ElemKind zk, void* y, ElemKind yk, int64_t n) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) {
+    const float v = bn[i] + load_float(z, zk, i);
+    store_float(y, yk, i, v < 0.0f ? 0.0f : v);
+  }
+}
+
+__global__ void relu_mask_kernel(const void* y, ElemKind yk, const void* dy, ElemKind dyk, void* dz, ElemKind dzk,
+                                 int64_t n) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride())
+    store_float(dz, dzk, i, load_float(y, yk, i) > 0.0f ? load_float(dy, dyk, i) : 0.0f);
+}
+
+}  // namespace
+
+void batch_norm_add_relu_forward_training(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& z,
+                                          const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                          Tensor& running_var, Tensor& y, Tensor& saved_mean, Tensor& saved_inv_std,
+                                          Tensor& reserve) {
+  const char* op = "batch_norm_add_relu_forward_training";
+  check_eps(p, op);
+  if (fused_candidate({&x, &z, &y})) {
+    BatchNormDescs d;
+    describe(x, op, d);
+    const ActivationDesc act;
+    const cudnnHandle_t handle = scaletrain::cuda::cudnn_handle(ctx);
+    const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
+    const cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+    std::size_t work_bytes = 0, reserve_bytes = 0;
+    cudnnStatus_t status = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+        handle, mode, ops, d.x.get(), d.x.get(), d.x.get(), d.channel.get(), act.get(), &work_bytes);
+    if (status == CUDNN_STATUS_SUCCESS)
+      status =
+          cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, mode, ops, act.get(), d.x.get(), &reserve_bytes);
+    if (status == CUDNN_STATUS_SUCCESS) {
+      if (!reserve.defined() || reserve.device() != Device::cuda || reserve.bytes() < reserve_bytes)
+        reserve =
+            Tensor::empty({static_cast<int64_t>(std::max<std::size_t>(reserve_bytes, 1))}, DType::u8, Device::cuda);
+      void* work = scaletrain::cuda::workspace(ctx, work_bytes);
+      const float one = 1.0f, zero = 0.0f;
+      status = cudnnBatchNormalizationForwardTrainingEx(
+          handle, mode, ops, &one, &zero, d.x.get(), x.raw(), d.x.get(), z.raw(), d.x.get(), y.raw(), d.channel.get(),
+          gamma.raw(), beta.raw(), static_cast<double>(p.momentum), running_mean.raw(), running_var.raw(),
+          static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw(), act.get(), work, work_bytes, reserve.raw(),
+          reserve.bytes());
+    }
+    if (status == CUDNN_STATUS_SUCCESS) return;
+    if (status != CUDNN_STATUS_NOT_SUPPORTED) ST_CHECK_CUDNN(status);
+    fused_refused(x.dtype()).store(true);
+  }
+  reserve = Tensor();  // the backward runs unfused
+  Tensor bn = Tensor::empty(x.shape(), DType::f32, Device::cuda);
+  cuda::batch_norm_forward_training(ctx, p, x, gamma, beta, running_mean, running_var, bn, saved_mean, saved_inv_std);
+  const int64_t n = y.numel();
+  add_relu_kernel<<<scaletrain::cuda::blocks_for(n), scaletrain::cuda::kThreadsPerBlock, 0,
+                    scaletrain::cuda::compute_stream(ctx)>>>(static_cast<const float*>(bn.raw()), z.raw(),
+                                                             elem_kind(z, op), y.raw(), elem_kind(y, op), n);
+  ST_CHECK_LAUNCH();
+}
+
+void batch_norm_add_relu_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& y,
+                                  const Tensor& dy, const Tensor& gamma, const Tensor& beta, const Tensor& saved_mean,
+                                  const Tensor& saved_inv_std, const Tensor& reserve, Tensor& dx, Tensor& dz,
+                                  Tensor& dgamma, Tensor& dbeta) {
+  const char* op = "batch_norm_add_relu_backward";
+  check_eps(p, op);
+  if (reserve.defined() && reserve.numel() > 0 && fused_candidate({&x, &y, &dy, &dz, &dx})) {
+    BatchNormDescs d;
+    describe(x, op, d);
+    const ActivationDesc act;
+    const cudnnHandle_t handle = scaletrain::cuda::cudnn_handle(ctx);
+    const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
+    const cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+    std::size_t work_bytes = 0;
+    ST_CHECK_CUDNN(cudnnGetBatchNormalizationBackwardExWorkspaceSize(handle, mode, ops, d.x.get(), d.x.get(), d.x.get(),
+                                                                     d.x.get(), d.x.get(), d.channel.get(), act.get(),
+                                                                     &work_bytes));
+    void* work = scaletrain::cuda::workspace(ctx, work_bytes);
+    const float one = 1.0f, zero = 0.0f;
+    ST_CHECK_CUDNN(cudnnBatchNormalizationBackwardEx(
+        handle, mode, ops, &one, &zero, &one, &zero, d.x.get(), x.raw(), d.x.get(), y.raw(), d.x.get(), dy.raw(),
+        d.x.get(), dz.raw(), d.x.get(), dx.raw(), d.channel.get(), gamma.raw(), beta.raw(), dgamma.raw(), dbeta.raw(),
+        static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw(), act.get(), work, work_bytes,
+        const_cast<void*>(reserve.raw()), reserve.bytes()));
+    return;
+  }
+  const int64_t n = y.numel();
+  relu_mask_kernel<<<scaletrain::cuda::blocks_for(n), scaletrain::cuda::kThreadsPerBlock, 0,
+                     scaletrain::cuda::compute_stream(ctx)>>>(y.raw(), elem_kind(y, op), dy.raw(), elem_kind(dy, op),
+                                                              dz.raw(), elem_kind(dz, op), n);
+  ST_CHECK_LAUNCH();
+  cuda::batch_norm_backward(ctx, p, x, dz, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta);
 }
 
 }  // namespace scaletrain::ops::cuda

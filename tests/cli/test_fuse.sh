@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# --fuse bn-add-relu (issue 26, section 3): each residual block ends with one op for its last
+# batch norm, the shortcut's add and the ReLU (ops::batch_norm_add_relu_forward_training), with
+# real ranks and files on the CPU, the reference for cuDNN's fused kernel:
+#  - resnet20 (basic blocks) and resnet50 (bottlenecks) in fp32: the same checkpoint, bit for bit,
+#    as the three ops, the evaluation included;
+#  - resnet20 in amp-bf16: one rounding instead of three, so the runs differ (the rounding is
+#    real) but the first step's loss agrees within 1%; and 16-bit storage gives the bits of fp32
+#    tensors holding the values (SCALETRAIN_AMP_STORAGE=f32) with the fusion too;
+#  - the start-up line, report.json's config.fuse; a model without residual blocks says the
+#    option has no effect; a bad value is refused.
+# On a GPU, gpu.half_storage checks cuDNN's fused kernel against the three ops.
+source "$(dirname "$0")/lib.sh"
+T=$TMP_ROOT/fuse
+rm -rf "$T" && mkdir -p "$T"
+CK=("$PY" "$(dirname "$0")/checkpoints.py")
+
+"$BIN/scaletrain-data" synthetic --samples 640 --val-samples 64 --image-size 16,16,3 --classes 5 --shards 2 \
+  --output "$T/images" >/dev/null
+IMG=(timeout 300 mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model resnet20 --data "$T/images"
+  --batch-size 16 --threads 1 --epochs 1 --max-steps 12 --log-every 1 --eval-every 1)
+
+echo "== fp32: the fused op gives the bits of the three ops"
+"${IMG[@]}" --output-dir "$T/none" >"$T/none.log"
+"${IMG[@]}" --output-dir "$T/fused" --fuse bn-add-relu >"$T/fused.log"
+"${CK[@]}" same "$T/none" "$T/fused"
+grep -q "^fusion: each residual block ends with one op for batch norm, the shortcut's add and the ReLU" \
+  "$T/fused.log" || fail "no fusion line: $(grep -n fusion "$T/fused.log")"
+! grep -q "^fusion:" "$T/none.log" || fail "a fusion line without --fuse"
+$PY - "$T/fused/report.json" "$T/none/report.json" <<'PY'
+import json, sys
+f, n = (json.load(open(p)) for p in sys.argv[1:3])
+assert f["config"]["fuse"] == "bn-add-relu" and n["config"]["fuse"] == "none", (f["config"]["fuse"], n["config"]["fuse"])
+assert f["final_val_accuracy"] == n["final_val_accuracy"], (f["final_val_accuracy"], n["final_val_accuracy"])
+PY
+echo "ok: resnet20"
+
+"$BIN/scaletrain-data" synthetic --samples 16 --val-samples 8 --image-size 32,32,3 --classes 4 --shards 1 \
+  --output "$T/big" >/dev/null
+R50=(timeout 300 "$BIN/scaletrain" train --model resnet50 --data "$T/big" --batch-size 4 --threads 2 --epochs 1
+  --max-steps 2 --log-every 0 --eval-every 0)
+"${R50[@]}" --output-dir "$T/r50-none" >"$T/r50-none.log"
+"${R50[@]}" --output-dir "$T/r50-fused" --fuse bn-add-relu >"$T/r50-fused.log"
+"${CK[@]}" same "$T/r50-none" "$T/r50-fused"
+echo "ok: resnet50 (bottlenecks)"
+
+echo "== amp-bf16: one rounding instead of three"
+"${IMG[@]}" --precision amp-bf16 --output-dir "$T/amp-none" >"$T/amp-none.log"
+"${IMG[@]}" --precision amp-bf16 --output-dir "$T/amp-fused" --fuse bn-add-relu >"$T/amp-fused.log"
+SCALETRAIN_AMP_STORAGE=f32 "${IMG[@]}" --precision amp-bf16 --output-dir "$T/amp-fused-f32" --fuse bn-add-relu \
+  >"$T/amp-fused-f32.log"
+"${CK[@]}" same "$T/amp-fused" "$T/amp-fused-f32"
+if "${CK[@]}" same "$T/amp-none" "$T/amp-fused" >/dev/null 2>&1; then fail "amp-bf16: fused = unfused bitwise"; fi
+$PY - "$T/amp-none.log" "$T/amp-fused.log" <<'PY'
+import re, sys
+a, b = (float(re.search(r"step 1/\d+  loss ([0-9.]+)", open(p).read()).group(1)) for p in sys.argv[1:3])
+assert abs(a - b) <= 0.01 * a, (a, b)
+print(f"ok: first loss {a} unfused, {b} fused")
+PY
+
+echo "== no residual blocks, and a bad value"
+"$BIN/scaletrain-data" synthetic --task recommendation --users 100 --items 150 --groups 5 --positives-per-user 4 \
+  --eval-negatives 10 --output "$T/ratings" >/dev/null
+timeout 300 "$BIN/scaletrain" train --model ncf --data "$T/ratings" --batch-size 64 --threads 1 --epochs 1 \
+  --max-steps 2 --log-every 0 --eval-every 0 --fuse bn-add-relu --output-dir "$T/ncf" >"$T/ncf.log"
+grep -q "^fusion: --fuse bn-add-relu has no effect: ncf has no residual blocks" "$T/ncf.log" ||
+  fail "ncf: $(grep -n fusion "$T/ncf.log")"
+BAD=("$BIN/scaletrain" train --model resnet20 --data "$T/images" --output-dir "$T/bad" --fuse everything)
+expect_failure "--fuse everything" "unknown --fuse 'everything' (known: none, bn-add-relu)" "${BAD[@]}"
+echo "PASS"
