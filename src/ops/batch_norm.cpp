@@ -198,7 +198,12 @@ void batch_norm_add_relu_backward(Context& ctx, const BatchNormParams& p, const 
     check_tensor(ctx, t, op, name);
     check_shape(t, x.shape(), op, name);
   }
+  // cuDNN's fused backward does not document running in place.
   check_no_overlap(dx, dz, op, "dx", "dz");
+  check_no_overlap(dx, x, op, "dx", "x");
+  check_no_overlap(dx, dy, op, "dx", "dy");
+  check_no_overlap(dz, dy, op, "dz", "dy");
+  check_no_overlap(dz, x, op, "dz", "x");
   check_channel_tensor(ctx, gamma, c, op, "gamma");
   check_channel_tensor(ctx, beta, c, op, "beta");
   check_channel_tensor(ctx, saved_mean, c, op, "saved_mean");

@@ -38,7 +38,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
+#include <mutex>
+#include <set>
+#include <tuple>
 
 #include "backend/cuda/cuda_context.hpp"
 #include "ops/cuda/cudnn_util.hpp"
@@ -59,32 +61,70 @@ cudnnDataType_t cudnn_type(DType t) {
   return t == DType::f16 ? CUDNN_DATA_HALF : t == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
 }
 
-void describe(const Tensor& x, const char* op, BatchNormDescs& d) {
+// x's descriptor (of x's type) and the derived per-channel one; cuDNN's status, so that a 16-bit
+// configuration it refuses can fall back.
+cudnnStatus_t describe(const Tensor& x, const char* op, BatchNormDescs& d) {
   to_int(x.numel(), op, "x elements");  // cuDNN's batch norm indexes with int
   const BatchNormDescriptorDims dims = batch_norm_descriptor_dims(x.shape());
-  d.x.set(CUDNN_TENSOR_NHWC, to_int(dims.n, op, "N"), to_int(dims.c, op, "C"), to_int(dims.h, op, "H"),
-          to_int(dims.w, op, "W"), cudnn_type(x.dtype()));
-  ST_CHECK_CUDNN(cudnnDeriveBNTensorDescriptor(d.channel.get(), d.x.get(), CUDNN_BATCHNORM_SPATIAL));
+  const cudnnStatus_t status =
+      cudnnSetTensor4dDescriptor(d.x.get(), CUDNN_TENSOR_NHWC, cudnn_type(x.dtype()), to_int(dims.n, op, "N"),
+                                 to_int(dims.c, op, "C"), to_int(dims.h, op, "H"), to_int(dims.w, op, "W"));
+  if (status != CUDNN_STATUS_SUCCESS) return status;
+  return cudnnDeriveBNTensorDescriptor(d.channel.get(), d.x.get(), CUDNN_BATCHNORM_SPATIAL);
 }
 
-// The 16-bit types this cuDNN's batch norm refused once: later calls go to fp32 copies at once.
-std::atomic<bool> refused_f16{false}, refused_bf16{false};
-std::atomic<bool>& refused(DType t) { return t == DType::f16 ? refused_f16 : refused_bf16; }
+// A status saying cuDNN does not support the call's configuration: NOT_SUPPORTED or, in cuDNN 9,
+// any of its sub-codes (data type, shape, architecture: 3001 to 3014); in cuDNN 8 also
+// ARCH_MISMATCH (bf16 below compute capability 8.0).
+bool not_supported(cudnnStatus_t status) {
+#if CUDNN_MAJOR >= 9
+  return CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_NOT_SUPPORTED;
+#else
+  return status == CUDNN_STATUS_NOT_SUPPORTED || status == CUDNN_STATUS_ARCH_MISMATCH;
+#endif
+}
 
-// Whether the call's activation tensors can go to cuDNN as they are: all of one type, fp32 or a
-// 16-bit type not refused before.
+// The configurations cuDNN refused once (path, 16-bit type, x's shape): later calls with them go
+// the fallback way at once, and one refused shape leaves the others native.
+enum class Path { plain, fused };
+class Refusals {
+ public:
+  bool has(Path path, const Tensor& x) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return keys_.count(key(path, x)) > 0;
+  }
+  void add(Path path, const Tensor& x) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    keys_.insert(key(path, x));
+  }
+
+ private:
+  using Key = std::tuple<int, int, Shape>;
+  static Key key(Path path, const Tensor& x) {
+    return {static_cast<int>(path), static_cast<int>(x.dtype()), x.shape()};
+  }
+  std::mutex mutex_;
+  std::set<Key> keys_;
+};
+Refusals& refusals() {
+  static Refusals r;
+  return r;
+}
+
+// Whether the call's activation tensors (x first) can go to cuDNN as they are: all of one type,
+// fp32 or a 16-bit type not refused before for x's shape.
 bool native(std::initializer_list<const Tensor*> tensors) {
-  const DType t = (*tensors.begin())->dtype();
-  for (const Tensor* x : tensors)
-    if (x->dtype() != t) return false;
-  return t == DType::f32 || !refused(t).load();
+  const Tensor& x = **tensors.begin();
+  for (const Tensor* t : tensors)
+    if (t->dtype() != x.dtype()) return false;
+  return x.dtype() == DType::f32 || !refusals().has(Path::plain, x);
 }
 
-// cuDNN's status for a native 16-bit call: NOT_SUPPORTED marks the type refused (the caller then
-// runs on fp32 copies); any other failure throws.
-bool accepted(cudnnStatus_t status, DType t) {
-  if (status == CUDNN_STATUS_NOT_SUPPORTED && t != DType::f32) {
-    refused(t).store(true);
+// cuDNN's status for a native call on x: a refusal of a 16-bit configuration is remembered and
+// answered false (the caller then runs on fp32 copies); any other failure throws.
+bool accepted(cudnnStatus_t status, const Tensor& x, Path path = Path::plain) {
+  if (not_supported(status) && x.dtype() != DType::f32) {
+    refusals().add(path, x);
     return false;
   }
   ST_CHECK_CUDNN(status);
@@ -141,17 +181,18 @@ void batch_norm_forward_training(Context& ctx, const BatchNormParams& p, const T
   check_eps(p, op);
   if (native({&x, &y})) {
     BatchNormDescs d;
-    describe(x, op, d);  // the dispatcher has checked that x has more than one value per channel
-    void* scratch = overlaps(x, y) ? scaletrain::cuda::workspace(ctx, x.bytes()) : nullptr;
-    const void* xin = unaliased(ctx, x, y, scratch);
-    const float one = 1.0f, zero = 0.0f;
-    if (accepted(
-            cudnnBatchNormalizationForwardTraining(
-                scaletrain::cuda::cudnn_handle(ctx), CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x.get(), xin, d.x.get(),
-                y.raw(), d.channel.get(), gamma.raw(), beta.raw(), static_cast<double>(p.momentum), running_mean.raw(),
-                running_var.raw(), static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw()),
-            x.dtype()))
-      return;
+    // The dispatcher has checked that x has more than one value per channel.
+    cudnnStatus_t status = describe(x, op, d);
+    if (status == CUDNN_STATUS_SUCCESS) {
+      void* scratch = overlaps(x, y) ? scaletrain::cuda::workspace(ctx, x.bytes()) : nullptr;
+      const void* xin = unaliased(ctx, x, y, scratch);
+      const float one = 1.0f, zero = 0.0f;
+      status = cudnnBatchNormalizationForwardTraining(
+          scaletrain::cuda::cudnn_handle(ctx), CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x.get(), xin, d.x.get(), y.raw(),
+          d.channel.get(), gamma.raw(), beta.raw(), static_cast<double>(p.momentum), running_mean.raw(),
+          running_var.raw(), static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw());
+    }
+    if (accepted(status, x)) return;
   }
   const Tensor x32 = fp32_copy(ctx, x);
   Tensor y32 = fp32_output(y);
@@ -168,17 +209,17 @@ void batch_norm_forward_inference(Context& ctx, const BatchNormParams& p, const 
   if (x.numel() == 0) return;
   if (native({&x, &y})) {
     BatchNormDescs d;
-    describe(x, op, d);
-    void* scratch = overlaps(x, y) ? scaletrain::cuda::workspace(ctx, x.bytes()) : nullptr;
-    const void* xin = unaliased(ctx, x, y, scratch);
-    const float one = 1.0f, zero = 0.0f;
-    // y = gamma * (x - running_mean) / sqrt(running_var + eps) + beta, as the CPU kernel.
-    if (accepted(cudnnBatchNormalizationForwardInference(scaletrain::cuda::cudnn_handle(ctx), CUDNN_BATCHNORM_SPATIAL,
-                                                         &one, &zero, d.x.get(), xin, d.x.get(), y.raw(),
-                                                         d.channel.get(), gamma.raw(), beta.raw(), running_mean.raw(),
-                                                         running_var.raw(), static_cast<double>(p.eps)),
-                 x.dtype()))
-      return;
+    cudnnStatus_t status = describe(x, op, d);
+    if (status == CUDNN_STATUS_SUCCESS) {
+      void* scratch = overlaps(x, y) ? scaletrain::cuda::workspace(ctx, x.bytes()) : nullptr;
+      const void* xin = unaliased(ctx, x, y, scratch);
+      const float one = 1.0f, zero = 0.0f;
+      // y = gamma * (x - running_mean) / sqrt(running_var + eps) + beta, as the CPU kernel.
+      status = cudnnBatchNormalizationForwardInference(
+          scaletrain::cuda::cudnn_handle(ctx), CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x.get(), xin, d.x.get(), y.raw(),
+          d.channel.get(), gamma.raw(), beta.raw(), running_mean.raw(), running_var.raw(), static_cast<double>(p.eps));
+    }
+    if (accepted(status, x)) return;
   }
   const Tensor x32 = fp32_copy(ctx, x);
   Tensor y32 = fp32_output(y);
@@ -198,21 +239,23 @@ void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x
   }
   if (native({&x, &dy, &dx})) {
     BatchNormDescs d;
-    describe(x, op, d);
-    const bool x_aliased = overlaps(x, dx), dy_aliased = overlaps(dy, dx);
-    const std::size_t piece = align_scratch(x.bytes());
-    char* scratch = x_aliased || dy_aliased ? static_cast<char*>(scaletrain::cuda::workspace(ctx, 2 * piece)) : nullptr;
-    const void* xin = unaliased(ctx, x, dx, scratch);
-    const void* dyin = unaliased(ctx, dy, dx, scratch == nullptr ? nullptr : scratch + piece);
-    const float one = 1.0f, zero = 0.0f;
-    // The saved statistics are the forward pass's (saved_inv_std = 1 / sqrt(var + eps)); cuDNN
-    // uses them instead of recomputing when both are given. eps must match the forward's.
-    if (accepted(cudnnBatchNormalizationBackward(scaletrain::cuda::cudnn_handle(ctx), CUDNN_BATCHNORM_SPATIAL, &one,
-                                                 &zero, &one, &zero, d.x.get(), xin, d.x.get(), dyin, d.x.get(),
-                                                 dx.raw(), d.channel.get(), gamma.raw(), dgamma.raw(), dbeta.raw(),
-                                                 static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw()),
-                 x.dtype()))
-      return;
+    cudnnStatus_t status = describe(x, op, d);
+    if (status == CUDNN_STATUS_SUCCESS) {
+      const bool x_aliased = overlaps(x, dx), dy_aliased = overlaps(dy, dx);
+      const std::size_t piece = align_scratch(x.bytes());
+      char* scratch =
+          x_aliased || dy_aliased ? static_cast<char*>(scaletrain::cuda::workspace(ctx, 2 * piece)) : nullptr;
+      const void* xin = unaliased(ctx, x, dx, scratch);
+      const void* dyin = unaliased(ctx, dy, dx, scratch == nullptr ? nullptr : scratch + piece);
+      const float one = 1.0f, zero = 0.0f;
+      // The saved statistics are the forward pass's (saved_inv_std = 1 / sqrt(var + eps)); cuDNN
+      // uses them instead of recomputing when both are given. eps must match the forward's.
+      status = cudnnBatchNormalizationBackward(scaletrain::cuda::cudnn_handle(ctx), CUDNN_BATCHNORM_SPATIAL, &one,
+                                               &zero, &one, &zero, d.x.get(), xin, d.x.get(), dyin, d.x.get(), dx.raw(),
+                                               d.channel.get(), gamma.raw(), dgamma.raw(), dbeta.raw(),
+                                               static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw());
+    }
+    if (accepted(status, x)) return;
   }
   const Tensor x32 = fp32_copy(ctx, x), dy32 = fp32_copy(ctx, dy);
   Tensor dx32 = fp32_output(dx);
@@ -226,11 +269,14 @@ void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x
 // CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, in CUDNN_BATCHNORM_SPATIAL_PERSISTENT mode) where x, z,
 // y (and dy, dz, dx) are 4-D, of one 16-bit type: the configuration cuDNN documents for them
 // (NHWC fp16, from V100 on). They compute in float and store y once, as the CPU kernel does. A
-// type cuDNN refuses (CUDNN_STATUS_NOT_SUPPORTED: bf16 on some versions) is remembered and, with
-// every other case, runs unfused: batch norm into an fp32 buffer, then one pass storing
-// max(0, bn + z) once (the CPU's numerics); backward the ReLU's mask into dz, then batch norm's
-// backward. The forward's reserve space travels to the backward in `reserve`; an empty reserve
-// means the forward ran unfused.
+// configuration cuDNN refuses (bf16 on some versions, some shapes) is remembered per type and
+// shape and, with every other case, runs unfused: batch norm into an fp32 buffer, then one pass
+// storing max(0, bn + z) once (the CPU's numerics); backward the ReLU's mask into dz, then batch
+// norm's backward. The forward's reserve space travels to the backward in `reserve`; an empty
+// reserve means the forward ran unfused.
+// The persistent mode may sum with scaled integer atomics that overflow to inf or NaN on very
+// large values (cuDNN's documentation): under dynamic loss scaling such a step is skipped and the
+// scale halved, as for any overflow. docs/mixed-precision.md says so.
 namespace {
 
 class ActivationDesc {
@@ -249,14 +295,12 @@ class ActivationDesc {
   cudnnActivationDescriptor_t desc_ = nullptr;
 };
 
-std::atomic<bool> fused_refused_f16{false}, fused_refused_bf16{false};
-std::atomic<bool>& fused_refused(DType t) { return t == DType::f16 ? fused_refused_f16 : fused_refused_bf16; }
-
+// x, z, y 4-D of one 16-bit type, in a configuration cuDNN has not refused for x's shape.
 bool fused_candidate(std::initializer_list<const Tensor*> tensors) {
-  const DType t = (*tensors.begin())->dtype();
-  for (const Tensor* x : tensors)
-    if (x->dtype() != t || x->ndim() != 4) return false;
-  return t != DType::f32 && !fused_refused(t).load();
+  const Tensor& x = **tensors.begin();
+  for (const Tensor* t : tensors)
+    if (t->dtype() != x.dtype() || t->ndim() != 4) return false;
+  return x.dtype() != DType::f32 && !refusals().has(Path::fused, x);
 }
 
 __global__ void add_relu_kernel(const float* bn, const void* z, ElemKind zk, void* y, ElemKind yk, int64_t n) {
@@ -282,14 +326,15 @@ void batch_norm_add_relu_forward_training(Context& ctx, const BatchNormParams& p
   check_eps(p, op);
   if (fused_candidate({&x, &z, &y})) {
     BatchNormDescs d;
-    describe(x, op, d);
+    cudnnStatus_t status = describe(x, op, d);
     const ActivationDesc act;
     const cudnnHandle_t handle = scaletrain::cuda::cudnn_handle(ctx);
     const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
     const cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
     std::size_t work_bytes = 0, reserve_bytes = 0;
-    cudnnStatus_t status = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
-        handle, mode, ops, d.x.get(), d.x.get(), d.x.get(), d.channel.get(), act.get(), &work_bytes);
+    if (status == CUDNN_STATUS_SUCCESS)
+      status = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+          handle, mode, ops, d.x.get(), d.x.get(), d.x.get(), d.channel.get(), act.get(), &work_bytes);
     if (status == CUDNN_STATUS_SUCCESS)
       status =
           cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, mode, ops, act.get(), d.x.get(), &reserve_bytes);
@@ -305,9 +350,7 @@ void batch_norm_add_relu_forward_training(Context& ctx, const BatchNormParams& p
           static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw(), act.get(), work, work_bytes, reserve.raw(),
           reserve.bytes());
     }
-    if (status == CUDNN_STATUS_SUCCESS) return;
-    if (status != CUDNN_STATUS_NOT_SUPPORTED) ST_CHECK_CUDNN(status);
-    fused_refused(x.dtype()).store(true);
+    if (accepted(status, x, Path::fused)) return;
   }
   reserve = Tensor();  // the backward runs unfused
   Tensor bn = Tensor::empty(x.shape(), DType::f32, Device::cuda);
@@ -325,9 +368,10 @@ void batch_norm_add_relu_backward(Context& ctx, const BatchNormParams& p, const 
                                   Tensor& dgamma, Tensor& dbeta) {
   const char* op = "batch_norm_add_relu_backward";
   check_eps(p, op);
+  // A reserve space means the forward ran cuDNN's fused kernel on these tensors: so does backward.
   if (reserve.defined() && reserve.numel() > 0 && fused_candidate({&x, &y, &dy, &dz, &dx})) {
     BatchNormDescs d;
-    describe(x, op, d);
+    ST_CHECK_CUDNN(describe(x, op, d));
     const ActivationDesc act;
     const cudnnHandle_t handle = scaletrain::cuda::cudnn_handle(ctx);
     const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;

@@ -40,6 +40,8 @@
 // its heuristics offer, and the 16-bit result is widened into the fp32 output (exactly). The bias
 // is added in fp32 after that, and the dispatch's rounding then rounds the sum a second time: at
 // most a unit of the format from the CPU's one rounding of conv + bias, as in PyTorch's cuDNN path.
+// With 16-bit storage cuDNN reads x and writes y in the 16-bit format directly (in_plan_format
+// below) and the bias is added to y in float, rounded again: the same two roundings.
 // A shape for which cuDNN offers no 16-bit algorithm (its bf16 needs compute capability 8.0; odd
 // or grouped channel counts may have none) runs in fp32 instead, its plan recorded as f32: after
 // the dispatch's rounding the numerics are the same, only the tensor cores are missed.
@@ -383,6 +385,10 @@ const void* filter_operand(Context& ctx, const ConvData& data, const float* src,
 // An activation operand: t itself in the plan's format, else its copy in `copy`.
 const void* operand(Context& ctx, const ConvData& data, const Tensor& t, void* copy) {
   if (in_plan_format(data, t)) return t.raw();
+  // The plan's format and the activation dtype both follow the precision: a 16-bit tensor of the
+  // other 16-bit type cannot reach here, and would be misread.
+  ST_CHECK(t.dtype() == DType::f32 || !data.half,
+           "internal: a " << dtype_name(t.dtype()) << " tensor for a " << data.name() << " convolution plan");
   const cudaStream_t stream = scaletrain::cuda::compute_stream(ctx);
   if (data.half)
     launch_cast_to_half(stream, static_cast<const float*>(t.raw()), copy, t.numel(), *data.half);
@@ -434,6 +440,20 @@ Tensor widened_copy(Context& ctx, const Tensor& t) {
 __global__ void add_channel_bias_kernel(void* y, ElemKind yk, const float* b, int64_t channels, int64_t n) {
   for (int64_t i = grid_first(); i < n; i += grid_stride())
     store_float(y, yk, i, load_float(y, yk, i) + b[i % channels]);
+}
+
+// y (NHWC, 16-bit) = result (fp32) + b (O, fp32), stored once in y's format.
+__global__ void add_bias_store_kernel(const float* result, const float* b, void* y, ElemKind yk, int64_t channels,
+                                      int64_t n) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) store_float(y, yk, i, result[i] + b[i % channels]);
+}
+
+void add_bias_and_store(Context& ctx, const float* result, const Tensor& b, Tensor& y, const char* op) {
+  const int64_t n = y.numel();
+  add_bias_store_kernel<<<scaletrain::cuda::blocks_for(n), scaletrain::cuda::kThreadsPerBlock, 0,
+                          scaletrain::cuda::compute_stream(ctx)>>>(result, static_cast<const float*>(b.raw()), y.raw(),
+                                                                   elem_kind(y, op), y.dim(3), n);
+  ST_CHECK_LAUNCH();
 }
 
 // y += b broadcast over N, OH and OW.
@@ -496,6 +516,12 @@ void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const 
   ST_CHECK_CUDNN(cudnnConvolutionForward(scaletrain::cuda::cudnn_handle(ctx), &one, plan.x.get(), x_in, plan.w.get(),
                                          w_in, plan.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo),
                                          s.workspace, plan.workspace_bytes, &zero, plan.y.get(), result(data, y, s.y)));
+  if (b.defined() && !data.half && y.dtype() != DType::f32) {
+    // An fp32 plan's result for a 16-bit y: the bias added in float and y rounded once, as the
+    // fp32 path and the dispatch's rounding do.
+    add_bias_and_store(ctx, static_cast<const float*>(s.y), b, y, op);
+    return;
+  }
   finish_result(ctx, data, s.y, y);
   if (b.defined()) add_bias(ctx, b, y, op);
 }
