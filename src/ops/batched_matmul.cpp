@@ -16,8 +16,9 @@ BatchedMatmulFn batched_matmul;
 namespace cuda {
 BatchedMatmulFn batched_matmul;
 }
-const Op<BatchedMatmulFn> batched_matmul_op{
-    "batched_matmul", {cpu::batched_matmul}, {ST_CUDA_KERNEL(cuda::batched_matmul)}};
+const Op<BatchedMatmulFn> batched_matmul_op{"batched_matmul",
+                                            {cpu::batched_matmul},
+                                            with_half_storage<BatchedMatmulFn>({ST_CUDA_KERNEL(cuda::batched_matmul)})};
 
 void batched_matmul(Context& ctx, const BatchedMatmulParams& p, const Tensor& a, const Tensor& b, Tensor& c) {
   const char* op = "batched_matmul";

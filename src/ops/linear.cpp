@@ -15,8 +15,9 @@ LinearForwardFn linear_forward;
 namespace cuda {
 LinearForwardFn linear_forward;
 }
-const Op<LinearForwardFn> linear_forward_op{
-    "linear_forward", {cpu::linear_forward}, {ST_CUDA_KERNEL(cuda::linear_forward)}};
+const Op<LinearForwardFn> linear_forward_op{"linear_forward",
+                                            {cpu::linear_forward},
+                                            with_half_storage<LinearForwardFn>({ST_CUDA_KERNEL(cuda::linear_forward)})};
 using LinearBackwardFn = void(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
                               Tensor& db);
 namespace cpu {
@@ -26,7 +27,9 @@ namespace cuda {
 LinearBackwardFn linear_backward;
 }
 const Op<LinearBackwardFn> linear_backward_op{
-    "linear_backward", {cpu::linear_backward}, {ST_CUDA_KERNEL(cuda::linear_backward)}};
+    "linear_backward",
+    {cpu::linear_backward},
+    with_half_storage<LinearBackwardFn>({ST_CUDA_KERNEL(cuda::linear_backward)})};
 namespace {
 
 // Checks x (N, IN) and w (OUT, IN) and returns {N, IN, OUT}.

@@ -12,7 +12,9 @@
 #               the CPU's AMP as fp32 is, and fails here;
 # and the GPU's start-up lines name the precision, and report.json says most convolution plans run
 # in the 16-bit format (cuDNN on tensor cores; a shape without a 16-bit algorithm runs in fp32).
-# amp-bf16 is skipped on a GPU below compute capability 8.0, which train refuses it on. Skips (77) without a GPU; ST_GPU_TEST_DEVICE=cpu
+# Then transformer-tiny, ncf and resnet20 with --fuse bn-add-relu in the first precision, GPU
+# against CPU, with 16-bit storage. amp-bf16 is skipped on a GPU below compute capability 8.0,
+# which train refuses it on. Skips (77) without a GPU; ST_GPU_TEST_DEVICE=cpu
 # runs it CPU against CPU (cli.gpu_training_harness), where the pairs are equal.
 source "$(dirname "$0")/lib.sh"
 require_gpu
@@ -84,5 +86,45 @@ PY
     "${apart:-nan}" "${from_fp32:-nan}" ||
     { echo "FAIL: $precision on --device $DEV is not closer to the CPU's $precision than fp32 is: its rounding is not the CPU's"; status=1; }
 done
+
+# 16-bit storage in the other model families, and --fuse bn-add-relu (issue 26, sections 2 and
+# 3): transformer-tiny (linear and batched products on 16-bit operands, layer norm, attention) and
+# ncf (embeddings, products, concatenation) 3 steps, and resnet20 with the fused batch norm + add +
+# ReLU, each in the GPU's first mixed precision against the CPU's: losses within 1e-2, parameters
+# within 2e-2 relative L2, and report.json's activation_dtype the 16-bit type.
+first=${precisions[0]}
+# ST_GPU_TEST_AMP_OTHERS=0 leaves them out (the harness's run that must fail on resnet20 alone).
+others=()
+if [ "${ST_GPU_TEST_AMP_OTHERS:-1}" != 0 ]; then
+  "$BIN/scaletrain-data" synthetic --task translation --kind reverse --sentences 400 --val-sentences 8 --words 20 \
+    --max-length 10 --seed 3 --output "$T/text" >/dev/null
+  "$BIN/scaletrain-data" synthetic --task recommendation --users 300 --items 400 --groups 10 --positives-per-user 8 \
+    --eval-negatives 20 --output "$T/ratings" >/dev/null
+  others=(
+    "transformer|--model transformer-tiny --data $T/text --batch-tokens 256 --epochs 1 --max-steps 3 --log-every 1 --eval-every 0 --seed 11"
+    "ncf|--model ncf --data $T/ratings --batch-size 128 --epochs 1 --max-steps 3 --log-every 1 --eval-every 0 --seed 11"
+    "resnet20-fused|${common[*]} --fuse bn-add-relu"
+  )
+fi
+for entry in ${others[@]+"${others[@]}"}; do
+  name=${entry%%|*}
+  read -r -a args <<<"${entry#*|}"
+  run_train "gpu-$name" 1 "$DEV" "$TEST_ARGS" "${args[@]}" --precision "$first"
+  run_train "cpu-$name" 1 cpu "" "${args[@]}" --precision "$first"
+  compare_losses "$T/gpu-$name.log" "$T/cpu-$name.log" 1e-2 1e-2 3 || status=1
+  compare_checkpoints --what params --tolerance 2e-2 "$T/gpu-$name" "$T/cpu-$name" || status=1
+  "$PY" - "$T/gpu-$name/report.json" "$first" <<'PY' || status=1
+import json, sys
+got = json.load(open(sys.argv[1]))["activation_dtype"]
+want = {"amp-fp16": "float16", "amp-bf16": "bfloat16"}[sys.argv[2]]
+if got != want:
+    sys.exit(f"FAIL: activations stored in {got}, not {want}")
+print(f"ok: activations stored in {got}")
+PY
+done
+if [ "$DEV" = cuda ] && [ "$first" = amp-fp16 ] && [ ${#others[@]} -gt 0 ]; then
+  grep -q "^fusion: each residual block ends with one op" "$T/gpu-resnet20-fused.log" ||
+    { echo "FAIL: the fused GPU run has no fusion line"; status=1; }
+fi
 [ $status = 0 ] || fail "mixed precision on --device $DEV ${TEST_ARGS:+($TEST_ARGS) }differs from the CPU's (above)"
 echo "PASS"

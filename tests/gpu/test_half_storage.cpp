@@ -3,8 +3,8 @@
 // same ops on fp32 tensors holding the same 16-bit values, rounded by the dispatch (the path the
 // AMP op cases check against the CPU), on the same device:
 //   - ReLU, add (also with mixed f32 and 16-bit operands), the three convolutions (bias and its
-//     gradient included, a 1x1 and a 3x3 shape): bit for bit (the same cuDNN plan reads the same
-//     16-bit operands; the bias is added in float and rounded once either way);
+//     gradient included, a 1x1 and a 3x3 shape), linear and batched_matmul: bit for bit (the same cuDNN plan reads the
+//     same 16-bit operands; the bias is added in float and rounded once either way);
 //   - batch norm forward (training and inference) and backward, 16-bit and mixed: on a GPU within
 //     2 units of the format at the output's largest magnitude, the fp32 statistics and parameter
 //     gradients within 1e-5 relative (cuDNN's 16-bit kernels may sum in another order); on the
@@ -28,8 +28,10 @@
 #include "scaletrain/core/rng.hpp"
 #include "scaletrain/ops/activation.hpp"
 #include "scaletrain/ops/batch_norm.hpp"
+#include "scaletrain/ops/batched_matmul.hpp"
 #include "scaletrain/ops/cast.hpp"
 #include "scaletrain/ops/conv2d.hpp"
+#include "scaletrain/ops/linear.hpp"
 
 namespace st = scaletrain;
 namespace ops = st::ops;
@@ -138,6 +140,30 @@ void check_convolution(st::Context& ctx, const Format& f, int c, int o, int k, u
   ops::conv2d_backward_filter(ctx, p, x.half, dy.half, dw2, db2);
   compare(ctx, f, dw2, dw1, "conv2d_backward_filter " + shape + " dw");
   compare(ctx, f, db2, db1, "conv2d_backward_filter " + shape + " db");
+}
+
+// The GEMMs: linear (forward with bias, backward with dx, dw and db) and batched_matmul, whose
+// 16-bit operands go to cuBLAS as they are and whose 16-bit results are rounded from fp32 once.
+void check_products(st::Context& ctx, const Format& f) {
+  Pair x = random_pair(ctx, f, {6, 24}, 70), w = random_pair(ctx, f, {16, 24}, 71, 0.5),
+       b = random_pair(ctx, f, {16}, 72);
+  Pair dy = random_pair(ctx, f, {6, 16}, 73);
+  st::Tensor y32 = f32_on(ctx, {6, 16}), y16 = half_on(ctx, f, {6, 16});
+  ops::linear_forward(ctx, x.wide, w.wide, b.wide, y32);
+  ops::linear_forward(ctx, x.half, w.wide, b.wide, y16);
+  compare(ctx, f, y16, y32, "linear_forward");
+  st::Tensor dx32 = f32_on(ctx, {6, 24}), dx16 = half_on(ctx, f, {6, 24});
+  st::Tensor dw1 = f32_on(ctx, {16, 24}), dw2 = f32_on(ctx, {16, 24}), db1 = f32_on(ctx, {16}), db2 = f32_on(ctx, {16});
+  ops::linear_backward(ctx, x.wide, w.wide, dy.wide, dx32, dw1, db1);
+  ops::linear_backward(ctx, x.half, w.wide, dy.half, dx16, dw2, db2);
+  compare(ctx, f, dx16, dx32, "linear_backward dx");
+  compare(ctx, f, dw2, dw1, "linear_backward dw");
+  compare(ctx, f, db2, db1, "linear_backward db");
+  Pair a = random_pair(ctx, f, {3, 5, 8}, 74), bm = random_pair(ctx, f, {3, 8, 7}, 75);
+  st::Tensor c32 = f32_on(ctx, {3, 5, 7}), c16 = half_on(ctx, f, {3, 5, 7});
+  ops::batched_matmul(ctx, {false, false, 0.5f}, a.wide, bm.wide, c32);
+  ops::batched_matmul(ctx, {false, false, 0.5f}, a.half, bm.half, c16);
+  compare(ctx, f, c16, c32, "batched_matmul");
 }
 
 // Batch norm with 16-bit activations (or x in 16 bits and y in f32: the mixed path) against fp32.
@@ -264,6 +290,7 @@ void check_format(st::Context& ctx, const Format& f) {
   check_convolution(ctx, f, 3, 4, 3, 10);   // an odd channel count, a 3x3 filter (transposed)
   check_convolution(ctx, f, 8, 16, 1, 20);  // tensor-core friendly, 1x1
   check_convolution(ctx, f, 16, 8, 3, 30);
+  check_products(ctx, f);
   check_batch_norm(ctx, f, false);
   check_batch_norm(ctx, f, true);
   check_fused_bn_add_relu(ctx, f);

@@ -18,11 +18,13 @@ void batched_matmul(Context& ctx, const BatchedMatmulParams& p, const Tensor& a,
   const cublasOperation_t op_a = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int64_t ldb = p.trans_b ? k : n, lda = p.trans_a ? m : k;
   HalfOperands operands(ctx, {b.numel(), a.numel()});
-  const void* bv = operands.operand(0, static_cast<const float*>(b.raw()));
-  const void* av = operands.operand(1, static_cast<const float*>(a.raw()));
+  const void* bv = operands.operand(0, b);
+  const void* av = operands.operand(1, a);
+  Fp32Result c32(ctx, c);  // a 16-bit c (16-bit storage) is rounded from fp32 once
   gemm_strided_batched(ctx, op_b, op_a, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), p.alpha, bv,
-                       static_cast<int>(ldb), k * n, av, static_cast<int>(lda), m * k, 0.0f,
-                       static_cast<float*>(c.raw()), static_cast<int>(n), m * n, static_cast<int>(batch));
+                       static_cast<int>(ldb), k * n, av, static_cast<int>(lda), m * k, 0.0f, c32.data(),
+                       static_cast<int>(n), m * n, static_cast<int>(batch));
+  c32.store();
 }
 
 }  // namespace scaletrain::ops::cuda

@@ -51,6 +51,43 @@ const void* HalfOperands::operand(int slot, const float* src) {
   return slots_[slot];
 }
 
+const void* HalfOperands::operand(int slot, const Tensor& t) {
+  if (half_) {
+    const DType stored = *storage_format(ctx_.precision()) == HalfFormat::fp16 ? DType::f16 : DType::bf16;
+    if (t.dtype() == stored) return t.raw();
+  }
+  ST_CHECK(t.dtype() == DType::f32,
+           "internal: a " << dtype_name(t.dtype()) << " operand in " << precision_name(ctx_.precision()));
+  return operand(slot, static_cast<const float*>(t.raw()));
+}
+
+namespace {
+HalfFormat format_of(const Tensor& t) { return t.dtype() == DType::f16 ? HalfFormat::fp16 : HalfFormat::bf16; }
+}  // namespace
+
+Fp32Result::Fp32Result(Context& ctx, Tensor& out) : ctx_(ctx), out_(out) {
+  if (!out.defined()) return;
+  if (out.dtype() == DType::f32) {
+    data_ = static_cast<float*>(out.raw());
+    return;
+  }
+  buffer_ = Tensor::empty(out.shape(), DType::f32, out.device());
+  data_ = static_cast<float*>(buffer_.raw());
+}
+
+void Fp32Result::store() {
+  if (!buffer_.defined()) return;
+  launch_cast_to_half(scaletrain::cuda::compute_stream(ctx_), data_, out_.raw(), out_.numel(), format_of(out_));
+}
+
+Tensor fp32_of(Context& ctx, const Tensor& t) {
+  if (t.dtype() == DType::f32) return t;
+  Tensor wide = Tensor::empty(t.shape(), DType::f32, t.device());
+  launch_cast_from_half(scaletrain::cuda::compute_stream(ctx), t.raw(), static_cast<float*>(wide.raw()), t.numel(),
+                        format_of(t));
+  return wide;
+}
+
 void gemm(Context& ctx, cublasOperation_t trans_a, cublasOperation_t trans_b, int m, int n, int k, float alpha,
           const void* a, int lda, const void* b, int ldb, float beta, float* c, int ldc) {
   cublasHandle_t handle = scaletrain::cuda::cublas_handle(ctx);

@@ -5,7 +5,9 @@
 // product runs in cuBLAS's GemmEx with fp32 accumulation (CUBLAS_COMPUTE_32F) on tensor cores,
 // into an fp32 result that the dispatch then rounds as it rounds every 16-bit output. That is the
 // numerics of PyTorch autocast's half GEMMs: products of 16-bit values, exact in fp32, summed in
-// fp32, rounded once.
+// fp32, rounded once. Under 16-bit storage an operand stored in the 16-bit type is used as it
+// is, and a 16-bit result is computed in an fp32 buffer and rounded into it (Fp32Result): the same
+// bits as the dispatch's widening and narrowing.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +30,9 @@ class HalfOperands {
   // The operand for the product: `src` itself under fp32, else its 16-bit copy in slot `slot`
   // (cast on the compute stream).
   const void* operand(int slot, const float* src);
+  // The same from a tensor, which under a mixed precision may already be stored in its 16-bit
+  // type (16-bit storage): then the tensor itself, no copy.
+  const void* operand(int slot, const Tensor& t);
   float* floats() const { return floats_; }
 
  private:
@@ -37,6 +42,25 @@ class HalfOperands {
   char* slots_[4] = {};
   int64_t counts_[4] = {};
 };
+
+// The fp32 buffer a product writes for `out` (16-bit storage: out may be f16 or bf16): out's own
+// data where it is f32, else a fresh fp32 tensor that store() rounds into out once, as the
+// dispatch rounds an fp32 output. An undefined out has none.
+class Fp32Result {
+ public:
+  Fp32Result(Context& ctx, Tensor& out);
+  float* data() const { return data_; }
+  void store();
+
+ private:
+  Context& ctx_;
+  Tensor& out_;
+  Tensor buffer_;
+  float* data_ = nullptr;
+};
+
+// t as fp32 on its device: t itself, or a widened copy of a 16-bit t (exact).
+Tensor fp32_of(Context& ctx, const Tensor& t);
 
 // C (fp32, column-major as cuBLAS sees it) = alpha op(A) op(B) + beta C, with A and B from
 // HalfOperands::operand: SGEMM, or GemmEx on 16-bit operands with fp32 accumulation.

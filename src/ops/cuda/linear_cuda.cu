@@ -19,7 +19,8 @@
 // In fp32 the handle's math mode is CUBLAS_DEFAULT_MATH (device_state.cpp), no TF32 unless the
 // Context allows it (--tf32: CUBLAS_TF32_TENSOR_OP_MATH). Under a mixed precision the three
 // products run on 16-bit copies of x, w and dy, on tensor cores with fp32 accumulation
-// (half_gemm.hpp); the bias and db stay fp32.
+// (half_gemm.hpp); the bias and db stay fp32. Under 16-bit storage x, dy, y and dx may be f16 or
+// bf16 tensors: the products read them as they are and write fp32 buffers rounded into them once.
 // Scalars are host pointers (the handle's default pointer mode, which nothing changes).
 #include <cuda_runtime.h>
 
@@ -71,15 +72,18 @@ void linear_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor
   if (d.n == 0 || d.out == 0) return;  // y is empty
   cudaStream_t stream = scaletrain::cuda::compute_stream(ctx);
   const int64_t y_count = int64_t{d.n} * d.out;
-  broadcast_rows<<<blocks_for(y_count), kThreadsPerBlock, 0, stream>>>(static_cast<const float*>(b.raw()),
-                                                                       static_cast<float*>(y.raw()), d.n, d.out);
+  Fp32Result y32(ctx, y);
+  broadcast_rows<<<blocks_for(y_count), kThreadsPerBlock, 0, stream>>>(static_cast<const float*>(b.raw()), y32.data(),
+                                                                       d.n, d.out);
   ST_CHECK_LAUNCH();
-  if (d.in == 0) return;  // x w^T is a sum over nothing: y = b
-  HalfOperands operands(ctx, {w.numel(), x.numel()});
-  const void* wa = operands.operand(0, static_cast<const float*>(w.raw()));
-  const void* xa = operands.operand(1, static_cast<const float*>(x.raw()));
-  gemm(ctx, CUBLAS_OP_T, CUBLAS_OP_N, d.out, d.n, d.in, 1.0f, wa, ld(d.in), xa, ld(d.in), 1.0f,
-       static_cast<float*>(y.raw()), ld(d.out));
+  if (d.in > 0) {  // else x w^T is a sum over nothing: y = b
+    HalfOperands operands(ctx, {w.numel(), x.numel()});
+    const void* wa = operands.operand(0, w);
+    const void* xa = operands.operand(1, x);
+    gemm(ctx, CUBLAS_OP_T, CUBLAS_OP_N, d.out, d.n, d.in, 1.0f, wa, ld(d.in), xa, ld(d.in), 1.0f, y32.data(),
+         ld(d.out));
+  }
+  y32.store();
 }
 
 void linear_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
@@ -94,18 +98,23 @@ void linear_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tenso
   }
   cublasHandle_t handle = scaletrain::cuda::cublas_handle(ctx);
   const float one = 1.0f, zero = 0.0f;
-  const float* dyp = static_cast<const float*>(dy.raw());
+  // db's sum reads dy in fp32 (a 16-bit dy widened for it, exactly).
+  const Tensor dy32 = fp32_of(ctx, dy);
+  const float* dyp = static_cast<const float*>(dy32.raw());
+  Fp32Result dx32(ctx, dx);
   // One scratch for the ones of db (below) and the 16-bit copies of a mixed precision.
   HalfOperands operands(ctx, {dy.numel(), w.numel(), x.numel()}, d.n);
   if (d.in > 0) {
-    const void* dya = operands.operand(0, dyp);
+    const void* dya = operands.operand(0, dy);
     if (dx.defined())
-      gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_N, d.in, d.n, d.out, 1.0f,
-           operands.operand(1, static_cast<const float*>(w.raw())), ld(d.in), dya, ld(d.out), 0.0f,
-           static_cast<float*>(dx.raw()), ld(d.in));
-    gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_T, d.in, d.out, d.n, 1.0f, operands.operand(2, static_cast<const float*>(x.raw())),
-         ld(d.in), dya, ld(d.out), 0.0f, static_cast<float*>(dw.raw()), ld(d.in));
+      gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_N, d.in, d.n, d.out, 1.0f, operands.operand(1, w), ld(d.in), dya, ld(d.out),
+           0.0f, dx32.data(), ld(d.in));
+    gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_T, d.in, d.out, d.n, 1.0f, operands.operand(2, x), ld(d.in), dya, ld(d.out), 0.0f,
+         static_cast<float*>(dw.raw()), ld(d.in));
+  } else if (dx.defined()) {
+    dx.zero();  // a product over nothing (IN = 0: dx is empty anyway)
   }
+  dx32.store();
   // db = dy^T . ones(N) in fp32; the ones live in the op's scratch, filled on the same stream.
   float* ones = operands.floats();
   fill_ones<<<blocks_for(d.n), kThreadsPerBlock, 0, scaletrain::cuda::compute_stream(ctx)>>>(ones, d.n);
