@@ -9,9 +9,9 @@
 #include <utility>
 
 #include "scaletrain/core/error.hpp"
-#include "scaletrain/ops/cast.hpp"
 #include "scaletrain/ops/activation.hpp"
 #include "scaletrain/ops/batched_matmul.hpp"
+#include "scaletrain/ops/cast.hpp"
 #include "scaletrain/ops/embedding.hpp"
 #include "scaletrain/ops/swap_axes.hpp"
 #include "scaletrain/ops/token_embedding.hpp"

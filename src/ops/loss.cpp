@@ -43,7 +43,8 @@ CountCorrectFn count_correct;
 const Op<CountCorrectFn> count_correct_op{"count_correct", {cpu::count_correct}, {ST_CUDA_KERNEL(cuda::count_correct)}};
 namespace {
 
-// Checks logits (N, K) f32 (or the mixed precision's 16-bit format) with K > 0 and labels (N) i32, both on the context's device.
+// Checks logits (N, K) f32 (or the mixed precision's 16-bit format) with K > 0 and labels (N) i32, both on the
+// context's device.
 void check_logits_labels(const Context& ctx, const Tensor& logits, const Tensor& labels, const char* op) {
   ST_CHECK(logits.defined() && logits.ndim() == 2,
            op << ": logits must be (N, K), got " << (logits.defined() ? shape_string(logits.shape()) : "undefined"));

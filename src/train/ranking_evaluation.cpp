@@ -33,8 +33,8 @@ UserSlice ranking_user_slice(int64_t rows, int64_t users_per_batch, int rank, in
 
 Tensor score_pairs(Context& ctx, models::NeuMF& model, const Tensor& users, const Tensor& items, Tensor& device_users,
                    Tensor& device_items) {
-  const Tensor logits = ops::as_f32(
-      ctx, model.forward(ctx, on_context_device(ctx, users, device_users), on_context_device(ctx, items, device_items)));
+  const Tensor logits = ops::as_f32(ctx, model.forward(ctx, on_context_device(ctx, users, device_users),
+                                                       on_context_device(ctx, items, device_items)));
   return logits.device() == Device::cpu ? logits : logits.to(Device::cpu);
 }
 

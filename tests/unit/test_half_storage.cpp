@@ -196,7 +196,8 @@ BOOST_AUTO_TEST_CASE(fp32_refuses_16_bit_tensors_naming_the_op) {
     ops::relu_forward(ctx, x, y);
     BOOST_FAIL("an f16 tensor in fp32 ran");
   } catch (const std::exception& e) {
-    BOOST_TEST(std::string(e.what()).find("relu_forward: x must be float32, got float16") != std::string::npos, e.what());
+    BOOST_TEST(std::string(e.what()).find("relu_forward: x must be float32, got float16") != std::string::npos,
+               e.what());
   }
   // Under amp-bf16, an f16 tensor is the wrong format.
   ctx.set_precision(st::Precision::amp_bf16);

@@ -41,14 +41,14 @@ struct TrainSummary {
   int threads_per_rank = 0;
   Json config, dataset, topology, preflight, staging;
   int64_t global_batch = 0, steps_per_epoch = 0;
-  int accumulate_steps = 1;        // micro-batches per optimizer step
-  Json optimizer;                  // the optimizer's describe(): name (sgd | lars) and hyper-parameters
-  Json loss_scale;                 // the loss scaler's state at the end (LossScaler::to_json), or null
-  std::string precision = "fp32";  // --precision
+  int accumulate_steps = 1;                  // micro-batches per optimizer step
+  Json optimizer;                            // the optimizer's describe(): name (sgd | lars) and hyper-parameters
+  Json loss_scale;                           // the loss scaler's state at the end (LossScaler::to_json), or null
+  std::string precision = "fp32";            // --precision
   std::string activation_dtype = "float32";  // Context::activation_dtype: float16 or bfloat16 under a mixed precision
-  int64_t steps = 0;               // optimizer steps of the whole run
-  int64_t samples_trained = 0;     // training samples of the whole run, all ranks
-  int64_t units_trained = 0;       // in the task's unit (work_unit): samples, or tokens for translation
+  int64_t steps = 0;                         // optimizer steps of the whole run
+  int64_t samples_trained = 0;               // training samples of the whole run, all ranks
+  int64_t units_trained = 0;                 // in the task's unit (work_unit): samples, or tokens for translation
   std::string work_unit = "samples";
   std::string status;     // completed | target_reached | max_steps | interrupted
   Json epochs, segments;  // history, this segment included
