@@ -19,6 +19,7 @@
 #include "scaletrain/train/trainer.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -28,6 +29,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "scaletrain/backend/device_staging.hpp"
 #include "scaletrain/backend/nvtx.hpp"
@@ -185,6 +187,19 @@ void record_run_state(const RunState& state, report::TrainSummary& s) {
   s.total_time_s = state.results.clock_s;
 }
 
+// The test hook SCALETRAIN_TEST_STEP_DELAY_MS=N: each step ends N ms later (0 to 10000), so that a
+// test's signal lands mid-epoch however fast the machine runs the step (cli.train_resume).
+int step_delay_ms() {
+  const char* hook = std::getenv("SCALETRAIN_TEST_STEP_DELAY_MS");
+  if (hook == nullptr || *hook == '\0') return 0;
+  char* end = nullptr;
+  const long ms = std::strtol(hook, &end, 10);
+  ST_CHECK(
+      *end == '\0' && ms >= 0 && ms <= 10000,
+      "SCALETRAIN_TEST_STEP_DELAY_MS='" << hook << "' is not a number of milliseconds from 0 to 10000 (a test hook)");
+  return static_cast<int>(ms);
+}
+
 // One job segment of a run.
 class Training {
  public:
@@ -251,7 +266,8 @@ class Training {
   Json preflight_;
   std::unique_ptr<MlperfRecorder> mlperf_;  // rank 0's mllog.txt
   int threads_ = 1;
-  int64_t total_steps_ = 0;  // this run's: all epochs, or --max-steps
+  int step_delay_ms_ = step_delay_ms();  // the test hook SCALETRAIN_TEST_STEP_DELAY_MS
+  int64_t total_steps_ = 0;              // this run's: all epochs, or --max-steps
   int64_t global_batch_ = 0;
   int64_t micro_batch_ = 0;  // samples per rank per forward/backward (batch_size / accumulate_steps)
 
@@ -575,6 +591,7 @@ void Training::train_step() {
   const StepEnd end{pos, state_->steps_per_epoch, total_steps_, cfg_.epochs, batch_, work.units, loss,
                     lr,  clock.elapsed()};
   for (TrainingObserver* o : observers_) o->on_step_end(end);
+  if (step_delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms_));
 }
 
 // A step whose gradients held an inf or NaN after the all-reduce (every rank skipped it): said at

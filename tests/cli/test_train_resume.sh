@@ -54,7 +54,9 @@ report_check "$T/ref" 'r["status"] == "completed" and r["steps"] == 150 and r["c
 "${CK[@]}" verify "$T/ref"
 
 echo "== SIGUSR1 to rank 1 alone, mid-epoch"
-"${ON2[@]}" --batch-size 16 --output-dir "$T/run" >"$T/run1.log" 2>&1 &
+# Each step 20 ms longer (the test hook SCALETRAIN_TEST_STEP_DELAY_MS, which changes no value): on a
+# fast machine the 150 steps otherwise end before the signal lands mid-epoch.
+SCALETRAIN_TEST_STEP_DELAY_MS=20 "${ON2[@]}" --batch-size 16 --output-dir "$T/run" >"$T/run1.log" 2>&1 &
 job=$!
 wait_for "$T/run1.log" "epoch 1/2  step 20/75"
 kill -USR1 "$(rank_pid 1)"
@@ -74,12 +76,16 @@ report_check "$T/run" '[e["epoch"] for e in r["epochs"]] == [1, 2] and r["sample
 "${CK[@]}" same "$T/ref" "$T/run"
 echo "ok: interrupted and resumed run is bitwise equal to the uninterrupted one"
 
+expect_failure "a bad step delay" "SCALETRAIN_TEST_STEP_DELAY_MS='soon' is not a number of milliseconds" \
+  env SCALETRAIN_TEST_STEP_DELAY_MS=soon "${ON2[@]}" --batch-size 16 --output-dir "$T/delay"
+
 echo "== resuming a complete run does nothing"
 out=$("${ON2[@]}" --batch-size 16 --output-dir "$T/run" --resume auto 2>&1) || fail "resume of a complete run: $out"
 grep -q "already complete (step 150 of 150); nothing to do" <<<"$out" || fail "no 'already complete': $out"
 
 echo "== SIGTERM at 4 ranks with collective reads, resume at 2 (global batch 32 kept)"
-"${ON4[@]}" --batch-size 8 --output-dir "$T/four" --io mpiio-collective >"$T/four.log" 2>&1 &
+SCALETRAIN_TEST_STEP_DELAY_MS=20 "${ON4[@]}" --batch-size 8 --output-dir "$T/four" --io mpiio-collective \
+  >"$T/four.log" 2>&1 &
 job=$!
 wait_for "$T/four.log" "epoch 1/2  step 30/75"
 kill -TERM "$(rank_pid 0)"
