@@ -87,9 +87,10 @@ RecommendationBatches::RecommendationBatches(const RecommendationSplit& train, i
                                                    << " per rank: every rank needs at least one full batch");
   rank_begin_ = static_cast<int64_t>(rank) * per_rank;
   steps_per_window_ = std::max<int64_t>(1, std::min(steps_, kWindowSamples / batch_size));
-  window_users_ = Tensor::empty({steps_per_window_ * batch_size}, DType::i32);
-  window_items_ = Tensor::empty({steps_per_window_ * batch_size}, DType::i32);
-  window_labels_ = Tensor::empty({steps_per_window_ * batch_size}, DType::f32);
+  // Pinned where a GPU is open (copied to it ahead of each step: --input-copy overlap).
+  window_users_ = Tensor::empty_pinned({steps_per_window_ * batch_size}, DType::i32);
+  window_items_ = Tensor::empty_pinned({steps_per_window_ * batch_size}, DType::i32);
+  window_labels_ = Tensor::empty_pinned({steps_per_window_ * batch_size}, DType::f32);
   cache_positive_.assign(kCacheEntries, -1);
   cache_negatives_.resize(static_cast<size_t>(kCacheEntries) * per_positive_);
 }

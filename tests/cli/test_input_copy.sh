@@ -7,6 +7,7 @@
 #    starts at its step);
 #  - report.json's data.input_copy says what was asked and what ran, and what the upload did; the
 #    start-up line says it;
+#  - ncf's batches (users, items, labels) the same way;
 #  - a bad value is refused, naming the option.
 # On a GPU, overlap is the default; gpu.resnet20_training compares it with inline there, and
 # gpu.observability shows the copy running beside compute.
@@ -50,6 +51,17 @@ echo "== stopped at step 6 and resumed with overlap: the same end"
 # The resumed segment copied its 14 batches.
 report_check "$T/resumed" 'c["batches"] == 14'
 echo "ok: resumed mid-epoch, bitwise"
+
+echo "== ncf (users, items and labels copied ahead): the same bits too"
+"$BIN/scaletrain-data" synthetic --task recommendation --users 200 --items 300 --groups 10 --positives-per-user 8 \
+  --eval-negatives 20 --output "$T/ratings" >/dev/null
+NCF=(timeout 300 mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model ncf --data "$T/ratings" --batch-size 64
+  --threads 1 --epochs 2 --log-every 0 --eval-every 0)
+"${NCF[@]}" --output-dir "$T/ncf-auto" >"$T/ncf-auto.log"
+"${NCF[@]}" --output-dir "$T/ncf-overlap" --input-copy overlap >"$T/ncf-overlap.log"
+"${CK[@]}" same "$T/ncf-auto" "$T/ncf-overlap"
+report_check "$T/ncf-overlap" 'c["used"] == "overlap" and c["copies"] == 3 * c["batches"] and c["serialized"] == 2'
+echo "ok: ncf"
 
 echo "== a bad value"
 BAD=("$BIN/scaletrain" train --model resnet20 --data "$T/images" --output-dir "$T/bad" --input-copy sideways)
