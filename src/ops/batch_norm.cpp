@@ -104,12 +104,11 @@ void check_params(const BatchNormParams& p, const char* op) {
   ST_CHECK(p.momentum >= 0.0f && p.momentum <= 1.0f, op << ": momentum must be in [0, 1], got " << p.momentum);
 }
 
-}  // namespace
-
-void batch_norm_forward_training(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
-                                 const Tensor& beta, Tensor& running_mean, Tensor& running_var, Tensor& y,
-                                 Tensor& saved_mean, Tensor& saved_inv_std) {
-  const char* op = "batch_norm_forward_training";
+// Batch norm's training forward arguments (also the fused op's): x (..., C) with more than one
+// value per channel, the per-channel tensors of C, y of x's shape.
+void check_training_forward(const Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
+                            const Tensor& beta, const Tensor& running_mean, const Tensor& running_var, const Tensor& y,
+                            const Tensor& saved_mean, const Tensor& saved_inv_std, const char* op) {
   check_params(p, op);
   const int64_t c = check_input(ctx, x, op);
   // As PyTorch: the unbiased variance of a single value is undefined.
@@ -123,6 +122,15 @@ void batch_norm_forward_training(Context& ctx, const BatchNormParams& p, const T
   check_channel_tensor(ctx, saved_inv_std, c, op, "saved_inv_std");
   check_tensor(ctx, y, op, "y");
   check_shape(y, x.shape(), op, "y");
+}
+
+}  // namespace
+
+void batch_norm_forward_training(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
+                                 const Tensor& beta, Tensor& running_mean, Tensor& running_var, Tensor& y,
+                                 Tensor& saved_mean, Tensor& saved_inv_std) {
+  check_training_forward(ctx, p, x, gamma, beta, running_mean, running_var, y, saved_mean, saved_inv_std,
+                         "batch_norm_forward_training");
   return batch_norm_forward_training_op(ctx, p, x, gamma, beta, running_mean, running_var, y, saved_mean,
                                         saved_inv_std);
 }
@@ -165,20 +173,9 @@ void batch_norm_add_relu_forward_training(Context& ctx, const BatchNormParams& p
                                           Tensor& running_var, Tensor& y, Tensor& saved_mean, Tensor& saved_inv_std,
                                           Tensor& reserve) {
   const char* op = "batch_norm_add_relu_forward_training";
-  check_params(p, op);
-  const int64_t c = check_input(ctx, x, op);
-  ST_CHECK(x.numel() / c > 1,
-           op << ": training needs more than one value per channel, got x " << shape_string(x.shape()));
+  check_training_forward(ctx, p, x, gamma, beta, running_mean, running_var, y, saved_mean, saved_inv_std, op);
   check_tensor(ctx, z, op, "z");
   check_shape(z, x.shape(), op, "z");
-  check_channel_tensor(ctx, gamma, c, op, "gamma");
-  check_channel_tensor(ctx, beta, c, op, "beta");
-  check_channel_tensor(ctx, running_mean, c, op, "running_mean");
-  check_channel_tensor(ctx, running_var, c, op, "running_var");
-  check_channel_tensor(ctx, saved_mean, c, op, "saved_mean");
-  check_channel_tensor(ctx, saved_inv_std, c, op, "saved_inv_std");
-  check_tensor(ctx, y, op, "y");
-  check_shape(y, x.shape(), op, "y");
   check_no_overlap(y, x, op, "y", "x");
   check_no_overlap(y, z, op, "y", "z");
   ST_CHECK(!reserve.defined() || (reserve.dtype() == DType::u8 && reserve.device() == ctx.device()),

@@ -19,13 +19,13 @@ CastFn cast_from_half;
 RoundFn round_to_half;
 }  // namespace cuda
 // No rounding at the dispatch: cast_to_half's output is 16-bit already, cast_from_half's exact.
-const Op<CastFn> cast_to_half_op{
-    "cast_to_half", {cpu::cast_to_half}, {ST_CUDA_KERNEL(cuda::cast_to_half)}, AmpOutputs::none(), "f32 to f16, bf16"};
-const Op<CastFn> cast_from_half_op{"cast_from_half",
-                                   {cpu::cast_from_half},
-                                   {ST_CUDA_KERNEL(cuda::cast_from_half)},
-                                   AmpOutputs::none(),
-                                   "f16, bf16 to f32"};
+// Both read or write 16-bit tensors themselves: they are the dispatch's widening and narrowing.
+const Op<CastFn> cast_to_half_op{"cast_to_half", with_half_storage<CastFn>({cpu::cast_to_half}),
+                                 with_half_storage<CastFn>({ST_CUDA_KERNEL(cuda::cast_to_half)}), AmpOutputs::none(),
+                                 "f32 to f16, bf16"};
+const Op<CastFn> cast_from_half_op{"cast_from_half", with_half_storage<CastFn>({cpu::cast_from_half}),
+                                   with_half_storage<CastFn>({ST_CUDA_KERNEL(cuda::cast_from_half)}),
+                                   AmpOutputs::none(), "f16, bf16 to f32"};
 // Its output is the rounding itself: the dispatch must not round it again (nor could: it is the
 // rounding the dispatch calls).
 const Op<RoundFn> round_to_half_op{"round_to_half",
@@ -35,8 +35,6 @@ const Op<RoundFn> round_to_half_op{"round_to_half",
                                    "f32 (values of f16, bf16)"};
 
 namespace {
-
-bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
 
 // x and y defined, on the context's device, of one shape, not overlapping; `half` the one of
 // them that must be 16-bit, the other f32.
@@ -50,7 +48,8 @@ void check_cast(const Context& ctx, const Tensor& x, const Tensor& y, const char
   const Tensor& full = x_is_half ? y : x;
   const char* half_name = x_is_half ? "x" : "y";
   const char* full_name = x_is_half ? "y" : "x";
-  ST_CHECK(is_half(half.dtype()), op << ": " << half_name << " must be f16 or bf16, got " << dtype_name(half.dtype()));
+  ST_CHECK(is_half_dtype(half.dtype()),
+           op << ": " << half_name << " must be f16 or bf16, got " << dtype_name(half.dtype()));
   ST_CHECK(full.dtype() == DType::f32, op << ": " << full_name << " must be float32, got " << dtype_name(full.dtype()));
   check_shape(y, x.shape(), op, "y");
   check_no_overlap(y, x, op, "y", "x");
@@ -81,7 +80,7 @@ void round_to_half(Context& ctx, Tensor& x, HalfFormat format) {
 }
 
 Tensor as_f32(Context& ctx, const Tensor& t) {
-  if (!is_half(t.dtype())) return t;
+  if (!is_half_dtype(t.dtype())) return t;
   Tensor wide = Tensor::empty(t.shape(), DType::f32, t.device());
   cast_from_half(ctx, t, wide);
   return wide;

@@ -32,6 +32,7 @@
 #include "ops/op_checks.hpp"
 #include "scaletrain/backend/context.hpp"
 #include "scaletrain/config.hpp"
+#include "scaletrain/ops/cast.hpp"
 #include "scaletrain/ops/registry.hpp"
 
 namespace scaletrain::ops {
@@ -109,11 +110,10 @@ void round_amp_output(Context& ctx, Tensor& t);
 // 16-bit storage (Context::activation_dtype) for kernels that compute in fp32: the dispatch hands
 // such a kernel each f16 or bf16 tensor widened into an fp32 copy (exact), and narrows each
 // 16-bit output back from its copy (one rounding, ties to even): the bits of the same kernel on
-// fp32 tensors that held the 16-bit values, rounded after it. A kernel whose op lists f16 among
-// its dtypes, or whose kernel is marked with_half_storage, reads and writes 16-bit tensors itself.
+// fp32 tensors that held the 16-bit values, rounded after it. A kernel marked with_half_storage
+// reads and writes 16-bit tensors itself. The widening is ops::as_f32, the narrowing
+// ops::cast_to_half (ops/cast.hpp).
 bool is_half_dtype(DType dtype);
-Tensor widened(Context& ctx, const Tensor& t);                  // an fp32 copy of a 16-bit tensor
-void narrow_into(Context& ctx, const Tensor& wide, Tensor& t);  // wide rounded into 16-bit t
 
 // One argument of a kernel call, as the kernel sees it under 16-bit storage: a Tensor (or a
 // vector of them) that is 16-bit becomes its fp32 copy, narrowed back after the call where the
@@ -131,7 +131,7 @@ template <typename T>
 struct HalfAdaptedTensor {
   T& original;
   Tensor wide;
-  HalfAdaptedTensor(Context& ctx, T& t) : original(t), wide(is_half_dtype(t.dtype()) ? widened(ctx, t) : t) {}
+  HalfAdaptedTensor(Context& ctx, T& t) : original(t), wide(as_f32(ctx, t)) {}
   T& get_original() { return original; }
 };
 
@@ -148,7 +148,7 @@ struct HalfAdapted<Tensor&> : HalfAdaptedTensor<Tensor> {
   HalfAdapted(Context& ctx, Tensor& t) : HalfAdaptedTensor(ctx, t) {}
   Tensor& get() { return wide; }
   void finish(Context& ctx) {
-    if (is_half_dtype(original.dtype())) narrow_into(ctx, wide, original);
+    if (is_half_dtype(original.dtype())) cast_to_half(ctx, wide, original);
   }
   static bool half(const Tensor& t) { return is_half_dtype(t.dtype()); }
 };
@@ -164,7 +164,7 @@ struct HalfAdaptedVector {
   std::vector<Tensor> wide;
   HalfAdaptedVector(Context& ctx, V& v) : original(v) {
     wide.reserve(v.size());
-    for (const Tensor& t : v) wide.push_back(is_half_dtype(t.dtype()) ? widened(ctx, t) : t);
+    for (const Tensor& t : v) wide.push_back(as_f32(ctx, t));
   }
   static bool half(const std::vector<Tensor>& v) {
     for (const Tensor& t : v)
@@ -184,7 +184,7 @@ struct HalfAdapted<const std::vector<Tensor>&> : HalfAdaptedVector<const std::ve
     for (std::size_t i = 0; i < original.size(); ++i)
       if (is_half_dtype(original[i].dtype())) {
         Tensor target = original[i];
-        narrow_into(ctx, wide[i], target);
+        cast_to_half(ctx, wide[i], target);
       }
   }
 };
@@ -195,7 +195,7 @@ struct HalfAdapted<std::vector<Tensor>&> : HalfAdaptedVector<std::vector<Tensor>
   std::vector<Tensor>& get() { return wide; }
   void finish(Context& ctx) {
     for (std::size_t i = 0; i < original.size(); ++i)
-      if (is_half_dtype(original[i].dtype())) narrow_into(ctx, wide[i], original[i]);
+      if (is_half_dtype(original[i].dtype())) cast_to_half(ctx, wide[i], original[i]);
   }
 };
 // The dispatcher's answer for a kernel that does not run in the context's precision (it runs in
@@ -206,7 +206,7 @@ template <typename Fn>
 class Op {
  public:
   Op(const char* name, Kernel<Fn> cpu, Kernel<Fn> cuda, AmpOutputs amp = AmpOutputs::all(), const char* dtypes = "f32")
-      : name_(name), amp_(amp), takes_half_(std::string(dtypes).find("f16") != std::string::npos) {
+      : name_(name), amp_(amp) {
     kernels_[device_index(Device::cpu)] = cpu;
     kernels_[device_index(Device::cuda)] = cuda;
     OpInfo info;
@@ -217,7 +217,7 @@ class Op {
       info.declared[d] = kernels_[d].declared;
       info.deterministic[d] = info.declared[d] && kernels_[d].deterministic;
       info.precisions[d] = info.declared[d] ? kernels_[d].precisions : 0u;
-      info.half_storage[d] = info.declared[d] && (kernels_[d].half_storage || takes_half_);
+      info.half_storage[d] = info.declared[d] && kernels_[d].half_storage;
     }
     register_op(info);
   }
@@ -232,7 +232,7 @@ class Op {
       no_kernel_in_precision(name_, ctx.device(), ctx.precision(), kernels_[d].precisions);
     const OpScope scope(name_);
     using Result = decltype(kernels_[d].fn(ctx, std::forward<Args>(args)...));
-    if (!takes_half_ && !kernels_[d].half_storage && (HalfAdapted<Args>::half(args) || ...))
+    if (!kernels_[d].half_storage && (HalfAdapted<Args>::half(args) || ...))
       return call_widened(kernels_[d].fn, ctx, std::forward<Args>(args)...);
     if constexpr (std::is_void_v<Result>) {
       kernels_[d].fn(ctx, std::forward<Args>(args)...);
@@ -281,7 +281,6 @@ class Op {
 
   const char* name_;
   AmpOutputs amp_;
-  bool takes_half_;  // its dtypes list f16: its kernels read and write 16-bit tensors themselves
   Kernel<Fn> kernels_[kNumDevices];
 };
 

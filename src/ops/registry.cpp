@@ -162,14 +162,6 @@ void round_amp_output(Context& ctx, Tensor& t) {
 
 bool is_half_dtype(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
 
-Tensor widened(Context& ctx, const Tensor& t) {
-  Tensor wide = Tensor::empty(t.shape(), DType::f32, t.device());
-  cast_from_half(ctx, t, wide);
-  return wide;
-}
-
-void narrow_into(Context& ctx, const Tensor& wide, Tensor& t) { cast_to_half(ctx, wide, t); }
-
 void no_kernel_in_precision(const char* op, Device device, Precision precision, PrecisionSet runs_in) {
   ST_THROW(op << ": its " << device_name(device) << " kernel runs in " << precision_list(runs_in) << ", not in "
               << precision_name(precision) << " (--precision)");

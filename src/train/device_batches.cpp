@@ -83,16 +83,15 @@ bool DeviceBatches::stage_next() {
 // batches whose length changes).
 bool DeviceBatches::fit_buffer(int b, const Batch& host) {
   Batch& dst = buffers_[static_cast<std::size_t>(b)];
+  const std::vector<std::string> had = dst.names();
   Batch fitted;
   bool fresh = false;
   for (const std::string& name : host.names()) {
     const Tensor& src = host.at(name);
     const bool on_device = std::find(device_keys_.begin(), device_keys_.end(), name) != device_keys_.end();
     const Device where = on_device ? device_ : Device::cpu;
-    const std::vector<std::string> had = dst.names();
-    const bool known = std::find(had.begin(), had.end(), name) != had.end();
     Tensor& t = fitted.slot(name);
-    if (known) t = dst.at(name);
+    if (std::find(had.begin(), had.end(), name) != had.end()) t = dst.at(name);
     if (!t.defined() || t.shape() != src.shape() || t.dtype() != src.dtype() || t.device() != where) {
       t = Tensor::empty(src.shape(), src.dtype(), where);
       fresh = fresh || on_device;

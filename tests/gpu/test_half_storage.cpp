@@ -98,6 +98,19 @@ void compare(st::Context& ctx, const Format& f, const st::Tensor& got, const st:
                 detail);
 }
 
+// Batch norm's per-channel tensors of C on ctx's device: running mean 0 and variance 1, the
+// saved statistics and the parameter gradients to be written.
+void channel_tensors(st::Context& ctx, int64_t c, st::Tensor& rm, st::Tensor& rv, st::Tensor& sm, st::Tensor& si,
+                     st::Tensor& dg, st::Tensor& db) {
+  rm = st::Tensor::zeros({c}, st::DType::f32).to(ctx.device());
+  rv = f32_on(ctx, {c});
+  rv.fill(1.0f);
+  sm = f32_on(ctx, {c});
+  si = f32_on(ctx, {c});
+  dg = f32_on(ctx, {c});
+  db = f32_on(ctx, {c});
+}
+
 void check_elementwise(st::Context& ctx, const Format& f) {
   const st::Shape s{4, 5, 6, 7};
   Pair x = random_pair(ctx, f, s, 1), y = random_pair(ctx, f, s, 2), dy = random_pair(ctx, f, s, 3);
@@ -176,15 +189,7 @@ void check_batch_norm(st::Context& ctx, const Format& f, bool mixed) {
   Pair x = random_pair(ctx, f, {4, 5, 5, c}, 40, 3.0), dy = random_pair(ctx, f, {4, 5, 5, c}, 41);
   Pair gamma = random_pair(ctx, f, {c}, 42), beta = random_pair(ctx, f, {c}, 43);
   st::Tensor rm[2], rv[2], sm[2], si[2], dg[2], db[2];
-  for (int k = 0; k < 2; ++k) {
-    rm[k] = st::Tensor::zeros({c}, st::DType::f32).to(ctx.device());
-    rv[k] = f32_on(ctx, {c});
-    rv[k].fill(1.0f);
-    sm[k] = f32_on(ctx, {c});
-    si[k] = f32_on(ctx, {c});
-    dg[k] = f32_on(ctx, {c});
-    db[k] = f32_on(ctx, {c});
-  }
+  for (int k = 0; k < 2; ++k) channel_tensors(ctx, c, rm[k], rv[k], sm[k], si[k], dg[k], db[k]);
   st::Tensor y32 = f32_on(ctx, x.wide.shape());
   st::Tensor y16 = mixed ? f32_on(ctx, x.wide.shape()) : half_on(ctx, f, x.wide.shape());
   ops::batch_norm_forward_training(ctx, p, x.wide, gamma.wide, beta.wide, rm[0], rv[0], y32, sm[0], si[0]);
@@ -218,15 +223,7 @@ void check_fused_bn_add_relu(st::Context& ctx, const Format& f) {
   Pair x = random_pair(ctx, f, s, 50, 3.0), z = random_pair(ctx, f, s, 51), dy = random_pair(ctx, f, s, 52);
   Pair gamma = random_pair(ctx, f, {c}, 53), beta = random_pair(ctx, f, {c}, 54);
   st::Tensor rm[2], rv[2], sm[2], si[2], dg[2], db[2];
-  for (int k = 0; k < 2; ++k) {
-    rm[k] = st::Tensor::zeros({c}, st::DType::f32).to(ctx.device());
-    rv[k] = f32_on(ctx, {c});
-    rv[k].fill(1.0f);
-    sm[k] = f32_on(ctx, {c});
-    si[k] = f32_on(ctx, {c});
-    dg[k] = f32_on(ctx, {c});
-    db[k] = f32_on(ctx, {c});
-  }
+  for (int k = 0; k < 2; ++k) channel_tensors(ctx, c, rm[k], rv[k], sm[k], si[k], dg[k], db[k]);
   // The three ops.
   st::Tensor y3 = half_on(ctx, f, s), dz3 = half_on(ctx, f, s), dx3 = half_on(ctx, f, s);
   ops::batch_norm_forward_training(ctx, p, x.half, gamma.wide, beta.wide, rm[0], rv[0], y3, sm[0], si[0]);
@@ -267,14 +264,8 @@ void check_fused_bn_add_relu_fp32(st::Context& ctx) {
     return t.to(ctx.device());
   };
   const st::Tensor x = random(s), z = random(s), gamma = random({c}), beta = random({c});
-  st::Tensor rm[2], rv[2], sm[2], si[2];
-  for (int k = 0; k < 2; ++k) {
-    rm[k] = st::Tensor::zeros({c}, st::DType::f32).to(ctx.device());
-    rv[k] = f32_on(ctx, {c});
-    rv[k].fill(1.0f);
-    sm[k] = f32_on(ctx, {c});
-    si[k] = f32_on(ctx, {c});
-  }
+  st::Tensor rm[2], rv[2], sm[2], si[2], dg[2], db[2];
+  for (int k = 0; k < 2; ++k) channel_tensors(ctx, c, rm[k], rv[k], sm[k], si[k], dg[k], db[k]);
   st::Tensor y3 = f32_on(ctx, s), y1 = f32_on(ctx, s), reserve;
   ops::batch_norm_forward_training(ctx, p, x, gamma, beta, rm[0], rv[0], y3, sm[0], si[0]);
   ops::add_forward(ctx, y3, z, y3);

@@ -131,27 +131,6 @@ bool accepted(cudnnStatus_t status, const Tensor& x, Path path = Path::plain) {
   return true;
 }
 
-HalfFormat format_of(const Tensor& t) { return t.dtype() == DType::f16 ? HalfFormat::fp16 : HalfFormat::bf16; }
-
-// An fp32 view of an activation tensor for the fallback: t itself in fp32, else a widened copy.
-Tensor fp32_copy(Context& ctx, const Tensor& t) {
-  if (t.dtype() == DType::f32) return t;
-  Tensor wide = Tensor::empty(t.shape(), DType::f32, t.device());
-  launch_cast_from_half(scaletrain::cuda::compute_stream(ctx), t.raw(), static_cast<float*>(wide.raw()), t.numel(),
-                        format_of(t));
-  return wide;
-}
-
-// An fp32 output for the fallback (t itself in fp32, else fresh), and its rounding back into t.
-Tensor fp32_output(const Tensor& t) {
-  return t.dtype() == DType::f32 ? t : Tensor::empty(t.shape(), DType::f32, t.device());
-}
-void narrow_back(Context& ctx, const Tensor& wide, Tensor& t) {
-  if (t.dtype() == DType::f32) return;
-  launch_cast_to_half(scaletrain::cuda::compute_stream(ctx), static_cast<const float*>(wide.raw()), t.raw(), t.numel(),
-                      format_of(t));
-}
-
 void check_eps(const BatchNormParams& p, const char* op) {
   ST_CHECK(static_cast<double>(p.eps) >= CUDNN_BN_MIN_EPSILON,
            op << ": cuDNN needs eps >= " << CUDNN_BN_MIN_EPSILON << ", got " << p.eps);
@@ -194,11 +173,12 @@ void batch_norm_forward_training(Context& ctx, const BatchNormParams& p, const T
     }
     if (accepted(status, x)) return;
   }
-  const Tensor x32 = fp32_copy(ctx, x);
-  Tensor y32 = fp32_output(y);
-  cuda::batch_norm_forward_training(ctx, p, x32, gamma, beta, running_mean, running_var, y32, saved_mean,
+  const Tensor x32 = fp32_of(ctx, x);
+  Fp32Result y32(ctx, y);
+  Tensor y32_tensor = y32.tensor();
+  cuda::batch_norm_forward_training(ctx, p, x32, gamma, beta, running_mean, running_var, y32_tensor, saved_mean,
                                     saved_inv_std);
-  narrow_back(ctx, y32, y);
+  y32.store();
 }
 
 void batch_norm_forward_inference(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
@@ -221,10 +201,11 @@ void batch_norm_forward_inference(Context& ctx, const BatchNormParams& p, const 
     }
     if (accepted(status, x)) return;
   }
-  const Tensor x32 = fp32_copy(ctx, x);
-  Tensor y32 = fp32_output(y);
-  cuda::batch_norm_forward_inference(ctx, p, x32, gamma, beta, running_mean, running_var, y32);
-  narrow_back(ctx, y32, y);
+  const Tensor x32 = fp32_of(ctx, x);
+  Fp32Result y32(ctx, y);
+  Tensor y32_tensor = y32.tensor();
+  cuda::batch_norm_forward_inference(ctx, p, x32, gamma, beta, running_mean, running_var, y32_tensor);
+  y32.store();
 }
 
 void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& gamma,
@@ -257,10 +238,11 @@ void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x
     }
     if (accepted(status, x)) return;
   }
-  const Tensor x32 = fp32_copy(ctx, x), dy32 = fp32_copy(ctx, dy);
-  Tensor dx32 = fp32_output(dx);
-  cuda::batch_norm_backward(ctx, p, x32, dy32, gamma, saved_mean, saved_inv_std, dx32, dgamma, dbeta);
-  narrow_back(ctx, dx32, dx);
+  const Tensor x32 = fp32_of(ctx, x), dy32 = fp32_of(ctx, dy);
+  Fp32Result dx32(ctx, dx);
+  Tensor dx32_tensor = dx32.tensor();
+  cuda::batch_norm_backward(ctx, p, x32, dy32, gamma, saved_mean, saved_inv_std, dx32_tensor, dgamma, dbeta);
+  dx32.store();
 }
 
 // ---- batch norm + add + ReLU (issue 26, section 3) ----
@@ -278,22 +260,6 @@ void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x
 // large values (cuDNN's documentation): under dynamic loss scaling such a step is skipped and the
 // scale halved, as for any overflow. docs/mixed-precision.md says so.
 namespace {
-
-class ActivationDesc {
- public:
-  ActivationDesc() {
-    ST_CHECK_CUDNN(cudnnCreateActivationDescriptor(&desc_));
-    // NaN propagates, as relu_forward's x < 0 ? 0 : x keeps it.
-    ST_CHECK_CUDNN(cudnnSetActivationDescriptor(desc_, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
-  }
-  ~ActivationDesc() { cudnnDestroyActivationDescriptor(desc_); }
-  ActivationDesc(const ActivationDesc&) = delete;
-  ActivationDesc& operator=(const ActivationDesc&) = delete;
-  cudnnActivationDescriptor_t get() const { return desc_; }
-
- private:
-  cudnnActivationDescriptor_t desc_ = nullptr;
-};
 
 // x, z, y 4-D of one 16-bit type, in a configuration cuDNN has not refused for x's shape.
 bool fused_candidate(std::initializer_list<const Tensor*> tensors) {
@@ -327,7 +293,7 @@ void batch_norm_add_relu_forward_training(Context& ctx, const BatchNormParams& p
   if (fused_candidate({&x, &z, &y})) {
     BatchNormDescs d;
     cudnnStatus_t status = describe(x, op, d);
-    const ActivationDesc act;
+    const ReluDesc act;
     const cudnnHandle_t handle = scaletrain::cuda::cudnn_handle(ctx);
     const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
     const cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
@@ -372,7 +338,7 @@ void batch_norm_add_relu_backward(Context& ctx, const BatchNormParams& p, const 
   if (reserve.defined() && reserve.numel() > 0 && fused_candidate({&x, &y, &dy, &dz, &dx})) {
     BatchNormDescs d;
     ST_CHECK_CUDNN(describe(x, op, d));
-    const ActivationDesc act;
+    const ReluDesc act;
     const cudnnHandle_t handle = scaletrain::cuda::cudnn_handle(ctx);
     const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
     const cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;

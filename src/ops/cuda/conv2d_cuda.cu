@@ -335,8 +335,6 @@ bool in_plan_format(const ConvData& data, const Tensor& t) {
   return t.dtype() == (*data.half == HalfFormat::fp16 ? DType::f16 : DType::bf16);
 }
 
-HalfFormat half_format_of(const Tensor& t) { return t.dtype() == DType::f16 ? HalfFormat::fp16 : HalfFormat::bf16; }
-
 // Bytes of a scratch copy of t in the plan's format: none where t is in it.
 std::size_t copy_bytes_for(const ConvData& data, const Tensor& t) {
   if (in_plan_format(data, t)) return 0;
@@ -428,14 +426,6 @@ struct BiasDescs {
   }
 };
 
-// An fp32 copy of a 16-bit tensor, on its device (exact).
-Tensor widened_copy(Context& ctx, const Tensor& t) {
-  Tensor wide = Tensor::empty(t.shape(), DType::f32, t.device());
-  launch_cast_from_half(scaletrain::cuda::compute_stream(ctx), t.raw(), static_cast<float*>(wide.raw()), t.numel(),
-                        half_format_of(t));
-  return wide;
-}
-
 // y (NHWC, 16-bit) += b (O, fp32), each sum in float and stored once in y's format.
 __global__ void add_channel_bias_kernel(void* y, ElemKind yk, const float* b, int64_t channels, int64_t n) {
   for (int64_t i = grid_first(); i < n; i += grid_stride())
@@ -482,7 +472,7 @@ void bias_gradient(Context& ctx, const Tensor& dy, Tensor& db, const char* op) {
   }
   // cuDNN sums an fp32 dy into the fp32 db; a 16-bit dy is widened for it first (only layers with
   // a bias pay this pass: ResNet's convolutions have none).
-  const Tensor dy32 = dy.dtype() == DType::f32 ? dy : widened_copy(ctx, dy);
+  const Tensor dy32 = fp32_of(ctx, dy);
   const BiasDescs descs(dy32, op);
   const float one = 1.0f, zero = 0.0f;
   ST_CHECK_CUDNN(cudnnConvolutionBackwardBias(scaletrain::cuda::cudnn_handle(ctx), &one, descs.y.get(), dy32.raw(),

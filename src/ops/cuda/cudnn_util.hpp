@@ -77,4 +77,23 @@ class ConvDesc {
   cudnnConvolutionDescriptor_t desc_ = nullptr;
 };
 
+// A ReLU activation descriptor (cuDNN's fused batch norm + add + ReLU). NaN propagates, as
+// relu_forward's x < 0 ? 0 : x keeps it.
+class ReluDesc {
+ public:
+  ReluDesc() {
+    ST_CHECK_CUDNN(cudnnCreateActivationDescriptor(&desc_));
+    const cudnnStatus_t status = cudnnSetActivationDescriptor(desc_, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0);
+    if (status != CUDNN_STATUS_SUCCESS) cudnnDestroyActivationDescriptor(desc_);
+    ST_CHECK_CUDNN(status);
+  }
+  ~ReluDesc() { cudnnDestroyActivationDescriptor(desc_); }
+  ReluDesc(const ReluDesc&) = delete;
+  ReluDesc& operator=(const ReluDesc&) = delete;
+  cudnnActivationDescriptor_t get() const { return desc_; }
+
+ private:
+  cudnnActivationDescriptor_t desc_ = nullptr;
+};
+
 }  // namespace scaletrain::ops::cuda

@@ -61,9 +61,7 @@ const void* HalfOperands::operand(int slot, const Tensor& t) {
   return operand(slot, static_cast<const float*>(t.raw()));
 }
 
-namespace {
-HalfFormat format_of(const Tensor& t) { return t.dtype() == DType::f16 ? HalfFormat::fp16 : HalfFormat::bf16; }
-}  // namespace
+HalfFormat half_format_of(const Tensor& t) { return t.dtype() == DType::f16 ? HalfFormat::fp16 : HalfFormat::bf16; }
 
 Fp32Result::Fp32Result(Context& ctx, Tensor& out) : ctx_(ctx), out_(out) {
   if (!out.defined()) return;
@@ -77,14 +75,14 @@ Fp32Result::Fp32Result(Context& ctx, Tensor& out) : ctx_(ctx), out_(out) {
 
 void Fp32Result::store() {
   if (!buffer_.defined()) return;
-  launch_cast_to_half(scaletrain::cuda::compute_stream(ctx_), data_, out_.raw(), out_.numel(), format_of(out_));
+  launch_cast_to_half(scaletrain::cuda::compute_stream(ctx_), data_, out_.raw(), out_.numel(), half_format_of(out_));
 }
 
 Tensor fp32_of(Context& ctx, const Tensor& t) {
   if (t.dtype() == DType::f32) return t;
   Tensor wide = Tensor::empty(t.shape(), DType::f32, t.device());
   launch_cast_from_half(scaletrain::cuda::compute_stream(ctx), t.raw(), static_cast<float*>(wide.raw()), t.numel(),
-                        format_of(t));
+                        half_format_of(t));
   return wide;
 }
 

@@ -50,6 +50,8 @@ class Fp32Result {
  public:
   Fp32Result(Context& ctx, Tensor& out);
   float* data() const { return data_; }
+  // The fp32 tensor itself (out where out is f32), for a kernel that takes a tensor.
+  Tensor tensor() const { return buffer_.defined() ? buffer_ : out_; }
   void store();
 
  private:
@@ -59,8 +61,11 @@ class Fp32Result {
   float* data_ = nullptr;
 };
 
-// t as fp32 on its device: t itself, or a widened copy of a 16-bit t (exact).
+// t as fp32 on its device: t itself, or a widened copy of a 16-bit t (exact), on the compute
+// stream. (The dispatch's ops::as_f32 does the same through the cast op; CUDA kernels call this.)
 Tensor fp32_of(Context& ctx, const Tensor& t);
+// The 16-bit format of an f16 or bf16 tensor.
+HalfFormat half_format_of(const Tensor& t);
 
 // C (fp32, column-major as cuBLAS sees it) = alpha op(A) op(B) + beta C, with A and B from
 // HalfOperands::operand: SGEMM, or GemmEx on 16-bit operands with fp32 accumulation.
