@@ -17,7 +17,8 @@
 # where a benchmark writes its own figures there, as $OUT_DIR). Exit status 0 when nothing failed
 # and nothing was cut.
 # Without a GPU it says "no GPU visible" and still runs the gpu tests, which then skip.
-# GPU_CHECK_TESTS=REGEX runs only the gpu tests whose names match; GPU_CHECK_BENCH=0 no benchmark;
+# GPU_CHECK_TESTS=REGEX runs only the gpu tests whose names match; GPU_CHECK_BENCH=0 no benchmark,
+# GPU_CHECK_BENCHES=REGEX only the benchmarks whose names match;
 # GPU_CHECK_PLAN=FILE another plan; GPU_CHECK_LIMIT_SCALE=F multiplies its limits (a slower GPU).
 set -uo pipefail
 
@@ -168,6 +169,7 @@ done <"$BUNDLE/tests.sh"
 if [ "${GPU_CHECK_BENCH:-1}" = 1 ] && [ "$gpu" = yes ]; then
   while IFS=$'\t' read -r name cmd; do
     case "$name" in ''|'#'*) continue ;; esac
+    [ -z "${GPU_CHECK_BENCHES:-}" ] || grep -Eq -- "$GPU_CHECK_BENCHES" <<<"$name" || continue
     printf 'bench:%s\t-\t600\t-\t%s\n' "$name" "$cmd" >>"$parts"
   done <"$BUNDLE/benches.sh"
 else

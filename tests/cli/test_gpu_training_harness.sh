@@ -88,12 +88,12 @@ run_case loss_scale_same 0 test_loss_scale.sh "${small[@]}"
 run_case loss_scale_seed 1 test_loss_scale.sh "${small[@]}" ST_GPU_TEST_ARGS="--seed 2"
 # Mixed precision: amp-fp16 and amp-bf16 alike on both sides; a "GPU" side that runs fp32 under
 # the test's amp flags (ST_GPU_TEST_ARGS replaces --precision) is no closer to the CPU's AMP than
-# fp32 is, and fails.
+# to its fp32 run (it is that run), and fails.
 run_case amp_same 0 test_amp_training.sh "${small[@]}"
 expect_text amp_same "amp-bf16: GPU from the CPU's amp-bf16 0.000e+00"
 expect_text amp_same "ok: activations stored in float16"
 run_case amp_fp32 1 test_amp_training.sh "${small[@]}" ST_GPU_TEST_ARGS="--precision fp32" ST_GPU_TEST_AMP_OTHERS=0
-expect_text amp_fp32 "is not closer to the CPU's amp-fp16 than fp32 is"
+expect_text amp_fp32 "is not closer to the CPU's amp-fp16 than to its fp32"
 expect_text amp_fp32 "does not say its precision"
 run_case demo_no_data 77 test_demo.sh ST_GPU_TEST_FASHION_MNIST="$T/none"
 expect_text demo_no_data "SKIP: no Fashion-MNIST files in $T/none"

@@ -6,10 +6,11 @@
 #               amp-fp16 (fp16's own overflows at a scale of 65536 may come first: they must match);
 #   losses:     the 3 steps' losses within 1e-2 x |loss| + 1e-2 (16-bit activations: a value a
 #               hair apart in fp32 can round a unit of the format apart);
-#   parameters: within 1e-2 relative L2, and closer to the CPU's AMP run than the CPU's fp32 run
-#               of the same steps is, by half at least: a GPU that left out the rounding (fp32
-#               numerics under an amp flag) or rounded to the other format would be as far from
-#               the CPU's AMP as fp32 is, and fails here;
+#   parameters: within 1e-2 relative L2, and closer to the CPU's AMP run than to the CPU's fp32
+#               run of the same steps: a GPU that left out the rounding (fp32 numerics under an
+#               amp flag) would be nearer the fp32 run, and fails here. (Not "nearer by half": the
+#               devices' own fp32 drift over these 3 steps, 7.8e-4 on the first H200 run, is as
+#               large as AMP's distance from fp32, 7.2e-4; docs/gpu.md);
 # and the GPU's start-up lines name the precision, and report.json says most convolution plans run
 # in the 16-bit format (cuDNN on tensor cores; a shape without a 16-bit algorithm runs in fp32).
 # Then transformer-tiny, ncf and resnet20 with --fuse bn-add-relu in the first precision, GPU
@@ -80,11 +81,12 @@ PY
   compare_losses "$T/gpu-$precision.log" "$T/cpu-$precision.log" 1e-2 1e-2 3 || status=1
   compare_checkpoints --what params --tolerance 1e-2 "$T/gpu-$precision" "$T/cpu-$precision" || status=1
   apart=$(distance "$T/gpu-$precision" "$T/cpu-$precision")
+  to_fp32=$(distance "$T/gpu-$precision" "$T/cpu-fp32-$precision")
   from_fp32=$(distance "$T/cpu-fp32-$precision" "$T/cpu-$precision")
-  echo "$precision: GPU from the CPU's $precision ${apart:-?}, the CPU's fp32 from it ${from_fp32:-?} (relative L2 of the parameters)"
-  "$PY" -c "import sys; a, f = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if f > 0 and a <= 0.5 * f else 1)" \
-    "${apart:-nan}" "${from_fp32:-nan}" ||
-    { echo "FAIL: $precision on --device $DEV is not closer to the CPU's $precision than fp32 is: its rounding is not the CPU's"; status=1; }
+  echo "$precision: GPU from the CPU's $precision ${apart:-?}, from the CPU's fp32 ${to_fp32:-?}; the CPU's fp32 from its $precision ${from_fp32:-?} (relative L2 of the parameters)"
+  "$PY" -c "import sys; a, f = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if a < f else 1)" \
+    "${apart:-nan}" "${to_fp32:-nan}" ||
+    { echo "FAIL: $precision on --device $DEV is not closer to the CPU's $precision than to its fp32: its rounding is not the CPU's"; status=1; }
 done
 
 # 16-bit storage in the other model families, and --fuse bn-add-relu (issue 26, sections 2 and
