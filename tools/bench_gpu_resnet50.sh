@@ -55,20 +55,25 @@ for p in $precisions; do
   esac
 done
 # BENCH_FUSE: precisions also run with --fuse bn-add-relu (issue 26, section 3), beside the
-# unfused run, to decide whether the fusion pays.
+# unfused run (--fuse none; auto would fuse amp-fp16), to decide whether the fusion pays.
+# BENCH_BN_SPATIAL: precisions also run unfused with cuDNN's plain SPATIAL batch norm
+# (SCALETRAIN_CUDNN_BN_MODE=spatial) beside the persistent NHWC kernels the GPU runs by default.
 fused=${BENCH_FUSE:-}
 for p in ${fused//,/ }; do modes+=("$p-fused"); done
+spatial=${BENCH_BN_SPATIAL:-}
+for p in ${spatial//,/ }; do modes+=("$p-spatial"); done
 for b in $batches; do
  for mode in "${modes[@]}"; do
   per_epoch=$((1280 / b))
   epochs=$(((steps + per_epoch - 1) / per_epoch))
-  flags=()
+  flags=() bn_mode=""
   case "$mode" in
     fp32-tf32) flags=(--tf32) ;;
     *-fused) flags=(--precision "${mode%-fused}" --fuse bn-add-relu) ;;
-    amp-*) flags=(--precision "$mode") ;;
+    *-spatial) flags=(--precision "${mode%-spatial}" --fuse none) bn_mode=spatial ;;
+    amp-*) flags=(--precision "$mode" --fuse none) ;;
   esac
-  mpirun -np 1 --bind-to none "$BIN/scaletrain" train --device "$device" --model resnet50 --data "$out/data" \
+  SCALETRAIN_CUDNN_BN_MODE=$bn_mode mpirun -np 1 --bind-to none -x SCALETRAIN_CUDNN_BN_MODE "$BIN/scaletrain" train --device "$device" --model resnet50 --data "$out/data" \
     --output-dir "$out/run-$b" --overwrite "${flags[@]}" --batch-size "$b" --epochs "$epochs" --max-steps "$steps" \
     --base-lr 0.1 --lr-schedule constant --warmup-epochs 0 --momentum 0.9 --weight-decay 5e-5 \
     --label-smoothing 0.1 --no-augment --data-threads 8 --eval-every 0 --log-every "$log_every" >"$out/run-$b.log" 2>&1 ||

@@ -249,6 +249,7 @@ Json build_train_report(const comm::Communicator& comm, const TrainSummary& s) {
   r.set("optimizer_options", s.optimizer);
   r.set("precision", s.precision);
   r.set("activation_dtype", s.activation_dtype);
+  r.set("fuse", s.fuse);
   if (!s.loss_scale.is_null()) r.set("loss_scale", s.loss_scale);
   r.set("steps_per_epoch", s.steps_per_epoch);
   r.set("steps", s.steps);

@@ -124,7 +124,8 @@ void check_input(const TrainConfig& c) {
   require(c.data_prefetch >= 1, "--prefetch must be at least 1, got " + std::to_string(c.data_prefetch));
   require(one_of(c.input_copy, {"auto", "overlap", "inline"}),
           "unknown --input-copy '" + c.input_copy + "' (known: auto, overlap, inline)");
-  require(one_of(c.fuse, {"none", "bn-add-relu"}), "unknown --fuse '" + c.fuse + "' (known: none, bn-add-relu)");
+  require(one_of(c.fuse, {"auto", "none", "bn-add-relu"}),
+          "unknown --fuse '" + c.fuse + "' (known: auto, none, bn-add-relu)");
 }
 
 void check_communication(const TrainConfig& c) {

@@ -239,6 +239,8 @@ class Training {
   report::TrainSummary setup_summary() const;
   const DeviceBatches* device_batches() const { return dynamic_cast<const DeviceBatches*>(batches_.get()); }
   std::string input_copy_used() const;
+  std::string fuse_used() const;
+  std::string describe_fusion() const;
   std::string describe_input_copy() const;
   Json input_copy_json() const;
   void write_trace() const;
@@ -342,7 +344,7 @@ void Training::open_context() {
   ctx_ = std::make_unique<Context>(device_.device, threads_, device_.gpu_index);
   ctx_->set_allow_tf32(cfg_.tf32);
   ctx_->set_precision(parse_precision(cfg_.precision));
-  ctx_->set_fuse_bn_add_relu(cfg_.fuse == "bn-add-relu");
+  ctx_->set_fuse_bn_add_relu(fuse_used() == "bn-add-relu");
   if (cfg_.tf32 && device_.device == Device::cpu) device_.log_lines.push_back("--tf32 has no effect on the CPU");
   device_metrics_ = std::make_unique<DeviceMetrics>(*ctx_, device_);
 }
@@ -464,11 +466,8 @@ void Training::log_start() const {
                          << "; fp32 master weights, optimizer state, normalisation statistics and losses ("
                          << describe_amp_storage(*ctx_) << ")");
   if (!state_->precision_note.empty()) ST_LOG(state_->precision_note);
-  if (ctx_->fuse_bn_add_relu())
-    ST_LOG("fusion: " << (models::model_ops(cfg_.model, true).count("batch_norm_add_relu_forward_training") > 0
-                              ? "each residual block ends with one op for batch norm, the shortcut's add and the ReLU "
-                                "(--fuse bn-add-relu)"
-                              : "--fuse bn-add-relu has no effect: " + cfg_.model + " has no residual blocks"));
+  const std::string fusion = describe_fusion();
+  if (!fusion.empty()) ST_LOG("fusion: " << fusion);
   if (state_->loss_scaler.enabled()) ST_LOG("loss scale: " << state_->loss_scaler.describe());
   if (!state_->loss_scaler.restore_note().empty()) ST_LOG(state_->loss_scaler.restore_note());
   if (resume_) {
@@ -761,6 +760,7 @@ TrainResult Training::finish(RunEnd end) {
   summary.loss_scale = state_->loss_scaler.to_json();
   summary.precision = precision_name(ctx_->precision());
   summary.activation_dtype = dtype_name(ctx_->activation_dtype());
+  summary.fuse = fuse_used();
   summary.segments.push_back(segment_json(reason));
   summary.start_time_unix_ms = summary.segments.at(0).at("start_unix_ms").as_double();  // the run's first
   summary.bytes_read = batches_->bytes_read();
@@ -783,6 +783,25 @@ TrainResult Training::finish(RunEnd end) {
 
 // --input-copy as it runs: overlap (DeviceBatches), inline (each batch copied to the GPU by the
 // task when its step starts), or none (CPU batches used where the loader put them).
+// --fuse auto: the fused batch norm + add + ReLU where it was measured to pay, amp-fp16 on a GPU
+// (cuDNN's fused kernel takes fp16; docs/performance.md); none elsewhere, where it was not measured
+// (on the CPU it computes what the three ops do, no faster).
+std::string Training::fuse_used() const {
+  if (cfg_.fuse != "auto") return cfg_.fuse;
+  const bool measured = ctx_->device() == Device::cuda && ctx_->precision() == Precision::amp_fp16;
+  return measured ? "bn-add-relu" : "none";
+}
+
+// The start-up line's fusion: what runs and why; empty when nothing is fused and nothing was asked.
+std::string Training::describe_fusion() const {
+  if (!ctx_->fuse_bn_add_relu()) return "";
+  const bool has_blocks = models::model_ops(cfg_.model, true).count("batch_norm_add_relu_forward_training") > 0;
+  if (!has_blocks)
+    return cfg_.fuse == "auto" ? "" : "--fuse bn-add-relu has no effect: " + cfg_.model + " has no residual blocks";
+  return std::string("each residual block ends with one op for batch norm, the shortcut's add and the ReLU (") +
+         (cfg_.fuse == "auto" ? "--fuse auto: amp-fp16 on a GPU" : "--fuse bn-add-relu") + ")";
+}
+
 std::string Training::input_copy_used() const {
   if (device_batches() != nullptr) return "overlap";
   return ctx_->device() == Device::cpu ? "none" : "inline";

@@ -7,8 +7,9 @@
 #  - resnet20 in amp-bf16: one rounding instead of three, so the runs differ (the rounding is
 #    real) but the first step's loss agrees within 1%; and 16-bit storage gives the bits of fp32
 #    tensors holding the values (SCALETRAIN_AMP_STORAGE=f32) with the fusion too;
-#  - the start-up line, report.json's config.fuse; a model without residual blocks says the
-#    option has no effect; a bad value is refused.
+#  - the start-up line, report.json's config.fuse (as asked) and fuse (as it ran); the default,
+#    auto, fuses nothing on the CPU, amp-fp16 included (it fuses amp-fp16 on a GPU: gpu.amp_training);
+#    a model without residual blocks says the option has no effect; a bad value is refused.
 # On a GPU, gpu.half_storage checks cuDNN's fused kernel against the three ops.
 source "$(dirname "$0")/lib.sh"
 T=$TMP_ROOT/fuse
@@ -30,7 +31,8 @@ grep -q "^fusion: each residual block ends with one op for batch norm, the short
 $PY - "$T/fused/report.json" "$T/none/report.json" <<'PY'
 import json, sys
 f, n = (json.load(open(p)) for p in sys.argv[1:3])
-assert f["config"]["fuse"] == "bn-add-relu" and n["config"]["fuse"] == "none", (f["config"]["fuse"], n["config"]["fuse"])
+assert f["config"]["fuse"] == "bn-add-relu" and n["config"]["fuse"] == "auto", (f["config"]["fuse"], n["config"]["fuse"])
+assert f["fuse"] == "bn-add-relu" and n["fuse"] == "none", (f["fuse"], n["fuse"])
 assert f["final_val_accuracy"] == n["final_val_accuracy"], (f["final_val_accuracy"], n["final_val_accuracy"])
 PY
 echo "ok: resnet20"
@@ -58,6 +60,13 @@ assert abs(a - b) <= 0.01 * a, (a, b)
 print(f"ok: first loss {a} unfused, {b} fused")
 PY
 
+echo "== --fuse auto on the CPU: nothing fused, amp-fp16 included"
+timeout 300 "$BIN/scaletrain" train --model resnet20 --data "$T/images" --batch-size 16 --threads 1 --epochs 1 \
+  --max-steps 1 --log-every 0 --eval-every 0 --precision amp-fp16 --output-dir "$T/auto-fp16" >"$T/auto-fp16.log"
+! grep -q "^fusion:" "$T/auto-fp16.log" || fail "--fuse auto fused on the CPU: $(grep -n fusion "$T/auto-fp16.log")"
+$PY -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["fuse"] == "none", r["fuse"]' \
+  "$T/auto-fp16/report.json"
+
 echo "== no residual blocks, and a bad value"
 "$BIN/scaletrain-data" synthetic --task recommendation --users 100 --items 150 --groups 5 --positives-per-user 4 \
   --eval-negatives 10 --output "$T/ratings" >/dev/null
@@ -66,5 +75,5 @@ timeout 300 "$BIN/scaletrain" train --model ncf --data "$T/ratings" --batch-size
 grep -q "^fusion: --fuse bn-add-relu has no effect: ncf has no residual blocks" "$T/ncf.log" ||
   fail "ncf: $(grep -n fusion "$T/ncf.log")"
 BAD=("$BIN/scaletrain" train --model resnet20 --data "$T/images" --output-dir "$T/bad" --fuse everything)
-expect_failure "--fuse everything" "unknown --fuse 'everything' (known: none, bn-add-relu)" "${BAD[@]}"
+expect_failure "--fuse everything" "unknown --fuse 'everything' (known: auto, none, bn-add-relu)" "${BAD[@]}"
 echo "PASS"

@@ -25,8 +25,10 @@ batch=${ST_GPU_TEST_BATCH:-32}
 image=${ST_GPU_TEST_IMAGE:-32,32,3}
 
 synthetic_data "$T/data" 512 32 "$image" 10
-common=(--model resnet20 --data "$T/data" --epochs 1 --max-steps 3 --batch-size "$batch" --seed 11 --log-every 1
+base=(--model resnet20 --data "$T/data" --epochs 1 --max-steps 3 --batch-size "$batch" --seed 11 --log-every 1
   --eval-every 0 --base-lr 0.05 --lr-schedule constant --warmup-epochs 0 --momentum 0.9)
+# The roundings compared below are the unfused ops' (--fuse auto would fuse amp-fp16 on a GPU).
+common=("${base[@]}" --fuse none)
 # The fp32 references: amp-fp16's with the same dynamic scale and forced overflow.
 run_train cpu-fp32-amp-bf16 1 cpu "" "${common[@]}" --precision fp32
 SCALETRAIN_INJECT_OVERFLOW=2 run_train cpu-fp32-amp-fp16 1 cpu "" "${common[@]}" --precision fp32 --loss-scale dynamic
@@ -105,14 +107,20 @@ if [ "${ST_GPU_TEST_AMP_OTHERS:-1}" != 0 ]; then
   others=(
     "transformer|--model transformer-tiny --data $T/text --batch-tokens 256 --epochs 1 --max-steps 3 --log-every 1 --eval-every 0 --seed 11"
     "ncf|--model ncf --data $T/ratings --batch-size 128 --epochs 1 --max-steps 3 --log-every 1 --eval-every 0 --seed 11"
-    "resnet20-fused|${common[*]} --fuse bn-add-relu"
+    "resnet20-fused|${base[*]}"
   )
 fi
 for entry in ${others[@]+"${others[@]}"}; do
   name=${entry%%|*}
   read -r -a args <<<"${entry#*|}"
-  run_train "gpu-$name" 1 "$DEV" "$TEST_ARGS" "${args[@]}" --precision "$first"
-  run_train "cpu-$name" 1 cpu "" "${args[@]}" --precision "$first"
+  # resnet20-fused: the GPU fuses by default in amp-fp16 (--fuse auto), the CPU when asked.
+  gpu_fuse=() cpu_fuse=()
+  if [ "$name" = resnet20-fused ]; then
+    cpu_fuse=(--fuse bn-add-relu)
+    [ "$DEV" = cuda ] && [ "$first" = amp-fp16 ] || gpu_fuse=(--fuse bn-add-relu)
+  fi
+  run_train "gpu-$name" 1 "$DEV" "$TEST_ARGS" "${args[@]}" --precision "$first" ${gpu_fuse[@]+"${gpu_fuse[@]}"}
+  run_train "cpu-$name" 1 cpu "" "${args[@]}" --precision "$first" ${cpu_fuse[@]+"${cpu_fuse[@]}"}
   compare_losses "$T/gpu-$name.log" "$T/cpu-$name.log" 1e-2 1e-2 3 || status=1
   compare_checkpoints --what params --tolerance 2e-2 "$T/gpu-$name" "$T/cpu-$name" || status=1
   "$PY" - "$T/gpu-$name/report.json" "$first" <<'PY' || status=1
@@ -125,8 +133,10 @@ print(f"ok: activations stored in {got}")
 PY
 done
 if [ "$DEV" = cuda ] && [ "$first" = amp-fp16 ] && [ ${#others[@]} -gt 0 ]; then
-  grep -q "^fusion: each residual block ends with one op" "$T/gpu-resnet20-fused.log" ||
-    { echo "FAIL: the fused GPU run has no fusion line"; status=1; }
+  grep -q "^fusion: each residual block ends with one op.*(--fuse auto: amp-fp16 on a GPU)" "$T/gpu-resnet20-fused.log" ||
+    { echo "FAIL: the GPU's amp-fp16 run did not fuse by default (--fuse auto): $(grep -n fusion "$T/gpu-resnet20-fused.log")"; status=1; }
+  "$PY" -c 'import json, sys; r = json.load(open(sys.argv[1])); sys.exit(0 if r["fuse"] == "bn-add-relu" else "FAIL: report.json fuse " + r["fuse"])' \
+    "$T/gpu-resnet20-fused/report.json" || status=1
 fi
 [ $status = 0 ] || fail "mixed precision on --device $DEV ${TEST_ARGS:+($TEST_ARGS) }differs from the CPU's (above)"
 echo "PASS"

@@ -45,6 +45,7 @@ struct TrainSummary {
   Json optimizer;                            // the optimizer's describe(): name (sgd | lars) and hyper-parameters
   Json loss_scale;                           // the loss scaler's state at the end (LossScaler::to_json), or null
   std::string precision = "fp32";            // --precision
+  std::string fuse = "none";                 // --fuse as it ran (auto resolved)
   std::string activation_dtype = "float32";  // Context::activation_dtype: float16 or bfloat16 under a mixed precision
   int64_t steps = 0;                         // optimizer steps of the whole run
   int64_t samples_trained = 0;               // training samples of the whole run, all ranks

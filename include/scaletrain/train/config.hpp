@@ -118,10 +118,11 @@ struct TrainConfig {
   // step computes (two device buffers) | inline: each batch copied on the compute stream when its
   // step starts. On the CPU, overlap copies into two host buffers (it changes nothing else).
   std::string input_copy = "auto";
-  // --fuse: none | bn-add-relu (each residual block's last batch norm, the shortcut's add and the
-  // ReLU as one op: ops::batch_norm_add_relu_forward_training; cuDNN's fused kernel on a GPU in
-  // fp16). Off by default until a GPU has measured that it pays (issue 26, section 3).
-  std::string fuse = "none";
+  // --fuse: auto | none | bn-add-relu (each residual block's last batch norm, the shortcut's add and
+  // the ReLU as one op: ops::batch_norm_add_relu_forward_training; cuDNN's fused kernel on a GPU in
+  // fp16). auto: bn-add-relu in amp-fp16 on a GPU, where it was measured to pay (1.9x ResNet-50's
+  // images/s on an H200, docs/performance.md), none elsewhere (Training::fuse_used).
+  std::string fuse = "auto";
   // Input pipeline (issue 4).
   std::string io = "posix";             // posix | mmap | mpiio | mpiio-collective
   std::string shuffle_mode = "global";  // global | shard

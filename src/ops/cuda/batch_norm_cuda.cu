@@ -29,6 +29,17 @@
 // first copied to scratch (one device copy; the layers give batch norm separate buffers, so this
 // is the rare path).
 //
+// Training kernels. For 4-D x (N, H, W, C) training runs cuDNN's NHWC kernels:
+// cudnnBatchNormalizationForwardTrainingEx and BackwardEx with CUDNN_BATCHNORM_OPS_BN in
+// CUDNN_BATCHNORM_SPATIAL_PERSISTENT mode, what PyTorch runs for channels-last training. Plain
+// SPATIAL mode on NHWC data took about 10 ms per batch norm of ResNet-50 at batch 256 on an H200
+// (docs/gpu.md, 2026-11-28): most of the step. The persistent mode may sum with scaled integer
+// atomics that overflow on very large values (cuDNN's documentation; the fused op below says the
+// same). A configuration it refuses (per type and shape), x aliasing y (or dx), another rank of x
+// and the test hook SCALETRAIN_CUDNN_BN_MODE=spatial run plain SPATIAL mode. The forward's reserve
+// space, which the backward needs, is kept per layer: by the address of its saved statistics,
+// which a layer owns from its forward to its backward (PersistentReserves).
+//
 // 16-bit storage (with_half_storage): x, y, dy and dx of one 16-bit type go to cuDNN as they are
 // (HALF or BFLOAT16 data; the per-channel descriptor cuDNN derives is FLOAT, so gamma, beta and
 // every statistic stay fp32, as in PyTorch's AMP), cuDNN computing in float and rounding each
@@ -38,8 +49,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <map>
 #include <mutex>
 #include <set>
+#include <string>
 #include <tuple>
 
 #include "backend/cuda/cuda_context.hpp"
@@ -86,7 +100,7 @@ bool not_supported(cudnnStatus_t status) {
 
 // The configurations cuDNN refused once (path, 16-bit type, x's shape): later calls with them go
 // the fallback way at once, and one refused shape leaves the others native.
-enum class Path { plain, fused };
+enum class Path { plain, fused, persistent };
 class Refusals {
  public:
   bool has(Path path, const Tensor& x) {
@@ -151,6 +165,160 @@ const void* unaliased(Context& ctx, const Tensor& in, const Tensor& out, void* s
   return scratch;
 }
 
+// ---- persistent-mode training (see the top of the file) ----
+
+// The test hook SCALETRAIN_CUDNN_BN_MODE=spatial keeps plain SPATIAL mode (side-by-side
+// measurements, and a way around a cuDNN that misbehaves in persistent mode).
+bool persistent_mode_enabled() {
+  static const bool enabled = [] {
+    const char* mode = std::getenv("SCALETRAIN_CUDNN_BN_MODE");
+    return mode == nullptr || std::string(mode) != "spatial";
+  }();
+  return enabled;
+}
+
+// The reserve space of each persistent forward until its backward, keyed by the address of the
+// layer's saved_inv_std. `armed` says the last forward with that key ran in persistent mode on
+// a tensor of that type and shape; a forward that ran otherwise disarms it, so the backward never
+// takes a stale reserve.
+class PersistentReserves {
+ public:
+  // The reserve for a persistent forward on x (grown when too small), armed.
+  Tensor& arm(const void* key, const Tensor& x, std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Entry& e = entries_[key];
+    if (!e.reserve.defined() || e.reserve.bytes() < bytes)
+      e.reserve = Tensor::empty({static_cast<int64_t>(std::max<std::size_t>(bytes, 1))}, DType::u8, Device::cuda);
+    e.dtype = x.dtype();
+    e.shape = x.shape();
+    e.armed = true;
+    return e.reserve;
+  }
+  void disarm(const void* key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = entries_.find(key);
+    if (it != entries_.end()) it->second.armed = false;
+  }
+  // The armed reserve of a persistent forward on a tensor like x, or nullptr.
+  const Tensor* armed(const void* key, const Tensor& x) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = entries_.find(key);
+    if (it == entries_.end() || !it->second.armed || it->second.dtype != x.dtype() || it->second.shape != x.shape())
+      return nullptr;
+    return &it->second.reserve;
+  }
+
+ private:
+  struct Entry {
+    Tensor reserve;
+    DType dtype = DType::f32;
+    Shape shape;
+    bool armed = false;
+  };
+  std::mutex mutex_;
+  std::map<const void*, Entry> entries_;
+};
+PersistentReserves& persistent_reserves() {
+  static PersistentReserves r;
+  return r;
+}
+
+constexpr cudnnBatchNormMode_t kPersistent = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
+constexpr cudnnBatchNormOps_t kBnOnly = CUDNN_BATCHNORM_OPS_BN;
+
+// Whether a training call on these tensors (x first, the outputs last) may try persistent mode:
+// 4-D, of one type, no input overlapping an output, not refused before for x's type and shape.
+bool persistent_candidate(std::initializer_list<const Tensor*> inputs, std::initializer_list<const Tensor*> outputs) {
+  if (!persistent_mode_enabled()) return false;
+  const Tensor& x = **inputs.begin();
+  for (const Tensor* t : inputs)
+    if (t->dtype() != x.dtype() || t->ndim() != 4) return false;
+  for (const Tensor* o : outputs) {
+    if (o->dtype() != x.dtype() || o->ndim() != 4) return false;
+    for (const Tensor* i : inputs)
+      if (overlaps(*i, *o)) return false;
+  }
+  return !refusals().has(Path::persistent, x);
+}
+
+// A persistent-mode status: true when it ran; a refusal is remembered (false: the caller runs
+// SPATIAL mode); any other failure throws. A bad parameter counts as a refusal here: the
+// persistent kernels have size limits of their own that SPATIAL mode has not (the op cases' 17 M
+// elements), and cuDNN does not document them.
+bool persistent_refused(cudnnStatus_t status) {
+#if CUDNN_MAJOR >= 9
+  return not_supported(status) || CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_BAD_PARAM;
+#else
+  return not_supported(status) || status == CUDNN_STATUS_BAD_PARAM;
+#endif
+}
+bool persistent_ran(cudnnStatus_t status, const Tensor& x) {
+  if (persistent_refused(status)) {
+    refusals().add(Path::persistent, x);
+    return false;
+  }
+  ST_CHECK_CUDNN(status);
+  return true;
+}
+
+bool forward_training_persistent(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
+                                 const Tensor& beta, Tensor& running_mean, Tensor& running_var, Tensor& y,
+                                 Tensor& saved_mean, Tensor& saved_inv_std, const char* op) {
+  BatchNormDescs d;
+  cudnnStatus_t status = describe(x, op, d);
+  const cudnnHandle_t handle = scaletrain::cuda::cudnn_handle(ctx);
+  std::size_t work_bytes = 0, reserve_bytes = 0;
+  if (status == CUDNN_STATUS_SUCCESS)
+    status = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, kPersistent, kBnOnly, d.x.get(), nullptr,
+                                                                      d.x.get(), d.channel.get(), nullptr, &work_bytes);
+  if (status == CUDNN_STATUS_SUCCESS)
+    status = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, kPersistent, kBnOnly, nullptr, d.x.get(),
+                                                                  &reserve_bytes);
+  if (status == CUDNN_STATUS_SUCCESS) {
+    Tensor& reserve = persistent_reserves().arm(saved_inv_std.raw(), x, reserve_bytes);
+    void* work = scaletrain::cuda::workspace(ctx, work_bytes);
+    const float one = 1.0f, zero = 0.0f;
+    status = cudnnBatchNormalizationForwardTrainingEx(
+        handle, kPersistent, kBnOnly, &one, &zero, d.x.get(), x.raw(), nullptr, nullptr, d.x.get(), y.raw(),
+        d.channel.get(), gamma.raw(), beta.raw(), static_cast<double>(p.momentum), running_mean.raw(),
+        running_var.raw(), static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw(), nullptr, work, work_bytes,
+        reserve.raw(), reserve_bytes);
+  }
+  if (persistent_ran(status, x)) return true;
+  persistent_reserves().disarm(saved_inv_std.raw());
+  return false;
+}
+
+bool backward_persistent(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                         const Tensor& saved_mean, const Tensor& saved_inv_std, Tensor& dx, Tensor& dgamma,
+                         Tensor& dbeta, const char* op) {
+  const Tensor* reserve = persistent_reserves().armed(saved_inv_std.raw(), x);
+  if (reserve == nullptr) return false;  // the forward ran in SPATIAL mode
+  persistent_reserves().disarm(saved_inv_std.raw());
+  BatchNormDescs d;
+  cudnnStatus_t status = describe(x, op, d);
+  const cudnnHandle_t handle = scaletrain::cuda::cudnn_handle(ctx);
+  std::size_t work_bytes = 0, reserve_bytes = 0;
+  if (status == CUDNN_STATUS_SUCCESS)
+    status =
+        cudnnGetBatchNormalizationBackwardExWorkspaceSize(handle, kPersistent, kBnOnly, d.x.get(), nullptr, d.x.get(),
+                                                          nullptr, d.x.get(), d.channel.get(), nullptr, &work_bytes);
+  if (status == CUDNN_STATUS_SUCCESS)
+    status = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, kPersistent, kBnOnly, nullptr, d.x.get(),
+                                                                  &reserve_bytes);
+  if (status == CUDNN_STATUS_SUCCESS) {
+    void* work = scaletrain::cuda::workspace(ctx, work_bytes);
+    const float one = 1.0f, zero = 0.0f;
+    // beta (bnBiasData) only matters to an activation; the saved statistics are the forward's.
+    status = cudnnBatchNormalizationBackwardEx(
+        handle, kPersistent, kBnOnly, &one, &zero, &one, &zero, d.x.get(), x.raw(), nullptr, nullptr, d.x.get(),
+        dy.raw(), nullptr, nullptr, d.x.get(), dx.raw(), d.channel.get(), gamma.raw(), nullptr, dgamma.raw(),
+        dbeta.raw(), static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw(), nullptr, work, work_bytes,
+        const_cast<void*>(reserve->raw()), reserve_bytes);
+  }
+  return persistent_ran(status, x);
+}
+
 }  // namespace
 
 void batch_norm_forward_training(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
@@ -158,6 +326,10 @@ void batch_norm_forward_training(Context& ctx, const BatchNormParams& p, const T
                                  Tensor& saved_mean, Tensor& saved_inv_std) {
   const char* op = "batch_norm_forward_training";
   check_eps(p, op);
+  if (persistent_candidate({&x}, {&y}) &&
+      forward_training_persistent(ctx, p, x, gamma, beta, running_mean, running_var, y, saved_mean, saved_inv_std, op))
+    return;
+  persistent_reserves().disarm(saved_inv_std.raw());
   if (native({&x, &y})) {
     BatchNormDescs d;
     // The dispatcher has checked that x has more than one value per channel.
@@ -218,6 +390,9 @@ void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x
     dbeta.zero();
     return;
   }
+  if (persistent_candidate({&x, &dy}, {&dx}) &&
+      backward_persistent(ctx, p, x, dy, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta, op))
+    return;
   if (native({&x, &dy, &dx})) {
     BatchNormDescs d;
     cudnnStatus_t status = describe(x, op, d);
