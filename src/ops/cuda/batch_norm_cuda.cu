@@ -35,10 +35,10 @@
 // SPATIAL mode on NHWC data took about 10 ms per batch norm of ResNet-50 at batch 256 on an H200
 // (docs/gpu.md, 2026-11-28): most of the step. The persistent mode may sum with scaled integer
 // atomics that overflow on very large values (cuDNN's documentation; the fused op below says the
-// same). A configuration it refuses (per type and shape), x aliasing y (or dx), another rank of x
-// and the test hook SCALETRAIN_CUDNN_BN_MODE=spatial run plain SPATIAL mode. The forward's reserve
-// space, which the backward needs, is kept per layer: by the address of its saved statistics,
-// which a layer owns from its forward to its backward (PersistentReserves).
+// same). A configuration it refuses (per type and shape), x aliasing y (or dx), another rank of x,
+// a pointer or a row of channels not 16-byte aligned (aligned16) and the test hook SCALETRAIN_CUDNN_BN_MODE=spatial run
+// plain SPATIAL mode. The forward's reserve space, which the backward needs, is kept per layer: by the address of its
+// saved statistics, which a layer owns from its forward to its backward (PersistentReserves).
 //
 // 16-bit storage (with_half_storage): x, y, dy and dx of one 16-bit type go to cuDNN as they are
 // (HALF or BFLOAT16 data; the per-channel descriptor cuDNN derives is FLOAT, so gamma, beta and
@@ -49,6 +49,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -226,11 +227,24 @@ PersistentReserves& persistent_reserves() {
 constexpr cudnnBatchNormMode_t kPersistent = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
 constexpr cudnnBatchNormOps_t kBnOnly = CUDNN_BATCHNORM_OPS_BN;
 
-// Whether a training call on these tensors (x first, the outputs last) may try persistent mode:
-// 4-D, of one type, no input overlapping an output, not refused before for x's type and shape.
-bool persistent_candidate(std::initializer_list<const Tensor*> inputs, std::initializer_list<const Tensor*> outputs) {
+// The persistent kernels load 16 bytes at a time and do not check where their pointers point: a
+// per-channel tensor at an address that is not a multiple of 16 (a parameter's view into the flat
+// parameter buffer after one of an odd size: googlenet's 10-class auxiliary heads) stopped the
+// first GPU run with cudaErrorMisalignedAddress (2026-11-28). So every pointer, and each row of C
+// channels, must be 16-byte aligned; anything else runs SPATIAL mode.
+bool aligned16(const Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.raw()) % 16 == 0; }
+
+// Whether a training call on these tensors (x first, the outputs last, then the per-channel ones)
+// may try persistent mode: 4-D, of one type, no input overlapping an output, every pointer and
+// row 16-byte aligned, not refused before for x's type and shape.
+bool persistent_candidate(std::initializer_list<const Tensor*> inputs, std::initializer_list<const Tensor*> outputs,
+                          std::initializer_list<const Tensor*> per_channel) {
   if (!persistent_mode_enabled()) return false;
   const Tensor& x = **inputs.begin();
+  if (x.ndim() != 4 || (x.dim(-1) * static_cast<int64_t>(dtype_size(x.dtype()))) % 16 != 0) return false;
+  for (std::initializer_list<const Tensor*> group : {inputs, outputs, per_channel})
+    for (const Tensor* t : group)
+      if (!aligned16(*t)) return false;
   for (const Tensor* t : inputs)
     if (t->dtype() != x.dtype() || t->ndim() != 4) return false;
   for (const Tensor* o : outputs) {
@@ -326,7 +340,7 @@ void batch_norm_forward_training(Context& ctx, const BatchNormParams& p, const T
                                  Tensor& saved_mean, Tensor& saved_inv_std) {
   const char* op = "batch_norm_forward_training";
   check_eps(p, op);
-  if (persistent_candidate({&x}, {&y}) &&
+  if (persistent_candidate({&x}, {&y}, {&gamma, &beta, &running_mean, &running_var, &saved_mean, &saved_inv_std}) &&
       forward_training_persistent(ctx, p, x, gamma, beta, running_mean, running_var, y, saved_mean, saved_inv_std, op))
     return;
   persistent_reserves().disarm(saved_inv_std.raw());
@@ -390,7 +404,7 @@ void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x
     dbeta.zero();
     return;
   }
-  if (persistent_candidate({&x, &dy}, {&dx}) &&
+  if (persistent_candidate({&x, &dy}, {&dx}, {&gamma, &saved_mean, &saved_inv_std, &dgamma, &dbeta}) &&
       backward_persistent(ctx, p, x, dy, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta, op))
     return;
   if (native({&x, &dy, &dx})) {
@@ -436,11 +450,15 @@ void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x
 // scale halved, as for any overflow. docs/mixed-precision.md says so.
 namespace {
 
-// x, z, y 4-D of one 16-bit type, in a configuration cuDNN has not refused for x's shape.
-bool fused_candidate(std::initializer_list<const Tensor*> tensors) {
+// x, z, y 4-D of one 16-bit type, in a configuration cuDNN has not refused for x's shape, every
+// pointer and row of channels 16-byte aligned (the persistent kernels': aligned16).
+bool fused_candidate(std::initializer_list<const Tensor*> tensors, std::initializer_list<const Tensor*> per_channel) {
   const Tensor& x = **tensors.begin();
+  if ((x.dim(-1) * static_cast<int64_t>(dtype_size(x.dtype()))) % 16 != 0) return false;
   for (const Tensor* t : tensors)
-    if (t->dtype() != x.dtype() || t->ndim() != 4) return false;
+    if (t->dtype() != x.dtype() || t->ndim() != 4 || !aligned16(*t)) return false;
+  for (const Tensor* t : per_channel)
+    if (!aligned16(*t)) return false;
   return x.dtype() != DType::f32 && !refusals().has(Path::fused, x);
 }
 
@@ -465,7 +483,7 @@ void batch_norm_add_relu_forward_training(Context& ctx, const BatchNormParams& p
                                           Tensor& reserve) {
   const char* op = "batch_norm_add_relu_forward_training";
   check_eps(p, op);
-  if (fused_candidate({&x, &z, &y})) {
+  if (fused_candidate({&x, &z, &y}, {&gamma, &beta, &running_mean, &running_var, &saved_mean, &saved_inv_std})) {
     BatchNormDescs d;
     cudnnStatus_t status = describe(x, op, d);
     const ReluDesc act;
@@ -510,7 +528,8 @@ void batch_norm_add_relu_backward(Context& ctx, const BatchNormParams& p, const 
   const char* op = "batch_norm_add_relu_backward";
   check_eps(p, op);
   // A reserve space means the forward ran cuDNN's fused kernel on these tensors: so does backward.
-  if (reserve.defined() && reserve.numel() > 0 && fused_candidate({&x, &y, &dy, &dz, &dx})) {
+  if (reserve.defined() && reserve.numel() > 0 &&
+      fused_candidate({&x, &y, &dy, &dz, &dx}, {&gamma, &beta, &saved_mean, &saved_inv_std, &dgamma, &dbeta})) {
     BatchNormDescs d;
     ST_CHECK_CUDNN(describe(x, op, d));
     const ReluDesc act;
