@@ -4,10 +4,14 @@
 # pools, adaptive average pooling, the NCHW flatten, dropout masks, both auxiliary heads and their
 # weighted losses), inception_v3 at 75x75 without its head (1x7/7x1 and 1x3/3x1 convolutions,
 # average pools counting their padding) and alexnet-caffe (LRN, grouped convolutions with bias,
-# Caffe's input). The update w1 - w0 agrees as a relative L2 error over all parameters within 3e-2,
-# the tolerance of gpu.resnet50_step and for the same reason (batch norm's backward at
-# initialisation; alexnet-caffe has none and is held to the same bound); the loss of the step within
-# 1e-3. Dropout draws the same masks on both devices (Philox by element index), so it is on.
+# Caffe's input). The update w1 - w0 agrees as a relative L2 error over all parameters within a
+# tolerance per model, the loss of the step within 1e-3. The two batch-normalised networks part
+# for gpu.resnet50_step's reason (batch norm's backward at initialisation), more since the GPU's
+# batch norm runs cuDNN's persistent NHWC kernels, as PyTorch's channels-last training does (its
+# own GPU against CPU: 1.5e-2 on ResNet-50's update, docs/gpu.md): googlenet 3e-2 (1.4e-2 on the
+# H200, 2026-11-28; 8.4e-3 in SPATIAL mode), inception_v3 6e-2 (3.3e-2; 1.7e-2 before: at 75x75
+# and batch 8 its last batch norms average 72 values a channel); alexnet-caffe, without batch
+# norm, 1e-3 (2.9e-6 on both GPUs). Dropout draws the same masks on both devices (Philox by element index), so it is on.
 # ST_GPU_TEST_CNN_MODELS (default all three) picks the models: cli.gpu_training_harness runs
 # googlenet alone, CPU against CPU. Skips (77) without a GPU.
 source "$(dirname "$0")/lib.sh"
@@ -16,11 +20,11 @@ T=$TMP_ROOT/gpu_cnn_steps
 rm -rf "$T" && mkdir -p "$T"
 status=0
 
-# step MODEL SIZE BATCH [train options...]: the three runs (GPU, CPU, and w0 at a negligible rate)
-# and the comparisons, under $T/MODEL.
+# step MODEL SIZE BATCH TOLERANCE [train options...]: the three runs (GPU, CPU, and w0 at a
+# negligible rate) and the comparisons, under $T/MODEL.
 step() {
-  local model=$1 size=$2 batch=$3
-  shift 3
+  local model=$1 size=$2 batch=$3 tolerance=$4
+  shift 4
   local d=$T/$model
   mkdir -p "$d"
   synthetic_data "$d/data" $((2 * batch)) 4 "$size,$size,3" 10
@@ -30,16 +34,16 @@ step() {
   run_train "$model/gpu" 1 "$DEV" "$TEST_ARGS" "${common[@]}" --base-lr 0.01
   run_train "$model/cpu" 1 cpu "" "${common[@]}" --base-lr 0.01
   run_train "$model/w0" 1 cpu "" "${common[@]}" --base-lr 1e-30
-  compare_checkpoints --what params --base "$d/w0" --tolerance 3e-2 "$d/gpu" "$d/cpu" || status=1
+  compare_checkpoints --what params --base "$d/w0" --tolerance "$tolerance" "$d/gpu" "$d/cpu" || status=1
   compare_losses "$d/gpu.log" "$d/cpu.log" 1e-3 1e-3 || status=1
 }
 
 models=${ST_GPU_TEST_CNN_MODELS:-googlenet inception_v3 alexnet-caffe}
 for m in $models; do
   case $m in
-    googlenet) step googlenet 64 8 ;;
-    inception_v3) step inception_v3 75 8 --aux-loss-weight 0 ;;
-    alexnet-caffe) step alexnet-caffe 227 2 ;;
+    googlenet) step googlenet 64 8 3e-2 ;;
+    inception_v3) step inception_v3 75 8 6e-2 --aux-loss-weight 0 ;;
+    alexnet-caffe) step alexnet-caffe 227 2 1e-3 ;;
     *) fail "ST_GPU_TEST_CNN_MODELS: unknown model '$m' (googlenet, inception_v3, alexnet-caffe)" ;;
   esac
 done
