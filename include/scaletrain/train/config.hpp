@@ -120,8 +120,9 @@ struct TrainConfig {
   std::string input_copy = "auto";
   // --fuse: auto | none | bn-add-relu (each residual block's last batch norm, the shortcut's add and
   // the ReLU as one op: ops::batch_norm_add_relu_forward_training; cuDNN's fused kernel on a GPU in
-  // fp16). auto: bn-add-relu in amp-fp16 on a GPU, where it was measured to pay (1.9x ResNet-50's
-  // images/s on an H200, docs/performance.md), none elsewhere (Training::fuse_used).
+  // fp16). auto: bn-add-relu in amp-fp16 on a GPU, where it was measured to pay (ResNet-50's
+  // images/s 1.16x at batch 256, 1.02x at 64 on an H200, docs/performance.md), none elsewhere
+  // (Training::fuse_used).
   std::string fuse = "auto";
   // Input pipeline (issue 4).
   std::string io = "posix";             // posix | mmap | mpiio | mpiio-collective
