@@ -18,7 +18,9 @@ namespace cuda {
 ConcatFeaturesForwardFn concat_features_forward;
 }
 const Op<ConcatFeaturesForwardFn> concat_features_forward_op{
-    "concat_features_forward", {cpu::concat_features_forward}, {ST_CUDA_KERNEL(cuda::concat_features_forward)}};
+    "concat_features_forward",
+    {cpu::concat_features_forward},
+    with_half_storage<ConcatFeaturesForwardFn>({ST_CUDA_KERNEL(cuda::concat_features_forward)})};
 using ConcatFeaturesBackwardFn = void(Context& ctx, const Tensor& dy, Tensor& da, Tensor& db);
 namespace cpu {
 ConcatFeaturesBackwardFn concat_features_backward;
@@ -27,7 +29,9 @@ namespace cuda {
 ConcatFeaturesBackwardFn concat_features_backward;
 }
 const Op<ConcatFeaturesBackwardFn> concat_features_backward_op{
-    "concat_features_backward", {cpu::concat_features_backward}, {ST_CUDA_KERNEL(cuda::concat_features_backward)}};
+    "concat_features_backward",
+    {cpu::concat_features_backward},
+    with_half_storage<ConcatFeaturesBackwardFn>({ST_CUDA_KERNEL(cuda::concat_features_backward)})};
 using ConcatChannelsForwardFn = void(Context& ctx, const std::vector<Tensor>& xs, Tensor& y);
 namespace cpu {
 ConcatChannelsForwardFn concat_channels_forward;
@@ -36,7 +40,9 @@ namespace cuda {
 ConcatChannelsForwardFn concat_channels_forward;
 }
 const Op<ConcatChannelsForwardFn> concat_channels_forward_op{
-    "concat_channels_forward", {cpu::concat_channels_forward}, {ST_CUDA_KERNEL(cuda::concat_channels_forward)}};
+    "concat_channels_forward",
+    {cpu::concat_channels_forward},
+    with_half_storage<ConcatChannelsForwardFn>({ST_CUDA_KERNEL(cuda::concat_channels_forward)})};
 using ConcatChannelsBackwardFn = void(Context& ctx, const Tensor& dy, const std::vector<Tensor>& dxs);
 namespace cpu {
 ConcatChannelsBackwardFn concat_channels_backward;
@@ -45,7 +51,9 @@ namespace cuda {
 ConcatChannelsBackwardFn concat_channels_backward;
 }
 const Op<ConcatChannelsBackwardFn> concat_channels_backward_op{
-    "concat_channels_backward", {cpu::concat_channels_backward}, {ST_CUDA_KERNEL(cuda::concat_channels_backward)}};
+    "concat_channels_backward",
+    {cpu::concat_channels_backward},
+    with_half_storage<ConcatChannelsBackwardFn>({ST_CUDA_KERNEL(cuda::concat_channels_backward)})};
 
 namespace {
 

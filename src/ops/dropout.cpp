@@ -19,7 +19,9 @@ namespace cuda {
 DropoutForwardFn dropout_forward;
 }
 const Op<DropoutForwardFn> dropout_forward_op{
-    "dropout_forward", {cpu::dropout_forward}, {ST_CUDA_KERNEL(cuda::dropout_forward)}};
+    "dropout_forward",
+    {cpu::dropout_forward},
+    with_half_storage<DropoutForwardFn>({ST_CUDA_KERNEL(cuda::dropout_forward)})};
 using DropoutBackwardFn = void(Context& ctx, const DropoutParams& params, const Tensor& dy, Tensor& dx);
 namespace cpu {
 DropoutBackwardFn dropout_backward;
@@ -28,7 +30,9 @@ namespace cuda {
 DropoutBackwardFn dropout_backward;
 }
 const Op<DropoutBackwardFn> dropout_backward_op{
-    "dropout_backward", {cpu::dropout_backward}, {ST_CUDA_KERNEL(cuda::dropout_backward)}};
+    "dropout_backward",
+    {cpu::dropout_backward},
+    with_half_storage<DropoutBackwardFn>({ST_CUDA_KERNEL(cuda::dropout_backward)})};
 
 namespace {
 

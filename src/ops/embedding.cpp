@@ -17,7 +17,9 @@ namespace cuda {
 EmbeddingForwardFn embedding_forward;
 }
 const Op<EmbeddingForwardFn> embedding_forward_op{
-    "embedding_forward", {cpu::embedding_forward}, {ST_CUDA_KERNEL(cuda::embedding_forward)}};
+    "embedding_forward",
+    {cpu::embedding_forward},
+    with_half_storage<EmbeddingForwardFn>({ST_CUDA_KERNEL(cuda::embedding_forward)})};
 using EmbeddingBackwardFn = void(Context& ctx, const Tensor& indices, const Tensor& dout, Tensor& dtable);
 namespace cpu {
 EmbeddingBackwardFn embedding_backward;
@@ -26,7 +28,9 @@ namespace cuda {
 EmbeddingBackwardFn embedding_backward;
 }
 const Op<EmbeddingBackwardFn> embedding_backward_op{
-    "embedding_backward", {cpu::embedding_backward}, {ST_CUDA_KERNEL(cuda::embedding_backward)}};
+    "embedding_backward",
+    {cpu::embedding_backward},
+    with_half_storage<EmbeddingBackwardFn>({ST_CUDA_KERNEL(cuda::embedding_backward)})};
 namespace {
 
 // indices: (N) int32 on the context's device.

@@ -15,7 +15,9 @@ namespace cuda {
 FlattenChwForwardFn flatten_chw_forward;
 }
 const Op<FlattenChwForwardFn> flatten_chw_forward_op{
-    "flatten_chw_forward", {cpu::flatten_chw_forward}, {ST_CUDA_KERNEL(cuda::flatten_chw_forward)}};
+    "flatten_chw_forward",
+    {cpu::flatten_chw_forward},
+    with_half_storage<FlattenChwForwardFn>({ST_CUDA_KERNEL(cuda::flatten_chw_forward)})};
 using FlattenChwBackwardFn = void(Context& ctx, const Tensor& dy, Tensor& dx);
 namespace cpu {
 FlattenChwBackwardFn flatten_chw_backward;
@@ -24,7 +26,9 @@ namespace cuda {
 FlattenChwBackwardFn flatten_chw_backward;
 }
 const Op<FlattenChwBackwardFn> flatten_chw_backward_op{
-    "flatten_chw_backward", {cpu::flatten_chw_backward}, {ST_CUDA_KERNEL(cuda::flatten_chw_backward)}};
+    "flatten_chw_backward",
+    {cpu::flatten_chw_backward},
+    with_half_storage<FlattenChwBackwardFn>({ST_CUDA_KERNEL(cuda::flatten_chw_backward)})};
 
 namespace {
 

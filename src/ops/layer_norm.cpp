@@ -18,10 +18,11 @@ LayerNormForwardFn layer_norm_forward;
 namespace cuda {
 LayerNormForwardFn layer_norm_forward;
 }
-const Op<LayerNormForwardFn> layer_norm_forward_op{"layer_norm_forward",
-                                                   {cpu::layer_norm_forward},
-                                                   {ST_CUDA_KERNEL(cuda::layer_norm_forward)},
-                                                   AmpOutputs::only(0)};  // y; the saved statistics stay fp32
+const Op<LayerNormForwardFn> layer_norm_forward_op{
+    "layer_norm_forward",
+    {cpu::layer_norm_forward},
+    with_half_storage<LayerNormForwardFn>({ST_CUDA_KERNEL(cuda::layer_norm_forward)}),
+    AmpOutputs::only(0)};  // y; the saved statistics stay fp32
 using LayerNormBackwardFn = void(Context& ctx, const Tensor& x, const Tensor& dy, const Tensor& gamma,
                                  const Tensor& saved_mean, const Tensor& saved_rstd, Tensor& dx, Tensor& dgamma,
                                  Tensor& dbeta);
@@ -31,10 +32,11 @@ LayerNormBackwardFn layer_norm_backward;
 namespace cuda {
 LayerNormBackwardFn layer_norm_backward;
 }
-const Op<LayerNormBackwardFn> layer_norm_backward_op{"layer_norm_backward",
-                                                     {cpu::layer_norm_backward},
-                                                     {ST_CUDA_KERNEL(cuda::layer_norm_backward)},
-                                                     AmpOutputs::only(0)};  // dx; dgamma and dbeta stay fp32
+const Op<LayerNormBackwardFn> layer_norm_backward_op{
+    "layer_norm_backward",
+    {cpu::layer_norm_backward},
+    with_half_storage<LayerNormBackwardFn>({ST_CUDA_KERNEL(cuda::layer_norm_backward)}),
+    AmpOutputs::only(0)};  // dx; dgamma and dbeta stay fp32
 
 namespace {
 

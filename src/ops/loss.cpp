@@ -22,7 +22,9 @@ namespace cuda {
 SoftmaxCrossEntropyFn softmax_cross_entropy;
 }
 const Op<SoftmaxCrossEntropyFn> softmax_cross_entropy_op{
-    "softmax_cross_entropy", {cpu::softmax_cross_entropy}, {ST_CUDA_KERNEL(cuda::softmax_cross_entropy)}};
+    "softmax_cross_entropy",
+    {cpu::softmax_cross_entropy},
+    with_half_storage<SoftmaxCrossEntropyFn>({ST_CUDA_KERNEL(cuda::softmax_cross_entropy)})};
 using TokenCrossEntropyFn = TokenLoss(Context& ctx, const Tensor& logits, const Tensor& labels, float label_smoothing,
                                       int32_t ignore_index, double normaliser, Tensor& dlogits);
 namespace cpu {
@@ -32,7 +34,9 @@ namespace cuda {
 TokenCrossEntropyFn token_cross_entropy;
 }
 const Op<TokenCrossEntropyFn> token_cross_entropy_op{
-    "token_cross_entropy", {cpu::token_cross_entropy}, {ST_CUDA_KERNEL(cuda::token_cross_entropy)}};
+    "token_cross_entropy",
+    {cpu::token_cross_entropy},
+    with_half_storage<TokenCrossEntropyFn>({ST_CUDA_KERNEL(cuda::token_cross_entropy)})};
 using CountCorrectFn = int64_t(Context& ctx, const Tensor& logits, const Tensor& labels);
 namespace cpu {
 CountCorrectFn count_correct;
@@ -40,7 +44,8 @@ CountCorrectFn count_correct;
 namespace cuda {
 CountCorrectFn count_correct;
 }
-const Op<CountCorrectFn> count_correct_op{"count_correct", {cpu::count_correct}, {ST_CUDA_KERNEL(cuda::count_correct)}};
+const Op<CountCorrectFn> count_correct_op{
+    "count_correct", {cpu::count_correct}, with_half_storage<CountCorrectFn>({ST_CUDA_KERNEL(cuda::count_correct)})};
 namespace {
 
 // Checks logits (N, K) f32 (or the mixed precision's 16-bit format) with K > 0 and labels (N) i32, both on the

@@ -17,7 +17,8 @@ LrnForwardFn lrn_forward;
 namespace cuda {
 LrnForwardFn lrn_forward;
 }
-const Op<LrnForwardFn> lrn_forward_op{"lrn_forward", {cpu::lrn_forward}, {ST_CUDA_KERNEL(cuda::lrn_forward)}};
+const Op<LrnForwardFn> lrn_forward_op{
+    "lrn_forward", {cpu::lrn_forward}, with_half_storage<LrnForwardFn>({ST_CUDA_KERNEL(cuda::lrn_forward)})};
 using LrnBackwardFn = void(Context& ctx, const LrnParams& p, const Tensor& x, const Tensor& dy, Tensor& dx);
 namespace cpu {
 LrnBackwardFn lrn_backward;
@@ -25,7 +26,8 @@ LrnBackwardFn lrn_backward;
 namespace cuda {
 LrnBackwardFn lrn_backward;
 }
-const Op<LrnBackwardFn> lrn_backward_op{"lrn_backward", {cpu::lrn_backward}, {ST_CUDA_KERNEL(cuda::lrn_backward)}};
+const Op<LrnBackwardFn> lrn_backward_op{
+    "lrn_backward", {cpu::lrn_backward}, with_half_storage<LrnBackwardFn>({ST_CUDA_KERNEL(cuda::lrn_backward)})};
 
 namespace {
 

@@ -15,7 +15,9 @@ namespace cuda {
 MultiplyForwardFn multiply_forward;
 }
 const Op<MultiplyForwardFn> multiply_forward_op{
-    "multiply_forward", {cpu::multiply_forward}, {ST_CUDA_KERNEL(cuda::multiply_forward)}};
+    "multiply_forward",
+    {cpu::multiply_forward},
+    with_half_storage<MultiplyForwardFn>({ST_CUDA_KERNEL(cuda::multiply_forward)})};
 using MultiplyBackwardFn = void(Context& ctx, const Tensor& a, const Tensor& b, const Tensor& dy, Tensor& da,
                                 Tensor& db);
 namespace cpu {
@@ -25,7 +27,9 @@ namespace cuda {
 MultiplyBackwardFn multiply_backward;
 }
 const Op<MultiplyBackwardFn> multiply_backward_op{
-    "multiply_backward", {cpu::multiply_backward}, {ST_CUDA_KERNEL(cuda::multiply_backward)}};
+    "multiply_backward",
+    {cpu::multiply_backward},
+    with_half_storage<MultiplyBackwardFn>({ST_CUDA_KERNEL(cuda::multiply_backward)})};
 
 void multiply_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
   const char* op = "multiply_forward";

@@ -17,7 +17,9 @@ namespace cuda {
 NormalizeImagesFn normalize_images;
 }
 const Op<NormalizeImagesFn> normalize_images_op{
-    "normalize_images", {cpu::normalize_images}, {ST_CUDA_KERNEL(cuda::normalize_images)}};
+    "normalize_images",
+    {cpu::normalize_images},
+    with_half_storage<NormalizeImagesFn>({ST_CUDA_KERNEL(cuda::normalize_images)})};
 
 void normalize_images(Context& ctx, const Tensor& x, const std::vector<double>& mean, const std::vector<double>& std,
                       Tensor& y, ChannelOrder order) {

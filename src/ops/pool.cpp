@@ -17,7 +17,9 @@ namespace cuda {
 MaxPool2dForwardFn max_pool2d_forward;
 }
 const Op<MaxPool2dForwardFn> max_pool2d_forward_op{
-    "max_pool2d_forward", {cpu::max_pool2d_forward}, {ST_CUDA_KERNEL(cuda::max_pool2d_forward)}};
+    "max_pool2d_forward",
+    {cpu::max_pool2d_forward},
+    with_half_storage<MaxPool2dForwardFn>({ST_CUDA_KERNEL(cuda::max_pool2d_forward)})};
 using MaxPool2dBackwardFn = void(Context& ctx, const MaxPool2dParams& p, const Tensor& x, const Tensor& y,
                                  const Tensor& dy, Tensor& dx);
 namespace cpu {
@@ -27,7 +29,9 @@ namespace cuda {
 MaxPool2dBackwardFn max_pool2d_backward;
 }
 const Op<MaxPool2dBackwardFn> max_pool2d_backward_op{
-    "max_pool2d_backward", {cpu::max_pool2d_backward}, {ST_CUDA_KERNEL(cuda::max_pool2d_backward)}};
+    "max_pool2d_backward",
+    {cpu::max_pool2d_backward},
+    with_half_storage<MaxPool2dBackwardFn>({ST_CUDA_KERNEL(cuda::max_pool2d_backward)})};
 using AvgPool2dForwardFn = void(Context& ctx, const AvgPool2dParams& p, const Tensor& x, Tensor& y);
 namespace cpu {
 AvgPool2dForwardFn avg_pool2d_forward;
@@ -36,7 +40,9 @@ namespace cuda {
 AvgPool2dForwardFn avg_pool2d_forward;
 }
 const Op<AvgPool2dForwardFn> avg_pool2d_forward_op{
-    "avg_pool2d_forward", {cpu::avg_pool2d_forward}, {ST_CUDA_KERNEL(cuda::avg_pool2d_forward)}};
+    "avg_pool2d_forward",
+    {cpu::avg_pool2d_forward},
+    with_half_storage<AvgPool2dForwardFn>({ST_CUDA_KERNEL(cuda::avg_pool2d_forward)})};
 using AvgPool2dBackwardFn = void(Context& ctx, const AvgPool2dParams& p, const Tensor& dy, Tensor& dx);
 namespace cpu {
 AvgPool2dBackwardFn avg_pool2d_backward;
@@ -45,7 +51,9 @@ namespace cuda {
 AvgPool2dBackwardFn avg_pool2d_backward;
 }
 const Op<AvgPool2dBackwardFn> avg_pool2d_backward_op{
-    "avg_pool2d_backward", {cpu::avg_pool2d_backward}, {ST_CUDA_KERNEL(cuda::avg_pool2d_backward)}};
+    "avg_pool2d_backward",
+    {cpu::avg_pool2d_backward},
+    with_half_storage<AvgPool2dBackwardFn>({ST_CUDA_KERNEL(cuda::avg_pool2d_backward)})};
 using AdaptiveAvgPool2dForwardFn = void(Context& ctx, const AdaptiveAvgPool2dParams& p, const Tensor& x, Tensor& y);
 namespace cpu {
 AdaptiveAvgPool2dForwardFn adaptive_avg_pool2d_forward;
@@ -56,7 +64,7 @@ AdaptiveAvgPool2dForwardFn adaptive_avg_pool2d_forward;
 const Op<AdaptiveAvgPool2dForwardFn> adaptive_avg_pool2d_forward_op{
     "adaptive_avg_pool2d_forward",
     {cpu::adaptive_avg_pool2d_forward},
-    {ST_CUDA_KERNEL(cuda::adaptive_avg_pool2d_forward)}};
+    with_half_storage<AdaptiveAvgPool2dForwardFn>({ST_CUDA_KERNEL(cuda::adaptive_avg_pool2d_forward)})};
 using AdaptiveAvgPool2dBackwardFn = void(Context& ctx, const AdaptiveAvgPool2dParams& p, const Tensor& dy, Tensor& dx);
 namespace cpu {
 AdaptiveAvgPool2dBackwardFn adaptive_avg_pool2d_backward;
@@ -67,7 +75,7 @@ AdaptiveAvgPool2dBackwardFn adaptive_avg_pool2d_backward;
 const Op<AdaptiveAvgPool2dBackwardFn> adaptive_avg_pool2d_backward_op{
     "adaptive_avg_pool2d_backward",
     {cpu::adaptive_avg_pool2d_backward},
-    {ST_CUDA_KERNEL(cuda::adaptive_avg_pool2d_backward)}};
+    with_half_storage<AdaptiveAvgPool2dBackwardFn>({ST_CUDA_KERNEL(cuda::adaptive_avg_pool2d_backward)})};
 using GlobalAvgPoolForwardFn = void(Context& ctx, const Tensor& x, Tensor& y);
 namespace cpu {
 GlobalAvgPoolForwardFn global_avg_pool_forward;
@@ -76,7 +84,9 @@ namespace cuda {
 GlobalAvgPoolForwardFn global_avg_pool_forward;
 }
 const Op<GlobalAvgPoolForwardFn> global_avg_pool_forward_op{
-    "global_avg_pool_forward", {cpu::global_avg_pool_forward}, {ST_CUDA_KERNEL(cuda::global_avg_pool_forward)}};
+    "global_avg_pool_forward",
+    {cpu::global_avg_pool_forward},
+    with_half_storage<GlobalAvgPoolForwardFn>({ST_CUDA_KERNEL(cuda::global_avg_pool_forward)})};
 using GlobalAvgPoolBackwardFn = void(Context& ctx, const Tensor& dy, Tensor& dx);
 namespace cpu {
 GlobalAvgPoolBackwardFn global_avg_pool_backward;
@@ -85,7 +95,9 @@ namespace cuda {
 GlobalAvgPoolBackwardFn global_avg_pool_backward;
 }
 const Op<GlobalAvgPoolBackwardFn> global_avg_pool_backward_op{
-    "global_avg_pool_backward", {cpu::global_avg_pool_backward}, {ST_CUDA_KERNEL(cuda::global_avg_pool_backward)}};
+    "global_avg_pool_backward",
+    {cpu::global_avg_pool_backward},
+    with_half_storage<GlobalAvgPoolBackwardFn>({ST_CUDA_KERNEL(cuda::global_avg_pool_backward)})};
 
 namespace {
 

@@ -19,7 +19,9 @@ namespace cuda {
 SigmoidBceWithLogitsFn sigmoid_bce_with_logits;
 }
 const Op<SigmoidBceWithLogitsFn> sigmoid_bce_with_logits_op{
-    "sigmoid_bce_with_logits", {cpu::sigmoid_bce_with_logits}, {ST_CUDA_KERNEL(cuda::sigmoid_bce_with_logits)}};
+    "sigmoid_bce_with_logits",
+    {cpu::sigmoid_bce_with_logits},
+    with_half_storage<SigmoidBceWithLogitsFn>({ST_CUDA_KERNEL(cuda::sigmoid_bce_with_logits)})};
 
 double sigmoid_bce_with_logits(Context& ctx, const Tensor& logits, const Tensor& targets, Tensor& dlogits,
                                double grad_scale) {

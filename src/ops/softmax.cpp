@@ -17,7 +17,9 @@ namespace cuda {
 MaskedSoftmaxForwardFn masked_softmax_forward;
 }
 const Op<MaskedSoftmaxForwardFn> masked_softmax_forward_op{
-    "masked_softmax_forward", {cpu::masked_softmax_forward}, {ST_CUDA_KERNEL(cuda::masked_softmax_forward)}};
+    "masked_softmax_forward",
+    {cpu::masked_softmax_forward},
+    with_half_storage<MaskedSoftmaxForwardFn>({ST_CUDA_KERNEL(cuda::masked_softmax_forward)})};
 using MaskedSoftmaxBackwardFn = void(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
 namespace cpu {
 MaskedSoftmaxBackwardFn masked_softmax_backward;
@@ -26,7 +28,9 @@ namespace cuda {
 MaskedSoftmaxBackwardFn masked_softmax_backward;
 }
 const Op<MaskedSoftmaxBackwardFn> masked_softmax_backward_op{
-    "masked_softmax_backward", {cpu::masked_softmax_backward}, {ST_CUDA_KERNEL(cuda::masked_softmax_backward)}};
+    "masked_softmax_backward",
+    {cpu::masked_softmax_backward},
+    with_half_storage<MaskedSoftmaxBackwardFn>({ST_CUDA_KERNEL(cuda::masked_softmax_backward)})};
 
 namespace {
 

@@ -14,7 +14,9 @@ namespace cuda {
 SwapMiddleAxesFn swap_middle_axes;
 }
 const Op<SwapMiddleAxesFn> swap_middle_axes_op{
-    "swap_middle_axes", {cpu::swap_middle_axes}, {ST_CUDA_KERNEL(cuda::swap_middle_axes)}};
+    "swap_middle_axes",
+    {cpu::swap_middle_axes},
+    with_half_storage<SwapMiddleAxesFn>({ST_CUDA_KERNEL(cuda::swap_middle_axes)})};
 
 void swap_middle_axes(Context& ctx, const Tensor& x, Tensor& y) {
   const char* op = "swap_middle_axes";

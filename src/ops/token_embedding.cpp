@@ -15,7 +15,9 @@ namespace cuda {
 TokenEmbeddingForwardFn token_embedding_forward;
 }
 const Op<TokenEmbeddingForwardFn> token_embedding_forward_op{
-    "token_embedding_forward", {cpu::token_embedding_forward}, {ST_CUDA_KERNEL(cuda::token_embedding_forward)}};
+    "token_embedding_forward",
+    {cpu::token_embedding_forward},
+    with_half_storage<TokenEmbeddingForwardFn>({ST_CUDA_KERNEL(cuda::token_embedding_forward)})};
 using TokenEmbeddingBackwardFn = void(Context& ctx, const Tensor& ids, float scale, const Tensor& dy, Tensor& dx);
 namespace cpu {
 TokenEmbeddingBackwardFn token_embedding_backward;
@@ -24,7 +26,9 @@ namespace cuda {
 TokenEmbeddingBackwardFn token_embedding_backward;
 }
 const Op<TokenEmbeddingBackwardFn> token_embedding_backward_op{
-    "token_embedding_backward", {cpu::token_embedding_backward}, {ST_CUDA_KERNEL(cuda::token_embedding_backward)}};
+    "token_embedding_backward",
+    {cpu::token_embedding_backward},
+    with_half_storage<TokenEmbeddingBackwardFn>({ST_CUDA_KERNEL(cuda::token_embedding_backward)})};
 
 namespace {
 

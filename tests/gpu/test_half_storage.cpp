@@ -1,10 +1,20 @@
 // 16-bit storage on a device (issue 26, section 2): the kernels that read and write f16 and bf16
-// tensors themselves (with_half_storage: ReLU, add, the convolutions, batch norm) against the
+// tensors themselves (with_half_storage: ReLU, add, the convolutions, batch norm, pooling) against the
 // same ops on fp32 tensors holding the same 16-bit values, rounded by the dispatch (the path the
 // AMP op cases check against the CPU), on the same device:
 //   - ReLU, add (also with mixed f32 and 16-bit operands), the three convolutions (bias and its
 //     gradient included, a 1x1 and a 3x3 shape), linear and batched_matmul: bit for bit (the same cuDNN plan reads the
 //     same 16-bit operands; the bias is added in float and rounded once either way);
+//   - max, average, adaptive average and global average pooling, forward and backward (ceil mode,
+//     padding left out of the divisor, an odd channel count; bf16's coarse values make ties for
+//     the max pool's first-maximum rule): bit for bit (each computes in float or double and
+//     stores once);
+//   - dropout (p 0.3 and p 0 into another type), the channel and feature concatenations and
+//     their splits (also a part of f32 beside 16-bit ones), flatten in NCHW order and back, and
+//     the middle-axes swap: bit for bit (copies, or one float multiply stored once);
+//   - layer norm, masked softmax, the softmax, token and sigmoid cross-entropies (the loss
+//     values too) and count_correct, the embeddings, LRN, image normalisation and the element-wise
+//     product: bit for bit (each computes from the widened values as before and stores once);
 //   - batch norm forward (training and inference) and backward, 16-bit and mixed: on a GPU within
 //     2 units of the format at the output's largest magnitude, the fp32 statistics and parameter
 //     gradients within 1e-5 relative (cuDNN's 16-bit kernels may sum in another order); on the
@@ -30,8 +40,22 @@
 #include "scaletrain/ops/batch_norm.hpp"
 #include "scaletrain/ops/batched_matmul.hpp"
 #include "scaletrain/ops/cast.hpp"
+#include "scaletrain/ops/concat.hpp"
 #include "scaletrain/ops/conv2d.hpp"
+#include "scaletrain/ops/dropout.hpp"
+#include "scaletrain/ops/embedding.hpp"
+#include "scaletrain/ops/flatten.hpp"
+#include "scaletrain/ops/layer_norm.hpp"
 #include "scaletrain/ops/linear.hpp"
+#include "scaletrain/ops/loss.hpp"
+#include "scaletrain/ops/lrn.hpp"
+#include "scaletrain/ops/multiply.hpp"
+#include "scaletrain/ops/normalize.hpp"
+#include "scaletrain/ops/pool.hpp"
+#include "scaletrain/ops/sigmoid_bce.hpp"
+#include "scaletrain/ops/softmax.hpp"
+#include "scaletrain/ops/swap_axes.hpp"
+#include "scaletrain/ops/token_embedding.hpp"
 
 namespace st = scaletrain;
 namespace ops = st::ops;
@@ -179,6 +203,253 @@ void check_products(st::Context& ctx, const Format& f) {
   compare(ctx, f, c16, c32, "batched_matmul");
 }
 
+// The pooling ops on 16-bit tensors against fp32 tensors holding the same values: bit for bit.
+void check_pooling(st::Context& ctx, const Format& f) {
+  Pair x = random_pair(ctx, f, {2, 7, 7, 5}, 80);
+  ops::MaxPool2dParams mp;  // 3x3, stride 2, padding 1
+  mp.ceil_mode = true;
+  const st::Shape ms = ops::max_pool2d_output_shape(mp, x.wide.shape());
+  st::Tensor y32 = f32_on(ctx, ms), y16 = half_on(ctx, f, ms);
+  ops::max_pool2d_forward(ctx, mp, x.wide, y32);
+  ops::max_pool2d_forward(ctx, mp, x.half, y16);
+  compare(ctx, f, y16, y32, "max_pool2d_forward");
+  Pair dy = random_pair(ctx, f, ms, 81);
+  st::Tensor dx32 = f32_on(ctx, x.wide.shape()), dx16 = half_on(ctx, f, x.wide.shape());
+  // The backward reads the forward's y in each storage: the 16-bit run's own.
+  ops::max_pool2d_backward(ctx, mp, x.wide, y32, dy.wide, dx32);
+  ops::max_pool2d_backward(ctx, mp, x.half, y16, dy.half, dx16);
+  compare(ctx, f, dx16, dx32, "max_pool2d_backward");
+
+  ops::AvgPool2dParams ap;  // 3x3, padding 1
+  ap.stride = 2;
+  ap.ceil_mode = true;
+  ap.count_include_pad = false;
+  const st::Shape as = ops::avg_pool2d_output_shape(ap, x.wide.shape());
+  y32 = f32_on(ctx, as), y16 = half_on(ctx, f, as);
+  ops::avg_pool2d_forward(ctx, ap, x.wide, y32);
+  ops::avg_pool2d_forward(ctx, ap, x.half, y16);
+  compare(ctx, f, y16, y32, "avg_pool2d_forward");
+  dy = random_pair(ctx, f, as, 82);
+  ops::avg_pool2d_backward(ctx, ap, dy.wide, dx32);
+  ops::avg_pool2d_backward(ctx, ap, dy.half, dx16);
+  compare(ctx, f, dx16, dx32, "avg_pool2d_backward");
+
+  ops::AdaptiveAvgPool2dParams dp;
+  dp.out_h = 3;
+  dp.out_w = 2;
+  const st::Shape ds = ops::adaptive_avg_pool2d_output_shape(dp, x.wide.shape());
+  y32 = f32_on(ctx, ds), y16 = half_on(ctx, f, ds);
+  ops::adaptive_avg_pool2d_forward(ctx, dp, x.wide, y32);
+  ops::adaptive_avg_pool2d_forward(ctx, dp, x.half, y16);
+  compare(ctx, f, y16, y32, "adaptive_avg_pool2d_forward");
+  dy = random_pair(ctx, f, ds, 83);
+  ops::adaptive_avg_pool2d_backward(ctx, dp, dy.wide, dx32);
+  ops::adaptive_avg_pool2d_backward(ctx, dp, dy.half, dx16);
+  compare(ctx, f, dx16, dx32, "adaptive_avg_pool2d_backward");
+
+  y32 = f32_on(ctx, {2, 5}), y16 = half_on(ctx, f, {2, 5});
+  ops::global_avg_pool_forward(ctx, x.wide, y32);
+  ops::global_avg_pool_forward(ctx, x.half, y16);
+  compare(ctx, f, y16, y32, "global_avg_pool_forward");
+  dy = random_pair(ctx, f, {2, 5}, 84);
+  ops::global_avg_pool_backward(ctx, dy.wide, dx32);
+  ops::global_avg_pool_backward(ctx, dy.half, dx16);
+  compare(ctx, f, dx16, dx32, "global_avg_pool_backward");
+}
+
+// The data-movement ops and dropout on 16-bit tensors against fp32 tensors holding the same
+// values: bit for bit.
+void check_movement(st::Context& ctx, const Format& f) {
+  Pair x = random_pair(ctx, f, {3, 4, 5, 6}, 90);
+  ops::DropoutParams dp;
+  dp.p = 0.3;
+  dp.key[0] = 7;
+  dp.position = 11;
+  st::Tensor y32 = f32_on(ctx, x.wide.shape()), y16 = half_on(ctx, f, x.wide.shape());
+  ops::dropout_forward(ctx, dp, x.wide, y32);
+  ops::dropout_forward(ctx, dp, x.half, y16);
+  compare(ctx, f, y16, y32, "dropout_forward");
+  ops::dropout_backward(ctx, dp, x.wide, y32);
+  ops::dropout_backward(ctx, dp, x.half, y16);
+  compare(ctx, f, y16, y32, "dropout_backward");
+  dp.p = 0.0;  // the identity, here from 16 bits into f32 and from f32 into 16 bits
+  st::Tensor w = f32_on(ctx, x.wide.shape());
+  ops::dropout_forward(ctx, dp, x.half, w);
+  compare(ctx, f, w, x.wide, "dropout_forward p=0, 16-bit into f32");
+  ops::dropout_forward(ctx, dp, x.wide, y16);
+  compare(ctx, f, y16, x.wide, "dropout_forward p=0, f32 into 16-bit");
+
+  st::Tensor flat32 = f32_on(ctx, {3, 120}), flat16 = half_on(ctx, f, {3, 120});
+  ops::flatten_chw_forward(ctx, x.wide, flat32);
+  ops::flatten_chw_forward(ctx, x.half, flat16);
+  compare(ctx, f, flat16, flat32, "flatten_chw_forward");
+  st::Tensor back32 = f32_on(ctx, x.wide.shape()), back16 = half_on(ctx, f, x.wide.shape());
+  ops::flatten_chw_backward(ctx, flat32, back32);
+  ops::flatten_chw_backward(ctx, flat16, back16);
+  compare(ctx, f, back16, back32, "flatten_chw_backward");
+  compare(ctx, f, back16, x.wide, "flatten_chw_backward of forward: the input");
+
+  st::Tensor sw32 = f32_on(ctx, {3, 5, 4, 6}), sw16 = half_on(ctx, f, {3, 5, 4, 6});
+  ops::swap_middle_axes(ctx, x.wide, sw32);
+  ops::swap_middle_axes(ctx, x.half, sw16);
+  compare(ctx, f, sw16, sw32, "swap_middle_axes");
+
+  // Channels: 16-bit parts of 6 and 3 channels beside an f32 part of 2 (mixed types).
+  Pair a = random_pair(ctx, f, {3, 4, 5, 3}, 91), c = random_pair(ctx, f, {3, 4, 5, 2}, 92);
+  st::Tensor cat32 = f32_on(ctx, {3, 4, 5, 11}), cat16 = half_on(ctx, f, {3, 4, 5, 11});
+  ops::concat_channels_forward(ctx, {x.wide, a.wide, c.wide}, cat32);
+  ops::concat_channels_forward(ctx, {x.half, a.half, c.wide}, cat16);
+  compare(ctx, f, cat16, cat32, "concat_channels_forward (two 16-bit parts, one f32)");
+  std::vector<st::Tensor> d32{f32_on(ctx, x.wide.shape()), f32_on(ctx, a.wide.shape()), f32_on(ctx, c.wide.shape())};
+  std::vector<st::Tensor> d16{half_on(ctx, f, x.wide.shape()), half_on(ctx, f, a.wide.shape()),
+                              f32_on(ctx, c.wide.shape())};
+  ops::concat_channels_backward(ctx, cat32, d32);
+  ops::concat_channels_backward(ctx, cat16, d16);
+  for (int k = 0; k < 3; ++k) compare(ctx, f, d16[k], d32[k], "concat_channels_backward part " + std::to_string(k));
+
+  Pair fa = random_pair(ctx, f, {7, 5}, 93), fb = random_pair(ctx, f, {7, 3}, 94);
+  st::Tensor fy32 = f32_on(ctx, {7, 8}), fy16 = half_on(ctx, f, {7, 8});
+  ops::concat_features_forward(ctx, fa.wide, fb.wide, fy32);
+  ops::concat_features_forward(ctx, fa.half, fb.half, fy16);
+  compare(ctx, f, fy16, fy32, "concat_features_forward");
+  st::Tensor da32 = f32_on(ctx, {7, 5}), db32 = f32_on(ctx, {7, 3}), da16 = half_on(ctx, f, {7, 5}),
+             db16 = half_on(ctx, f, {7, 3});
+  ops::concat_features_backward(ctx, fy32, da32, db32);
+  ops::concat_features_backward(ctx, fy16, da16, db16);
+  compare(ctx, f, da16, da32, "concat_features_backward da");
+  compare(ctx, f, db16, db32, "concat_features_backward db");
+}
+
+// An int32 (or uint8) tensor of `values` on ctx's device.
+st::Tensor ints_on(st::Context& ctx, const std::vector<int32_t>& values) {
+  st::Tensor t = st::Tensor::empty({static_cast<int64_t>(values.size())}, st::DType::i32);
+  std::copy(values.begin(), values.end(), t.data<int32_t>());
+  return t.to(ctx.device());
+}
+
+void check_same_value(const Format& f, double got, double want, const std::string& what) {
+  char detail[96];
+  std::snprintf(detail, sizeof detail, " (%.17g against %.17g)", got, want);
+  check(std::memcmp(&got, &want, sizeof got) == 0, std::string(f.name) + ": " + what + ", bit for bit" + detail);
+}
+
+// Row-wise normalisations, the losses and the embeddings on 16-bit tensors against fp32 tensors
+// holding the same values: bit for bit, the returned losses and counts included.
+void check_rows_and_losses(st::Context& ctx, const Format& f) {
+  // Layer norm over rows of 16 (fp32 gamma and beta, statistics and parameter gradients).
+  Pair x = random_pair(ctx, f, {3, 5, 16}, 100), dy = random_pair(ctx, f, {3, 5, 16}, 101);
+  Pair gamma = random_pair(ctx, f, {16}, 102), beta = random_pair(ctx, f, {16}, 103);
+  st::Tensor y32 = f32_on(ctx, {3, 5, 16}), y16 = half_on(ctx, f, {3, 5, 16});
+  st::Tensor sm[2] = {f32_on(ctx, {15}), f32_on(ctx, {15})}, sr[2] = {f32_on(ctx, {15}), f32_on(ctx, {15})};
+  const ops::LayerNormParams lp;
+  ops::layer_norm_forward(ctx, lp, x.wide, gamma.wide, beta.wide, y32, sm[0], sr[0]);
+  ops::layer_norm_forward(ctx, lp, x.half, gamma.wide, beta.wide, y16, sm[1], sr[1]);
+  compare(ctx, f, y16, y32, "layer_norm_forward y");
+  compare(ctx, f, sr[1], sr[0], "layer_norm_forward saved rstd");
+  st::Tensor dx32 = f32_on(ctx, {3, 5, 16}), dx16 = half_on(ctx, f, {3, 5, 16});
+  st::Tensor dg[2] = {f32_on(ctx, {16}), f32_on(ctx, {16})}, db[2] = {f32_on(ctx, {16}), f32_on(ctx, {16})};
+  ops::layer_norm_backward(ctx, x.wide, dy.wide, gamma.wide, sm[0], sr[0], dx32, dg[0], db[0]);
+  ops::layer_norm_backward(ctx, x.half, dy.half, gamma.wide, sm[0], sr[0], dx16, dg[1], db[1]);
+  compare(ctx, f, dx16, dx32, "layer_norm_backward dx");
+  compare(ctx, f, dg[1], dg[0], "layer_norm_backward dgamma");
+  compare(ctx, f, db[1], db[0], "layer_norm_backward dbeta");
+
+  // Masked softmax over keys of 5, key lengths 3 and 5, causal.
+  Pair s = random_pair(ctx, f, {2, 2, 3, 5}, 104, 4.0), ds = random_pair(ctx, f, {2, 2, 3, 5}, 105);
+  const st::Tensor lengths = ints_on(ctx, {3, 5});
+  ops::SoftmaxMask mask;
+  mask.causal = true;
+  st::Tensor p32 = f32_on(ctx, s.wide.shape()), p16 = half_on(ctx, f, s.wide.shape());
+  ops::masked_softmax_forward(ctx, mask, s.wide, lengths, p32);
+  ops::masked_softmax_forward(ctx, mask, s.half, lengths, p16);
+  compare(ctx, f, p16, p32, "masked_softmax_forward");
+  st::Tensor g32 = f32_on(ctx, s.wide.shape()), g16 = half_on(ctx, f, s.wide.shape());
+  // The backward reads each run's own probabilities.
+  ops::masked_softmax_backward(ctx, p32, ds.wide, g32);
+  ops::masked_softmax_backward(ctx, p16, ds.half, g16);
+  compare(ctx, f, g16, g32, "masked_softmax_backward");
+
+  // The classifier's losses on 16-bit logits, dlogits in fp32 (as the models keep them) and in 16 bits.
+  Pair logits = random_pair(ctx, f, {6, 10}, 106, 3.0);
+  const st::Tensor labels = ints_on(ctx, {0, 3, 9, 3, 5, 0});
+  st::Tensor dl32 = f32_on(ctx, {6, 10}), dl16 = f32_on(ctx, {6, 10}), dlh = half_on(ctx, f, {6, 10});
+  const double l32 = ops::softmax_cross_entropy(ctx, logits.wide, labels, 0.1f, dl32);
+  const double l16 = ops::softmax_cross_entropy(ctx, logits.half, labels, 0.1f, dl16);
+  check_same_value(f, l16, l32, "softmax_cross_entropy's loss");
+  compare(ctx, f, dl16, dl32, "softmax_cross_entropy dlogits (f32)");
+  ops::softmax_cross_entropy(ctx, logits.half, labels, 0.1f, dlh);
+  compare(ctx, f, dlh, dl32, "softmax_cross_entropy dlogits (16-bit)");
+  const ops::TokenLoss t32 = ops::token_cross_entropy(ctx, logits.wide, labels, 0.1f, 0, 4.0, dl32);
+  const ops::TokenLoss t16 = ops::token_cross_entropy(ctx, logits.half, labels, 0.1f, 0, 4.0, dl16);
+  check_same_value(f, t16.sum, t32.sum, "token_cross_entropy's sum (label 0 ignored)");
+  check(t16.tokens == t32.tokens, std::string(f.name) + ": token_cross_entropy's token count");
+  compare(ctx, f, dl16, dl32, "token_cross_entropy dlogits");
+  check(ops::count_correct(ctx, logits.half, labels) == ops::count_correct(ctx, logits.wide, labels),
+        std::string(f.name) + ": count_correct");
+  Pair bce = random_pair(ctx, f, {16}, 107, 3.0);
+  st::Tensor targets = st::Tensor::empty({16}, st::DType::f32);
+  for (int i = 0; i < 16; ++i) targets.data<float>()[i] = static_cast<float>(i % 3 == 0);
+  targets = targets.to(ctx.device());
+  st::Tensor db32 = f32_on(ctx, {16}), db16 = f32_on(ctx, {16});
+  check_same_value(f, ops::sigmoid_bce_with_logits(ctx, bce.half, targets, db16),
+                   ops::sigmoid_bce_with_logits(ctx, bce.wide, targets, db32), "sigmoid_bce_with_logits' loss");
+  compare(ctx, f, db16, db32, "sigmoid_bce_with_logits dlogits");
+
+  // Embeddings: an fp32 table looked up into 16-bit rows, and 16-bit gradients summed into an fp32 table.
+  Pair table = random_pair(ctx, f, {10, 6}, 108);
+  const st::Tensor ids = ints_on(ctx, {4, 0, 9, 4, 2, 4, 7, 0});
+  st::Tensor e32 = f32_on(ctx, {8, 6}), e16 = half_on(ctx, f, {8, 6});
+  ops::embedding_forward(ctx, table.wide, ids, e32);
+  ops::embedding_forward(ctx, table.wide, ids, e16);
+  compare(ctx, f, e16, e32, "embedding_forward");
+  Pair de = random_pair(ctx, f, {8, 6}, 109);
+  st::Tensor dt32 = f32_on(ctx, {10, 6}), dt16 = f32_on(ctx, {10, 6});
+  ops::embedding_backward(ctx, ids, de.wide, dt32);
+  ops::embedding_backward(ctx, ids, de.half, dt16);
+  compare(ctx, f, dt16, dt32, "embedding_backward (16-bit rows summed into fp32)");
+  Pair rows = random_pair(ctx, f, {2, 4, 6}, 110), pe = random_pair(ctx, f, {5, 6}, 111);
+  st::Tensor tok = st::Tensor::empty({2, 4}, st::DType::i32);
+  for (int i = 0; i < 8; ++i) tok.data<int32_t>()[i] = i % 4 == 3 ? 0 : i + 1;  // 0: padding
+  tok = tok.to(ctx.device());
+  st::Tensor te32 = f32_on(ctx, {2, 4, 6}), te16 = half_on(ctx, f, {2, 4, 6});
+  ops::token_embedding_forward(ctx, rows.wide, tok, 2.5f, pe.wide, te32);
+  ops::token_embedding_forward(ctx, rows.half, tok, 2.5f, pe.wide, te16);
+  compare(ctx, f, te16, te32, "token_embedding_forward");
+  ops::token_embedding_backward(ctx, tok, 2.5f, rows.wide, te32);
+  ops::token_embedding_backward(ctx, tok, 2.5f, rows.half, te16);
+  compare(ctx, f, te16, te32, "token_embedding_backward");
+
+  // LRN across 7 channels, and the element-wise product.
+  Pair l = random_pair(ctx, f, {2, 3, 3, 7}, 112), dl = random_pair(ctx, f, {2, 3, 3, 7}, 113);
+  const ops::LrnParams rp;
+  st::Tensor r32 = f32_on(ctx, l.wide.shape()), r16 = half_on(ctx, f, l.wide.shape());
+  ops::lrn_forward(ctx, rp, l.wide, r32);
+  ops::lrn_forward(ctx, rp, l.half, r16);
+  compare(ctx, f, r16, r32, "lrn_forward");
+  ops::lrn_backward(ctx, rp, l.wide, dl.wide, r32);
+  ops::lrn_backward(ctx, rp, l.half, dl.half, r16);
+  compare(ctx, f, r16, r32, "lrn_backward");
+  ops::multiply_forward(ctx, l.wide, dl.wide, r32);
+  ops::multiply_forward(ctx, l.half, dl.half, r16);
+  compare(ctx, f, r16, r32, "multiply_forward");
+  // The product as the gradient: da and db into their own tensors.
+  st::Tensor da32 = f32_on(ctx, l.wide.shape()), da16 = half_on(ctx, f, l.wide.shape());
+  st::Tensor mb32 = f32_on(ctx, l.wide.shape()), mb16 = half_on(ctx, f, l.wide.shape());
+  ops::multiply_backward(ctx, l.wide, dl.wide, r32, da32, mb32);
+  ops::multiply_backward(ctx, l.half, dl.half, r16, da16, mb16);
+  compare(ctx, f, da16, da32, "multiply_backward da");
+  compare(ctx, f, mb16, mb32, "multiply_backward db");
+
+  // Image normalisation of uint8 pixels into 16-bit storage.
+  st::Tensor pixels = st::Tensor::empty({2, 3, 3, 3}, st::DType::u8);
+  for (int64_t i = 0; i < pixels.numel(); ++i) pixels.data<uint8_t>()[i] = static_cast<uint8_t>(i * 37 % 256);
+  pixels = pixels.to(ctx.device());
+  st::Tensor n32 = f32_on(ctx, {2, 3, 3, 3}), n16 = half_on(ctx, f, {2, 3, 3, 3});
+  ops::normalize_images(ctx, pixels, {0.5, 0.4, 0.3}, {0.2, 0.25, 0.3}, n32, ops::ChannelOrder::reversed);
+  ops::normalize_images(ctx, pixels, {0.5, 0.4, 0.3}, {0.2, 0.25, 0.3}, n16, ops::ChannelOrder::reversed);
+  compare(ctx, f, n16, n32, "normalize_images");
+}
+
 // Batch norm with 16-bit activations (or x in 16 bits and y in f32: the mixed path) against fp32.
 void check_batch_norm(st::Context& ctx, const Format& f, bool mixed) {
   const double units = ctx.device() == st::Device::cpu ? 0.0 : 2.0;
@@ -282,6 +553,9 @@ void check_format(st::Context& ctx, const Format& f) {
   check_convolution(ctx, f, 8, 16, 1, 20);  // tensor-core friendly, 1x1
   check_convolution(ctx, f, 16, 8, 3, 30);
   check_products(ctx, f);
+  check_pooling(ctx, f);
+  check_movement(ctx, f);
+  check_rows_and_losses(ctx, f);
   check_batch_norm(ctx, f, false);
   check_batch_norm(ctx, f, true);
   check_fused_bn_add_relu(ctx, f);

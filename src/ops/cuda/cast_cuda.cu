@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_context.hpp"
 #include "ops/cuda/grid_stride.cuh"
 #include "ops/cuda/half_gemm.hpp"
+#include "ops/cuda/half_io.cuh"
 #include "scaletrain/ops/cast.hpp"
 
 namespace scaletrain::ops::cuda {
@@ -68,6 +69,23 @@ void launch_cast_from_half(cudaStream_t stream, const void* x, float* y, int64_t
 void cast_from_half(Context& ctx, const Tensor& x, Tensor& y) {
   launch_cast_from_half(scaletrain::cuda::compute_stream(ctx), x.raw(), static_cast<float*>(y.raw()), x.numel(),
                         x.dtype() == DType::f16 ? HalfFormat::fp16 : HalfFormat::bf16);
+}
+
+void convert_storage(Context& ctx, const Tensor& x, Tensor& y) {
+  ST_CHECK(x.numel() == y.numel(), "convert_storage: " << x.numel() << " elements into " << y.numel());
+  if (x.numel() == 0) return;
+  if (x.dtype() == y.dtype()) {
+    if (x.raw() != y.raw())
+      ST_CHECK_CUDA(cudaMemcpyAsync(y.raw(), x.raw(), x.bytes(), cudaMemcpyDeviceToDevice,
+                                    scaletrain::cuda::compute_stream(ctx)));
+  } else if (x.dtype() == DType::f32) {
+    cast_to_half(ctx, x, y);
+  } else if (y.dtype() == DType::f32) {
+    cast_from_half(ctx, x, y);
+  } else {
+    ST_THROW("convert_storage: " << dtype_name(x.dtype()) << " into " << dtype_name(y.dtype())
+                                 << ": only float32 to or from a 16-bit type");
+  }
 }
 
 void round_to_half(Context& ctx, Tensor& x, HalfFormat format) {

@@ -9,10 +9,14 @@
 // rows in position order from zero, as the CPU's loop does, and writes the row. Rows no index
 // names stay zero (the table is cleared first). The same float additions in the same order: the
 // CPU's bits.
+// 16-bit storage (with_half_storage): the table, out, dout and dtable are read and written in
+// their own formats (ops/cuda/half_io.cuh); a row sum is still float additions of the widened
+// values, stored once.
 #include <cub/device/device_radix_sort.cuh>
 
 #include "backend/cuda/cuda_context.hpp"
 #include "ops/cuda/grid_stride.cuh"
+#include "ops/cuda/half_io.cuh"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/ops/embedding.hpp"
 
@@ -48,10 +52,11 @@ void check_index_range(Context& ctx, const Tensor& indices, int64_t rows, const 
               << rows << ")");
 }
 
-__global__ void gather_rows_kernel(const float* table, const int32_t* idx, float* out, int64_t n, int64_t d) {
+__global__ void gather_rows_kernel(const void* table, ElemKind tk, const int32_t* idx, void* out, ElemKind ok,
+                                   int64_t n, int64_t d) {
   for (int64_t e = grid_first(); e < n * d; e += grid_stride()) {
     const int64_t i = e / d, j = e - i * d;
-    out[e] = table[static_cast<int64_t>(idx[i]) * d + j];
+    store_float(out, ok, e, load_float(table, tk, static_cast<int64_t>(idx[i]) * d + j));
   }
 }
 
@@ -61,16 +66,16 @@ __global__ void iota_kernel(int32_t* v, int64_t n) {
 
 // Element (k, j): where sorted position k starts a run of equal rows, the run's dout rows summed
 // in position order into column j of that row.
-__global__ void sum_runs_kernel(const int32_t* sorted_rows, const int32_t* positions, const float* dout, float* dtable,
-                                int64_t n, int64_t d) {
+__global__ void sum_runs_kernel(const int32_t* sorted_rows, const int32_t* positions, const void* dout, ElemKind dk,
+                                void* dtable, ElemKind tk, int64_t n, int64_t d) {
   for (int64_t e = grid_first(); e < n * d; e += grid_stride()) {
     const int64_t k = e / d, j = e - k * d;
     const int32_t row = sorted_rows[k];
     if (k > 0 && sorted_rows[k - 1] == row) continue;  // not the run's start
     float sum = 0.0f;
     for (int64_t q = k; q < n && sorted_rows[q] == row; ++q)
-      sum = __fadd_rn(sum, dout[static_cast<int64_t>(positions[q]) * d + j]);
-    dtable[static_cast<int64_t>(row) * d + j] = sum;
+      sum = __fadd_rn(sum, load_float(dout, dk, static_cast<int64_t>(positions[q]) * d + j));
+    store_float(dtable, tk, static_cast<int64_t>(row) * d + j, sum);
   }
 }
 
@@ -81,9 +86,9 @@ void embedding_forward(Context& ctx, const Tensor& table, const Tensor& indices,
   check_index_range(ctx, indices, table.dim(0), "embedding_forward");
   if (n * d == 0) return;
   gather_rows_kernel<<<scaletrain::cuda::blocks_for(n * d), scaletrain::cuda::kThreadsPerBlock, 0,
-                       scaletrain::cuda::compute_stream(ctx)>>>(static_cast<const float*>(table.raw()),
-                                                                static_cast<const int32_t*>(indices.raw()),
-                                                                static_cast<float*>(out.raw()), n, d);
+                       scaletrain::cuda::compute_stream(ctx)>>>(
+      table.raw(), elem_kind(table, "embedding_forward table"), static_cast<const int32_t*>(indices.raw()), out.raw(),
+      elem_kind(out, "embedding_forward out"), n, d);
   ST_CHECK_LAUNCH();
 }
 
@@ -114,7 +119,8 @@ void embedding_backward(Context& ctx, const Tensor& indices, const Tensor& dout,
                                                 sorted_rows, positions, sorted_positions, num_items, 0, end_bit,
                                                 stream));
   sum_runs_kernel<<<scaletrain::cuda::blocks_for(n * d), scaletrain::cuda::kThreadsPerBlock, 0, stream>>>(
-      sorted_rows, sorted_positions, static_cast<const float*>(dout.raw()), static_cast<float*>(dtable.raw()), n, d);
+      sorted_rows, sorted_positions, dout.raw(), elem_kind(dout, "embedding_backward dout"), dtable.raw(),
+      elem_kind(dtable, "embedding_backward dtable"), n, d);
   ST_CHECK_LAUNCH();
 }
 

@@ -14,7 +14,16 @@
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/tensor/tensor.hpp"
 
+namespace scaletrain {
+class Context;
+}
+
 namespace scaletrain::ops::cuda {
+
+// y = x in y's storage, both on the GPU, of one element count: a copy where the types agree, else
+// cast_to_half or cast_from_half (f32 <-> the 16-bit type; one rounding to nearest, ties to even).
+// For kernels with 16-bit storage whose fast path needs one type on both sides (cast_cuda.cu).
+void convert_storage(Context& ctx, const Tensor& x, Tensor& y);
 
 enum class ElemKind : int { f32 = 0, f16 = 1, bf16 = 2 };
 

@@ -8,9 +8,15 @@
 // sums a strided share of the row, and the block adds the shares in a fixed tree order in shared
 // memory. dgamma and dbeta: one thread per column, walking the rows in order (adjacent threads
 // read adjacent columns, so every row is read in coalesced pieces).
+// 16-bit storage (with_half_storage): x, y, dy and dx are read and written in their own formats
+// (ops/cuda/half_io.cuh), gamma, beta, the saved statistics and the parameter gradients stay fp32;
+// every value is computed as before from the widened inputs and stored once, so a 16-bit output
+// has the bits of the fp32 kernel's rounded by the dispatch.
 #include "backend/cuda/cuda_context.hpp"
 #include "ops/cuda/block_reduce.cuh"
 #include "ops/cuda/grid_stride.cuh"
+#include "ops/cuda/half_gemm.hpp"
+#include "ops/cuda/half_io.cuh"
 #include "scaletrain/ops/layer_norm.hpp"
 
 namespace scaletrain::ops::cuda {
@@ -18,21 +24,25 @@ namespace {
 
 constexpr int kThreads = scaletrain::cuda::kThreadsPerBlock;
 
-__global__ void layer_norm_forward_kernel(const float* x, const float* gamma, const float* beta, float* y,
-                                          float* saved_mean, float* saved_rstd, int64_t rows, int64_t d, double eps) {
+__global__ void layer_norm_forward_kernel(const void* x, ElemKind xk, const float* gamma, const float* beta, void* y,
+                                          ElemKind yk, float* saved_mean, float* saved_rstd, int64_t rows, int64_t d,
+                                          double eps) {
   __shared__ double scratch[kThreads];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* row = x + r * d;
+    const int64_t row = r * d;
     double part = 0.0;
-    for (int64_t j = threadIdx.x; j < d; j += kThreads) part += row[j];
+    for (int64_t j = threadIdx.x; j < d; j += kThreads) part += load_float(x, xk, row + j);
     const double mean = block_sum(part, scratch) / static_cast<double>(d);
     part = 0.0;
-    for (int64_t j = threadIdx.x; j < d; j += kThreads) part += (row[j] - mean) * (row[j] - mean);
+    for (int64_t j = threadIdx.x; j < d; j += kThreads) {
+      const float v = load_float(x, xk, row + j);
+      part += (v - mean) * (v - mean);
+    }
     const double rstd = 1.0 / sqrt(block_sum(part, scratch) / static_cast<double>(d) + eps);
-    float* out = y + r * d;
     for (int64_t j = threadIdx.x; j < d; j += kThreads)
-      out[j] =
-          static_cast<float>((row[j] - mean) * rstd * static_cast<double>(gamma[j]) + static_cast<double>(beta[j]));
+      store_float(y, yk, row + j,
+                  static_cast<float>((load_float(x, xk, row + j) - mean) * rstd * static_cast<double>(gamma[j]) +
+                                     static_cast<double>(beta[j])));
     if (threadIdx.x == 0) {
       saved_mean[r] = static_cast<float>(mean);
       saved_rstd[r] = static_cast<float>(rstd);
@@ -40,37 +50,39 @@ __global__ void layer_norm_forward_kernel(const float* x, const float* gamma, co
   }
 }
 
-__global__ void layer_norm_dx_kernel(const float* x, const float* dy, const float* gamma, const float* saved_mean,
-                                     const float* saved_rstd, float* dx, int64_t rows, int64_t d) {
+__global__ void layer_norm_dx_kernel(const void* x, ElemKind xk, const void* dy, ElemKind dyk, const float* gamma,
+                                     const float* saved_mean, const float* saved_rstd, void* dx, ElemKind dxk,
+                                     int64_t rows, int64_t d) {
   __shared__ double scratch[kThreads];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* row = x + r * d;
-    const float* drow = dy + r * d;
+    const int64_t row = r * d;
     const double mu = saved_mean[r], s = saved_rstd[r];
     double part_g = 0.0, part_gx = 0.0;
     for (int64_t j = threadIdx.x; j < d; j += kThreads) {
-      const double gj = static_cast<double>(drow[j]) * gamma[j];
+      const double gj = static_cast<double>(load_float(dy, dyk, row + j)) * gamma[j];
       part_g += gj;
-      part_gx += gj * ((row[j] - mu) * s);
+      part_gx += gj * ((load_float(x, xk, row + j) - mu) * s);
     }
     const double mean_g = block_sum(part_g, scratch) / static_cast<double>(d);
     const double mean_gx = block_sum(part_gx, scratch) / static_cast<double>(d);
-    float* out = dx + r * d;
     for (int64_t j = threadIdx.x; j < d; j += kThreads) {
-      const double xhat = (row[j] - mu) * s;
-      out[j] = static_cast<float>(s * (static_cast<double>(drow[j]) * gamma[j] - mean_g - xhat * mean_gx));
+      const double xhat = (load_float(x, xk, row + j) - mu) * s;
+      store_float(dx, dxk, row + j,
+                  static_cast<float>(
+                      s * (static_cast<double>(load_float(dy, dyk, row + j)) * gamma[j] - mean_g - xhat * mean_gx)));
     }
   }
 }
 
-__global__ void layer_norm_params_kernel(const float* x, const float* dy, const float* saved_mean,
-                                         const float* saved_rstd, float* dgamma, float* dbeta, int64_t rows,
-                                         int64_t d) {
+__global__ void layer_norm_params_kernel(const void* x, ElemKind xk, const void* dy, ElemKind dyk,
+                                         const float* saved_mean, const float* saved_rstd, float* dgamma, float* dbeta,
+                                         int64_t rows, int64_t d) {
   for (int64_t j = grid_first(); j < d; j += grid_stride()) {
     double sum_dg = 0.0, sum_db = 0.0;
     for (int64_t r = 0; r < rows; ++r) {
-      const double dyj = dy[r * d + j];
-      sum_dg += dyj * ((x[r * d + j] - static_cast<double>(saved_mean[r])) * static_cast<double>(saved_rstd[r]));
+      const double dyj = load_float(dy, dyk, r * d + j);
+      sum_dg += dyj * ((load_float(x, xk, r * d + j) - static_cast<double>(saved_mean[r])) *
+                       static_cast<double>(saved_rstd[r]));
       sum_db += dyj;
     }
     dgamma[j] = static_cast<float>(sum_dg);
@@ -84,10 +96,13 @@ void layer_norm_forward(Context& ctx, const LayerNormParams& p, const Tensor& x,
                         const Tensor& beta, Tensor& y, Tensor& saved_mean, Tensor& saved_rstd) {
   const int64_t d = x.dim(-1), rows = x.numel() / d;
   if (rows == 0) return;
+  // gamma and beta are fp32 parameters; a 16-bit one (not a layer's) is widened first.
+  const Tensor gamma32 = fp32_of(ctx, gamma), beta32 = fp32_of(ctx, beta);
   layer_norm_forward_kernel<<<row_blocks(rows), kThreads, 0, scaletrain::cuda::compute_stream(ctx)>>>(
-      static_cast<const float*>(x.raw()), static_cast<const float*>(gamma.raw()), static_cast<const float*>(beta.raw()),
-      static_cast<float*>(y.raw()), static_cast<float*>(saved_mean.raw()), static_cast<float*>(saved_rstd.raw()), rows,
-      d, static_cast<double>(p.eps));
+      x.raw(), elem_kind(x, "layer_norm_forward x"), static_cast<const float*>(gamma32.raw()),
+      static_cast<const float*>(beta32.raw()), y.raw(), elem_kind(y, "layer_norm_forward y"),
+      static_cast<float*>(saved_mean.raw()), static_cast<float*>(saved_rstd.raw()), rows, d,
+      static_cast<double>(p.eps));
   ST_CHECK_LAUNCH();
 }
 
@@ -95,15 +110,16 @@ void layer_norm_backward(Context& ctx, const Tensor& x, const Tensor& dy, const 
                          const Tensor& saved_rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
   const int64_t d = x.dim(-1), rows = x.numel() / d;
   const auto stream = scaletrain::cuda::compute_stream(ctx);
+  const Tensor gamma32 = fp32_of(ctx, gamma);
   if (rows > 0) {
     layer_norm_dx_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(
-        static_cast<const float*>(x.raw()), static_cast<const float*>(dy.raw()), static_cast<const float*>(gamma.raw()),
-        static_cast<const float*>(saved_mean.raw()), static_cast<const float*>(saved_rstd.raw()),
-        static_cast<float*>(dx.raw()), rows, d);
+        x.raw(), elem_kind(x, "layer_norm_backward x"), dy.raw(), elem_kind(dy, "layer_norm_backward dy"),
+        static_cast<const float*>(gamma32.raw()), static_cast<const float*>(saved_mean.raw()),
+        static_cast<const float*>(saved_rstd.raw()), dx.raw(), elem_kind(dx, "layer_norm_backward dx"), rows, d);
     ST_CHECK_LAUNCH();
   }
   layer_norm_params_kernel<<<scaletrain::cuda::blocks_for(d), kThreads, 0, stream>>>(
-      static_cast<const float*>(x.raw()), static_cast<const float*>(dy.raw()),
+      x.raw(), elem_kind(x, "layer_norm_backward x"), dy.raw(), elem_kind(dy, "layer_norm_backward dy"),
       static_cast<const float*>(saved_mean.raw()), static_cast<const float*>(saved_rstd.raw()),
       static_cast<float*>(dgamma.raw()), static_cast<float*>(dbeta.raw()), rows, d);
   ST_CHECK_LAUNCH();

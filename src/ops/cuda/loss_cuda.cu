@@ -7,9 +7,13 @@
 // CPU's sequential sum only in rounding. Returning a host value makes each call a sync point.
 // Labels are checked on the device: a label outside [0, K) is skipped by the kernels and the
 // first such sample is reported after the copy back, in the CPU kernel's words.
+// 16-bit storage (with_half_storage): the logits (and dlogits, kept fp32 by the models) are read
+// and written in their own formats (ops/cuda/half_io.cuh), every value computed as before from
+// the widened logits and stored once.
 #include <cuda/std/limits>
 
 #include "backend/cuda/cuda_context.hpp"
+#include "ops/cuda/half_io.cuh"
 #include "ops/op_checks.hpp"
 #include "scaletrain/ops/loss.hpp"
 
@@ -54,17 +58,18 @@ struct Ignore {
 // label), and, when dlogits is given, dlogits[i][j] = (p_j - eps / K) * g_scale, less
 // (1 - eps) * g_scale at the label (g_scale: the gradient's scale over N). The whole warp runs each row (the row loop
 // bound is the same for its lanes), as the full-mask shuffles need.
-__global__ void softmax_xent_rows_kernel(const float* logits, const int32_t* labels, float* dlogits, double* row_loss,
-                                         int64_t n, int64_t k, double eps, double g_scale, Ignore ignore) {
+__global__ void softmax_xent_rows_kernel(const void* logits, ElemKind xk, const int32_t* labels, void* dlogits,
+                                         ElemKind gk, double* row_loss, int64_t n, int64_t k, double eps,
+                                         double g_scale, Ignore ignore) {
   const int lane = threadIdx.x % kWarp;
   for (int64_t i = first_row(); i < n; i += row_stride()) {
-    const float* row = logits + i * k;
+    const int64_t row = i * k;
     double m = -::cuda::std::numeric_limits<double>::infinity();
-    for (int64_t j = lane; j < k; j += kWarp) m = fmax(m, static_cast<double>(row[j]));
+    for (int64_t j = lane; j < k; j += kWarp) m = fmax(m, static_cast<double>(load_float(logits, xk, row + j)));
     m = warp_max(m);
     double sum_e = 0.0, sum_x = 0.0;
     for (int64_t j = lane; j < k; j += kWarp) {
-      const double v = row[j];
+      const double v = load_float(logits, xk, row + j);
       sum_e += exp(v - m);
       sum_x += v;
     }
@@ -72,20 +77,19 @@ __global__ void softmax_xent_rows_kernel(const float* logits, const int32_t* lab
     sum_x = warp_sum(sum_x);
     const int32_t label = labels[i];
     const bool ok = label_ok(label, k) && !ignore(label);
-    const double x_label = ok ? static_cast<double>(row[label]) : 0.0;
+    const double x_label = ok ? static_cast<double>(load_float(logits, xk, row + label)) : 0.0;
     // Every lane has read the row before any writes its gradient, in case dlogits is the logits.
     __syncwarp();
     const double lse = m + log(sum_e);  // -log p_j = lse - x_j
     if (lane == 0) row_loss[i] = ok ? (1.0 - eps) * (lse - x_label) + eps * (lse - sum_x / k) : 0.0;
     if (dlogits != nullptr && ignore(label))  // padding: no gradient
-      for (int64_t j = lane; j < k; j += kWarp) dlogits[i * k + j] = 0.0f;
+      for (int64_t j = lane; j < k; j += kWarp) store_float(dlogits, gk, row + j, 0.0f);
     if (dlogits != nullptr && ok) {
-      float* g = dlogits + i * k;
       const float at_label = static_cast<float>((1.0 - eps) * g_scale);
       for (int64_t j = lane; j < k; j += kWarp) {
-        float v = static_cast<float>((exp(row[j] - m) / sum_e - eps / k) * g_scale);
+        float v = static_cast<float>((exp(load_float(logits, xk, row + j) - m) / sum_e - eps / k) * g_scale);
         if (j == label) v -= at_label;  // in float after rounding, as the CPU does
-        g[j] = v;
+        store_float(dlogits, gk, row + j, v);
       }
     }
     __syncwarp();  // the next row's reads start after this row's writes
@@ -139,16 +143,16 @@ __global__ void softmax_xent_total_kernel(const double* row_loss, const int32_t*
 // maximum (nothing compares greater), a NaN elsewhere never becomes it, so the answer is column 0
 // when it is NaN and otherwise the first largest of the non-NaN values. Integer atomics: the sums
 // are exact, so the result is deterministic.
-__global__ void count_correct_kernel(const float* logits, const int32_t* labels, int64_t n, int64_t k,
+__global__ void count_correct_kernel(const void* logits, ElemKind xk, const int32_t* labels, int64_t n, int64_t k,
                                      unsigned long long* count) {
   const int lane = threadIdx.x % kWarp;
   unsigned long long correct = 0;
   for (int64_t i = first_row(); i < n; i += row_stride()) {
-    const float* row = logits + i * k;
+    const int64_t row = i * k;
     float best = 0.0f;
     int64_t best_j = -1;  // -1: no non-NaN value seen yet
     for (int64_t j = lane; j < k; j += kWarp) {
-      const float v = row[j];
+      const float v = load_float(logits, xk, row + j);
       if (v == v && (best_j < 0 || v > best)) {  // strict: this lane's first maximum wins its ties
         best = v;
         best_j = j;
@@ -163,7 +167,7 @@ __global__ void count_correct_kernel(const float* logits, const int32_t* labels,
       }
     }
     if (lane == 0) {
-      const float first = row[0];
+      const float first = load_float(logits, xk, row);
       if (first != first || best_j < 0) best_j = 0;
       const int32_t label = labels[i];
       if (!label_ok(label, k))
@@ -201,11 +205,11 @@ LossResult cross_entropy_rows(Context& ctx, const Tensor& logits, const Tensor& 
       static_cast<char*>(scaletrain::cuda::workspace(ctx, kResultBytes + static_cast<std::size_t>(n) * sizeof(double)));
   auto* result = reinterpret_cast<LossResult*>(scratch);
   auto* row_loss = reinterpret_cast<double*>(scratch + kResultBytes);
-  const auto* x = static_cast<const float*>(logits.raw());
   const auto* y = static_cast<const int32_t*>(labels.raw());
-  float* dx = dlogits.defined() ? static_cast<float*>(dlogits.raw()) : nullptr;
-  softmax_xent_rows_kernel<<<blocks_for_rows(n), kThreadsPerBlock, 0, stream>>>(x, y, dx, row_loss, n, k, eps, g_scale,
-                                                                                ignore);
+  void* dx = dlogits.defined() ? dlogits.raw() : nullptr;
+  const ElemKind gk = dlogits.defined() ? elem_kind(dlogits, op) : ElemKind::f32;
+  softmax_xent_rows_kernel<<<blocks_for_rows(n), kThreadsPerBlock, 0, stream>>>(
+      logits.raw(), elem_kind(logits, op), y, dx, gk, row_loss, n, k, eps, g_scale, ignore);
   ST_CHECK_LAUNCH();
   softmax_xent_total_kernel<<<1, kThreadsPerBlock, 0, stream>>>(row_loss, y, n, k, ignore, result);
   ST_CHECK_LAUNCH();
@@ -244,7 +248,7 @@ int64_t count_correct(Context& ctx, const Tensor& logits, const Tensor& labels) 
   ST_CHECK_CUDA(cudaMemsetAsync(count, 0, sizeof(unsigned long long), stream));
   ST_CHECK_CUDA(cudaMemsetAsync(count + 1, 0xff, sizeof(unsigned long long), stream));  // no bad row: the maximum
   count_correct_kernel<<<blocks_for_rows(n), kThreadsPerBlock, 0, stream>>>(
-      static_cast<const float*>(logits.raw()), static_cast<const int32_t*>(labels.raw()), n, k, count);
+      logits.raw(), elem_kind(logits, "count_correct"), static_cast<const int32_t*>(labels.raw()), n, k, count);
   ST_CHECK_LAUNCH();
   unsigned long long host[2] = {0, 0};
   ST_CHECK_CUDA(cudaMemcpyAsync(host, count, sizeof host, cudaMemcpyDeviceToHost, stream));

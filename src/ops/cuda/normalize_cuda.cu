@@ -4,10 +4,13 @@
 // the CPU (the operations are IEEE division and subtraction in double, correctly rounded on both,
 // with no multiply that could be fused). The per-channel means and standard deviations travel as
 // a kernel argument by value: no host-to-device copy, so no wait on the stream.
+// 16-bit storage (with_half_storage): y is written in its own format, each table entry rounded
+// once more on the store (the fp32 value narrowed, as the dispatch would).
 #include <cstdint>
 
 #include "backend/cuda/cuda_context.hpp"
 #include "ops/cuda/grid_stride.cuh"
+#include "ops/cuda/half_io.cuh"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/ops/normalize.hpp"
 
@@ -29,7 +32,8 @@ struct ChannelStats {
 
 // count = N*H*W*C values; value i belongs to channel i % c (channels-last) and reads input value
 // i, or with `reversed` the same pixel's channel c - 1 - ch.
-__global__ void normalize_kernel(const uint8_t* x, float* y, int64_t count, int c, bool reversed, ChannelStats stats) {
+__global__ void normalize_kernel(const uint8_t* x, void* y, ElemKind yk, int64_t count, int c, bool reversed,
+                                 ChannelStats stats) {
   extern __shared__ float table[];  // c * 256 entries
   for (int e = threadIdx.x; e < c * 256; e += blockDim.x) {
     const int ch = e / 256, v = e % 256;
@@ -38,7 +42,7 @@ __global__ void normalize_kernel(const uint8_t* x, float* y, int64_t count, int 
   __syncthreads();
   for (int64_t i = grid_first(); i < count; i += grid_stride()) {
     const int ch = static_cast<int>(i % c);
-    y[i] = table[ch * 256 + x[reversed ? i + (c - 1 - 2 * ch) : i]];
+    store_float(y, yk, i, table[ch * 256 + x[reversed ? i + (c - 1 - 2 * ch) : i]]);
   }
 }
 
@@ -61,8 +65,8 @@ void normalize_images(Context& ctx, const Tensor& x, const std::vector<double>& 
   // nothing (about one block per SM slot on the largest GPUs); the grid-stride loop does the rest.
   const unsigned blocks = blocks_for(count) < kMaxBlocks ? blocks_for(count) : kMaxBlocks;
   normalize_kernel<<<blocks, kThreadsPerBlock, shared_bytes, scaletrain::cuda::compute_stream(ctx)>>>(
-      static_cast<const uint8_t*>(x.raw()), static_cast<float*>(y.raw()), count, c, order == ChannelOrder::reversed,
-      stats);
+      static_cast<const uint8_t*>(x.raw()), y.raw(), elem_kind(y, "normalize_images y"), count, c,
+      order == ChannelOrder::reversed, stats);
   ST_CHECK_LAUNCH();
 }
 

@@ -9,10 +9,16 @@
 // Own kernels rather than cuDNN pooling, which has no ceil mode (its output size is always
 // floor's) and no adaptive pooling, so it cannot compute PyTorch's ceil-mode or adaptive windows;
 // PyTorch itself pools with own kernels.
+// 16-bit storage (with_half_storage, ops/op.hpp): each tensor is read and written in its own
+// format (f32, f16 or bf16, ops/cuda/half_io.cuh); every kernel computes in float (or double, as
+// before) and stores each value once, so a 16-bit output has the bits of the fp32 kernel's output
+// rounded by the dispatch (gpu.half_storage), and the max pool's comparisons see the same widened
+// values.
 #include <cuda/std/limits>
 
 #include "backend/cuda/cuda_context.hpp"
 #include "ops/cuda/grid_stride.cuh"
+#include "ops/cuda/half_io.cuh"
 #include "ops/pool_windows.hpp"
 #include "scaletrain/ops/pool.hpp"
 
@@ -53,7 +59,7 @@ __device__ inline int64_t last_covering(int64_t pos, int64_t out, const PoolShap
   return last < out - 1 ? last : out - 1;
 }
 
-__global__ void max_pool2d_forward_kernel(const float* x, float* y, PoolShape s) {
+__global__ void max_pool2d_forward_kernel(const void* x, ElemKind xk, void* y, ElemKind yk, PoolShape s) {
   const int64_t total = s.n * s.oh * s.ow * s.c;
   for (int64_t o = grid_first(); o < total; o += grid_stride()) {
     const int64_t j = o % s.c;
@@ -66,10 +72,10 @@ __global__ void max_pool2d_forward_kernel(const float* x, float* y, PoolShape s)
     float best = -::cuda::std::numeric_limits<float>::infinity();
     for (int64_t iy = win.y0; iy < win.y1; ++iy)
       for (int64_t ix = win.x0; ix < win.x1; ++ix) {
-        const float v = x[((b * s.h + iy) * s.w + ix) * s.c + j];
+        const float v = load_float(x, xk, ((b * s.h + iy) * s.w + ix) * s.c + j);
         best = (v > best || v != v) ? v : best;  // a NaN wins, as in PyTorch
       }
-    y[o] = best;
+    store_float(y, yk, o, best);
   }
 }
 
@@ -78,7 +84,8 @@ __global__ void max_pool2d_forward_kernel(const float* x, float* y, PoolShape s)
 // The CPU kernel hands each window's gradient to that same position and adds into dx in the same
 // window order, so the sums agree bitwise. A NaN maximum equals nothing, so its gradient is
 // dropped, on both.
-__global__ void max_pool2d_backward_kernel(const float* x, const float* y, const float* dy, float* dx, PoolShape s) {
+__global__ void max_pool2d_backward_kernel(const void* x, ElemKind xk, const void* y, ElemKind yk, const void* dy,
+                                           ElemKind dyk, void* dx, ElemKind dxk, PoolShape s) {
   const int64_t total = s.n * s.h * s.w * s.c;
   for (int64_t i = grid_first(); i < total; i += grid_stride()) {
     const int64_t j = i % s.c;
@@ -87,14 +94,14 @@ __global__ void max_pool2d_backward_kernel(const float* x, const float* y, const
     t /= s.w;
     const int64_t iy = t % s.h;
     const int64_t b = t / s.h;
-    const float v = x[i];
-    const float* x_image = x + b * s.h * s.w * s.c + j;  // channel j of image b; position (ry, rx) at (ry * w + rx) * c
+    const float v = load_float(x, xk, i);
+    const int64_t x_image = b * s.h * s.w * s.c + j;  // channel j of image b; position (ry, rx) at (ry * w + rx) * c
     float sum = 0.0f;
     const int64_t oy1 = last_covering(iy, s.oh, s), ox1 = last_covering(ix, s.ow, s);
     for (int64_t oy = first_covering(iy, s); oy <= oy1; ++oy)
       for (int64_t ox = first_covering(ix, s); ox <= ox1; ++ox) {
         const int64_t o = ((b * s.oh + oy) * s.ow + ox) * s.c + j;
-        const float best = y[o];
+        const float best = load_float(y, yk, o);
         if (!(v == best)) continue;
         // This position wins the window only if no earlier position in scan order also equals the maximum.
         const Window win = window(s, oy, ox);
@@ -102,43 +109,44 @@ __global__ void max_pool2d_backward_kernel(const float* x, const float* y, const
         for (int64_t ry = win.y0; ry <= iy && !earlier; ++ry) {
           const int64_t rx_end = ry < iy ? win.x1 : ix;
           for (int64_t rx = win.x0; rx < rx_end; ++rx)
-            if (x_image[(ry * s.w + rx) * s.c] == best) {
+            if (load_float(x, xk, x_image + (ry * s.w + rx) * s.c) == best) {
               earlier = true;
               break;
             }
         }
-        if (!earlier) sum += dy[o];
+        if (!earlier) sum += load_float(dy, dyk, o);
       }
-    dx[i] = sum;
+    store_float(dx, dxk, i, sum);
   }
 }
 
 // y (b, j) = the mean of channel j over image b's H*W pixels, summed in double in pixel order and
 // rounded once, as on the CPU. One thread per (b, j): neighbouring threads read neighbouring channels.
-__global__ void global_avg_pool_forward_kernel(const float* x, float* y, int64_t n, int64_t hw, int64_t c) {
+__global__ void global_avg_pool_forward_kernel(const void* x, ElemKind xk, void* y, ElemKind yk, int64_t n, int64_t hw,
+                                               int64_t c) {
   const int64_t total = n * c;
   for (int64_t t = grid_first(); t < total; t += grid_stride()) {
     const int64_t b = t / c, j = t % c;
-    const float* in = x + b * hw * c + j;
+    const int64_t in = b * hw * c + j;
     double sum = 0.0;
-    for (int64_t q = 0; q < hw; ++q) sum += in[q * c];
-    y[t] = static_cast<float>(sum / static_cast<double>(hw));
+    for (int64_t q = 0; q < hw; ++q) sum += load_float(x, xk, in + q * c);
+    store_float(y, yk, t, static_cast<float>(sum / static_cast<double>(hw)));
   }
 }
 
-__global__ void global_avg_pool_backward_kernel(const float* dy, float* dx, int64_t n, int64_t hw, int64_t c,
-                                                float inv_hw) {
+__global__ void global_avg_pool_backward_kernel(const void* dy, ElemKind dyk, void* dx, ElemKind dxk, int64_t n,
+                                                int64_t hw, int64_t c, float inv_hw) {
   const int64_t total = n * hw * c;
   for (int64_t i = grid_first(); i < total; i += grid_stride()) {
     const int64_t b = i / (hw * c), j = i % c;
-    dx[i] = dy[b * c + j] * inv_hw;
+    store_float(dx, dxk, i, load_float(dy, dyk, b * c + j) * inv_hw);
   }
 }
 
 // Average and adaptive average pooling: y (b, oy, ox, j) = the window's sum, in double in
 // row-major order, divided by its divisor and rounded once, as on the CPU.
-__global__ void avg_forward_kernel(const float* x, float* y, int64_t n, int64_t h, int64_t w, int64_t c,
-                                   pool::AvgAxis rows, pool::AvgAxis cols) {
+__global__ void avg_forward_kernel(const void* x, ElemKind xk, void* y, ElemKind yk, int64_t n, int64_t h, int64_t w,
+                                   int64_t c, pool::AvgAxis rows, pool::AvgAxis cols) {
   const int64_t total = n * rows.out * cols.out * c;
   for (int64_t o = grid_first(); o < total; o += grid_stride()) {
     const int64_t j = o % c;
@@ -150,15 +158,15 @@ __global__ void avg_forward_kernel(const float* x, float* y, int64_t n, int64_t 
     const pool::Window wy = pool::window_of(rows, oy), wx = pool::window_of(cols, ox);
     double sum = 0.0;
     for (int64_t iy = wy.begin; iy < wy.end; ++iy)
-      for (int64_t ix = wx.begin; ix < wx.end; ++ix) sum += x[((b * h + iy) * w + ix) * c + j];
-    y[o] = static_cast<float>(sum / static_cast<double>(wy.divisor * wx.divisor));
+      for (int64_t ix = wx.begin; ix < wx.end; ++ix) sum += load_float(x, xk, ((b * h + iy) * w + ix) * c + j);
+    store_float(y, yk, o, static_cast<float>(sum / static_cast<double>(wy.divisor * wx.divisor)));
   }
 }
 
 // dx (b, iy, ix, j) = the sum, over the windows holding the position in row-major order, of
 // dy / divisor, in double, rounded once, as on the CPU.
-__global__ void avg_backward_kernel(const float* dy, float* dx, int64_t n, int64_t h, int64_t w, int64_t c,
-                                    pool::AvgAxis rows, pool::AvgAxis cols) {
+__global__ void avg_backward_kernel(const void* dy, ElemKind dyk, void* dx, ElemKind dxk, int64_t n, int64_t h,
+                                    int64_t w, int64_t c, pool::AvgAxis rows, pool::AvgAxis cols) {
   const int64_t total = n * h * w * c;
   for (int64_t i = grid_first(); i < total; i += grid_stride()) {
     const int64_t j = i % c;
@@ -173,10 +181,10 @@ __global__ void avg_backward_kernel(const float* dy, float* dx, int64_t n, int64
       const int64_t divisor_y = pool::window_of(rows, oy).divisor;
       for (int64_t ox = oxs.begin; ox < oxs.end; ++ox) {
         const double divisor = static_cast<double>(divisor_y * pool::window_of(cols, ox).divisor);
-        sum += static_cast<double>(dy[((b * rows.out + oy) * cols.out + ox) * c + j]) / divisor;
+        sum += static_cast<double>(load_float(dy, dyk, ((b * rows.out + oy) * cols.out + ox) * c + j)) / divisor;
       }
     }
-    dx[i] = static_cast<float>(sum);
+    store_float(dx, dxk, i, static_cast<float>(sum));
   }
 }
 
@@ -194,8 +202,8 @@ void avg_forward(Context& ctx, const Tensor& x, Tensor& y, const pool::AvgAxis& 
   const int64_t total = y.numel();
   if (total == 0) return;
   avg_forward_kernel<<<blocks_for(total), kThreadsPerBlock, 0, scaletrain::cuda::compute_stream(ctx)>>>(
-      static_cast<const float*>(x.raw()), static_cast<float*>(y.raw()), x.dim(0), x.dim(1), x.dim(2), x.dim(3), rows,
-      cols);
+      x.raw(), elem_kind(x, "avg_pool x"), y.raw(), elem_kind(y, "avg_pool y"), x.dim(0), x.dim(1), x.dim(2), x.dim(3),
+      rows, cols);
   ST_CHECK_LAUNCH();
 }
 
@@ -203,8 +211,8 @@ void avg_backward(Context& ctx, const Tensor& dy, Tensor& dx, const pool::AvgAxi
   const int64_t total = dx.numel();
   if (total == 0) return;
   avg_backward_kernel<<<blocks_for(total), kThreadsPerBlock, 0, scaletrain::cuda::compute_stream(ctx)>>>(
-      static_cast<const float*>(dy.raw()), static_cast<float*>(dx.raw()), dx.dim(0), dx.dim(1), dx.dim(2), dx.dim(3),
-      rows, cols);
+      dy.raw(), elem_kind(dy, "avg_pool dy"), dx.raw(), elem_kind(dx, "avg_pool dx"), dx.dim(0), dx.dim(1), dx.dim(2),
+      dx.dim(3), rows, cols);
   ST_CHECK_LAUNCH();
 }
 
@@ -214,7 +222,8 @@ void max_pool2d_forward(Context& ctx, const MaxPool2dParams& p, const Tensor& x,
   const int64_t total = y.numel();
   if (total == 0) return;
   max_pool2d_forward_kernel<<<blocks_for(total), kThreadsPerBlock, 0, scaletrain::cuda::compute_stream(ctx)>>>(
-      static_cast<const float*>(x.raw()), static_cast<float*>(y.raw()), pool_shape(p, x, y));
+      x.raw(), elem_kind(x, "max_pool2d_forward x"), y.raw(), elem_kind(y, "max_pool2d_forward y"),
+      pool_shape(p, x, y));
   ST_CHECK_LAUNCH();
 }
 
@@ -223,8 +232,8 @@ void max_pool2d_backward(Context& ctx, const MaxPool2dParams& p, const Tensor& x
   const int64_t total = dx.numel();
   if (total == 0) return;
   max_pool2d_backward_kernel<<<blocks_for(total), kThreadsPerBlock, 0, scaletrain::cuda::compute_stream(ctx)>>>(
-      static_cast<const float*>(x.raw()), static_cast<const float*>(y.raw()), static_cast<const float*>(dy.raw()),
-      static_cast<float*>(dx.raw()), pool_shape(p, x, y));
+      x.raw(), elem_kind(x, "max_pool2d_backward x"), y.raw(), elem_kind(y, "max_pool2d_backward y"), dy.raw(),
+      elem_kind(dy, "max_pool2d_backward dy"), dx.raw(), elem_kind(dx, "max_pool2d_backward dx"), pool_shape(p, x, y));
   ST_CHECK_LAUNCH();
 }
 
@@ -248,7 +257,7 @@ void global_avg_pool_forward(Context& ctx, const Tensor& x, Tensor& y) {
   const int64_t n = x.dim(0), hw = x.dim(1) * x.dim(2), c = x.dim(3);
   if (n * c == 0) return;
   global_avg_pool_forward_kernel<<<blocks_for(n * c), kThreadsPerBlock, 0, scaletrain::cuda::compute_stream(ctx)>>>(
-      static_cast<const float*>(x.raw()), static_cast<float*>(y.raw()), n, hw, c);
+      x.raw(), elem_kind(x, "global_avg_pool_forward x"), y.raw(), elem_kind(y, "global_avg_pool_forward y"), n, hw, c);
   ST_CHECK_LAUNCH();
 }
 
@@ -258,7 +267,8 @@ void global_avg_pool_backward(Context& ctx, const Tensor& dy, Tensor& dx) {
   if (total == 0) return;
   const float inv_hw = 1.0f / static_cast<float>(hw);  // as on the CPU: rounded once, then one multiply per value
   global_avg_pool_backward_kernel<<<blocks_for(total), kThreadsPerBlock, 0, scaletrain::cuda::compute_stream(ctx)>>>(
-      static_cast<const float*>(dy.raw()), static_cast<float*>(dx.raw()), n, hw, c, inv_hw);
+      dy.raw(), elem_kind(dy, "global_avg_pool_backward dy"), dx.raw(), elem_kind(dx, "global_avg_pool_backward dx"), n,
+      hw, c, inv_hw);
   ST_CHECK_LAUNCH();
 }
 

@@ -2,9 +2,12 @@
 // and gradient in double, the gradient rounded once to float. The mean is reduced in a fixed
 // order (per-sample values, then one block's strided sums and tree), so it is deterministic; it
 // differs from the CPU's chunked sum only in rounding. Returning a host value makes each call a
-// sync point, as the softmax loss's.
+// sync point, as the softmax loss's. 16-bit storage (with_half_storage): logits, targets and
+// dlogits are read and written in their own formats (ops/cuda/half_io.cuh), computed as before
+// from the widened values and stored once.
 #include "backend/cuda/cuda_context.hpp"
 #include "ops/cuda/grid_stride.cuh"
+#include "ops/cuda/half_io.cuh"
 #include "scaletrain/ops/sigmoid_bce.hpp"
 
 namespace scaletrain::ops::cuda {
@@ -18,12 +21,12 @@ __device__ inline double stable_sigmoid(double x) {
   return e / (1.0 + e);
 }
 
-__global__ void bce_samples_kernel(const float* x, const float* y, float* dx, double* loss, int64_t n,
-                                   double dx_scale) {
+__global__ void bce_samples_kernel(const void* x, ElemKind xk, const void* y, ElemKind yk, void* dx, ElemKind dxk,
+                                   double* loss, int64_t n, double dx_scale) {
   for (int64_t i = grid_first(); i < n; i += grid_stride()) {
-    const double xi = x[i], yi = y[i];
+    const double xi = load_float(x, xk, i), yi = load_float(y, yk, i);
     loss[i] = fmax(xi, 0.0) - xi * yi + log1p(exp(-fabs(xi)));
-    if (dx) dx[i] = static_cast<float>((stable_sigmoid(xi) - yi) * dx_scale);
+    if (dx) store_float(dx, dxk, i, static_cast<float>((stable_sigmoid(xi) - yi) * dx_scale));
   }
 }
 
@@ -53,10 +56,11 @@ double sigmoid_bce_with_logits(Context& ctx, const Tensor& logits, const Tensor&
       static_cast<char*>(scaletrain::cuda::workspace(ctx, kTotalBytes + static_cast<std::size_t>(n) * sizeof(double)));
   auto* total = reinterpret_cast<double*>(scratch);
   auto* loss = reinterpret_cast<double*>(scratch + kTotalBytes);
-  float* dx = dlogits.defined() ? static_cast<float*>(dlogits.raw()) : nullptr;
+  const char* op = "sigmoid_bce_with_logits";
+  void* dx = dlogits.defined() ? dlogits.raw() : nullptr;
+  const ElemKind dxk = dlogits.defined() ? elem_kind(dlogits, op) : ElemKind::f32;
   bce_samples_kernel<<<scaletrain::cuda::blocks_for(n), kThreadsPerBlock, 0, stream>>>(
-      static_cast<const float*>(logits.raw()), static_cast<const float*>(targets.raw()), dx, loss, n,
-      grad_scale * inv_n);
+      logits.raw(), elem_kind(logits, op), targets.raw(), elem_kind(targets, op), dx, dxk, loss, n, grad_scale * inv_n);
   ST_CHECK_LAUNCH();
   bce_total_kernel<<<1, kThreadsPerBlock, 0, stream>>>(loss, n, total);
   ST_CHECK_LAUNCH();
