@@ -17,16 +17,20 @@ def main(path):
     st = r.get("step_time") or {}
     if st.get("median_p50_s") is not None:
         print(f"  step time: median {st['median_p50_s'] * 1e3:.1f} ms ({st.get('excluded', '')} excluded)")
-    # The phases are seconds over the whole run (rank mean), first step included: per step here.
-    phases = r.get("phases") or {}
-    host = ", ".join(f"{name} {p.get('mean_s', 0) * 1e3 / steps:.1f}" for name, p in phases.items()
-                     if isinstance(p, dict))
-    print(f"  host time per step, {steps} steps (ms): {host}")
+    # Where a step's time goes without the warm-up step (report.json's step_split, rank mean).
+    split = r.get("step_split") or {}
+    if split:
+        print("  host time per step after the first (ms): " +
+              ", ".join(f"{k[:-2]} {v * 1e3:.1f}" for k, v in split.items() if isinstance(v, (int, float))))
     d = r.get("device") or {}
     gpu = d.get("phases") or {}
     if gpu:
-        print("  GPU time per step (ms, CUDA events): " +
-              ", ".join(f"{name} {p.get('mean_s', 0) * 1e3 / steps:.1f}" for name, p in gpu.items()))
+        # per_step_after_first_s leaves the warm-up out; older reports have only the run's totals.
+        def per_step(p):
+            v = p.get("per_step_after_first_s")
+            return v if v is not None else p.get("mean_s", 0) / steps
+        print("  GPU time per step after the first (ms, CUDA events): " +
+              ", ".join(f"{name} {per_step(p) * 1e3:.1f}" for name, p in gpu.items()))
     if d.get("peak_memory_bytes") is not None:
         print(f"  peak GPU memory: {d['peak_memory_bytes'] / 2**20:.0f} MiB")
     algos = d.get("conv_algorithms") or []

@@ -160,6 +160,11 @@ Json device_report(const comm::Communicator& comm, const TrainSummary& s) {
     j.set("mean_s", t.mean);
     j.set("max_s", t.max);
     j.set("slowest_rank", t.slowest_rank);
+    // Per step without the first (the warm-up), this rank's, where there was more than one step.
+    const int64_t count = s.gpu_timers->count(p);
+    if (s.first_step_gpu_timers != nullptr && count > 1)
+      j.set("per_step_after_first_s",
+            (s.gpu_timers->total(p) - s.first_step_gpu_timers->total(p)) / static_cast<double>(count - 1));
     phases.set(phase_name(p), j);
   }
   d.set("phases", phases);

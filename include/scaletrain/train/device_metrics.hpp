@@ -45,6 +45,7 @@ class DeviceMetrics final : public TrainingObserver {
   Context& ctx_;
   DeviceEventTimer events_;
   report::PhaseTimers gpu_timers_;
+  report::PhaseTimers first_step_gpu_timers_;  // after the first collected step: the warm-up
   std::unique_ptr<GpuEnergyMeter> energy_;
   Json gpu_;  // on a GPU: name, memory, compute capability, versions
   std::string pci_bus_id_;
