@@ -35,6 +35,18 @@ for (direction, algo, math, det), n in sorted(count.items()):
 if "--tf32" not in sys.argv[2] and any(a["math"] != "fma" for a in algos):
     sys.exit("FAIL: a convolution without --tf32 runs another math than fma")
 PY
+  # The GPU's time per step without the warm-up step: positive, and over the other steps no more
+  # than the segment's total (which holds the first step too).
+  "$PY" - "$T/gpu/report.json" "$steps" <<'PY' || fail "report.json's device.phases (above)"
+import json, sys
+phases, steps = json.load(open(sys.argv[1]))["device"]["phases"], int(sys.argv[2])
+for name in ("forward", "backward", "optimizer"):
+    p = phases[name]
+    after = p.get("per_step_after_first_s")
+    if after is None or not after > 0 or after * (steps - 1) > p["mean_s"] * (1 + 1e-9):
+        sys.exit(f"FAIL: device.phases.{name}: per_step_after_first_s {after} against mean_s {p['mean_s']} over {steps} steps")
+    print(f"GPU {name}: {after * 1e3:.2f} ms per step after the first, {p['mean_s'] * 1e3:.1f} ms in all")
+PY
 fi
 # --input-copy (issue 26, section 4): the GPU run above copied each next batch on the copy stream
 # while the step computed (overlap, the default on a GPU). The same run with each batch copied on
