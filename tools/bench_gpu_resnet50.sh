@@ -62,6 +62,11 @@ fused=${BENCH_FUSE:-}
 for p in ${fused//,/ }; do modes+=("$p-fused"); done
 spatial=${BENCH_BN_SPATIAL:-}
 for p in ${spatial//,/ }; do modes+=("$p-spatial"); done
+# BENCH_CONV_SEARCH: precisions also run with --conv-algo search (cuDNN times its convolution
+# algorithms per shape, as PyTorch's cudnn.benchmark does in its runs here), with the default
+# --fuse (auto: fused in amp-fp16), beside the heuristics' choice.
+search=${BENCH_CONV_SEARCH:-}
+for p in ${search//,/ }; do modes+=("$p-search"); done
 for b in $batches; do
  for mode in "${modes[@]}"; do
   per_epoch=$((1280 / b))
@@ -71,6 +76,7 @@ for b in $batches; do
     fp32-tf32) flags=(--tf32) ;;
     *-fused) flags=(--precision "${mode%-fused}" --fuse bn-add-relu) ;;
     *-spatial) flags=(--precision "${mode%-spatial}" --fuse none) bn_mode=spatial ;;
+    *-search) flags=(--precision "${mode%-search}" --conv-algo search) ;;
     amp-*) flags=(--precision "$mode" --fuse none) ;;
   esac
   SCALETRAIN_CUDNN_BN_MODE=$bn_mode mpirun -np 1 --bind-to none -x SCALETRAIN_CUDNN_BN_MODE "$BIN/scaletrain" train --device "$device" --model resnet50 --data "$out/data" \

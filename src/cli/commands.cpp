@@ -225,7 +225,12 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "tf32", po::bool_switch(&c.tf32),
       "on a GPU, let cuDNN and cuBLAS run fp32 convolutions and matrix products on TF32 tensor cores (A100, "
       "H100; 10 mantissa bits in the products): faster, no longer fp32-exact. Off by default; no effect on a "
-      "CPU or a V100");
+      "CPU or a V100")(
+      "conv-algo", po::value(&c.conv_algo)->default_value(c.conv_algo),
+      "heuristic | search: how cuDNN's convolution algorithm is chosen per shape on a GPU. heuristic: the first "
+      "usable one of cuDNN's heuristics; search: cuDNN times each algorithm once per shape (in the first step) and "
+      "the fastest usable one runs, as PyTorch's cudnn.benchmark (backward: the fastest deterministic one). "
+      "report.json's device.conv_algorithms says which ran and how it was chosen. No effect on a CPU");
   po::options_description schedule("schedule and optimizer", kHelpWidth);
   schedule.add_options()("epochs", po::value(&c.epochs)->default_value(c.epochs), "epochs to train")(
       "max-steps", po::value(&c.max_steps)->default_value(c.max_steps), "stop after N optimizer steps (0 = no limit)")(
@@ -500,6 +505,7 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("cuda_aware_mpi", c.cuda_aware_mpi);
   j.set("precision", c.precision);
   j.set("fuse", c.fuse);
+  j.set("conv_algo", c.conv_algo);
   j.set("loss_scale", train::resolved_loss_scale(c));
   j.set("bucket_mb", c.bucket_mb);
   j.set("overlap", c.overlap);

@@ -124,6 +124,8 @@ void check_input(const TrainConfig& c) {
   require(c.data_prefetch >= 1, "--prefetch must be at least 1, got " + std::to_string(c.data_prefetch));
   require(one_of(c.input_copy, {"auto", "overlap", "inline"}),
           "unknown --input-copy '" + c.input_copy + "' (known: auto, overlap, inline)");
+  require(one_of(c.conv_algo, {"heuristic", "search"}),
+          "unknown --conv-algo '" + c.conv_algo + "' (known: heuristic, search)");
   require(one_of(c.fuse, {"auto", "none", "bn-add-relu"}),
           "unknown --fuse '" + c.fuse + "' (known: auto, none, bn-add-relu)");
 }

@@ -70,6 +70,7 @@ Json conv_algorithms_json(const std::vector<ops::ConvAlgorithmRecord>& records) 
     j.set("math", ops::conv_math_name(r.math));
     j.set("workspace_bytes", static_cast<int64_t>(r.workspace_bytes));
     j.set("deterministic", r.deterministic);
+    j.set("chosen_by", r.chosen_by);
     all.push_back(j);
   }
   return all;

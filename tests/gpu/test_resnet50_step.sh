@@ -3,7 +3,9 @@
 # 10, section 6): the update w1 - w0 agrees, as a relative L2 error over all parameters, within
 # the tolerance below. Small synthetic images keep the CPU side to seconds; ResNet-50's shapes
 # (bottlenecks, strided 1x1 and 3x3 convolutions, the 7x7 stem, max pool) are all there.
-# Skips (77) without a GPU.
+# The GPU step runs twice: with cuDNN's heuristics' algorithms (the default) and with --conv-algo
+# search (cuDNN times each algorithm per shape; report.json must say every plan was chosen so),
+# both held to the same tolerance. Skips (77) without a GPU.
 source "$(dirname "$0")/lib.sh"
 require_gpu
 T=$TMP_ROOT/gpu_resnet50_step
@@ -18,6 +20,7 @@ common=(--model resnet50 --data "$T/data" --epochs 1 --max-steps 1 --batch-size 
   --lr-schedule constant --warmup-epochs 0 --momentum 0.9 --weight-decay 5e-5 --label-smoothing 0.1
   --log-every 1 --eval-every 0)
 run_train gpu 1 "$DEV" "$TEST_ARGS" "${common[@]}" --base-lr 0.1
+run_train gpu-search 1 "$DEV" "$TEST_ARGS" "${common[@]}" --base-lr 0.1 --conv-algo search
 run_train cpu 1 cpu "" "${common[@]}" --base-lr 0.1
 # w0: the run has no checkpoint before step 1, so take step 1 of a run whose rate is so small
 # (1e-30) that w0 - 1e-30 * (g + wd * w0) rounds back to w0 in float32: the initial parameters.
@@ -36,5 +39,21 @@ run_train w0 1 cpu "" "${common[@]}" --base-lr 1e-30
 status=0
 compare_checkpoints --what params --base "$T/w0" --tolerance 3e-2 "$T/gpu" "$T/cpu" || status=1
 compare_losses "$T/gpu.log" "$T/cpu.log" 1e-3 1e-3 || status=1
+compare_checkpoints --what params --base "$T/w0" --tolerance 3e-2 "$T/gpu-search" "$T/cpu" || status=1
+compare_losses "$T/gpu-search.log" "$T/cpu.log" 1e-3 1e-3 || status=1
+if [ "$DEV" = cuda ]; then
+  "$PY" - "$T/gpu-search/report.json" <<'PY' || status=1
+import collections, json, sys
+algos = json.load(open(sys.argv[1]))["device"].get("conv_algorithms") or []
+count = collections.Counter((a["direction"], a["algo"], a.get("chosen_by")) for a in algos)
+for (direction, algo, how), n in sorted(count.items()):
+    print(f"--conv-algo search: cuDNN {direction}: algo {algo}, chosen by {how}: {n} shape(s)")
+if not algos or any(a.get("chosen_by") != "search" for a in algos):
+    sys.exit("FAIL: --conv-algo search: not every convolution plan was chosen by cuDNN's search (above)")
+PY
+else
+  grep -qF -- "--conv-algo search has no effect on the CPU" "$T/gpu-search.log" ||
+    { echo "FAIL: --conv-algo search on the CPU was not noted"; status=1; }
+fi
 [ $status = 0 ] || fail "resnet50's step on --device $DEV ${TEST_ARGS:+($TEST_ARGS) }differs from the CPU's (above)"
 echo "PASS"

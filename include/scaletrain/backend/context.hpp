@@ -63,6 +63,11 @@ class Context {
   // ops::batch_norm_add_relu_forward_training) instead of three, in training.
   void set_fuse_bn_add_relu(bool fuse) { fuse_bn_add_relu_ = fuse; }
   bool fuse_bn_add_relu() const { return fuse_bn_add_relu_; }
+  // --conv-algo search: cuDNN times its convolution algorithms once per shape and the fastest
+  // usable one runs (as PyTorch's cudnn.benchmark); otherwise its heuristics' first. No effect on
+  // the CPU.
+  void set_conv_search(bool search) { conv_search_ = search; }
+  bool conv_search() const { return conv_search_; }
   // The device allocator's figures (peak memory, allocations); zeros on the CPU.
   AllocatorStats device_memory_stats() const;
 
@@ -78,6 +83,7 @@ class Context {
   Precision precision_ = Precision::fp32;
   DType activation_dtype_ = DType::f32;
   bool fuse_bn_add_relu_ = false;
+  bool conv_search_ = false;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -57,6 +57,7 @@ struct ConvAlgorithmRecord {
   ConvMath math = ConvMath::fma;  // the descriptor's
   std::size_t workspace_bytes = 0;
   bool deterministic = false;
+  std::string chosen_by = "heuristic";  // heuristic | search (--conv-algo), or why a search fell back
 };
 
 void record_conv_algorithm(const ConvAlgorithmRecord& record);

@@ -112,6 +112,10 @@ struct TrainConfig {
   int threads = 0;              // CPU threads per rank; 0: cores on the node / ranks on the node
   std::string device = "auto";  // --device: auto | cpu | cuda (train/device_choice.hpp)
   bool tf32 = false;            // --tf32: TF32 tensor cores for fp32 on Ampere and newer GPUs
+  // --conv-algo: heuristic (cuDNN's heuristics' first usable algorithm per convolution shape) |
+  // search (cuDNN times them once per shape, as PyTorch's cudnn.benchmark). heuristic until a GPU
+  // has measured whether search pays.
+  std::string conv_algo = "heuristic";
   int data_prefetch = 2;
   // --input-copy (train/device_batches.hpp): how a batch reaches a GPU. auto: overlap on a GPU,
   // inline on the CPU | overlap: the next batch's copy runs on the copy stream while the current

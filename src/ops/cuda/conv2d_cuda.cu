@@ -46,6 +46,14 @@
 // or grouped channel counts may have none) runs in fp32 instead, its plan recorded as f32: after
 // the dispatch's rounding the numerics are the same, only the tensor cores are missed.
 //
+// Choice (--conv-algo): by default the first usable result of cuDNN's heuristics
+// (cudnnGetConvolution*Algorithm_v7). With `search` (Context::conv_search) cuDNN times each
+// algorithm once per shape (cudnnFindConvolution*Algorithm, which allocates its own buffers and
+// runs synchronously, in the step that first meets the shape) and the fastest usable one runs, as
+// PyTorch's cudnn.benchmark: the same rule (choose_conv_algorithm) applied to results sorted by
+// time. A search that fails (its buffers do not fit beside the caching allocator's, say) falls
+// back to the heuristics for that shape, and report.json's `chosen_by` says why.
+//
 // Every result is overwritten (beta = 0), as the contracts say; cuDNN does not read the output
 // when beta is 0.
 #include <cuda_runtime.h>
@@ -55,6 +63,7 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -138,12 +147,13 @@ ConvData conv_data(const Context& ctx) { return {storage_format(ctx.precision())
 struct PlanKey {
   int gpu;
   Direction direction;
-  bool tf32;  // the Context allows TF32 (--tf32): another math type, other algorithms
-  int data;   // the operands' cudnnDataType_t
+  bool tf32;    // the Context allows TF32 (--tf32): another math type, other algorithms
+  bool search;  // --conv-algo search: chosen by timing, not by heuristics
+  int data;     // the operands' cudnnDataType_t
   ConvDims dims;
   bool operator<(const PlanKey& o) const {
-    return std::tuple_cat(std::tie(gpu, direction, tf32, data), dims.tie()) <
-           std::tuple_cat(std::tie(o.gpu, o.direction, o.tf32, o.data), o.dims.tie());
+    return std::tuple_cat(std::tie(gpu, direction, tf32, search, data), dims.tie()) <
+           std::tuple_cat(std::tie(o.gpu, o.direction, o.tf32, o.search, o.data), o.dims.tie());
   }
 };
 
@@ -158,6 +168,7 @@ struct ConvPlan {
   ConvMath math = ConvMath::fma;  // the descriptor's math type
   bool deterministic = false;
   std::size_t workspace_bytes = 0;
+  std::string chosen_by = "heuristic";  // or "search", or why a search fell back
 };
 
 // cuDNN's heuristic results as plain candidates for choose_conv_algorithm (conv_algorithm.hpp,
@@ -216,11 +227,23 @@ void record_plan(const ConvPlan& plan, Direction dir, const ConvDims& d, bool tf
   r.math = plan.math;
   r.workspace_bytes = plan.workspace_bytes;
   r.deterministic = plan.deterministic;
+  r.chosen_by = plan.chosen_by;
   record_conv_algorithm(r);
 }
 
 // In a 16-bit format any math type is usable (tensor cores are the point), as with --tf32.
-std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const ConvDims& d, bool tf32,
+// Whether a search (cudnnFind*) succeeded; if not, the plan notes why and the caller asks the
+// heuristics instead.
+bool searched(cudnnStatus_t status, ConvPlan& plan) {
+  if (status == CUDNN_STATUS_SUCCESS) {
+    plan.chosen_by = "search";
+    return true;
+  }
+  plan.chosen_by = std::string("heuristic (the search failed: ") + cudnnGetErrorString(status) + ")";
+  return false;
+}
+
+std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const ConvDims& d, bool tf32, bool search,
                                     const ConvData& data) {
   auto plan = std::make_unique<ConvPlan>();
   plan->data = data;
@@ -242,8 +265,12 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
     case Direction::forward: {
       ST_CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count));
       std::vector<cudnnConvolutionFwdAlgoPerf_t> results(max_count);
-      ST_CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(handle, plan->x.get(), plan->w.get(), plan->conv.get(),
-                                                            plan->y.get(), max_count, &count, results.data()));
+      if (!search ||
+          !searched(cudnnFindConvolutionForwardAlgorithm(handle, plan->x.get(), plan->w.get(), plan->conv.get(),
+                                                         plan->y.get(), max_count, &count, results.data()),
+                    *plan))
+        ST_CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(handle, plan->x.get(), plan->w.get(), plan->conv.get(),
+                                                              plan->y.get(), max_count, &count, results.data()));
       const auto& chosen = adopt_algorithm(*plan, dir, d, results, count, false, any_math);
       ST_CHECK_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(handle, plan->x.get(), plan->w.get(), plan->conv.get(),
                                                              plan->y.get(), chosen.algo, &plan->workspace_bytes));
@@ -252,8 +279,12 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
     case Direction::backward_data: {
       ST_CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count));
       std::vector<cudnnConvolutionBwdDataAlgoPerf_t> results(max_count);
-      ST_CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, plan->w.get(), plan->y.get(), plan->conv.get(),
-                                                                 plan->x.get(), max_count, &count, results.data()));
+      if (!search ||
+          !searched(cudnnFindConvolutionBackwardDataAlgorithm(handle, plan->w.get(), plan->y.get(), plan->conv.get(),
+                                                              plan->x.get(), max_count, &count, results.data()),
+                    *plan))
+        ST_CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+            handle, plan->w.get(), plan->y.get(), plan->conv.get(), plan->x.get(), max_count, &count, results.data()));
       const auto& chosen = adopt_algorithm(*plan, dir, d, results, count, true, any_math);
       ST_CHECK_CUDNN(cudnnGetConvolutionBackwardDataWorkspaceSize(
           handle, plan->w.get(), plan->y.get(), plan->conv.get(), plan->x.get(), chosen.algo, &plan->workspace_bytes));
@@ -262,8 +293,12 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
     case Direction::backward_filter: {
       ST_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count));
       std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> results(max_count);
-      ST_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-          handle, plan->x.get(), plan->y.get(), plan->conv.get(), plan->w.get(), max_count, &count, results.data()));
+      if (!search ||
+          !searched(cudnnFindConvolutionBackwardFilterAlgorithm(handle, plan->x.get(), plan->y.get(), plan->conv.get(),
+                                                                plan->w.get(), max_count, &count, results.data()),
+                    *plan))
+        ST_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+            handle, plan->x.get(), plan->y.get(), plan->conv.get(), plan->w.get(), max_count, &count, results.data()));
       const auto& chosen = adopt_algorithm(*plan, dir, d, results, count, true, any_math);
       ST_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(
           handle, plan->x.get(), plan->y.get(), plan->conv.get(), plan->w.get(), chosen.algo, &plan->workspace_bytes));
@@ -276,12 +311,12 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
 
 // A 16-bit plan, or where cuDNN offers no usable 16-bit algorithm for the shape, an fp32 one.
 std::unique_ptr<ConvPlan> make_plan_or_fp32(cudnnHandle_t handle, Direction dir, const ConvDims& d, bool tf32,
-                                            const ConvData& data) {
-  if (!data.half) return make_plan(handle, dir, d, tf32, data);
+                                            bool search, const ConvData& data) {
+  if (!data.half) return make_plan(handle, dir, d, tf32, search, data);
   try {
-    return make_plan(handle, dir, d, tf32, data);
+    return make_plan(handle, dir, d, tf32, search, data);
   } catch (const Error&) {  // throw_no_algorithm: no 16-bit algorithm for this shape on this GPU
-    return make_plan(handle, dir, d, tf32, ConvData{});
+    return make_plan(handle, dir, d, tf32, search, ConvData{});
   }
 }
 
@@ -296,11 +331,12 @@ const ConvPlan& conv_plan(Context& ctx, Direction dir, const ConvDims& d) {
   ST_CHECK_CUDA(cudaGetDevice(&gpu));  // algorithms are chosen for a GPU model; the key names the GPU
   const bool tf32 = ctx.allow_tf32();
   const ConvData data = conv_data(ctx);
-  const PlanKey key{gpu, dir, tf32, static_cast<int>(data.type()), d};
+  const bool search = ctx.conv_search();
+  const PlanKey key{gpu, dir, tf32, search, static_cast<int>(data.type()), d};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = plans->find(key);
   if (it == plans->end())
-    it = plans->emplace(key, make_plan_or_fp32(scaletrain::cuda::cudnn_handle(ctx), dir, d, tf32, data)).first;
+    it = plans->emplace(key, make_plan_or_fp32(scaletrain::cuda::cudnn_handle(ctx), dir, d, tf32, search, data)).first;
   return *it->second;
 }
 
