@@ -22,7 +22,8 @@ BatchNormForwardTrainingFn batch_norm_forward_training;
 const Op<BatchNormForwardTrainingFn> batch_norm_forward_training_op{
     "batch_norm_forward_training",
     {cpu::batch_norm_forward_training},
-    with_half_storage<BatchNormForwardTrainingFn>({ST_CUDA_KERNEL(cuda::batch_norm_forward_training)}),
+    // On 4-D tensors cuDNN's persistent kernels, which are not documented as deterministic.
+    with_half_storage<BatchNormForwardTrainingFn>({ST_CUDA_KERNEL(cuda::batch_norm_forward_training), false}),
     AmpOutputs::only(2)};  // y; the running and saved statistics stay fp32
 using BatchNormForwardInferenceFn = void(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
                                          const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
@@ -49,7 +50,8 @@ BatchNormBackwardFn batch_norm_backward;
 const Op<BatchNormBackwardFn> batch_norm_backward_op{
     "batch_norm_backward",
     {cpu::batch_norm_backward},
-    with_half_storage<BatchNormBackwardFn>({ST_CUDA_KERNEL(cuda::batch_norm_backward)}),
+    // On 4-D tensors cuDNN's persistent kernels, which are not documented as deterministic.
+    with_half_storage<BatchNormBackwardFn>({ST_CUDA_KERNEL(cuda::batch_norm_backward), false}),
     AmpOutputs::only(0)};  // dx; dgamma and dbeta, fp32 parameters' gradients, stay fp32
 using BatchNormAddReluForwardFn = void(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& z,
                                        const Tensor& gamma, const Tensor& beta, Tensor& running_mean,

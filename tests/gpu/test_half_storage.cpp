@@ -475,7 +475,9 @@ void check_batch_norm(st::Context& ctx, const Format& f, bool mixed) {
   st::Tensor dx32 = f32_on(ctx, x.wide.shape());
   st::Tensor dx16 = mixed ? f32_on(ctx, x.wide.shape()) : half_on(ctx, f, x.wide.shape());
   ops::batch_norm_backward(ctx, p, x.wide, dy.wide, gamma.wide, sm[0], si[0], dx32, dg[0], db[0]);
-  ops::batch_norm_backward(ctx, p, x.half, dy.half, gamma.wide, sm[0], si[0], dx16, dg[1], db[1]);
+  // The 16-bit run's backward takes its own forward's statistics (and, on a GPU in persistent
+  // mode, that forward's reserve space), as a layer does.
+  ops::batch_norm_backward(ctx, p, x.half, dy.half, gamma.wide, sm[1], si[1], dx16, dg[1], db[1]);
   compare(ctx, f, dx16, dx32, "batch_norm_backward dx" + how, units);
   compare(ctx, f, dg[1], dg[0], "batch_norm_backward dgamma" + how, 0.0, rel);
   compare(ctx, f, db[1], db[0], "batch_norm_backward dbeta" + how, 0.0, rel);

@@ -37,8 +37,9 @@
 // atomics that overflow on very large values (cuDNN's documentation; the fused op below says the
 // same). A configuration it refuses (per type and shape), x aliasing y (or dx), another rank of x,
 // a pointer or a row of channels not 16-byte aligned (aligned16) and the test hook SCALETRAIN_CUDNN_BN_MODE=spatial run
-// plain SPATIAL mode. The forward's reserve space, which the backward needs, is kept per layer: by the address of its
-// saved statistics, which a layer owns from its forward to its backward (PersistentReserves).
+// plain SPATIAL mode. The forward's reserve space, which the backward needs, is kept from a
+// persistent forward until the backward with the same x and saved statistics takes it
+// (PersistentReserves); a backward that finds none runs SPATIAL mode on the saved statistics.
 //
 // 16-bit storage (with_half_storage): x, y, dy and dx of one 16-bit type go to cuDNN as they are
 // (HALF or BFLOAT16 data; the per-channel descriptor cuDNN derives is FLOAT, so gamma, beta and
@@ -178,43 +179,52 @@ bool persistent_mode_enabled() {
   return enabled;
 }
 
-// The reserve space of each persistent forward until its backward, keyed by the address of the
-// layer's saved_inv_std. `armed` says the last forward with that key ran in persistent mode on
-// a tensor of that type and shape; a forward that ran otherwise disarms it, so the backward never
-// takes a stale reserve.
+// The reserve space of each persistent forward until its backward takes it. An entry is keyed by
+// the address of the call's saved_inv_std and remembers the addresses of x and saved_mean and x's
+// type and shape: a backward takes it (removing it) only when its own arguments match all of them,
+// as a layer's do (BatchNorm2d keeps x and both saved statistics from its forward to its
+// backward). Every forward first removes its key's entry, so a forward that ran another way
+// (SPATIAL mode, the fused op, fp32 copies) leaves none behind for its backward to find. Entries
+// live only from a persistent forward to its backward; a taken reserve goes back to the caching
+// allocator, whose blocks are reused in the compute stream's order.
 class PersistentReserves {
  public:
-  // The reserve for a persistent forward on x (grown when too small), armed.
-  Tensor& arm(const void* key, const Tensor& x, std::size_t bytes) {
+  // A reserve of `bytes` for a persistent forward with these arguments, kept for its backward.
+  const Tensor& keep(const Tensor& x, const Tensor& saved_mean, const Tensor& saved_inv_std, std::size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
-    Entry& e = entries_[key];
-    if (!e.reserve.defined() || e.reserve.bytes() < bytes)
-      e.reserve = Tensor::empty({static_cast<int64_t>(std::max<std::size_t>(bytes, 1))}, DType::u8, Device::cuda);
+    Entry& e = entries_[saved_inv_std.raw()];
+    e.reserve = Tensor::empty({static_cast<int64_t>(std::max<std::size_t>(bytes, 1))}, DType::u8, Device::cuda);
+    e.x = x.raw();
+    e.saved_mean = saved_mean.raw();
     e.dtype = x.dtype();
     e.shape = x.shape();
-    e.armed = true;
     return e.reserve;
   }
-  void disarm(const void* key) {
+  void forget(const Tensor& saved_inv_std) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = entries_.find(key);
-    if (it != entries_.end()) it->second.armed = false;
+    entries_.erase(saved_inv_std.raw());
   }
-  // The armed reserve of a persistent forward on a tensor like x, or nullptr.
-  const Tensor* armed(const void* key, const Tensor& x) {
+  // The reserve kept by a persistent forward with these arguments, taken out of the table;
+  // undefined when there is none (the forward ran another way).
+  Tensor take(const Tensor& x, const Tensor& saved_mean, const Tensor& saved_inv_std) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = entries_.find(key);
-    if (it == entries_.end() || !it->second.armed || it->second.dtype != x.dtype() || it->second.shape != x.shape())
-      return nullptr;
-    return &it->second.reserve;
+    auto it = entries_.find(saved_inv_std.raw());
+    if (it == entries_.end()) return Tensor();
+    const Entry& e = it->second;
+    if (e.x != x.raw() || e.saved_mean != saved_mean.raw() || e.dtype != x.dtype() || e.shape != x.shape())
+      return Tensor();
+    Tensor reserve = e.reserve;
+    entries_.erase(it);
+    return reserve;
   }
 
  private:
   struct Entry {
     Tensor reserve;
+    const void* x = nullptr;
+    const void* saved_mean = nullptr;
     DType dtype = DType::f32;
     Shape shape;
-    bool armed = false;
   };
   std::mutex mutex_;
   std::map<const void*, Entry> entries_;
@@ -289,26 +299,25 @@ bool forward_training_persistent(Context& ctx, const BatchNormParams& p, const T
     status = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, kPersistent, kBnOnly, nullptr, d.x.get(),
                                                                   &reserve_bytes);
   if (status == CUDNN_STATUS_SUCCESS) {
-    Tensor& reserve = persistent_reserves().arm(saved_inv_std.raw(), x, reserve_bytes);
+    const Tensor& reserve = persistent_reserves().keep(x, saved_mean, saved_inv_std, reserve_bytes);
     void* work = scaletrain::cuda::workspace(ctx, work_bytes);
     const float one = 1.0f, zero = 0.0f;
     status = cudnnBatchNormalizationForwardTrainingEx(
         handle, kPersistent, kBnOnly, &one, &zero, d.x.get(), x.raw(), nullptr, nullptr, d.x.get(), y.raw(),
         d.channel.get(), gamma.raw(), beta.raw(), static_cast<double>(p.momentum), running_mean.raw(),
         running_var.raw(), static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw(), nullptr, work, work_bytes,
-        reserve.raw(), reserve_bytes);
+        const_cast<void*>(reserve.raw()), reserve_bytes);
   }
   if (persistent_ran(status, x)) return true;
-  persistent_reserves().disarm(saved_inv_std.raw());
+  persistent_reserves().forget(saved_inv_std);
   return false;
 }
 
 bool backward_persistent(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& gamma,
                          const Tensor& saved_mean, const Tensor& saved_inv_std, Tensor& dx, Tensor& dgamma,
                          Tensor& dbeta, const char* op) {
-  const Tensor* reserve = persistent_reserves().armed(saved_inv_std.raw(), x);
-  if (reserve == nullptr) return false;  // the forward ran in SPATIAL mode
-  persistent_reserves().disarm(saved_inv_std.raw());
+  const Tensor reserve = persistent_reserves().take(x, saved_mean, saved_inv_std);
+  if (!reserve.defined()) return false;  // the forward ran another way
   BatchNormDescs d;
   cudnnStatus_t status = describe(x, op, d);
   const cudnnHandle_t handle = scaletrain::cuda::cudnn_handle(ctx);
@@ -328,7 +337,7 @@ bool backward_persistent(Context& ctx, const BatchNormParams& p, const Tensor& x
         handle, kPersistent, kBnOnly, &one, &zero, &one, &zero, d.x.get(), x.raw(), nullptr, nullptr, d.x.get(),
         dy.raw(), nullptr, nullptr, d.x.get(), dx.raw(), d.channel.get(), gamma.raw(), nullptr, dgamma.raw(),
         dbeta.raw(), static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw(), nullptr, work, work_bytes,
-        const_cast<void*>(reserve->raw()), reserve_bytes);
+        const_cast<void*>(reserve.raw()), reserve_bytes);
   }
   return persistent_ran(status, x);
 }
@@ -340,10 +349,10 @@ void batch_norm_forward_training(Context& ctx, const BatchNormParams& p, const T
                                  Tensor& saved_mean, Tensor& saved_inv_std) {
   const char* op = "batch_norm_forward_training";
   check_eps(p, op);
+  persistent_reserves().forget(saved_inv_std);  // a reserve of an earlier forward is not this one's
   if (persistent_candidate({&x}, {&y}, {&gamma, &beta, &running_mean, &running_var, &saved_mean, &saved_inv_std}) &&
       forward_training_persistent(ctx, p, x, gamma, beta, running_mean, running_var, y, saved_mean, saved_inv_std, op))
     return;
-  persistent_reserves().disarm(saved_inv_std.raw());
   if (native({&x, &y})) {
     BatchNormDescs d;
     // The dispatcher has checked that x has more than one value per channel.
@@ -483,6 +492,7 @@ void batch_norm_add_relu_forward_training(Context& ctx, const BatchNormParams& p
                                           Tensor& reserve) {
   const char* op = "batch_norm_add_relu_forward_training";
   check_eps(p, op);
+  persistent_reserves().forget(saved_inv_std);  // its own reserve travels in `reserve`
   if (fused_candidate({&x, &z, &y}, {&gamma, &beta, &running_mean, &running_var, &saved_mean, &saved_inv_std})) {
     BatchNormDescs d;
     cudnnStatus_t status = describe(x, op, d);

@@ -231,18 +231,33 @@ void record_plan(const ConvPlan& plan, Direction dir, const ConvDims& d, bool tf
   record_conv_algorithm(r);
 }
 
-// In a 16-bit format any math type is usable (tensor cores are the point), as with --tf32.
-// Whether a search (cudnnFind*) succeeded; if not, the plan notes why and the caller asks the
-// heuristics instead.
-bool searched(cudnnStatus_t status, ConvPlan& plan) {
-  if (status == CUDNN_STATUS_SUCCESS) {
-    plan.chosen_by = "search";
-    return true;
+// The plan's algorithm from a search (`find`: cudnnFind*, its results sorted by time) where asked
+// and one of its results is usable, else from the heuristics (`heuristics`: cudnnGet*_v7); the
+// plan notes which, and why a search was not used. Both fill `results` and the count.
+template <typename Perf, typename Find, typename Heuristics>
+const Perf& choose_algorithm(ConvPlan& plan, Direction dir, const ConvDims& d, std::vector<Perf>& results, bool search,
+                             bool prefer_deterministic, bool any_math, Find find, Heuristics heuristics) {
+  int count = 0;
+  if (search) {
+    const cudnnStatus_t status = find(results.data(), &count);
+    // The search allocates its own buffers: one that did not fit may leave the runtime's last
+    // error set, which the next launch check would report as that launch's.
+    (void)cudaGetLastError();
+    if (status != CUDNN_STATUS_SUCCESS) {
+      plan.chosen_by = std::string("heuristic (the search failed: ") + cudnnGetErrorString(status) + ")";
+    } else if (choose_conv_algorithm(candidates_of(results, count), prefer_deterministic, any_math, kMaxWorkspaceBytes)
+                   .index < 0) {
+      plan.chosen_by = "heuristic (the search found no usable algorithm)";
+    } else {
+      plan.chosen_by = "search";
+      return adopt_algorithm(plan, dir, d, results, count, prefer_deterministic, any_math);
+    }
   }
-  plan.chosen_by = std::string("heuristic (the search failed: ") + cudnnGetErrorString(status) + ")";
-  return false;
+  ST_CHECK_CUDNN(heuristics(results.data(), &count));
+  return adopt_algorithm(plan, dir, d, results, count, prefer_deterministic, any_math);
 }
 
+// In a 16-bit format any math type is usable (tensor cores are the point), as with --tf32.
 std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const ConvDims& d, bool tf32, bool search,
                                     const ConvData& data) {
   auto plan = std::make_unique<ConvPlan>();
@@ -260,18 +275,21 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
                                                                : tf32    ? CUDNN_DEFAULT_MATH
                                                                          : CUDNN_FMA_MATH));
 
-  int max_count = 0, count = 0;
+  int max_count = 0;
   switch (dir) {
     case Direction::forward: {
       ST_CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count));
       std::vector<cudnnConvolutionFwdAlgoPerf_t> results(max_count);
-      if (!search ||
-          !searched(cudnnFindConvolutionForwardAlgorithm(handle, plan->x.get(), plan->w.get(), plan->conv.get(),
-                                                         plan->y.get(), max_count, &count, results.data()),
-                    *plan))
-        ST_CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(handle, plan->x.get(), plan->w.get(), plan->conv.get(),
-                                                              plan->y.get(), max_count, &count, results.data()));
-      const auto& chosen = adopt_algorithm(*plan, dir, d, results, count, false, any_math);
+      const auto& chosen = choose_algorithm(
+          *plan, dir, d, results, search, false, any_math,
+          [&](cudnnConvolutionFwdAlgoPerf_t* r, int* count) {
+            return cudnnFindConvolutionForwardAlgorithm(handle, plan->x.get(), plan->w.get(), plan->conv.get(),
+                                                        plan->y.get(), max_count, count, r);
+          },
+          [&](cudnnConvolutionFwdAlgoPerf_t* r, int* count) {
+            return cudnnGetConvolutionForwardAlgorithm_v7(handle, plan->x.get(), plan->w.get(), plan->conv.get(),
+                                                          plan->y.get(), max_count, count, r);
+          });
       ST_CHECK_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(handle, plan->x.get(), plan->w.get(), plan->conv.get(),
                                                              plan->y.get(), chosen.algo, &plan->workspace_bytes));
       break;
@@ -279,13 +297,16 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
     case Direction::backward_data: {
       ST_CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count));
       std::vector<cudnnConvolutionBwdDataAlgoPerf_t> results(max_count);
-      if (!search ||
-          !searched(cudnnFindConvolutionBackwardDataAlgorithm(handle, plan->w.get(), plan->y.get(), plan->conv.get(),
-                                                              plan->x.get(), max_count, &count, results.data()),
-                    *plan))
-        ST_CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-            handle, plan->w.get(), plan->y.get(), plan->conv.get(), plan->x.get(), max_count, &count, results.data()));
-      const auto& chosen = adopt_algorithm(*plan, dir, d, results, count, true, any_math);
+      const auto& chosen = choose_algorithm(
+          *plan, dir, d, results, search, true, any_math,
+          [&](cudnnConvolutionBwdDataAlgoPerf_t* r, int* count) {
+            return cudnnFindConvolutionBackwardDataAlgorithm(handle, plan->w.get(), plan->y.get(), plan->conv.get(),
+                                                             plan->x.get(), max_count, count, r);
+          },
+          [&](cudnnConvolutionBwdDataAlgoPerf_t* r, int* count) {
+            return cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, plan->w.get(), plan->y.get(), plan->conv.get(),
+                                                               plan->x.get(), max_count, count, r);
+          });
       ST_CHECK_CUDNN(cudnnGetConvolutionBackwardDataWorkspaceSize(
           handle, plan->w.get(), plan->y.get(), plan->conv.get(), plan->x.get(), chosen.algo, &plan->workspace_bytes));
       break;
@@ -293,13 +314,16 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
     case Direction::backward_filter: {
       ST_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count));
       std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> results(max_count);
-      if (!search ||
-          !searched(cudnnFindConvolutionBackwardFilterAlgorithm(handle, plan->x.get(), plan->y.get(), plan->conv.get(),
-                                                                plan->w.get(), max_count, &count, results.data()),
-                    *plan))
-        ST_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-            handle, plan->x.get(), plan->y.get(), plan->conv.get(), plan->w.get(), max_count, &count, results.data()));
-      const auto& chosen = adopt_algorithm(*plan, dir, d, results, count, true, any_math);
+      const auto& chosen = choose_algorithm(
+          *plan, dir, d, results, search, true, any_math,
+          [&](cudnnConvolutionBwdFilterAlgoPerf_t* r, int* count) {
+            return cudnnFindConvolutionBackwardFilterAlgorithm(handle, plan->x.get(), plan->y.get(), plan->conv.get(),
+                                                               plan->w.get(), max_count, count, r);
+          },
+          [&](cudnnConvolutionBwdFilterAlgoPerf_t* r, int* count) {
+            return cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, plan->x.get(), plan->y.get(), plan->conv.get(),
+                                                                 plan->w.get(), max_count, count, r);
+          });
       ST_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(
           handle, plan->x.get(), plan->y.get(), plan->conv.get(), plan->w.get(), chosen.algo, &plan->workspace_bytes));
       break;

@@ -96,33 +96,39 @@ void layer_norm_forward(Context& ctx, const LayerNormParams& p, const Tensor& x,
                         const Tensor& beta, Tensor& y, Tensor& saved_mean, Tensor& saved_rstd) {
   const int64_t d = x.dim(-1), rows = x.numel() / d;
   if (rows == 0) return;
-  // gamma and beta are fp32 parameters; a 16-bit one (not a layer's) is widened first.
+  // gamma, beta and the statistics are fp32 in the layers; a 16-bit one (another caller's) is
+  // widened first or written through an fp32 buffer, as the dispatch would.
   const Tensor gamma32 = fp32_of(ctx, gamma), beta32 = fp32_of(ctx, beta);
+  Fp32Result mean32(ctx, saved_mean), rstd32(ctx, saved_rstd);
   layer_norm_forward_kernel<<<row_blocks(rows), kThreads, 0, scaletrain::cuda::compute_stream(ctx)>>>(
       x.raw(), elem_kind(x, "layer_norm_forward x"), static_cast<const float*>(gamma32.raw()),
-      static_cast<const float*>(beta32.raw()), y.raw(), elem_kind(y, "layer_norm_forward y"),
-      static_cast<float*>(saved_mean.raw()), static_cast<float*>(saved_rstd.raw()), rows, d,
-      static_cast<double>(p.eps));
+      static_cast<const float*>(beta32.raw()), y.raw(), elem_kind(y, "layer_norm_forward y"), mean32.data(),
+      rstd32.data(), rows, d, static_cast<double>(p.eps));
   ST_CHECK_LAUNCH();
+  mean32.store();
+  rstd32.store();
 }
 
 void layer_norm_backward(Context& ctx, const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& saved_mean,
                          const Tensor& saved_rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
   const int64_t d = x.dim(-1), rows = x.numel() / d;
   const auto stream = scaletrain::cuda::compute_stream(ctx);
-  const Tensor gamma32 = fp32_of(ctx, gamma);
+  const Tensor gamma32 = fp32_of(ctx, gamma), mean32 = fp32_of(ctx, saved_mean), rstd32 = fp32_of(ctx, saved_rstd);
+  Fp32Result dgamma32(ctx, dgamma), dbeta32(ctx, dbeta);
   if (rows > 0) {
     layer_norm_dx_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(
         x.raw(), elem_kind(x, "layer_norm_backward x"), dy.raw(), elem_kind(dy, "layer_norm_backward dy"),
-        static_cast<const float*>(gamma32.raw()), static_cast<const float*>(saved_mean.raw()),
-        static_cast<const float*>(saved_rstd.raw()), dx.raw(), elem_kind(dx, "layer_norm_backward dx"), rows, d);
+        static_cast<const float*>(gamma32.raw()), static_cast<const float*>(mean32.raw()),
+        static_cast<const float*>(rstd32.raw()), dx.raw(), elem_kind(dx, "layer_norm_backward dx"), rows, d);
     ST_CHECK_LAUNCH();
   }
   layer_norm_params_kernel<<<scaletrain::cuda::blocks_for(d), kThreads, 0, stream>>>(
       x.raw(), elem_kind(x, "layer_norm_backward x"), dy.raw(), elem_kind(dy, "layer_norm_backward dy"),
-      static_cast<const float*>(saved_mean.raw()), static_cast<const float*>(saved_rstd.raw()),
-      static_cast<float*>(dgamma.raw()), static_cast<float*>(dbeta.raw()), rows, d);
+      static_cast<const float*>(mean32.raw()), static_cast<const float*>(rstd32.raw()), dgamma32.data(), dbeta32.data(),
+      rows, d);
   ST_CHECK_LAUNCH();
+  dgamma32.store();
+  dbeta32.store();
 }
 
 }  // namespace scaletrain::ops::cuda

@@ -19,9 +19,10 @@ __global__ void multiply_kernel(const void* a, ElemKind ak, const void* b, ElemK
 __global__ void multiply_backward_kernel(const void* a, ElemKind ak, const void* b, ElemKind bk, const void* dy,
                                          ElemKind dyk, void* da, ElemKind dak, void* db, ElemKind dbk, int64_t n) {
   for (int64_t i = grid_first(); i < n; i += grid_stride()) {
-    const float g = load_float(dy, dyk, i), av = load_float(a, ak, i), bv = load_float(b, bk, i);
-    store_float(da, dak, i, __fmul_rn(g, bv));
-    store_float(db, dbk, i, __fmul_rn(g, av));
+    // In the CPU kernel's order: dy read first (da or db may alias it), a read after da is written.
+    const float g = load_float(dy, dyk, i);
+    store_float(da, dak, i, __fmul_rn(g, load_float(b, bk, i)));
+    store_float(db, dbk, i, __fmul_rn(g, load_float(a, ak, i)));
   }
 }
 
