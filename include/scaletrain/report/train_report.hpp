@@ -77,10 +77,10 @@ struct TrainSummary {
   std::string device_kind = "cpu";
   Json gpu;  // name, memory_bytes, compute_capability, driver, runtime, cudnn, nccl, gpus_per_node
   std::string gpu_pci_bus_id;
-  const PhaseTimers* gpu_timers = nullptr;  // GPU time of forward, backward and optimizer
+  const PhaseTimers* gpu_timers = nullptr;             // GPU time of forward, backward and optimizer
   const PhaseTimers* first_step_gpu_timers = nullptr;  // gpu_timers after the first step (the warm-up)
-  int64_t peak_memory_bytes = 0;            // the allocator's peak reserved bytes
-  double energy_joules = -1.0;              // the GPU's over the segment; -1 where not read, and why:
+  int64_t peak_memory_bytes = 0;                       // the allocator's peak reserved bytes
+  double energy_joules = -1.0;                         // the GPU's over the segment; -1 where not read, and why:
   std::string energy_reason;
 };
 

@@ -247,20 +247,27 @@ bool aligned16(const Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.raw(
 // Whether a training call on these tensors (x first, the outputs last, then the per-channel ones)
 // may try persistent mode: 4-D, of one type, no input overlapping an output, every pointer and
 // row 16-byte aligned, not refused before for x's type and shape.
+// What every persistent kernel (plain and fused) needs: the activations (x first) 4-D of x's type,
+// each of them and the per-channel tensors 16-byte aligned, and x's rows of C channels too.
+bool persistent_layout(std::initializer_list<const Tensor*> activations,
+                       std::initializer_list<const Tensor*> per_channel) {
+  const Tensor& x = **activations.begin();
+  if (x.ndim() != 4 || (x.dim(-1) * static_cast<int64_t>(dtype_size(x.dtype()))) % 16 != 0) return false;
+  for (const Tensor* t : activations)
+    if (t->dtype() != x.dtype() || t->ndim() != 4 || !aligned16(*t)) return false;
+  for (const Tensor* t : per_channel)
+    if (!aligned16(*t)) return false;
+  return true;
+}
+
 bool persistent_candidate(std::initializer_list<const Tensor*> inputs, std::initializer_list<const Tensor*> outputs,
                           std::initializer_list<const Tensor*> per_channel) {
   if (!persistent_mode_enabled()) return false;
   const Tensor& x = **inputs.begin();
-  if (x.ndim() != 4 || (x.dim(-1) * static_cast<int64_t>(dtype_size(x.dtype()))) % 16 != 0) return false;
-  for (std::initializer_list<const Tensor*> group : {inputs, outputs, per_channel})
-    for (const Tensor* t : group)
-      if (!aligned16(*t)) return false;
-  for (const Tensor* t : inputs)
-    if (t->dtype() != x.dtype() || t->ndim() != 4) return false;
   for (const Tensor* o : outputs) {
-    if (o->dtype() != x.dtype() || o->ndim() != 4) return false;
+    if (!persistent_layout({&x, o}, per_channel)) return false;
     for (const Tensor* i : inputs)
-      if (overlaps(*i, *o)) return false;
+      if (!persistent_layout({&x, i}, {}) || overlaps(*i, *o)) return false;
   }
   return !refusals().has(Path::persistent, x);
 }
@@ -459,16 +466,11 @@ void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x
 // scale halved, as for any overflow. docs/mixed-precision.md says so.
 namespace {
 
-// x, z, y 4-D of one 16-bit type, in a configuration cuDNN has not refused for x's shape, every
-// pointer and row of channels 16-byte aligned (the persistent kernels': aligned16).
+// x, z, y of one 16-bit type in the persistent kernels' layout, in a configuration cuDNN has not
+// refused for x's shape.
 bool fused_candidate(std::initializer_list<const Tensor*> tensors, std::initializer_list<const Tensor*> per_channel) {
   const Tensor& x = **tensors.begin();
-  if ((x.dim(-1) * static_cast<int64_t>(dtype_size(x.dtype()))) % 16 != 0) return false;
-  for (const Tensor* t : tensors)
-    if (t->dtype() != x.dtype() || t->ndim() != 4 || !aligned16(*t)) return false;
-  for (const Tensor* t : per_channel)
-    if (!aligned16(*t)) return false;
-  return x.dtype() != DType::f32 && !refusals().has(Path::fused, x);
+  return persistent_layout(tensors, per_channel) && x.dtype() != DType::f32 && !refusals().has(Path::fused, x);
 }
 
 __global__ void add_relu_kernel(const float* bn, const void* z, ElemKind zk, void* y, ElemKind yk, int64_t n) {

@@ -28,23 +28,13 @@ __global__ void dropout_kernel(DropoutMask mask, const void* in, ElemKind ink, v
   }
 }
 
-// out = in, converted to out's format where the two differ (p = 0 between storages).
-__global__ void convert_kernel(const void* in, ElemKind ink, void* out, ElemKind outk, int64_t n) {
-  for (int64_t i = grid_first(); i < n; i += grid_stride()) store_float(out, outk, i, load_float(in, ink, i));
-}
-
 void apply(Context& ctx, const DropoutParams& params, const Tensor& in, Tensor& out) {
   const int64_t n = in.numel();
   if (n == 0) return;
   const cudaStream_t stream = scaletrain::cuda::compute_stream(ctx);
   const ElemKind ink = elem_kind(in, "dropout input"), outk = elem_kind(out, "dropout output");
-  if (params.p == 0.0) {  // the identity, exactly, as on the CPU
-    if (ink != outk) {
-      convert_kernel<<<blocks_for(n), kThreadsPerBlock, 0, stream>>>(in.raw(), ink, out.raw(), outk, n);
-      ST_CHECK_LAUNCH();
-    } else if (out.raw() != in.raw()) {
-      ST_CHECK_CUDA(cudaMemcpyAsync(out.raw(), in.raw(), in.bytes(), cudaMemcpyDeviceToDevice, stream));
-    }
+  if (params.p == 0.0) {  // the identity, exactly, as on the CPU (a copy, or one rounding into out's type)
+    convert_storage(ctx, in, out);
     return;
   }
   const int64_t blocks = (n + 3) / 4;
