@@ -22,6 +22,7 @@
 #include "scaletrain/checkpoint/checkpoint.hpp"
 #include "scaletrain/checkpoint/run_directory.hpp"
 #include "scaletrain/cli/guard.hpp"
+#include "scaletrain/comm/agreement.hpp"
 #include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/config.hpp"
 #include "scaletrain/core/error.hpp"
@@ -804,12 +805,14 @@ int cmd_predict(int argc, char** argv) {
   const std::unique_ptr<train::Task> task = train::open_task_of_checkpoint(c, weights);
   const std::unique_ptr<Context> context =
       open_context(comm, device, "predict", c.model, task->ops(/*training=*/false), threads);
-  if (comm.rank() != 0) return 0;
-  ST_CHECK(fs::exists(input), "--input " << input << " does not exist");
-  const std::unique_ptr<models::Network> network = restored_network(*task, weights, c, *context);
-  const train::Prediction p = task->predict(*context, *network, input, weights.path, batch_size);
-  write_prediction(output, p, c.model, checkpoint);
-  ST_LOG("wrote logits " << shape_string(p.logits.shape()) << " to " << output);
+  // The others wait for rank 0's verdict: a bad --input stops them all with its message.
+  comm::on_rank0_agreed(comm, [&] {
+    ST_CHECK(fs::exists(input), "--input " << input << " does not exist");
+    const std::unique_ptr<models::Network> network = restored_network(*task, weights, c, *context);
+    const train::Prediction p = task->predict(*context, *network, input, weights.path, batch_size);
+    write_prediction(output, p, c.model, checkpoint);
+    ST_LOG("wrote logits " << shape_string(p.logits.shape()) << " to " << output);
+  });
   return 0;
 }
 

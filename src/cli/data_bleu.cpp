@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/data_subcommands.hpp"
+#include "scaletrain/comm/agreement.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/json.hpp"
 #include "scaletrain/core/log.hpp"
@@ -72,27 +73,28 @@ int bleu_main(int argc, char** argv) {
           "penalty; printed as the reference prints it ('Case-insensitive results: 27.319400787353516').\n"
           "Where the reference fails (no token at all) the score is 0 with a note."))
     return 0;
-  if (log_rank() != 0) return 0;
+  // Rank 0 scores (a small job); under mpirun the others wait, so a missing file stops them all.
+  comm::on_rank0_agreed(comm::Communicator::world(), [&] {
+    const text::BleuText hyp = text::read_bleu_text(read_whole_file(hypotheses), hypotheses);
+    const text::BleuText ref = text::read_bleu_text(read_whole_file(references), references);
+    const text::BleuScore uncased = text::bleu_score(hyp, ref, false);
+    text::BleuScore with_case;
+    if (cased) with_case = text::bleu_score(hyp, ref, true);
 
-  const text::BleuText hyp = text::read_bleu_text(read_whole_file(hypotheses), hypotheses);
-  const text::BleuText ref = text::read_bleu_text(read_whole_file(references), references);
-  const text::BleuScore uncased = text::bleu_score(hyp, ref, false);
-  text::BleuScore with_case;
-  if (cased) with_case = text::bleu_score(hyp, ref, true);
-
-  if (json) {
-    Json out = Json::object();
-    out.set("hypotheses", hypotheses);
-    out.set("references", references);
-    out.set("lines", static_cast<int64_t>(hyp.lines.size()));
-    out.set("uncased", score_json(uncased));
-    if (cased) out.set("cased", score_json(with_case));
-    std::cout << out.dump(2) << "\n";
-  } else {
-    std::cout << "Case-insensitive results: " << text::format_bleu(uncased.bleu) << "\n";
-    if (cased) std::cout << "Case-sensitive results: " << text::format_bleu(with_case.bleu) << "\n";
-  }
-  if (!uncased.note.empty()) std::cerr << "scaletrain-data bleu: note: " << uncased.note << "\n";
+    if (json) {
+      Json out = Json::object();
+      out.set("hypotheses", hypotheses);
+      out.set("references", references);
+      out.set("lines", static_cast<int64_t>(hyp.lines.size()));
+      out.set("uncased", score_json(uncased));
+      if (cased) out.set("cased", score_json(with_case));
+      std::cout << out.dump(2) << "\n";
+    } else {
+      std::cout << "Case-insensitive results: " << text::format_bleu(uncased.bleu) << "\n";
+      if (cased) std::cout << "Case-sensitive results: " << text::format_bleu(with_case.bleu) << "\n";
+    }
+    if (!uncased.note.empty()) std::cerr << "scaletrain-data bleu: note: " << uncased.note << "\n";
+  });
   return 0;
 }
 

@@ -23,6 +23,7 @@
 #include "cli/subcommand.hpp"
 #include "scaletrain/cli/commands.hpp"
 #include "scaletrain/cli/guard.hpp"
+#include "scaletrain/comm/agreement.hpp"
 #include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/json.hpp"
@@ -126,10 +127,11 @@ Json split_json(const data::SplitInfo& s) {
 void verify_and_report(const World& world, const std::string& output, const std::vector<std::string>& splits,
                        double seconds) {
   write_manifests(output, splits);
-  if (world.rank != 0) return;
-  for (const auto& split : splits) print_split(data::open_split(output, split), false);
-  std::cout << "wrote " << output << " in " << std::fixed << std::setprecision(1) << seconds << " s with " << world.size
-            << " rank" << (world.size == 1 ? "" : "s") << "\n";
+  comm::on_rank0_agreed(comm::Communicator::world(), [&] {
+    for (const auto& split : splits) print_split(data::open_split(output, split), false);
+    std::cout << "wrote " << output << " in " << std::fixed << std::setprecision(1) << seconds << " s with "
+              << world.size << " rank" << (world.size == 1 ? "" : "s") << "\n";
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -333,32 +335,9 @@ int synthetic_main(int argc, char** argv) {
 // ---------------------------------------------------------------------------------------------
 // inspect
 
-int inspect_main(int argc, char** argv) {
-  std::string dir;
-  bool json = false, verify_data = false, require_checksums = false;
-  po::options_description desc("options");
-  desc.add_options()("help,h", "print this help")("dir", po::value(&dir)->required(),
-                                                  "dataset directory (also the first positional argument)")(
-      "json", po::bool_switch(&json), "print one JSON object {\"dir\", \"splits\": {name: {...}}} instead of text")(
-      "verify-data", po::bool_switch(&verify_data),
-      "first compare every split's shards with its manifest.json (checksums, shared by the ranks under mpirun)")(
-      "require-checksums", po::bool_switch(&require_checksums),
-      "refuse a split without manifest.json and, unless --verify-data, shards whose HDF5 metadata has no checksums "
-      "or whose 'task'/'encoding' is a variable-length string (docs/reliability.md)");
-  po::positional_options_description pos;
-  pos.add("dir", 1);
-  po::variables_map vm;
-  if (!parse_data_command("inspect", argc, argv, desc, vm, "DIR [--json]", &pos)) return 0;
-  const World world;
-  const std::vector<std::string> splits = data::list_splits(dir);
-  // The checks first, their verdicts agreed over the ranks (no rank left in a collective).
-  std::vector<std::string> split_dirs;
-  for (const auto& split : splits) split_dirs.push_back((fs::path(dir) / split).string());
-  if (require_checksums) data::require_checksums_agreed(split_dirs, verify_data, comm::Communicator::world());
-  if (verify_data)
-    for (const std::string& split_dir : split_dirs) data::require_intact(split_dir, comm::Communicator::world());
-  // Validation is rank 0's job; under mpirun the others just wait for its verdict.
-  if (world.rank != 0) return 0;
+// Opens every split of `dir` (a damaged shard throws) and prints what it holds: text, or one
+// JSON object with --json.
+void print_splits(const std::string& dir, const std::vector<std::string>& splits, bool json) {
   Json out = Json::object();
   out.set("dir", dir);
   out.set("format", data::kFormatVersion);
@@ -390,6 +369,36 @@ int inspect_main(int argc, char** argv) {
   }
   out.set("splits", split_objects);
   if (json) std::cout << out.dump(2) << "\n";
+}
+
+int inspect_main(int argc, char** argv) {
+  std::string dir;
+  bool json = false, verify_data = false, require_checksums = false;
+  po::options_description desc("options");
+  desc.add_options()("help,h", "print this help")("dir", po::value(&dir)->required(),
+                                                  "dataset directory (also the first positional argument)")(
+      "json", po::bool_switch(&json), "print one JSON object {\"dir\", \"splits\": {name: {...}}} instead of text")(
+      "verify-data", po::bool_switch(&verify_data),
+      "first compare every split's shards with its manifest.json (checksums, shared by the ranks under mpirun)")(
+      "require-checksums", po::bool_switch(&require_checksums),
+      "refuse a split without manifest.json and, unless --verify-data, shards whose HDF5 metadata has no checksums "
+      "or whose 'task'/'encoding' is a variable-length string (docs/reliability.md)");
+  po::positional_options_description pos;
+  pos.add("dir", 1);
+  po::variables_map vm;
+  if (!parse_data_command("inspect", argc, argv, desc, vm, "DIR [--json]", &pos)) return 0;
+  const World world;
+  const std::vector<std::string> splits = data::list_splits(dir);
+  // The checks first, their verdicts agreed over the ranks (no rank left in a collective).
+  std::vector<std::string> split_dirs;
+  for (const auto& split : splits) split_dirs.push_back((fs::path(dir) / split).string());
+  if (require_checksums) data::require_checksums_agreed(split_dirs, verify_data, comm::Communicator::world());
+  if (verify_data)
+    for (const std::string& split_dir : split_dirs) data::require_intact(split_dir, comm::Communicator::world());
+  // Validation is rank 0's job; under mpirun the others wait for its verdict, so that a damaged
+  // shard stops every rank with rank 0's message (no rank in MPI_Finalize while another aborts).
+  comm::on_rank0_agreed(comm::Communicator::world(), [&] { print_splits(dir, splits, json); });
+  if (world.rank != 0) return 0;
   for (const char* needed : {"train", "val"})
     if (std::find(splits.begin(), splits.end(), needed) == splits.end())
       std::cerr << "scaletrain-data: note: " << dir << " has no " << needed

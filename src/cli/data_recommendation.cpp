@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "cli/data_subcommands.hpp"
+#include "scaletrain/comm/agreement.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/json.hpp"
 #include "scaletrain/core/timer.hpp"
@@ -27,22 +28,23 @@ void write_and_report(const data::RecommendationData& d, const std::string& outp
                       const Stopwatch& clock) {
   const Ranks ranks;
   prepare_output(ranks.rank, output, {"train", "val"}, overwrite);
-  // An error while writing stops every rank alike (the guard turns it into MPI_Abort).
+  // An error while writing stops every rank (the guard turns it into MPI_Abort).
   data::write_recommendation_dataset(output, d, shards, ranks.rank, ranks.size);
   ST_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
   write_manifests(output, {"train", "val"});
-  if (ranks.rank != 0) return;
-  // What was written, read back with every check, train and val against each other.
-  const data::RecommendationSplit train = data::open_recommendation_split(output, "train");
-  const data::RecommendationSplit val = data::open_recommendation_split(output, "val");
-  data::check_train_and_eval_agree(train, val);
-  print_recommendation_split(train, false);
-  print_recommendation_split(val, false);
-  if (d.users_without_training > 0)
-    std::cout << "note: " << d.users_without_training
-              << " users have a single interaction: it is their held-out item and they have no training positive\n";
-  std::cout << "wrote " << output << " in " << std::fixed << std::setprecision(1) << clock.elapsed() << " s with "
-            << ranks.size << " rank" << (ranks.size == 1 ? "" : "s") << "\n";
+  comm::on_rank0_agreed(comm::Communicator::world(), [&] {
+    // What was written, read back with every check, train and val against each other.
+    const data::RecommendationSplit train = data::open_recommendation_split(output, "train");
+    const data::RecommendationSplit val = data::open_recommendation_split(output, "val");
+    data::check_train_and_eval_agree(train, val);
+    print_recommendation_split(train, false);
+    print_recommendation_split(val, false);
+    if (d.users_without_training > 0)
+      std::cout << "note: " << d.users_without_training
+                << " users have a single interaction: it is their held-out item and they have no training positive\n";
+    std::cout << "wrote " << output << " in " << std::fixed << std::setprecision(1) << clock.elapsed() << " s with "
+              << ranks.size << " rank" << (ranks.size == 1 ? "" : "s") << "\n";
+  });
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "cli/data_subcommands.hpp"
+#include "scaletrain/comm/agreement.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/json.hpp"
 #include "scaletrain/core/rng.hpp"
@@ -161,13 +162,14 @@ void write_and_report(const Ranks& ranks, const std::string& output,
   std::vector<std::string> names;
   for (const auto& s : splits) names.push_back(s.first);
   write_manifests(output, names);
-  if (ranks.rank != 0) return;
-  std::vector<data::TranslationSplit> opened;
-  for (const std::string& name : names) opened.push_back(data::open_translation_split(output, name));
-  for (std::size_t i = 1; i < opened.size(); ++i) data::check_same_vocabulary(opened[0], opened[i]);
-  for (const auto& s : opened) print_translation_split(s, false);
-  std::cout << "wrote " << output << " in " << std::fixed << std::setprecision(1) << clock.elapsed() << " s with "
-            << ranks.size << " rank" << (ranks.size == 1 ? "" : "s") << "\n";
+  comm::on_rank0_agreed(comm::Communicator::world(), [&] {
+    std::vector<data::TranslationSplit> opened;
+    for (const std::string& name : names) opened.push_back(data::open_translation_split(output, name));
+    for (std::size_t i = 1; i < opened.size(); ++i) data::check_same_vocabulary(opened[0], opened[i]);
+    for (const auto& s : opened) print_translation_split(s, false);
+    std::cout << "wrote " << output << " in " << std::fixed << std::setprecision(1) << clock.elapsed() << " s with "
+              << ranks.size << " rank" << (ranks.size == 1 ? "" : "s") << "\n";
+  });
 }
 
 // A split's text options: --NAME-source and --NAME-target, or --NAME-tsv.

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string>
 
+#include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/log.hpp"
 
@@ -35,12 +36,16 @@ int run_guarded(const char* program, int argc, char** argv, const std::function<
       std::fprintf(stderr, "%s: error: %s\nRun '%s --help' for the options.\n", program, e.what(), program);
     MPI_Finalize();
     return 2;
+  } catch (const AgreedError& e) {
+    if (rank == 0) std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+    MPI_Finalize();
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: error: %s\n", program, e.what());
     std::fflush(stderr);
     std::fflush(stdout);
     // One rank's failure ends the job: no rank may be left waiting in a collective.
-    if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    if (size > 1) comm::abort_job(1);
     MPI_Finalize();
     return 1;
   }

@@ -6,8 +6,11 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <thread>
 
 #include "comm/mpi_impl.hpp"
 #include "scaletrain/core/error.hpp"
@@ -284,7 +287,27 @@ void Communicator::scatter(const Tensor& all, Tensor& mine, int root) const {
                            root, impl_->comm));
 }
 
+namespace {
+// A detached timer that ends the process should MPI_Abort hang.
+void exit_unless_aborted_within_grace(int code) {
+  std::thread([code] {
+    std::this_thread::sleep_for(std::chrono::seconds(kAbortGraceSeconds));
+    std::fprintf(stderr, "scaletrain: MPI_Abort did not end the job within %d s; exiting with %d\n", kAbortGraceSeconds,
+                 code);
+    std::fflush(stderr);
+    std::_Exit(code);
+  }).detach();
+}
+}  // namespace
+
+void abort_job(int code) {
+  exit_unless_aborted_within_grace(code);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::abort();  // MPI_Abort does not return; this keeps the [[noreturn]] promise if it does
+}
+
 void Communicator::abort(int code) const {
+  exit_unless_aborted_within_grace(code);
   MPI_Abort(impl_ ? impl_->comm : MPI_COMM_WORLD, code);
   std::abort();  // MPI_Abort does not return; this keeps the [[noreturn]] promise if it does
 }

@@ -271,7 +271,7 @@ struct StallWatchdog::Impl {
       std::fflush(stderr);
       std::fflush(stdout);
       say_last_words("stalled: " + describe_stall(table, options.abort_s, abort_option));
-      MPI_Abort(MPI_COMM_WORLD, kExitStalled);
+      abort_job(kExitStalled);
     }
     if (!warned) {
       ST_WARN("stall: " << describe_stall(table, options.warn_s, warn_option)
@@ -292,7 +292,7 @@ struct StallWatchdog::Impl {
     std::fflush(stderr);
     std::fflush(stdout);
     say_last_words("rank " + std::to_string(comm.rank()) + ": " + error);
-    MPI_Abort(MPI_COMM_WORLD, kExitStalled);
+    abort_job(kExitStalled);
   }
 
   [[noreturn]] void abort_for_silence(const RankProgress& r, int signal) {
@@ -306,8 +306,7 @@ struct StallWatchdog::Impl {
     std::fflush(stdout);
     say_last_words("rank " + std::to_string(r.rank) + " on " + r.host + " went silent while the job stopped for " +
                    StopSignals::name(signal));
-    MPI_Abort(MPI_COMM_WORLD, kExitStalled);
-    std::abort();
+    abort_job(kExitStalled);
   }
 
   void post(MPI_Request& request, Beat& buffer, const Beat& beat, int to) {

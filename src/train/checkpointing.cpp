@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "scaletrain/checkpoint/run_directory.hpp"
+#include "scaletrain/comm/agreement.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/log.hpp"
 #include "scaletrain/core/progress.hpp"
@@ -80,23 +81,6 @@ std::shared_ptr<const checkpoint::CheckpointData> choose_checkpoint(const TrainC
 
 }  // namespace
 
-void on_rank0_agreed(const comm::Communicator& comm, const std::function<void()>& work) {
-  std::string outcome;  // "" = success, "U" + message = usage error, "E" + message = error
-  if (comm.rank() == 0) {
-    try {
-      work();
-    } catch (const UsageError& e) {
-      outcome = std::string("U") + e.what();
-    } catch (const std::exception& e) {
-      outcome = "E" + error_text(e);
-    }
-  }
-  comm.broadcast(outcome, 0);
-  if (outcome.empty()) return;
-  if (outcome[0] == 'U') throw UsageError(outcome.substr(1));
-  ST_THROW(outcome.substr(1) << (comm.rank() == 0 ? "" : " (on rank 0)"));
-}
-
 CheckpointWritten write_checkpoint(const comm::Communicator& comm, RunState& state, const Json& segment,
                                    const std::string& run_dir, int keep) {
   progress::enter("checkpoint");
@@ -115,7 +99,7 @@ CheckpointWritten write_checkpoint(const comm::Communicator& comm, RunState& sta
   CheckpointWritten written;
   written.path = checkpoint::checkpoint_file(run_dir, state.position.global_step);
   if (comm.rank() != 0) progress::enter("checkpoint (rank 0 writes)", /*waiting=*/true);
-  on_rank0_agreed(comm, [&] {
+  comm::on_rank0_agreed(comm, [&] {
     Stopwatch clock;
     std::error_code ec;
     fs::create_directories(checkpoint::checkpoints_dir(run_dir), ec);
@@ -144,7 +128,7 @@ CheckpointWritten write_checkpoint(const comm::Communicator& comm, RunState& sta
 std::optional<ResumePoint> prepare_run_directory(const comm::Communicator& comm, const TrainConfig& c) {
   std::shared_ptr<const checkpoint::CheckpointData> data;
   std::string state_text, path;
-  on_rank0_agreed(comm, [&] {
+  comm::on_rank0_agreed(comm, [&] {
     data = choose_checkpoint(c);
     if (!data) return;
     path = data->path;
@@ -182,7 +166,7 @@ void restore_run(const comm::Communicator& comm, const ResumePoint& point, RunSt
   nn::ParameterSet& params = state.params();
   const bool per_rank_buffers =
       point.world_size() == comm.size() && comm.size() > 1 && params.flat_buffers().numel() > 0;
-  on_rank0_agreed(comm, [&] {
+  comm::on_rank0_agreed(comm, [&] {
     checkpoint::restore_model(*point.data, state.model().name(), params, &state.optimizer());
     if (!per_rank_buffers) return;
     const auto it = point.data->tensors.find(std::string("run/") + kRankBuffers);
@@ -226,7 +210,7 @@ void check_checkpoint_fits(const checkpoint::CheckpointData& data, const std::st
 }
 
 void load_initial_weights(const comm::Communicator& comm, const TrainConfig& c, const Task& task, RunState& state) {
-  on_rank0_agreed(comm, [&] {
+  comm::on_rank0_agreed(comm, [&] {
     const checkpoint::CheckpointData data = checkpoint::read_newest_checkpoint(c.init_from);
     task.check_fits(data);
     checkpoint::restore_model(data, c.model, state.params(), nullptr);

@@ -33,6 +33,7 @@
 
 #include "scaletrain/backend/device_staging.hpp"
 #include "scaletrain/backend/nvtx.hpp"
+#include "scaletrain/comm/agreement.hpp"
 #include "scaletrain/comm/gradient_reducer.hpp"
 #include "scaletrain/comm/nccl_reducer.hpp"
 #include "scaletrain/comm/preflight.hpp"
@@ -773,7 +774,7 @@ TrainResult Training::finish(RunEnd end) {
   if (trace::enabled()) write_trace();
   const Json report = report::build_train_report(comm_, summary);
   const std::string path = (fs::path(cfg_.output_dir) / "report.json").string();
-  on_rank0_agreed(comm_, [&] { report::write_json_atomic(path, report); });
+  comm::on_rank0_agreed(comm_, [&] { report::write_json_atomic(path, report); });
   const RunPosition& pos = state_->position;
   if (end == RunEnd::signal)
     ST_LOG("stopped for " << reason << " after step " << pos.global_step << " of " << total_steps_ << "; wrote "

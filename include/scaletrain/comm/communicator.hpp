@@ -79,7 +79,7 @@ class Communicator {
   // rank here.
   Communicator split_shared() const;
 
-  // Ends the whole job with this exit code (MPI_Abort).
+  // Ends the whole job with this exit code (abort_job on this communicator).
   [[noreturn]] void abort(int code) const;
 
   struct Impl;  // holds the MPI_Comm; defined in src/comm/mpi_impl.hpp
@@ -110,5 +110,11 @@ class MpiSession {
  private:
   bool owns_ = false;
 };
+
+// Ends the whole job with this exit code: MPI_Abort on MPI_COMM_WORLD. Should MPI_Abort not end
+// this process within kAbortGraceSeconds (Open MPI 4.1 has hung in it, another rank already in
+// MPI_Finalize), the process exits with the code itself, and mpirun ends the job on it.
+[[noreturn]] void abort_job(int code);
+constexpr int kAbortGraceSeconds = 20;
 
 }  // namespace scaletrain::comm

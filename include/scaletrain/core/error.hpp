@@ -1,6 +1,7 @@
 // Errors and the one check-macro family. Every failure becomes scaletrain::Error carrying
 // rank, host, file:line, the failing expression and the library's own message; main() catches
-// it and calls MPI_Abort so that no rank is left waiting in a collective.
+// it and calls MPI_Abort so that no rank is left waiting in a collective (an AgreedError, which
+// every rank throws together, ends without it).
 // The macros for MPI and HDF5 call out-of-line helpers so this header includes neither library.
 #pragma once
 
@@ -15,6 +16,14 @@ namespace scaletrain {
 class Error : public std::runtime_error {
  public:
   explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+// An error every rank throws together, with one message (comm::on_rank0_agreed): no rank waits
+// in a collective, so the binaries print it once (rank 0) and every rank exits with code 1
+// without MPI_Abort, which Open MPI 4.1 can leave hanging while another rank is in MPI_Finalize.
+class AgreedError : public Error {
+ public:
+  explicit AgreedError(const std::string& what) : Error(what) {}
 };
 
 // A usage error (an unknown option, a bad value, options that exclude each other): every rank

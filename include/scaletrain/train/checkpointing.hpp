@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,10 +16,6 @@
 #include "scaletrain/train/run_state.hpp"
 
 namespace scaletrain::train {
-
-// Runs `work` on rank 0 and makes its outcome everyone's: an error there (a UsageError stays
-// one) is thrown on every rank with rank 0's message. Collective.
-void on_rank0_agreed(const comm::Communicator& comm, const std::function<void()>& work);
 
 struct CheckpointWritten {
   std::string path;
