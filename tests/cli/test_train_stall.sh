@@ -29,6 +29,9 @@ warn=3 abort=12
 "${TRAIN[@]}" --output-dir "$T/stall" --stall-warn-s $warn --stall-abort-s $abort >"$T/stall.log" 2>&1 &
 job=$!
 wait_for "$T/stall.log" "step 100/" 60 >/dev/null
+# Heartbeats go every --stall-warn-s / 10 (0.3 s): on a loaded machine 100 steps can pass before
+# rank 0 has heard rank 1's first, so let several beats pass before the stop.
+sleep 2
 victim=$(rank_pid 1)
 kill -STOP "$victim"
 stopped=$SECONDS
