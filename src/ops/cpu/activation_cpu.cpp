@@ -28,8 +28,14 @@ void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) 
   const float* yp = y.data<float>();
   const float* dyp = dy.data<float>();
   float* dxp = dx.data<float>();
+  // dy is read whatever y is: a load only where y > 0 kept the compiler from vectorising the loop
+  // (a scalar branch per element, mispredicted on half of them: 35% of resnet20's CPU step,
+  // --op-times), where an unconditional load and a select vectorise.
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) dxp[i] = yp[i] > 0.0f ? dyp[i] : 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = dyp[i];
+    dxp[i] = yp[i] > 0.0f ? g : 0.0f;
+  }
 }
 
 void add_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
