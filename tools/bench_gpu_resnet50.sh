@@ -67,6 +67,11 @@ for p in ${spatial//,/ }; do modes+=("$p-spatial"); done
 # --fuse (auto: fused in amp-fp16), beside the heuristics' choice.
 search=${BENCH_CONV_SEARCH:-}
 for p in ${search//,/ }; do modes+=("$p-search"); done
+# BENCH_OP_TIMES: precisions also run with --op-times (default --fuse), apart from the timed runs
+# (the marks cost host time), for the time of every op per step; PyTorch's runs of them are then
+# profiled (their kernels per step), to read side by side.
+op_times=${BENCH_OP_TIMES:-}
+for p in ${op_times//,/ }; do modes+=("$p-optimes"); done
 for b in $batches; do
  for mode in "${modes[@]}"; do
   per_epoch=$((1280 / b))
@@ -77,6 +82,7 @@ for b in $batches; do
     *-fused) flags=(--precision "${mode%-fused}" --fuse bn-add-relu) ;;
     *-spatial) flags=(--precision "${mode%-spatial}" --fuse none) bn_mode=spatial ;;
     *-search) flags=(--precision "${mode%-search}" --conv-algo search) ;;
+    *-optimes) flags=(--precision "${mode%-optimes}" --op-times) ;;
     amp-*) flags=(--precision "$mode" --fuse none) ;;
   esac
   SCALETRAIN_CUDNN_BN_MODE=$bn_mode mpirun -np 1 --bind-to none -x SCALETRAIN_CUDNN_BN_MODE "$BIN/scaletrain" train --device "$device" --model resnet50 --data "$out/data" \
@@ -103,4 +109,4 @@ PY
  done
 done
 python3 "$(dirname "$0")/bench_torch_resnet50_gpu.py" --batch-sizes "$(echo $batches | tr ' ' ',')" --steps "$steps" \
-  --warmup "$warmup" --precisions "$(echo $precisions | tr ' ' ',')" --peak-tflops "$peak"
+  --warmup "$warmup" --precisions "$(echo $precisions | tr ' ' ',')" --peak-tflops "$peak" --profile "${op_times// /,}"

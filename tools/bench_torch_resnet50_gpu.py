@@ -11,7 +11,9 @@ scaletrain computes: plain fp32) and on (what PyTorch does by default for convol
 Prints one line per batch size and setting: "torch resnet50 batch B tf32 off|on: N images/s", and
 with --precisions amp-fp16 / amp-bf16 "torch resnet50 batch B amp-fp16: N images/s": torch.autocast
 in that format (fp32 weights, the autocast policy's per-op casts), channels_last, SGD momentum, and
-in fp16 a GradScaler, as PyTorch's AMP recipe has it. Each line also gives
+in fp16 a GradScaler, as PyTorch's AMP recipe has it. With --profile amp-fp16 those runs are then
+profiled (torch.profiler): the GPU kernels' time per step, by kind and the longest, to read beside
+scaletrain's --op-times. Each line also gives
 torch.cuda.max_memory_allocated, and for the 16-bit runs the fraction of --peak-tflops (the GPU's
 dense fp16 tensor peak) reached at about 24.6 GFLOP per trained image.
 torchvision's resnet50 where installed, else the same architecture defined below.
@@ -71,7 +73,52 @@ def make_model():
         return ResNet50(1000), "own definition"
 
 
-def bench(batch, steps, warmup, mode, peak_tflops):
+# Kernel names to the kinds scaletrain's op table can be read against (a rough reading: the names are
+# cuDNN's, cuBLAS's and PyTorch's own and change between versions).
+KERNEL_KINDS = (("convolution or GEMM", ("xmma", "conv", "implicit", "gemm", "cutlass", "wgrad", "dgrad", "fprop")),
+                ("batch norm", ("bn_", "batch_norm", "batchnorm", "welford")),
+                ("pooling", ("pool",)),
+                ("optimizer and scaler", ("multi_tensor", "foreach", "amp_", "sgd")),
+                ("element-wise, casts and the rest", ("",)))
+
+
+def kernel_kind(name):
+    low = name.lower()
+    return next(kind for kind, needles in KERNEL_KINDS if any(n in low for n in needles))
+
+
+def profile_kernels(step, steps, label):
+    """The GPU kernels of `steps` steps under torch.profiler: time per step in total, by kind and
+    for the longest kernels. A failure here is printed, not raised: it must not cost the figures."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                step()
+            torch.cuda.synchronize()
+        kernels = []
+        for e in prof.key_averages():
+            t = getattr(e, "self_device_time_total", None)
+            t = getattr(e, "self_cuda_time_total", 0) if t is None else t
+            if t > 0:
+                kernels.append((t / 1e3 / steps, e.count / steps, e.key))  # ms and calls per step
+        kernels.sort(reverse=True)
+        total = sum(k[0] for k in kernels)
+        print(f"torch {label} kernels per step (torch.profiler, {steps} steps): {total:.2f} ms in "
+              f"{sum(k[1] for k in kernels):.0f} kernel launches")
+        kinds = {}
+        for ms, calls, name in kernels:
+            kinds[kernel_kind(name)] = kinds.get(kernel_kind(name), 0.0) + ms
+        for kind, _ in KERNEL_KINDS:
+            if kind in kinds:
+                print(f"  {kind:<34} {kinds[kind]:9.3f} ms {100 * kinds[kind] / total:5.1f}%")
+        for ms, calls, name in kernels[:15]:
+            print(f"    {name[:70]:<70} {calls:6.1f} calls {ms:8.3f} ms")
+    except Exception as e:  # noqa: BLE001 (any failure of the profiler)
+        print(f"torch {label}: the profile failed: {type(e).__name__}: {e}")
+
+
+def bench(batch, steps, warmup, mode, peak_tflops, profile_steps=0):
     tf32 = mode == "fp32-tf32"
     half = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(mode)
     torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -117,6 +164,8 @@ def bench(batch, steps, warmup, mode, peak_tflops):
     print(f"torch resnet50 batch {batch} {setting}: {rate:.1f} images/s "
           f"({origin}, channels_last, {steps} steps after {warmup}; peak memory "
           f"{torch.cuda.max_memory_allocated() / 2**30:.2f} GiB allocated){tensor}", flush=True)
+    if profile_steps > 0:
+        profile_kernels(step, profile_steps, f"resnet50 batch {batch} {setting}")
     del model, opt, x, y
     torch.cuda.empty_cache()
 
@@ -128,6 +177,9 @@ def main():
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--precisions", default="fp32", help="fp32 (TF32 off and on), amp-fp16, amp-bf16, comma-separated")
     p.add_argument("--peak-tflops", type=float, default=0.0, help="the GPU's dense fp16 tensor peak (0: not known)")
+    p.add_argument("--profile", default="", help="precisions (comma-separated) whose runs are then profiled: "
+                   "their GPU kernels per step, by kind and the longest, after the timed steps")
+    p.add_argument("--profile-steps", type=int, default=3)
     a = p.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("no GPU visible to PyTorch")
@@ -138,9 +190,10 @@ def main():
         if precision not in ("fp32", "amp-fp16", "amp-bf16"):
             raise SystemExit(f"--precisions: '{precision}' is not fp32, amp-fp16 or amp-bf16")
         modes += ["fp32", "fp32-tf32"] if precision == "fp32" else [precision]
+    profiled = set(m for m in a.profile.split(",") if m)
     for batch in (int(b) for b in a.batch_sizes.split(",")):
         for mode in modes:
-            bench(batch, a.steps, a.warmup, mode, a.peak_tflops)
+            bench(batch, a.steps, a.warmup, mode, a.peak_tflops, a.profile_steps if mode in profiled else 0)
 
 
 if __name__ == "__main__":

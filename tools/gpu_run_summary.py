@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """One run's report.json in a few lines, for the GPU check's logs (tools/bench_gpu_resnet50.sh,
 tests/gpu/test_demo.sh): where a step's time goes (host phases, and the GPU's own time of forward,
-backward and optimizer from CUDA events), the peak GPU memory, and what cuDNN chose per
-convolution (algorithm, math type, workspace), so that a slow first GPU run says why.
+backward and optimizer from CUDA events), the peak GPU memory, what cuDNN chose per
+convolution (algorithm, math type, workspace) and, from a run with --op-times, the ops that take
+the most of a step, so that a slow first GPU run says why.
 
   python3 tools/gpu_run_summary.py RUN_DIR/report.json
 """
@@ -38,6 +39,15 @@ def main(path):
     for (direction, algo, math), n in sorted(count.items()):
         ws = max(a["workspace_bytes"] for a in algos if (a["direction"], a["algo"], a["math"]) == (direction, algo, math))
         print(f"  cuDNN {direction}: algo {algo} math {math}: {n} shape(s), workspace up to {ws / 2**20:.1f} MiB")
+    # --op-times: the ops that take the most of a step (rank 0's).
+    ot = r.get("op_times")
+    if ot:
+        print(f"  op times per step ({ot['clock']}, {ot['steps']} steps after the first): "
+              f"{ot['top_level_ms_per_step']:.2f} ms in ops")
+        for o in ot["ops"][:15]:
+            nested = "  (inside other ops)" if o["nested"] else ""
+            print(f"    {o['op']:<34} {o['calls_per_step']:7.1f} calls {o['ms_per_step']:9.3f} ms "
+                  f"{100 * o['share']:5.1f}%{nested}")
 
 
 if __name__ == "__main__":

@@ -371,6 +371,10 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "write each rank's timeline (data wait, forward, backward, each bucket's all-reduce, optimizer, evaluation, "
       "checkpoints) to --output-dir/trace/rank-NNNNN.json for Perfetto or chrome://tracing; scaletrain-report trace "
       "RUN_DIR merges the ranks")(
+      "op-times", po::bool_switch(&c.op_times),
+      "time every op of the training steps, the first step left out (on a GPU with CUDA events: the GPU's time; on "
+      "the CPU with the clock) and print the ops that take the most at the end; report.json's op_times has them "
+      "all. Costs a few microseconds of host time per op")(
       "checkpoint-every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),
       "also checkpoint every N epochs (0 = off; a checkpoint is always written at the end and on SIGUSR1/SIGTERM)")(
       "checkpoint-every-steps", po::value(&c.checkpoint_every_steps)->default_value(c.checkpoint_every_steps),
@@ -490,6 +494,7 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("target_accuracy", c.target_accuracy);
   j.set("log_every", c.log_every);
   j.set("trace", c.trace);
+  j.set("op_times", c.op_times);
   j.set("checkpoint_every", c.checkpoint_every);
   j.set("checkpoint_every_steps", c.checkpoint_every_steps);
   j.set("checkpoint_every_minutes", c.checkpoint_every_minutes);

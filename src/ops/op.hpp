@@ -10,7 +10,7 @@
 // and its public function checks the arguments and calls relu_forward_op(ctx, x, y). The Op
 // registers itself (ops/registry.hpp) and is the one dispatch point: the kernel of the Context's
 // device or `no_kernel`, never a silent fallback to the CPU; an NVTX range and, with --trace, a
-// trace event per call.
+// trace event per call, with --op-times its time (ops/op_profiler.hpp).
 //
 // ST_CUDA_KERNEL(fn) names the CUDA kernel where the CUDA backend is built, and elsewhere a kernel
 // the source has but this build does not (NotBuilt), so that no op file needs `#if` and a build
@@ -79,7 +79,10 @@ Kernel<Fn> with_half_storage(Kernel<Fn> k) {
 
 namespace scaletrain::ops {
 
-// An op call's NVTX range and (with --trace) trace event, from construction to destruction.
+class OpProfiler;
+
+// An op call's NVTX range, (with --trace) trace event and (with --op-times) time, from
+// construction to destruction.
 class OpScope {
  public:
   explicit OpScope(const char* name) noexcept;
@@ -89,7 +92,8 @@ class OpScope {
 
  private:
   const char* name_;
-  double start_s_ = -1.0;  // when traced
+  double start_s_ = -1.0;           // when traced
+  OpProfiler* profiler_ = nullptr;  // when timed
 };
 
 // Which of an op's outputs (its non-const Tensor& arguments, counted from 0 in signature order)

@@ -11,6 +11,7 @@
 #include "scaletrain/core/timer.hpp"
 #include "scaletrain/core/trace.hpp"
 #include "scaletrain/ops/cast.hpp"
+#include "scaletrain/ops/op_profiler.hpp"
 
 namespace scaletrain::ops {
 
@@ -176,9 +177,12 @@ OpScope::OpScope(const char* name) noexcept : name_(name) {
   }
   nvtx_push(name);
   if (trace::enabled()) start_s_ = now_seconds();
+  profiler_ = OpProfiler::current();
+  if (profiler_ != nullptr) profiler_->enter(name);
 }
 
 OpScope::~OpScope() {
+  if (profiler_ != nullptr) profiler_->leave();
   if (start_s_ >= 0.0) {
     try {
       trace::record(name_, "op", trace::kMainThread, start_s_, now_seconds());

@@ -273,6 +273,7 @@ Json build_train_report(const comm::Communicator& comm, const TrainSummary& s) {
   r.set("throughput", throughput(comm, s));
   r.set("step_time", step_time(comm, s));
   r.set("step_split", step_split(comm, s));
+  if (!s.op_times.is_null()) r.set("op_times", s.op_times);
   r.set("phases", phase_summary(comm, *s.timers));
   Json options = s.reducer->options();
   for (const auto& [key, value] : s.transports.items()) options.set(key, value);

@@ -55,6 +55,7 @@
 #include "scaletrain/train/device_choice.hpp"
 #include "scaletrain/train/device_metrics.hpp"
 #include "scaletrain/train/mixed_precision.hpp"
+#include "scaletrain/train/op_times.hpp"
 #include "scaletrain/train/run_state.hpp"
 #include "scaletrain/train/task.hpp"
 #include "scaletrain/train/training_step.hpp"
@@ -281,6 +282,7 @@ class Training {
   StepClock step_clock_{timers_};
   ProgressLine progress_line_{cfg_.log_every};
   std::vector<TrainingObserver*> observers_;
+  std::unique_ptr<OpTimes> op_times_;  // --op-times
   Batch batch_;
   Stopwatch loop_clock_, minutes_clock_;
   double clock_base_ = 0.0, train_base_ = 0.0;
@@ -417,6 +419,10 @@ void Training::build_communication() {
   // The device's first: its GPU times are collected (an event synchronise) before the step is
   // counted, as when the step's end was one function.
   observers_ = {device_metrics_.get(), &step_clock_, &progress_line_, mlperf_.get()};
+  if (cfg_.op_times) {
+    op_times_ = std::make_unique<OpTimes>(*ctx_);
+    observers_.push_back(op_times_.get());
+  }
 }
 
 comm::NcclReducerOptions Training::nccl_options() const {

@@ -2,7 +2,9 @@
 # ResNet-20 trained 50 steps on the GPU and on the CPU from the same weights and the same batches
 # (one seed; issue 10, section 6): rank 0's loss agrees at every step and the final weights and
 # batch-norm statistics agree, within the tolerances below. Also the GPU run with --input-copy
-# inline against the default overlap (issue 26, section 4). Skips (77) without a GPU.
+# inline against the default overlap (issue 26, section 4), and --op-times on both runs (it times,
+# and changes nothing): the same calls per step of the model's ops on both devices, the GPU's
+# time from CUDA events within its phases' time. Skips (77) without a GPU.
 source "$(dirname "$0")/lib.sh"
 require_gpu
 T=$TMP_ROOT/gpu_resnet20_training
@@ -19,8 +21,33 @@ synthetic_data "$T/data" $((steps * batch)) 64 "$image" 10
 common=(--model resnet20 --data "$T/data" --epochs 1 --max-steps "$steps" --batch-size "$batch" --seed 7
   --base-lr 0.05 --lr-schedule constant --warmup-epochs 0 --momentum 0.9 --weight-decay 5e-4 --crop-padding 2
   --log-every 1 --eval-every 1)
-run_train gpu 1 "$DEV" "$TEST_ARGS" "${common[@]}"
-run_train cpu 1 cpu "" "${common[@]}"
+run_train gpu 1 "$DEV" "$TEST_ARGS --op-times" "${common[@]}"
+run_train cpu 1 cpu "--op-times" "${common[@]}"
+# --op-times: the model's ops as often on both devices; on a GPU timed by CUDA events, the
+# outermost ops' time within the GPU time of the phases that hold them.
+"$PY" - "$T/gpu/report.json" "$T/cpu/report.json" "$DEV" <<'PY' || fail "report.json's op_times (above)"
+import json, sys
+gpu, cpu = (json.load(open(p)) for p in sys.argv[1:3])
+g, c = gpu["op_times"], cpu["op_times"]
+want_clock = "cuda_events" if sys.argv[3] == "cuda" else "host_clock"
+if g["clock"] != want_clock or c["clock"] != "host_clock" or g["steps"] != c["steps"]:
+    sys.exit(f"FAIL: op_times clocks {g['clock']} / {c['clock']}, steps {g['steps']} / {c['steps']}")
+gc, cc = ({o["op"]: o["calls_per_step"] for o in t["ops"]} for t in (g, c))
+model_ops = ("conv2d_forward", "conv2d_backward_data", "conv2d_backward_filter", "batch_norm_forward_training",
+             "batch_norm_backward", "relu_forward", "relu_backward", "linear_forward", "linear_backward")
+for op in model_ops:
+    if gc.get(op) != cc.get(op) or not cc.get(op):
+        sys.exit(f"FAIL: {op}: {gc.get(op)} calls per step on {sys.argv[3]}, {cc.get(op)} on the CPU")
+top = g["top_level_ms_per_step"]
+phases = gpu["device"].get("phases")
+if phases:
+    in_phases = 1e3 * sum(phases[p]["per_step_after_first_s"] for p in ("forward", "backward", "optimizer"))
+    if not 0 < top <= 1.05 * in_phases + 0.5:
+        sys.exit(f"FAIL: {top:.3f} ms of ops per step, {in_phases:.3f} ms of GPU time in the phases")
+    print(f"op times: {top:.3f} ms of ops in {in_phases:.3f} ms of GPU phases per step")
+print("op times, longest on " + sys.argv[3] + ": " +
+      ", ".join(f"{o['op']} {o['ms_per_step']:.3f} ms" for o in g["ops"][:5]))
+PY
 [ "$DEV" != cuda ] || grep -q "device: cuda" "$T/gpu.log" || fail "the GPU run did not say it ran on cuda: $(head -30 "$T/gpu.log")"
 # What cuDNN chose per convolution shape is in report.json; without --tf32 every choice runs FMA math.
 if [ "$DEV" = cuda ]; then

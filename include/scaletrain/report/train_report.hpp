@@ -44,6 +44,7 @@ struct TrainSummary {
   int accumulate_steps = 1;                  // micro-batches per optimizer step
   Json optimizer;                            // the optimizer's describe(): name (sgd | lars) and hyper-parameters
   Json loss_scale;                           // the loss scaler's state at the end (LossScaler::to_json), or null
+  Json op_times;                             // --op-times: rank 0's time per op (train/op_times.hpp), or null
   std::string precision = "fp32";            // --precision
   std::string fuse = "none";                 // --fuse as it ran (auto resolved)
   std::string activation_dtype = "float32";  // Context::activation_dtype: float16 or bfloat16 under a mixed precision

@@ -145,6 +145,9 @@ struct TrainConfig {
   bool require_checksums = false;
   int log_every = 50;
   bool trace = false;  // write each rank's timeline to <output-dir>/trace/rank-NNNNN.json
+  // --op-times: time every op of the training steps (CUDA events on a GPU, the host clock on the
+  // CPU; ops/op_profiler.hpp) for report.json's op_times and a table at the run's end.
+  bool op_times = false;
 
   // Checkpoints and restarts (docs/checkpoint-format.md). A checkpoint is always written at the
   // end of the run and on SIGUSR1/SIGTERM; these add periodic ones (0: off).
