@@ -85,7 +85,11 @@ void DeviceMetrics::fill(report::TrainSummary& s) {
   s.gpu_pci_bus_id = pci_bus_id_;
   s.gpu_timers = &gpu_timers_;
   s.first_step_gpu_timers = &first_step_gpu_timers_;
-  s.peak_memory_bytes = static_cast<int64_t>(ctx_.device_memory_stats().peak_reserved_bytes);
+  const AllocatorStats memory = ctx_.device_memory_stats();
+  s.peak_memory_bytes = static_cast<int64_t>(memory.peak_reserved_bytes);
+  // Bytes handed out at most (rank 0's in the report): what PyTorch's max_memory_allocated counts,
+  // where the peak reserved also holds the cache's blocks of other sizes.
+  s.gpu.set("peak_in_use_bytes", static_cast<int64_t>(memory.peak_in_use_bytes));
   s.energy_joules = energy_->joules();
   s.energy_reason = energy_->reason();
 }

@@ -45,6 +45,11 @@ if phases:
     if not 0 < top <= 1.05 * in_phases + 0.5:
         sys.exit(f"FAIL: {top:.3f} ms of ops per step, {in_phases:.3f} ms of GPU time in the phases")
     print(f"op times: {top:.3f} ms of ops in {in_phases:.3f} ms of GPU phases per step")
+    # The allocator's peak in use: some, and within its peak reserved.
+    in_use, reserved = gpu["device"].get("peak_in_use_bytes"), gpu["device"]["peak_memory_bytes"]
+    if not in_use or not 0 < in_use <= reserved:
+        sys.exit(f"FAIL: device.peak_in_use_bytes {in_use} against peak_memory_bytes {reserved}")
+    print(f"peak GPU memory: {in_use / 2**20:.0f} MiB in use, {reserved / 2**20:.0f} MiB reserved")
 print("op times, longest on " + sys.argv[3] + ": " +
       ", ".join(f"{o['op']} {o['ms_per_step']:.3f} ms" for o in g["ops"][:5]))
 PY
