@@ -694,10 +694,11 @@ void evaluate_checkpoint(const train::TrainConfig& c, const std::string& checkpo
   const train::HalfWeights half(ctx, network->params(), master);
   const train::Evaluation e = task->evaluate(comm, ctx, *network, batch_size, /*ranks_on_node=*/1);
   ST_LOG(task->describe_evaluation(e, c.data_dir + "/" + split));
-  if (!translations.empty() && comm.rank() == 0) {
-    write_lines(translations, e.translations);
-    ST_LOG("wrote " << e.translations.size() << " translations to " << translations);
-  }
+  if (!translations.empty())  // the others wait for rank 0's verdict: an unwritable file stops them all
+    comm::on_rank0_agreed(comm, [&] {
+      write_lines(translations, e.translations);
+      ST_LOG("wrote " << e.translations.size() << " translations to " << translations);
+    });
 }
 
 int cmd_eval(int argc, char** argv) {
@@ -906,7 +907,7 @@ int cmd_translate(int argc, char** argv) {
   const std::vector<std::string> translations =
       train::translate_lines(c, comm, *context, *network, tokenizer, lines, input);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (comm.rank() == 0) write_lines(output, translations);
+  comm::on_rank0_agreed(comm, [&] { write_lines(output, translations); });
   char rate[64];
   std::snprintf(rate, sizeof rate, "%.1f s, %.2f sentences/s", seconds, lines.size() / std::max(seconds, 1e-9));
   ST_LOG("wrote " << translations.size() << " translations to " << output << " (" << rate << ", "

@@ -18,6 +18,7 @@
 #include "cli/data_subcommands.hpp"
 #include "cli/option_ranges.hpp"
 #include "scaletrain/cli/guard.hpp"
+#include "scaletrain/comm/agreement.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/timer.hpp"
 #include "scaletrain/data/dataset.hpp"
@@ -210,7 +211,9 @@ int convert_imagenet_main(int argc, char** argv) {
   }
 
   write_manifests(output, {"train", "val"});
-  if (rank == 0) {
+  // Rank 0 reads back what was written; the others wait for its verdict (no rank in MPI_Finalize
+  // while another stops on an error).
+  comm::on_rank0_agreed(comm::Communicator::world(), [&] {
     for (const char* split : {"train", "val"}) {
       const data::SplitInfo info = data::open_split(output, split);
       std::cout << "split " << split << ": " << info.samples << " samples in " << info.shards.size() << " shard"
@@ -220,7 +223,7 @@ int convert_imagenet_main(int argc, char** argv) {
     }
     std::cout << "wrote " << output << " in " << std::fixed << std::setprecision(1) << clock.elapsed() << " s with "
               << size << " rank" << (size == 1 ? "" : "s") << "\n";
-  }
+  });
   return 0;
 }
 

@@ -30,6 +30,7 @@
 
 #include "cli/data_subcommands.hpp"
 #include "scaletrain/cli/guard.hpp"
+#include "scaletrain/comm/agreement.hpp"
 #include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/timer.hpp"
@@ -266,7 +267,9 @@ int upgrade_main(int argc, char** argv) {
                   (fs::path(output) / tasks[t].split / tasks[t].name).string());
 
   write_manifests(output, splits);
-  if (rank == 0) {
+  // Rank 0 reads back what was written; the others wait for its verdict (no rank in MPI_Finalize
+  // while another stops on an error).
+  comm::on_rank0_agreed(comm::Communicator::world(), [&] {
     for (const auto& split : splits) {
       if (data::split_task(output, split) == data::kTaskRecommendation) {
         const data::RecommendationSplit rec = data::open_recommendation_split(output, split);
@@ -282,7 +285,7 @@ int upgrade_main(int argc, char** argv) {
     std::cout << "upgraded " << source << " to " << output << " (format " << data::kFormatVersion << ") in "
               << std::fixed << std::setprecision(1) << clock.elapsed() << " s with " << size << " rank"
               << (size == 1 ? "" : "s") << "\n";
-  }
+  });
   return 0;
 }
 

@@ -3,6 +3,7 @@
 // io/h5_error.cpp), so that the bottom layer links neither.
 #include "scaletrain/core/error.hpp"
 
+#include <atomic>
 #include <mutex>
 
 namespace scaletrain {
@@ -22,6 +23,13 @@ void set_error_identity(int rank, const std::string& host) {
   g_identity = "rank " + std::to_string(rank) + " on " + host;
 }
 std::string error_identity() { return g_identity; }
+
+namespace {
+std::atomic<bool> g_agreed_error{false};
+}  // namespace
+
+AgreedError::AgreedError(const std::string& what) : Error(what) { g_agreed_error = true; }
+bool agreed_error_thrown() { return g_agreed_error; }
 
 namespace {
 std::mutex g_last_words_mutex;

@@ -261,8 +261,9 @@ void MpiioReader::choose_hints() {
 
 MpiioReader::~MpiioReader() {
   // Closing a collectively opened file is collective. A rank unwinding from an error of its own
-  // (not one all ranks agreed on) is on its way to MPI_Abort: it must not wait for the others.
-  if (collective_ && std::uncaught_exceptions() > 0 && !failed_together_) return;
+  // (not one all ranks agreed on, here or by comm::on_rank0_agreed) is on its way to MPI_Abort: it
+  // must not wait for the others.
+  if (collective_ && std::uncaught_exceptions() > 0 && !failed_together_ && !agreed_error_thrown()) return;
   for (Shard& s : shards_) close_shard(s);
   {
     Lock lock(io::h5_mutex());

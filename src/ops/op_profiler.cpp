@@ -35,13 +35,18 @@ struct OpProfiler::Impl {
   DeviceEventTimer events;
   std::unordered_map<const char*, int> slot_of;  // by the op's name, a static string of its Op
   std::vector<Slot> slots;
+  // Reserved once, so that a push never allocates: enter() and leave() pair without a throw in
+  // between. Calls nested deeper than its capacity are counted in `beyond` and not timed.
   std::vector<Frame> stack;
+  int beyond = 0;
   double top_start_s = 0.0;
 
   Impl(Context& ctx, int capacity) : events(ctx, capacity) {
     slots.reserve(static_cast<std::size_t>(capacity));
     slots.push_back(Slot{"(top level)"});
+    stack.reserve(kMaxDepth);
   }
+  static constexpr std::size_t kMaxDepth = 64;
   bool on_device() const { return events.enabled(); }
 
   int slot(const char* op) {
@@ -81,31 +86,39 @@ OpProfiler* OpProfiler::current() { return current_profiler; }
 
 void OpProfiler::enter(const char* op) noexcept {
   Impl& m = *impl_;
-  Impl::Frame frame;
+  if (m.stack.size() == m.stack.capacity()) {
+    ++m.beyond;
+    return;
+  }
+  const bool outermost = std::none_of(m.stack.begin(), m.stack.end(), [](const Impl::Frame& f) { return f.slot >= 0; });
+  m.stack.push_back(Impl::Frame{});  // within the reserved capacity: no allocation
+  Impl::Frame& frame = m.stack.back();
+  if (paused_) return;
   try {
-    if (!paused_) frame.slot = m.slot(op);
-    if (frame.slot >= 0) {
-      Impl::Slot& s = m.slots[static_cast<std::size_t>(frame.slot)];
-      ++s.pending_calls;
-      const bool outermost =
-          std::none_of(m.stack.begin(), m.stack.end(), [](const Impl::Frame& f) { return f.slot >= 0; });
-      if (outermost) {
-        ++s.top_level_calls;
-        m.begin(kTopLevel);
-      }
-      if (s.open++ == 0) {
-        frame.timed = true;
-        frame.start_s = m.on_device() ? 0.0 : now_seconds();
-        m.begin(frame.slot);
-      }
-    }
-    m.stack.push_back(frame);
-  } catch (...) {  // out of memory for the bookkeeping: the op runs untimed
+    frame.slot = m.slot(op);
+  } catch (...) {  // out of memory for an op's name: the op runs untimed
+    frame.slot = -1;
+  }
+  if (frame.slot < 0) return;
+  Impl::Slot& s = m.slots[static_cast<std::size_t>(frame.slot)];
+  ++s.pending_calls;
+  if (outermost) {
+    ++s.top_level_calls;
+    m.begin(kTopLevel);
+  }
+  if (s.open++ == 0) {
+    frame.timed = true;
+    frame.start_s = m.on_device() ? 0.0 : now_seconds();
+    m.begin(frame.slot);
   }
 }
 
 void OpProfiler::leave() noexcept {
   Impl& m = *impl_;
+  if (m.beyond > 0) {  // the innermost calls are those beyond the stack's depth
+    --m.beyond;
+    return;
+  }
   if (m.stack.empty()) return;
   const Impl::Frame frame = m.stack.back();
   m.stack.pop_back();

@@ -40,6 +40,8 @@ for op in model_ops:
         sys.exit(f"FAIL: {op}: {gc.get(op)} calls per step on {sys.argv[3]}, {cc.get(op)} on the CPU")
 top = g["top_level_ms_per_step"]
 phases = gpu["device"].get("phases")
+if sys.argv[3] == "cuda" and not phases:
+    sys.exit("FAIL: a GPU run without device.phases")
 if phases:
     in_phases = 1e3 * sum(phases[p]["per_step_after_first_s"] for p in ("forward", "backward", "optimizer"))
     if not 0 < top <= 1.05 * in_phases + 0.5:

@@ -5,8 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "scaletrain/comm/agreement.hpp"
 #include "scaletrain/comm/communicator.hpp"
 #include "scaletrain/comm/gradient_reducer.hpp"
+#include "scaletrain/core/error.hpp"
 #include "scaletrain/nn/parameters.hpp"
 #include "support/host_backed_device.hpp"
 
@@ -41,6 +43,32 @@ BOOST_AUTO_TEST_CASE(allreduce_scalars) {
   BOOST_TEST(comm.allreduce_and(true) == true);
   // False on the last rank only: every rank must see false.
   BOOST_TEST(comm.allreduce_and(r != p - 1) == false);
+}
+
+// Rank 0's work, its outcome agreed: success returns everywhere and runs the work on rank 0 only;
+// an error there is an AgreedError with rank 0's message on every rank, a usage error stays one.
+BOOST_AUTO_TEST_CASE(rank0_work_agreed) {
+  Communicator comm = Communicator::world();
+  int runs = 0;
+  scaletrain::comm::on_rank0_agreed(comm, [&] { ++runs; });
+  BOOST_TEST(runs == (comm.rank() == 0 ? 1 : 0));
+  std::string message;
+  try {
+    scaletrain::comm::on_rank0_agreed(comm, [&] { ST_THROW("shard 7 is damaged"); });
+  } catch (const scaletrain::AgreedError& e) {
+    message = e.what();
+  }
+  BOOST_TEST(message.find("shard 7 is damaged") != std::string::npos);
+  BOOST_TEST(message.find("[rank 0 on ") != std::string::npos, message);  // rank 0's identity on every rank
+  BOOST_TEST(scaletrain::agreed_error_thrown());
+  bool usage = false;
+  try {
+    scaletrain::comm::on_rank0_agreed(comm, [&] { throw scaletrain::UsageError("--batch-size must be positive"); });
+  } catch (const scaletrain::UsageError& e) {
+    usage = std::string(e.what()) == "--batch-size must be positive";
+  }
+  BOOST_TEST(usage);
+  comm.barrier();
 }
 
 BOOST_AUTO_TEST_CASE(allreduce_tensors) {

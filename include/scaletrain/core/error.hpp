@@ -23,8 +23,12 @@ class Error : public std::runtime_error {
 // without MPI_Abort, which Open MPI 4.1 can leave hanging while another rank is in MPI_Finalize.
 class AgreedError : public Error {
  public:
-  explicit AgreedError(const std::string& what) : Error(what) {}
+  explicit AgreedError(const std::string& what);
 };
+// Whether an AgreedError was thrown in this process: every rank is then unwinding from it, so
+// cleanup that is collective (closing files opened with MPI-IO) may still run, where a rank's own
+// error, on its way to MPI_Abort, must not wait for the others.
+bool agreed_error_thrown();
 
 // A usage error (an unknown option, a bad value, options that exclude each other): every rank
 // sees it alike, so the binaries print it once (rank 0), with a hint to run --help, and exit with

@@ -39,7 +39,7 @@ class OpProfiler {
   void enter(const char* op) noexcept;
   void leave() noexcept;
 
-  // While paused (evaluation, checkpoints) ops are not timed.
+  // While paused (evaluation) ops are not timed.
   void set_paused(bool paused) { paused_ = paused; }
   // After a step's synchronize: the step's op times are added (keep) or dropped (the warm-up
   // step: cuDNN's algorithm choice and first allocations).

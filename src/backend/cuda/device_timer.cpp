@@ -62,7 +62,13 @@ void DeviceEventTimer::begin(int slot) noexcept {
       if (b == cudaSuccess) cudaEventDestroy(end);
       return;
     }
-    s.events.emplace_back(start, end);
+    try {
+      s.events.emplace_back(start, end);
+    } catch (...) {  // out of host memory: this interval goes unmeasured (begin never throws)
+      cudaEventDestroy(start);
+      cudaEventDestroy(end);
+      return;
+    }
   }
   impl_->note(cudaEventRecord(s.events[s.used].first, impl_->stream), "cudaEventRecord");
   s.open = true;
