@@ -12,6 +12,22 @@ import json
 import sys
 
 
+# The kinds of tools/bench_torch_resnet50_gpu.py's kernel table, by our op names.
+OP_KINDS = ("convolution or GEMM", "batch norm", "pooling", "optimizer and scaler", "element-wise, casts and the rest")
+
+
+def op_kind(op):
+    if op.startswith(("conv2d", "linear", "batched_matmul")):
+        return "convolution or GEMM"
+    if op.startswith("batch_norm"):
+        return "batch norm"
+    if "pool" in op:
+        return "pooling"
+    if op.startswith(("sgd", "lars", "adam", "lazy_adam", "unscale")):
+        return "optimizer and scaler"
+    return "element-wise, casts and the rest"
+
+
 def main(path):
     r = json.load(open(path))
     steps = max(int(r.get("steps") or 1), 1)
@@ -46,6 +62,16 @@ def main(path):
     if ot:
         print(f"  op times per step ({ot['clock']}, {ot['steps']} steps after the first): "
               f"{ot['top_level_ms_per_step']:.2f} ms in ops")
+        # By the kinds bench_torch_resnet50_gpu.py sorts PyTorch's kernels into, to read side by side
+        # (the outermost ops only, so that no time counts twice).
+        kinds = {}
+        for o in ot["ops"]:
+            if not o["nested"]:
+                kinds[op_kind(o["op"])] = kinds.get(op_kind(o["op"]), 0.0) + o["ms_per_step"]
+        total = sum(kinds.values()) or 1.0
+        for kind in OP_KINDS:
+            if kind in kinds:
+                print(f"    {kind:<34} {kinds[kind]:9.3f} ms {100 * kinds[kind] / total:5.1f}%")
         for o in ot["ops"][:15]:
             nested = "  (inside other ops)" if o["nested"] else ""
             print(f"    {o['op']:<34} {o['calls_per_step']:7.1f} calls {o['ms_per_step']:9.3f} ms "
