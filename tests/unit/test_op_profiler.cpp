@@ -17,8 +17,8 @@ namespace {
 using SleepFn = void(st::Context& ctx, int depth);
 void inner_kernel(st::Context&, int) { std::this_thread::sleep_for(std::chrono::milliseconds(2)); }
 void outer_kernel(st::Context& ctx, int depth);
-const st::ops::Op<SleepFn> inner_op{"test_profiler_inner", {inner_kernel}, {}};
-const st::ops::Op<SleepFn> outer_op{"test_profiler_outer", {outer_kernel}, {}};
+const st::ops::Op<SleepFn> inner_op{"test_only_profiler_inner", {inner_kernel}, {}};
+const st::ops::Op<SleepFn> outer_op{"test_only_profiler_outer", {outer_kernel}, {}};
 // outer(d): 1 ms, inner (2 ms), then outer(d - 1): a call inside a call of the same op.
 void outer_kernel(st::Context& ctx, int depth) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -28,7 +28,7 @@ void outer_kernel(st::Context& ctx, int depth) {
 // outer(d) without sleeping: to go deeper than the profiler's stack quickly.
 using CountFn = void(st::Context& ctx, int depth);
 void deep_kernel(st::Context& ctx, int depth);
-const st::ops::Op<CountFn> deep_op{"test_profiler_deep", {deep_kernel}, {}};
+const st::ops::Op<CountFn> deep_op{"test_only_profiler_deep", {deep_kernel}, {}};
 void deep_kernel(st::Context& ctx, int depth) {
   if (depth > 0) deep_op(ctx, depth - 1);
 }
@@ -56,8 +56,8 @@ BOOST_AUTO_TEST_CASE(nested_and_recursive_calls) {
   profiler.end_step(true);
   BOOST_TEST(profiler.steps() == 1);
   const auto totals = profiler.totals();
-  const st::ops::OpTime* outer = find(totals, "test_profiler_outer");
-  const st::ops::OpTime* inner = find(totals, "test_profiler_inner");
+  const st::ops::OpTime* outer = find(totals, "test_only_profiler_outer");
+  const st::ops::OpTime* inner = find(totals, "test_only_profiler_inner");
   BOOST_REQUIRE(outer != nullptr);
   BOOST_REQUIRE(inner != nullptr);
   BOOST_TEST(outer->calls == 2);  // the recursive call is counted...
@@ -72,7 +72,7 @@ BOOST_AUTO_TEST_CASE(nested_and_recursive_calls) {
   // recursive call been timed again (3 ms more), outer's time would exceed it.
   BOOST_TEST(profiler.top_level_seconds() >= outer->seconds);
   BOOST_TEST(profiler.top_level_seconds() <= outer->seconds + 1e-3);
-  BOOST_TEST(totals.front().op == "test_profiler_outer");  // the longest first
+  BOOST_TEST(totals.front().op == "test_only_profiler_outer");  // the longest first
 }
 
 BOOST_AUTO_TEST_CASE(paused_and_deeper_than_the_stack) {
@@ -82,20 +82,20 @@ BOOST_AUTO_TEST_CASE(paused_and_deeper_than_the_stack) {
   outer_op(ctx, 0);
   profiler.set_paused(false);
   profiler.end_step(true);
-  BOOST_TEST(find(profiler.totals(), "test_profiler_outer") == nullptr);
+  BOOST_TEST(find(profiler.totals(), "test_only_profiler_outer") == nullptr);
   // 200 nested calls, deeper than the profiler's stack: those beyond are neither counted nor
   // timed, and the calls after them pair as before.
   deep_op(ctx, 199);
-  const st::ops::OpTime* deep = find(profiler.totals(), "test_profiler_deep");
+  const st::ops::OpTime* deep = find(profiler.totals(), "test_only_profiler_deep");
   BOOST_TEST(deep == nullptr);  // not added before end_step
   profiler.end_step(false);
   outer_op(ctx, 0);
   profiler.end_step(true);
   const auto totals = profiler.totals();
-  const st::ops::OpTime* outer = find(totals, "test_profiler_outer");
+  const st::ops::OpTime* outer = find(totals, "test_only_profiler_outer");
   BOOST_REQUIRE(outer != nullptr);
   BOOST_TEST(outer->calls == 1);
-  BOOST_TEST(find(totals, "test_profiler_inner")->calls == 1);
+  BOOST_TEST(find(totals, "test_only_profiler_inner")->calls == 1);
   BOOST_TEST(outer->seconds >= 3e-3);
   BOOST_TEST(profiler.steps() == 2);
 }
