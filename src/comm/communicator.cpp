@@ -289,14 +289,17 @@ void Communicator::scatter(const Tensor& all, Tensor& mine, int root) const {
 
 namespace {
 // A detached timer that ends the process should MPI_Abort hang.
-void exit_unless_aborted_within_grace(int code) {
-  std::thread([code] {
-    std::this_thread::sleep_for(std::chrono::seconds(kAbortGraceSeconds));
-    std::fprintf(stderr, "scaletrain: MPI_Abort did not end the job within %d s; exiting with %d\n", kAbortGraceSeconds,
-                 code);
-    std::fflush(stderr);
-    std::_Exit(code);
-  }).detach();
+void exit_unless_aborted_within_grace(int code) noexcept {
+  try {
+    std::thread([code] {
+      std::this_thread::sleep_for(std::chrono::seconds(kAbortGraceSeconds));
+      std::fprintf(stderr, "scaletrain: MPI_Abort did not end the job within %d s; exiting with %d\n",
+                   kAbortGraceSeconds, code);
+      std::fflush(stderr);
+      std::_Exit(code);
+    }).detach();
+  } catch (...) {  // no thread to be had: MPI_Abort alone, as before
+  }
 }
 }  // namespace
 
