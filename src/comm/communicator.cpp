@@ -309,11 +309,9 @@ void abort_job(int code) {
   std::abort();  // MPI_Abort does not return; this keeps the [[noreturn]] promise if it does
 }
 
-void Communicator::abort(int code) const {
-  exit_unless_aborted_within_grace(code);
-  MPI_Abort(impl_ ? impl_->comm : MPI_COMM_WORLD, code);
-  std::abort();  // MPI_Abort does not return; this keeps the [[noreturn]] promise if it does
-}
+// The whole job, whichever communicator asks: MPI_Abort on a smaller one ends every rank in Open
+// MPI too, so the world's is the one call with the bounded wait.
+void Communicator::abort(int code) const { abort_job(code); }
 
 MpiSession::MpiSession(int* argc, char*** argv, bool threads_multiple) {
   if (mpi_initialized()) return;

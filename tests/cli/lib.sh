@@ -20,6 +20,22 @@ expect_failure() {
   echo "ok: $name (exit $rc)"
 }
 
+# expect_agreed_failure NAME PATTERN CMD...: as expect_failure, for an error of rank 0's work that
+# every rank agrees on (comm::on_rank0_agreed): exactly one line mentions PATTERN (printed once,
+# not by every rank) and nothing says MPI_ABORT (which Open MPI 4.1 can leave hanging while
+# another rank is in MPI_Finalize).
+expect_agreed_failure() {
+  local name=$1 pattern=$2
+  shift 2
+  local out rc=0
+  out=$(timeout 60 "$@" 2>&1) || rc=$?
+  [ "$rc" -ne 0 ] || fail "$name: exited 0, expected an error: $out"
+  [ "$rc" -ne 124 ] || fail "$name: hung (killed after 60 s)"
+  [ "$(grep -cF -- "$pattern" <<<"$out")" -eq 1 ] && ! grep -q "MPI_ABORT" <<<"$out" ||
+    fail "$name: expected one line mentioning '$pattern' and no MPI_Abort: $out"
+  echo "ok: $name (exit $rc, one error line, no MPI_Abort)"
+}
+
 
 # our_scaletrain_pids: the running processes of this build's scaletrain ($BIN/scaletrain), not
 # those of another build or job on the same machine.

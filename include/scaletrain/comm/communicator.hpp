@@ -79,7 +79,7 @@ class Communicator {
   // rank here.
   Communicator split_shared() const;
 
-  // Ends the whole job with this exit code (abort_job on this communicator).
+  // Ends the whole job with this exit code (abort_job).
   [[noreturn]] void abort(int code) const;
 
   struct Impl;  // holds the MPI_Comm; defined in src/comm/mpi_impl.hpp
