@@ -75,7 +75,7 @@ std::string describe_amp_storage(const Context& ctx) {
 }
 
 AllocatorStats Context::device_memory_stats() const {
-  return impl_->cuda ? cuda::memory_stats(*impl_->cuda) : AllocatorStats{};
+  return impl_->cuda ? cuda::memory_stats(*impl_->cuda) : host_tensor_memory_stats();
 }
 
 }  // namespace scaletrain

@@ -144,13 +144,30 @@ Json input_pipeline(const comm::Communicator& comm, const TrainSummary& s) {
 
 }  // namespace
 
+namespace {
+// A CPU run's tensor memory: rank 0's peak in use, and each rank's peak (in use, as nothing is
+// cached) with their maximum, as a GPU run's peak_memory_bytes gives its allocator's.
+void set_memory_peaks(const comm::Communicator& comm, const TrainSummary& s, Json& d) {
+  const std::vector<double> peaks = comm.allgather(std::vector<double>{static_cast<double>(s.peak_memory_bytes)});
+  Json per_rank = Json::array();
+  for (double p : peaks) per_rank.push_back(static_cast<int64_t>(p));
+  d.set("peak_in_use_bytes", s.peak_in_use_bytes);
+  d.set("peak_memory_bytes", static_cast<int64_t>(*std::max_element(peaks.begin(), peaks.end())));
+  d.set("per_rank_peak_memory_bytes", per_rank);
+}
+}  // namespace
+
 // Ranks that share a GPU share its energy: it is counted once, as the lowest of them read it, and
 // its per-sample figure counts the samples of all of them.
 Json device_report(const comm::Communicator& comm, const TrainSummary& s) {
   Json d = Json::object();
   d.set("kind", s.device_kind);
-  if (s.device_kind != "cuda") return d;
+  if (s.device_kind != "cuda") {
+    set_memory_peaks(comm, s, d);
+    return d;
+  }
   for (const auto& [key, value] : s.gpu.items()) d.set(key, value);
+  d.set("peak_in_use_bytes", s.peak_in_use_bytes);
   const std::vector<RankStats> gpu_time = phase_stats(comm, *s.gpu_timers);
   Json phases = Json::object();
   for (Phase p : {Phase::forward, Phase::backward, Phase::optimizer}) {

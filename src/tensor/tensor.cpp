@@ -3,6 +3,7 @@
 #include "scaletrain/tensor/tensor.hpp"
 
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -74,6 +75,22 @@ std::string shape_string(const Shape& shape) {
 
 namespace {
 std::mutex g_device_memory_mutex;
+
+// Host tensor memory in use (64-byte rounded) and its peak, for report.json's device memory on a
+// CPU run: the figure a GPU run's caching allocator gives as peak_in_use_bytes. Counted, not
+// cached: malloc already reuses freed host memory.
+std::atomic<std::size_t> g_host_in_use{0};
+std::atomic<std::size_t> g_host_peak{0};
+
+// aligned_alloc wants a multiple of the alignment; an empty tensor still gets a block.
+std::size_t host_rounded_bytes(std::size_t bytes) { return bytes == 0 ? 64 : (bytes + 63) / 64 * 64; }
+
+void count_host_allocation(std::size_t bytes) {
+  const std::size_t now = g_host_in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  std::size_t peak = g_host_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_host_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
 std::array<std::shared_ptr<DeviceMemory>, 2> g_device_memory;  // by Device; cpu stays empty
 
 std::size_t device_slot(Device device) { return static_cast<std::size_t>(device); }
@@ -113,10 +130,10 @@ Storage::Storage(std::size_t bytes, Device device, std::shared_ptr<DeviceMemory>
     data_ = memory_->allocate_pinned_host(bytes);
     return;
   }
-  std::size_t rounded = ((bytes + 63) / 64) * 64;
-  if (rounded == 0) rounded = 64;
+  const std::size_t rounded = host_rounded_bytes(bytes);
   data_ = std::aligned_alloc(64, rounded);
   ST_CHECK(data_ != nullptr, "out of host memory allocating " << bytes << " bytes");
+  count_host_allocation(rounded);
 }
 
 Storage::~Storage() {
@@ -124,8 +141,19 @@ Storage::~Storage() {
     memory_->release_pinned_host(data_);
   else if (memory_)
     memory_->release(data_);
-  else
+  else {
     std::free(data_);
+    g_host_in_use.fetch_sub(host_rounded_bytes(bytes_), std::memory_order_relaxed);
+  }
+}
+
+void reset_host_tensor_memory_peak() { g_host_peak.store(g_host_in_use.load(std::memory_order_relaxed)); }
+
+AllocatorStats host_tensor_memory_stats() {
+  AllocatorStats s;
+  s.in_use_bytes = s.reserved_bytes = g_host_in_use.load(std::memory_order_relaxed);
+  s.peak_in_use_bytes = s.peak_reserved_bytes = g_host_peak.load(std::memory_order_relaxed);
+  return s;
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {

@@ -77,6 +77,13 @@ Json conv_algorithms_json(const std::vector<ops::ConvAlgorithmRecord>& records) 
 }
 
 void DeviceMetrics::fill(report::TrainSummary& s) {
+  const AllocatorStats memory = ctx_.device_memory_stats();
+  // Bytes handed out at most (rank 0's in the report): what PyTorch's max_memory_allocated counts,
+  // where the peak reserved also holds the cache's blocks of other sizes. On the CPU the two are
+  // the host tensors' peak (nothing is cached): what a GPU run of the same model would have in use,
+  // less cuDNN's workspaces, plus the loader's batches.
+  s.peak_memory_bytes = static_cast<int64_t>(memory.peak_reserved_bytes);
+  s.peak_in_use_bytes = static_cast<int64_t>(memory.peak_in_use_bytes);
   if (ctx_.device() != Device::cuda) return;
   s.device_kind = "cuda";
   s.gpu = gpu_;
@@ -85,11 +92,6 @@ void DeviceMetrics::fill(report::TrainSummary& s) {
   s.gpu_pci_bus_id = pci_bus_id_;
   s.gpu_timers = &gpu_timers_;
   s.first_step_gpu_timers = &first_step_gpu_timers_;
-  const AllocatorStats memory = ctx_.device_memory_stats();
-  s.peak_memory_bytes = static_cast<int64_t>(memory.peak_reserved_bytes);
-  // Bytes handed out at most (rank 0's in the report): what PyTorch's max_memory_allocated counts,
-  // where the peak reserved also holds the cache's blocks of other sizes.
-  s.gpu.set("peak_in_use_bytes", static_cast<int64_t>(memory.peak_in_use_bytes));
   s.energy_joules = energy_->joules();
   s.energy_reason = energy_->reason();
 }

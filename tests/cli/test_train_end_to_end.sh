@@ -38,8 +38,14 @@ assert t["samples_per_s"] > 0 and len(t["per_rank_samples_per_s"]) == 2
 for p in ["data_wait", "forward", "backward", "allreduce", "optimizer", "evaluation"]:
     s = r["phases"][p]
     assert 0 <= s["min_s"] <= s["mean_s"] <= s["max_s"] and s["slowest_rank"] in (0, 1), (p, s)
-# On the CPU the device is only its kind (the GPU's figures appear on --device cuda).
-assert r["device"] == {"kind": "cpu"}, r["device"]
+# On the CPU the device is its kind and the host tensors' peak memory (the GPU's other figures
+# appear on --device cuda): at least each parameter's value, gradient and momentum in fp32.
+d = r["device"]
+assert sorted(d) == ["kind", "peak_in_use_bytes", "peak_memory_bytes", "per_rank_peak_memory_bytes"], d
+assert d["kind"] == "cpu" and len(d["per_rank_peak_memory_bytes"]) == 2, d
+assert d["peak_memory_bytes"] == max(d["per_rank_peak_memory_bytes"]), d
+assert d["peak_in_use_bytes"] == d["per_rank_peak_memory_bytes"][0], d  # rank 0's, nothing cached
+assert d["peak_in_use_bytes"] >= 3 * 4 * r["parameters"], (d, r["parameters"])
 assert r["status"] == "completed" and r["restarts"] == 0 and len(r["segments"]) == 1, r["segments"]
 seg = r["segments"][0]
 assert seg["reason"] == "completed" and seg["first_step"] == 0 and seg["last_step"] == 12 and seg["world_size"] == 2

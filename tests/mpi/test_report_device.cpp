@@ -1,4 +1,5 @@
-// report.json's "device" on 1, 2 and 4 ranks: only the kind on the CPU; on GPUs rank 0's GPU, the
+// report.json's "device" on 1, 2 and 4 ranks: on the CPU the kind and the host tensors' peak
+// memory (rank 0's in use, each rank's and their maximum); on GPUs rank 0's GPU, the
 // GPU phase times over ranks, each rank's peak memory, and each distinct GPU's energy counted
 // once however many ranks share it (here ranks 0, 2, ... share one GPU and 1, 3, ... another),
 // with totals only where every GPU could be read.
@@ -34,13 +35,20 @@ TrainSummary gpu_summary(const Communicator& comm, const PhaseTimers& gpu_time) 
 
 BOOST_AUTO_TEST_SUITE(report_device)
 
-BOOST_AUTO_TEST_CASE(the_cpu_is_only_its_kind) {
+BOOST_AUTO_TEST_CASE(the_cpu_is_its_kind_and_its_tensor_memory) {
   Communicator comm = Communicator::world();
+  const int n = comm.size();
   TrainSummary s;
-  s.hosts.assign(static_cast<std::size_t>(comm.size()), "node");
+  s.hosts.assign(static_cast<std::size_t>(n), "node");
+  s.peak_memory_bytes = s.peak_in_use_bytes = 1000 * (comm.rank() + 1);
   const Json d = device_report(comm, s);
-  BOOST_TEST(d.size() == 1u);
+  BOOST_TEST(d.size() == 4u);
   BOOST_TEST(d.at("kind").as_string() == "cpu");
+  BOOST_TEST(d.at("peak_in_use_bytes").as_int() == 1000 * (comm.rank() + 1));  // this rank's; rank 0 writes it
+  BOOST_TEST(d.at("peak_memory_bytes").as_int() == 1000 * n);
+  BOOST_REQUIRE(d.at("per_rank_peak_memory_bytes").size() == static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r)
+    BOOST_TEST(d.at("per_rank_peak_memory_bytes").at(static_cast<std::size_t>(r)).as_int() == 1000 * (r + 1));
 }
 
 BOOST_AUTO_TEST_CASE(each_gpu_is_counted_once_with_the_samples_of_its_ranks) {

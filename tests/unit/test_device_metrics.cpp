@@ -50,8 +50,9 @@ BOOST_AUTO_TEST_CASE(the_energy_meter_says_why_it_cannot_read) {
   BOOST_TEST(!nowhere.reason().empty());
 }
 
-BOOST_AUTO_TEST_CASE(a_cpu_run_reports_only_its_kind) {
+BOOST_AUTO_TEST_CASE(a_cpu_run_reports_its_kind_and_host_tensor_memory) {
   st::Context ctx(st::Device::cpu, 1);
+  const st::Tensor held = st::Tensor::empty({1 << 18});  // 1 MiB in use while the figures are read
   st::train::DeviceMetrics metrics(ctx, st::train::DeviceChoice{});
   metrics.begin(st::report::Phase::forward);
   metrics.end(st::report::Phase::forward);
@@ -61,6 +62,9 @@ BOOST_AUTO_TEST_CASE(a_cpu_run_reports_only_its_kind) {
   BOOST_TEST(summary.device_kind == "cpu");
   BOOST_TEST(summary.gpu_timers == nullptr);
   BOOST_TEST(summary.gpu.is_null());
+  BOOST_TEST(summary.peak_in_use_bytes >= int64_t{1} << 20);
+  BOOST_TEST(summary.peak_in_use_bytes == static_cast<int64_t>(st::host_tensor_memory_stats().peak_in_use_bytes));
+  BOOST_TEST(summary.peak_memory_bytes == summary.peak_in_use_bytes);
 }
 
 BOOST_AUTO_TEST_CASE(out_of_device_memory_names_the_memory_and_the_batch_size) {

@@ -133,4 +133,27 @@ BOOST_AUTO_TEST_CASE(host_tensors_are_pinned_only_while_a_device_memory_is_set) 
   BOOST_TEST(kept.pinned());  // the storage keeps the pinning memory alive and releases into it
 }
 
+// Host tensor memory is counted while a storage lives (64-byte rounded, a view adds nothing) and
+// its peak can be started again, as report.json's CPU memory figures and the models' memory test
+// read them.
+BOOST_AUTO_TEST_CASE(host_tensor_memory_is_counted_while_held) {
+  const std::size_t before = host_tensor_memory_stats().in_use_bytes;
+  {
+    Tensor t = Tensor::empty({1000}, DType::f32);  // 4000 bytes: 4032 counted
+    Tensor view = Tensor::view_of(t, 0, {10});
+    Tensor none = Tensor::empty({0}, DType::u8);  // an empty tensor still holds a block of 64
+    BOOST_TEST(host_tensor_memory_stats().in_use_bytes == before + 4032 + 64);
+    BOOST_TEST(host_tensor_memory_stats().peak_in_use_bytes >= before + 4032 + 64);
+  }
+  BOOST_TEST(host_tensor_memory_stats().in_use_bytes == before);
+
+  reset_host_tensor_memory_peak();
+  BOOST_TEST(host_tensor_memory_stats().peak_in_use_bytes == before);
+  { Tensor big = Tensor::empty({1 << 18}, DType::f32); }  // 1 MiB, freed at once
+  const AllocatorStats after = host_tensor_memory_stats();
+  BOOST_TEST(after.in_use_bytes == before);
+  BOOST_TEST(after.peak_in_use_bytes == before + (std::size_t{1} << 20));
+  BOOST_TEST(after.reserved_bytes == after.in_use_bytes);  // nothing cached on the host
+}
+
 BOOST_AUTO_TEST_SUITE_END()

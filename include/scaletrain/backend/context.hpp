@@ -68,7 +68,8 @@ class Context {
   // the CPU.
   void set_conv_search(bool search) { conv_search_ = search; }
   bool conv_search() const { return conv_search_; }
-  // The device allocator's figures (peak memory, allocations); zeros on the CPU.
+  // The device allocator's figures (peak memory, allocations); on the CPU the process's host
+  // tensor memory (host_tensor_memory_stats: in use and its peak, no cache, no allocation counts).
   AllocatorStats device_memory_stats() const;
 
   // Backend state, defined in src/backend/cpu/dnnl_context.hpp.

@@ -81,6 +81,7 @@ struct TrainSummary {
   const PhaseTimers* gpu_timers = nullptr;             // GPU time of forward, backward and optimizer
   const PhaseTimers* first_step_gpu_timers = nullptr;  // gpu_timers after the first step (the warm-up)
   int64_t peak_memory_bytes = 0;                       // the allocator's peak reserved bytes
+  int64_t peak_in_use_bytes = 0;                       // the allocator's peak handed out (tensors)
   double energy_joules = -1.0;                         // the GPU's over the segment; -1 where not read, and why:
   std::string energy_reason;
 };

@@ -12,6 +12,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "scaletrain/core/caching_allocator.hpp"  // AllocatorStats
+
 namespace scaletrain {
 
 enum class DType { f32, f16, bf16, i32, i64, u8 };  // f16/bf16: 16-bit storage (ops/cast.hpp)
@@ -83,6 +85,13 @@ void set_device_memory(Device device, std::shared_ptr<DeviceMemory> memory);
 // is open, or the backend is not built).
 std::shared_ptr<DeviceMemory> device_memory(Device device);
 bool device_memory_is_set(Device device);
+
+// The host memory that CPU tensors hold now and at most since the process began (pinned batches
+// aside, which their device's allocator counts); reserved equals in use, as nothing is cached.
+AllocatorStats host_tensor_memory_stats();
+// Starts the peak again from what is in use now (PyTorch's reset_peak_memory_stats), so that a
+// test or a benchmark reads the peak of one stretch of work.
+void reset_host_tensor_memory_peak();
 
 // Raw memory of one device: 64-byte aligned host memory, or the device's memory, which the
 // storage keeps alive (a tensor may outlive the Context that made it). Host memory is pinned
