@@ -27,6 +27,7 @@
 #include "scaletrain/config.hpp"
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/core/log.hpp"
+#include "scaletrain/core/memory.hpp"
 #include "scaletrain/data/dataset.hpp"
 #include "scaletrain/data/translation.hpp"
 #include "scaletrain/io/hdf5.hpp"
@@ -1118,6 +1119,9 @@ int dispatch(int argc, char** argv) {
 
 }  // namespace
 
-int scaletrain_main(int argc, char** argv) { return run_guarded("scaletrain", argc, argv, dispatch); }
+int scaletrain_main(int argc, char** argv) {
+  keep_freed_host_memory();  // before the first tensor: the training step's blocks stay in the heap
+  return run_guarded("scaletrain", argc, argv, dispatch);
+}
 
 }  // namespace scaletrain::cli

@@ -4,9 +4,14 @@
 #include "scaletrain/core/memory.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "scaletrain/core/error.hpp"
 
@@ -92,6 +97,13 @@ void check_memory_request(int64_t bytes, int ranks_on_node, const std::string& w
   os << ", " << gigabytes(static_cast<double>(available))
      << " available (MemAvailable, and the room under the job's cgroup limit); " << advice;
   ST_THROW(os.str());
+}
+
+void keep_freed_host_memory() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, INT_MAX);
+#endif
 }
 
 }  // namespace scaletrain

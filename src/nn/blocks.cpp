@@ -27,7 +27,7 @@ Tensor LocalResponseNorm::forward(Context& ctx, const Tensor& x, bool training) 
 Tensor LocalResponseNorm::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(x_.defined(), "LocalResponseNorm: backward before forward");
   if (!need_dx) return Tensor();
-  Tensor dx = reuse_activation(dx_buffer_, x_.shape(), ctx);
+  Tensor dx = fresh_activation(x_.shape(), ctx);
   ops::lrn_backward(ctx, lrn_, x_, dy, dx);
   return dx;
 }
@@ -50,7 +50,7 @@ Tensor FlattenCHW::forward(Context& ctx, const Tensor& x, bool training) {
 Tensor FlattenCHW::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(!x_shape_.empty(), "FlattenCHW: backward before forward");
   if (!need_dx) return Tensor();
-  Tensor dx = reuse_activation(dx_buffer_, x_shape_, ctx);
+  Tensor dx = fresh_activation(x_shape_, ctx);
   ops::flatten_chw_backward(ctx, dy, dx);
   return dx;
 }
@@ -59,7 +59,6 @@ Tensor FlattenCHW::backward(Context& ctx, const Tensor& dy, bool need_dx) {
 
 Sequential& Branches::add_branch() {
   branches_.push_back(std::make_unique<Sequential>());
-  dy_buffers_.emplace_back();
   return *branches_.back();
 }
 
@@ -94,15 +93,14 @@ Tensor Branches::forward(Context& ctx, const Tensor& x, bool training) {
 Tensor Branches::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(out_shapes_.size() == branches_.size() && !branches_.empty(), "Branches: backward before forward");
   std::vector<Tensor> dys;
-  for (std::size_t i = 0; i < branches_.size(); ++i)
-    dys.push_back(reuse_activation(dy_buffers_[i], out_shapes_[i], ctx));
+  for (std::size_t i = 0; i < branches_.size(); ++i) dys.push_back(fresh_activation(out_shapes_[i], ctx));
   ops::concat_channels_backward(ctx, dy, dys);
   Tensor dx;
   for (std::size_t i = branches_.size(); i-- > 0;) {
     Tensor d = branches_[i]->backward(ctx, dys[i], need_dx);
     if (!need_dx) continue;
     if (!dx.defined())
-      dx = d;  // the last branch's input gradient: a buffer of its first layer (or its dy buffer)
+      dx = d;  // the last branch's input gradient (fresh, or its part of dy): summed into in place
     else
       ops::add_inplace(ctx, dx, d);
   }

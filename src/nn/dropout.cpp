@@ -62,7 +62,7 @@ Tensor Dropout::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(have_forward_, "Dropout: backward before forward");
   if (!need_dx) return Tensor();
   if (!forward_training_) return dy;
-  Tensor dx = reuse_activation(dx_buffer_, dy.shape(), ctx);
+  Tensor dx = fresh_activation(dy.shape(), ctx);
   ops::dropout_backward(ctx, forward_params_, dy, dx);
   return dx;
 }

@@ -1,7 +1,8 @@
-// Layers: thin stateful wrappers over the ops. Output and gradient buffers are owned by the layer
-// and reused between steps (reuse_buffer), because allocating ~100 MB of activations per step
-// would cost more than some of the kernels. Parameter gradients are written straight into the
-// ParameterSet's flat gradient buffer and marked ready at once, so that a bucketed all-reduce
+// Layers: thin stateful wrappers over the ops. Output buffers are owned by the layer and reused
+// between steps (reuse_buffer): they all live until backward anyway. Input gradients are fresh
+// tensors (fresh_activation), freed as soon as the layer before has read them, which halves the
+// activation memory of a step; the GPU's caching allocator makes their allocation a lookup. Parameter gradients are
+// written straight into the ParameterSet's flat gradient buffer and marked ready at once, so that a bucketed all-reduce
 // can start while the rest of backward runs.
 #include "scaletrain/nn/layers.hpp"
 
@@ -144,7 +145,7 @@ Tensor Conv2d::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   if (bias_ >= 0) params_->mark_grad_ready(bias_);
   params_->mark_grad_ready(weight_);
   if (!need_dx) return Tensor();
-  Tensor dx = reuse_activation(dx_buffer_, x_.shape(), ctx);
+  Tensor dx = fresh_activation(x_.shape(), ctx);
   ops::conv2d_backward_data(ctx, conv_, dy, params_->value(weight_), dx);
   return dx;
 }
@@ -202,7 +203,7 @@ Tensor BatchNorm2d::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(have_batch_stats_, name_ << ": backward needs a forward in training mode before it");
   ST_CHECK(!fused_, name_ << ": the last forward was fused with an add and a ReLU: use backward_add_relu");
   // The op computes dx alongside dgamma/dbeta, so dx is produced even when not needed.
-  Tensor dx = reuse_activation(dx_buffer_, x_.shape(), ctx);
+  Tensor dx = fresh_activation(x_.shape(), ctx);
   ops::batch_norm_backward(ctx, bn_, x_, dy, params_->value(weight_), saved_mean_, saved_inv_std_, dx,
                            params_->grad(weight_), params_->grad(bias_));
   params_->mark_grad_ready(bias_);
@@ -228,8 +229,8 @@ Tensor BatchNorm2d::forward_add_relu(Context& ctx, const Tensor& x, const Tensor
 BatchNorm2d::AddReluGradients BatchNorm2d::backward_add_relu(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(fused_ && have_batch_stats_, name_ << ": backward_add_relu needs forward_add_relu before it");
   AddReluGradients g;
-  g.dx = reuse_activation(dx_buffer_, x_.shape(), ctx);
-  g.dz = reuse_activation(dz_buffer_, x_.shape(), ctx);
+  g.dx = fresh_activation(x_.shape(), ctx);
+  g.dz = fresh_activation(x_.shape(), ctx);
   ops::batch_norm_add_relu_backward(ctx, bn_, x_, y_, dy, params_->value(weight_), params_->value(bias_), saved_mean_,
                                     saved_inv_std_, reserve_, g.dx, g.dz, params_->grad(weight_), params_->grad(bias_));
   params_->mark_grad_ready(bias_);
@@ -262,7 +263,7 @@ Tensor ReLU::forward(Context& ctx, const Tensor& x, bool training) {
 Tensor ReLU::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(y_.defined(), "ReLU: backward before forward");
   if (!need_dx) return Tensor();
-  Tensor dx = inplace_ ? dy : reuse_activation(dx_buffer_, dy.shape(), ctx);
+  Tensor dx = inplace_ ? dy : fresh_activation(dy.shape(), ctx);
   ops::relu_backward(ctx, y_, dy, dx);
   return dx;
 }
@@ -288,7 +289,7 @@ Tensor MaxPool2d::forward(Context& ctx, const Tensor& x, bool training) {
 Tensor MaxPool2d::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(x_.defined(), "MaxPool2d: backward before forward");
   if (!need_dx) return Tensor();
-  Tensor dx = reuse_activation(dx_buffer_, x_.shape(), ctx);
+  Tensor dx = fresh_activation(x_.shape(), ctx);
   ops::max_pool2d_backward(ctx, pool_, x_, y_, dy, dx);
   return dx;
 }
@@ -311,7 +312,7 @@ Tensor GlobalAvgPool::forward(Context& ctx, const Tensor& x, bool training) {
 Tensor GlobalAvgPool::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(!x_shape_.empty(), "GlobalAvgPool: backward before forward");
   if (!need_dx) return Tensor();
-  Tensor dx = reuse_activation(dx_buffer_, x_shape_, ctx);
+  Tensor dx = fresh_activation(x_shape_, ctx);
   ops::global_avg_pool_backward(ctx, dy, dx);
   return dx;
 }
@@ -340,7 +341,7 @@ Tensor Linear::forward(Context& ctx, const Tensor& x, bool training) {
 
 Tensor Linear::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(x_.defined(), name_ << ": backward before forward");
-  Tensor dx = need_dx ? reuse_activation(dx_buffer_, x_.shape(), ctx) : Tensor();
+  Tensor dx = need_dx ? fresh_activation(x_.shape(), ctx) : Tensor();
   ops::linear_backward(ctx, x_, params_->value(weight_), dy, dx, params_->grad(weight_), params_->grad(bias_));
   params_->mark_grad_ready(bias_);
   params_->mark_grad_ready(weight_);

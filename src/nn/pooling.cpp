@@ -25,7 +25,7 @@ Tensor AvgPool2d::forward(Context& ctx, const Tensor& x, bool training) {
 Tensor AvgPool2d::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(!x_shape_.empty(), "AvgPool2d: backward before forward");
   if (!need_dx) return Tensor();
-  Tensor dx = reuse_activation(dx_buffer_, x_shape_, ctx);
+  Tensor dx = fresh_activation(x_shape_, ctx);
   ops::avg_pool2d_backward(ctx, pool_, dy, dx);
   return dx;
 }
@@ -48,7 +48,7 @@ Tensor AdaptiveAvgPool2d::forward(Context& ctx, const Tensor& x, bool training) 
 Tensor AdaptiveAvgPool2d::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(!x_shape_.empty(), "AdaptiveAvgPool2d: backward before forward");
   if (!need_dx) return Tensor();
-  Tensor dx = reuse_activation(dx_buffer_, x_shape_, ctx);
+  Tensor dx = fresh_activation(x_shape_, ctx);
   ops::adaptive_avg_pool2d_backward(ctx, pool_, dy, dx);
   return dx;
 }

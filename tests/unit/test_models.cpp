@@ -401,4 +401,45 @@ BOOST_AUTO_TEST_CASE(grad_ready_hooks_fire_once_per_parameter) {
   }
 }
 
+// Backward holds a few activation gradients at a time, not one per layer: a layer's input gradient
+// is freed once the layer before has read it (nn::fresh_activation). Measured with the host tensor
+// count: the second step's peak above what the first step left in use (the layers' outputs and
+// saved inputs, kept between steps) stays under a third of the activations the first forward
+// allocated. A gradient buffer per layer, as before, adds about as much as the activations.
+// Every gradient is freed by the end of backward, in both the fused and the unfused residual ends.
+BOOST_AUTO_TEST_CASE(backward_holds_few_activation_gradients) {
+  struct Case {
+    const char* model;
+    int hw, c, batch;
+    bool fuse;
+  };
+  for (const Case& c :
+       {Case{"resnet20", 32, 3, 8, false}, Case{"resnet50", 64, 3, 4, false}, Case{"resnet50", 64, 3, 4, true}}) {
+    BOOST_TEST_CONTEXT(c.model << (c.fuse ? ", fused" : ", unfused")) {
+      auto m = scaletrain::models::make_model(c.model, 10, c.c);
+      m->initialize(3);
+      Context ctx;
+      ctx.set_fuse_bn_add_relu(c.fuse);
+      Tensor x = to_tensor(random_vector(c.batch * c.hw * c.hw * c.c, 5), {c.batch, c.hw, c.hw, c.c});
+      Tensor dl = to_tensor(random_vector(c.batch * 10, 6), {c.batch, 10});
+
+      const std::size_t start = host_tensor_memory_stats().in_use_bytes;
+      m->forward(ctx, x, true);
+      const std::size_t activations = host_tensor_memory_stats().in_use_bytes - start;
+      m->backward(ctx, dl);
+      const std::size_t between_steps = host_tensor_memory_stats().in_use_bytes;
+
+      reset_host_tensor_memory_peak();
+      m->forward(ctx, x, true);
+      m->backward(ctx, dl);
+      const AllocatorStats second = host_tensor_memory_stats();
+      const std::size_t backward_extra = second.peak_in_use_bytes - between_steps;
+      BOOST_TEST_MESSAGE("activations " << activations << " bytes, backward's extra " << backward_extra);
+      BOOST_TEST(backward_extra * 3 < activations,
+                 backward_extra << " bytes above " << between_steps << " against " << activations << " of activations");
+      BOOST_TEST(second.in_use_bytes == between_steps);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,8 +1,8 @@
 // Layers of the issue-24 models (AlexNet, GoogLeNet, Inception-v3 and their Caffe versions) that
 // have no parameters: local response normalisation, the NCHW flatten before a classifier, and
 // Branches, the concatenation of parallel branches that an Inception block is. Like the layers of
-// layers.hpp, each owns its output and input-gradient buffers (valid until its next forward or
-// backward).
+// layers.hpp, each owns its output buffer (valid until its next forward) and returns fresh input
+// gradients.
 #pragma once
 
 #include <memory>
@@ -27,7 +27,7 @@ class LocalResponseNorm : public Module {
  private:
   ops::LrnParams lrn_;
   Tensor x_;  // forward input: the backward recomputes the window sums from it
-  Tensor y_buffer_, dx_buffer_;
+  Tensor y_buffer_;
 };
 
 // torch.flatten(x, 1) of an NCHW tensor, on our channels-last activations: (N, H, W, C) ->
@@ -43,7 +43,7 @@ class FlattenCHW : public Module {
 
  private:
   Shape x_shape_;
-  Tensor y_buffer_, dx_buffer_;
+  Tensor y_buffer_;
 };
 
 // Parallel branches on one input, outputs concatenated along the channels, as torch.cat(
@@ -73,8 +73,7 @@ class Branches : public Module {
 
  private:
   std::vector<std::unique_ptr<Sequential>> branches_;
-  std::vector<Shape> out_shapes_;   // each branch's output shape at the last forward
-  std::vector<Tensor> dy_buffers_;  // per-branch gradient buffers for the split
+  std::vector<Shape> out_shapes_;  // each branch's output shape at the last forward
   Tensor y_buffer_;
 };
 

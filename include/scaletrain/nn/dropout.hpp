@@ -76,7 +76,7 @@ class Dropout : public Module {
   int index_;
   ops::DropoutParams forward_params_;  // the last forward's (p, key, position)
   bool have_forward_ = false, forward_training_ = false;
-  Tensor y_buffer_, dx_buffer_;
+  Tensor y_buffer_;
 };
 
 }  // namespace scaletrain::nn

@@ -1,9 +1,10 @@
 // Layers with parameters and the stateless layers between them, as nn::Modules on channels-last
 // activations. Each layer registers its tensors into a ParameterSet under torchvision's names
 // ("<prefix>.weight", "<prefix>.running_mean", ...), keeps what its backward needs, and owns its
-// output and input-gradient buffers: they are reused from step to step (a smaller batch, such as
-// the last one of an epoch, takes a view of the same storage), so the tensor a forward or backward
-// returns stays valid only until that layer's next forward or backward.
+// output buffer: it is reused from step to step (a smaller batch, such as the last one of an
+// epoch, takes a view of the same storage), so the tensor a forward returns stays valid only until
+// that layer's next forward. The input gradient a backward returns is a fresh tensor
+// (fresh_activation), freed once the layer before has used it.
 #pragma once
 
 #include <memory>
@@ -25,6 +26,14 @@ Tensor reuse_buffer(Tensor& buffer, const Shape& shape, Device device = Device::
 // under a mixed precision, Context::activation_dtype).
 inline Tensor reuse_activation(Tensor& buffer, const Shape& shape, const Context& ctx) {
   return reuse_buffer(buffer, shape, ctx.device(), ctx.activation_dtype());
+}
+// A new tensor in ctx's activation dtype, for an input gradient. Why not a buffer per layer, as
+// for outputs: the outputs must all live until backward anyway, but a layer's input gradient is
+// dead once the layer before has read it, so backward holds a few at a time instead of one per
+// layer (half of a ResNet's activation memory). The GPU's caching allocator hands the same blocks
+// out again every step; on the CPU malloc does.
+inline Tensor fresh_activation(const Shape& shape, const Context& ctx) {
+  return Tensor::empty(shape, ctx.activation_dtype(), ctx.device());
 }
 
 // Joins a module prefix and a name the way state_dict does: ("", "conv1") -> "conv1",
@@ -130,7 +139,7 @@ class Conv2d : public Module {
   ops::Conv2dParams conv_;
   int weight_, bias_ = -1;
   Tensor x_;  // forward input, for the filter gradient
-  Tensor y_buffer_, dx_buffer_;
+  Tensor y_buffer_;
 };
 
 // PyTorch BatchNorm2d (affine, track_running_stats): parameters "<name>.weight", "<name>.bias";
@@ -169,11 +178,11 @@ class BatchNorm2d : public Module {
   int weight_, bias_, running_mean_, running_var_;
   Tensor x_;  // forward input (batch norm backward needs x, so the output never overwrites it)
   Tensor saved_mean_, saved_inv_std_;
-  Tensor y_buffer_, dx_buffer_;
+  Tensor y_buffer_;
   bool have_batch_stats_ = false;
-  // The fused path's: its output (the ReLU's mask), dz's buffer, and cuDNN's reserve space.
+  // The fused path's: its output (the ReLU's mask) and cuDNN's reserve space.
   bool fused_ = false;
-  Tensor y_, dz_buffer_, reserve_;
+  Tensor y_, reserve_;
 };
 
 // ReLU. inplace: forward writes its output over its input and backward writes dx over dy, which
@@ -190,7 +199,7 @@ class ReLU : public Module {
  private:
   bool inplace_;
   Tensor y_;  // forward output: backward needs y > 0
-  Tensor y_buffer_, dx_buffer_;
+  Tensor y_buffer_;
 };
 
 // PyTorch MaxPool2d(kernel, stride, padding, ceil_mode), square windows.
@@ -205,7 +214,7 @@ class MaxPool2d : public Module {
  private:
   ops::MaxPool2dParams pool_;
   Tensor x_, y_;
-  Tensor y_buffer_, dx_buffer_;
+  Tensor y_buffer_;
 };
 
 // AdaptiveAvgPool2d(1) followed by flatten: (N, H, W, C) -> (N, C).
@@ -218,7 +227,7 @@ class GlobalAvgPool : public Module {
 
  private:
   Shape x_shape_;
-  Tensor y_buffer_, dx_buffer_;
+  Tensor y_buffer_;
 };
 
 // PyTorch Linear: "<name>.weight" (out, in), "<name>.bias" (out).
@@ -243,7 +252,7 @@ class Linear : public Module {
   Init init_;
   int weight_, bias_;
   Tensor x_;
-  Tensor y_buffer_, dx_buffer_;
+  Tensor y_buffer_;
 };
 
 // Runs its modules in order; backward runs them in reverse, passing need_dx only to the first.

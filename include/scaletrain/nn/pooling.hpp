@@ -1,7 +1,7 @@
 // Average pooling layers for AlexNet, GoogLeNet and Inception-v3: PyTorch's AvgPool2d and
 // AdaptiveAvgPool2d on channels-last activations. Stateless; like the layers in layers.hpp they
-// own their output and input-gradient buffers (reuse_buffer), so a returned tensor stays valid only
-// until the layer's next forward or backward. MaxPool2d and GlobalAvgPool (ResNet's) are in
+// own their output buffer (reuse_buffer), so an output stays valid only until the layer's next
+// forward, and return fresh input gradients. MaxPool2d and GlobalAvgPool (ResNet's) are in
 // layers.hpp.
 #pragma once
 
@@ -23,7 +23,7 @@ class AvgPool2d : public Module {
  private:
   ops::AvgPool2dParams pool_;
   Shape x_shape_;  // backward needs only the input's shape
-  Tensor y_buffer_, dx_buffer_;
+  Tensor y_buffer_;
 };
 
 // PyTorch AdaptiveAvgPool2d((out_h, out_w)): (N, H, W, C) -> (N, out_h, out_w, C), not flattened.
@@ -39,7 +39,7 @@ class AdaptiveAvgPool2d : public Module {
  private:
   ops::AdaptiveAvgPool2dParams pool_;
   Shape x_shape_;
-  Tensor y_buffer_, dx_buffer_;
+  Tensor y_buffer_;
 };
 
 }  // namespace scaletrain::nn
