@@ -4,7 +4,8 @@
 # batch-norm statistics agree, within the tolerances below. Also the GPU run with --input-copy
 # inline against the default overlap (issue 26, section 4), and --op-times on both runs (it times,
 # and changes nothing): the same calls per step of the model's ops on both devices, the GPU's
-# time from CUDA events within its phases' time. Skips (77) without a GPU.
+# time from CUDA events within its phases' time; the GPU's peak tensor memory against the CPU
+# run's. Skips (77) without a GPU.
 source "$(dirname "$0")/lib.sh"
 require_gpu
 T=$TMP_ROOT/gpu_resnet20_training
@@ -52,6 +53,14 @@ if phases:
     if not in_use or not 0 < in_use <= reserved:
         sys.exit(f"FAIL: device.peak_in_use_bytes {in_use} against peak_memory_bytes {reserved}")
     print(f"peak GPU memory: {in_use / 2**20:.0f} MiB in use, {reserved / 2**20:.0f} MiB reserved")
+# Peak tensor memory: the GPU holds the tensors the CPU run holds (the CPU counts its host tensors,
+# the loader's batches among them), plus cuDNN's workspace and a margin, and no gradient buffer
+# per layer: that doubled a ResNet's activations. Both in fp32.
+gm, cm = gpu["device"].get("peak_in_use_bytes"), cpu["device"].get("peak_in_use_bytes")
+workspace = max((a["workspace_bytes"] for a in gpu["device"].get("conv_algorithms") or []), default=0)
+if not gm or not cm or gm > cm + workspace + 64 * 2**20:
+    sys.exit(f"FAIL: peak in use {gm} bytes on {sys.argv[3]}, {cm} on the CPU, cuDNN workspace up to {workspace}")
+print(f"peak tensor memory in use: {gm / 2**20:.1f} MiB on {sys.argv[3]}, {cm / 2**20:.1f} MiB on the CPU")
 print("op times, longest on " + sys.argv[3] + ": " +
       ", ".join(f"{o['op']} {o['ms_per_step']:.3f} ms" for o in g["ops"][:5]))
 PY
