@@ -57,6 +57,11 @@ def main(path):
     for (direction, algo, math), n in sorted(count.items()):
         ws = max(a["workspace_bytes"] for a in algos if (a["direction"], a["algo"], a["math"]) == (direction, algo, math))
         print(f"  cuDNN {direction}: algo {algo} math {math}: {n} shape(s), workspace up to {ws / 2**20:.1f} MiB")
+    # --conv-algo search: what preferring deterministic algorithms costs, shape by shape summed.
+    for direction in sorted({a["direction"] for a in algos if a.get("search_ms") is not None}):
+        mine = [a for a in algos if a["direction"] == direction and a.get("search_ms") is not None]
+        print(f"  cuDNN {direction} search: {sum(a['search_ms'] for a in mine):.2f} ms chosen, "
+              f"{sum(a['fastest_ms'] for a in mine):.2f} ms fastest of any determinism ({len(mine)} shapes, once each)")
     # --op-times: the ops that take the most of a step (rank 0's).
     ot = r.get("op_times")
     if ot:

@@ -43,6 +43,19 @@ ConvChoice choose_conv_algorithm(const std::vector<ConvCandidate>& candidates, b
   return choice;
 }
 
+ConvSearchTimes conv_search_times(const std::vector<ConvCandidate>& candidates, const ConvChoice& chosen, bool tf32,
+                                  std::size_t max_workspace_bytes) {
+  ConvSearchTimes t;
+  if (chosen.index < 0 || candidates[chosen.index].time_ms < 0) return t;
+  t.chosen_ms = candidates[chosen.index].time_ms;
+  for (const ConvCandidate& c : candidates)  // a search's results are not promised sorted: the least
+    if (usable(c, tf32, max_workspace_bytes) && c.time_ms >= 0 && (t.fastest_algo < 0 || c.time_ms < t.fastest_ms)) {
+      t.fastest_ms = c.time_ms;
+      t.fastest_algo = c.algo;
+    }
+  return t;
+}
+
 namespace {
 std::mutex& records_mutex() {
   static std::mutex m;

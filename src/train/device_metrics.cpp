@@ -71,6 +71,12 @@ Json conv_algorithms_json(const std::vector<ops::ConvAlgorithmRecord>& records) 
     j.set("workspace_bytes", static_cast<int64_t>(r.workspace_bytes));
     j.set("deterministic", r.deterministic);
     j.set("chosen_by", r.chosen_by);
+    // A search's measured times: the chosen algorithm's, and the fastest usable one's whatever its
+    // determinism (what PyTorch's cudnn.benchmark would run); null after heuristics.
+    const bool timed = r.search.chosen_ms >= 0;
+    j.set("search_ms", timed ? Json(r.search.chosen_ms) : Json());
+    j.set("fastest_ms", timed ? Json(r.search.fastest_ms) : Json());
+    j.set("fastest_algo", timed ? Json(static_cast<int64_t>(r.search.fastest_algo)) : Json());
     all.push_back(j);
   }
   return all;

@@ -50,6 +50,15 @@ for (direction, algo, how), n in sorted(count.items()):
     print(f"--conv-algo search: cuDNN {direction}: algo {algo}, chosen by {how}: {n} shape(s)")
 if not algos or any(a.get("chosen_by") != "search" for a in algos):
     sys.exit("FAIL: --conv-algo search: not every convolution plan was chosen by cuDNN's search (above)")
+# Each searched plan carries cuDNN's measured times: the chosen algorithm's, and the fastest usable
+# one's whatever its determinism, no slower than the chosen one.
+bad = [a for a in algos if not (a.get("search_ms") or 0) > 0 or not 0 < (a.get("fastest_ms") or 0) <= a["search_ms"]]
+if bad:
+    sys.exit(f"FAIL: --conv-algo search: plans without consistent search times: {bad[:2]}")
+for d in sorted({a["direction"] for a in algos}):
+    mine = [a for a in algos if a["direction"] == d]
+    print(f"--conv-algo search: {d}: {sum(a['search_ms'] for a in mine):.3f} ms chosen, "
+          f"{sum(a['fastest_ms'] for a in mine):.3f} ms had determinism not mattered, over {len(mine)} shape(s)")
 PY
 else
   grep -qF -- "--conv-algo search has no effect on the CPU" "$T/gpu-search.log" ||

@@ -72,6 +72,37 @@ BOOST_AUTO_TEST_CASE(backward_passes_prefer_the_first_usable_deterministic_resul
   BOOST_TEST(st::ops::choose_conv_algorithm({candidate(0, ConvMath::fma, false)}, true, false, kLimit).index == 0);
 }
 
+// A search's results carry times: the record gives the chosen (deterministic) algorithm's time
+// and the fastest usable one's, determinism aside, passing over what does not run, wants too much
+// workspace or runs another math; heuristic results carry none.
+BOOST_AUTO_TEST_CASE(search_times_give_the_chosen_and_the_fastest_usable) {
+  auto timed = [](ConvCandidate c, float ms) {
+    c.time_ms = ms;
+    return c;
+  };
+  const std::vector<ConvCandidate> results{timed(candidate(7, ConvMath::fma, true, 1024, false), 0.1f),
+                                           timed(candidate(6, ConvMath::fma, false, kLimit + 1), 0.2f),
+                                           timed(candidate(5, ConvMath::tensor_op, false), 0.3f),
+                                           timed(candidate(0, ConvMath::fma, false), 0.5f),
+                                           timed(candidate(1, ConvMath::fma, true), 0.8f)};
+  const auto choice = st::ops::choose_conv_algorithm(results, true, false, kLimit);
+  BOOST_TEST_REQUIRE(choice.index == 4);
+  const st::ops::ConvSearchTimes t = st::ops::conv_search_times(results, choice, false, kLimit);
+  BOOST_TEST(t.chosen_ms == 0.8, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(t.fastest_ms == 0.5, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(t.fastest_algo == 0);
+  // --tf32 takes the tensor-op result too.
+  const st::ops::ConvSearchTimes any = st::ops::conv_search_times(results, choice, true, kLimit);
+  BOOST_TEST(any.fastest_algo == 5);
+  // Heuristic results: no times.
+  const std::vector<ConvCandidate> heuristic{candidate(1, ConvMath::fma)};
+  const st::ops::ConvSearchTimes none = st::ops::conv_search_times(
+      heuristic, st::ops::choose_conv_algorithm(heuristic, true, false, kLimit), false, kLimit);
+  BOOST_TEST(none.chosen_ms == -1.0);
+  BOOST_TEST(none.fastest_ms == -1.0);
+  BOOST_TEST(none.fastest_algo == -1);
+}
+
 BOOST_AUTO_TEST_CASE(math_names_follow_cudnn_math_type_values) {
   // ConvMath is cast from cudnnMathType_t: DEFAULT 0, TENSOR_OP 1, ALLOW_CONVERSION 2, FMA 3.
   BOOST_TEST(std::string(st::ops::conv_math_name(static_cast<ConvMath>(0))) == "default");
@@ -96,6 +127,17 @@ BOOST_AUTO_TEST_CASE(the_report_lists_each_recorded_choice) {
   BOOST_TEST(e.at("workspace_bytes").as_int() == 4096);
   BOOST_TEST(e.at("deterministic").as_bool());
   BOOST_TEST(!e.at("tf32").as_bool());
+  BOOST_TEST(e.at("search_ms").is_null());  // chosen by heuristics: no times
+  BOOST_TEST(e.at("fastest_algo").is_null());
+  // Chosen by a search: its times.
+  r.chosen_by = "search";
+  r.search = {0.8, 0.5, 0};
+  const st::Json searched = st::train::conv_algorithms_json({r}).at(std::size_t{0});
+  BOOST_TEST(searched.at("search_ms").as_double() == 0.8);
+  BOOST_TEST(searched.at("fastest_ms").as_double() == 0.5);
+  BOOST_TEST(searched.at("fastest_algo").as_int() == 0);
+  r.chosen_by = "heuristic";
+  r.search = {};
   // A grouped, rectangular convolution: the weight holds C / groups input channels; the width's
   // stride and padding have their own keys.
   r.c = 64, r.groups = 4, r.kh = 1, r.kw = 7, r.stride = 1, r.stride_w = 2, r.padding = 0, r.padding_w = 3;

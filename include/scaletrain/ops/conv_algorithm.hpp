@@ -31,6 +31,7 @@ struct ConvCandidate {
   ConvMath math = ConvMath::default_math;
   std::size_t workspace_bytes = 0;
   bool deterministic = false;
+  float time_ms = -1.0f;  // a search's measured time (--conv-algo search); -1 for heuristic results
 };
 
 struct ConvChoice {
@@ -43,6 +44,16 @@ struct ConvChoice {
 // run-to-run differences in the last bits, which make reruns hard to compare).
 ConvChoice choose_conv_algorithm(const std::vector<ConvCandidate>& candidates, bool prefer_deterministic, bool tf32,
                                  std::size_t max_workspace_bytes);
+
+// What a search's preference for a deterministic algorithm costs on one shape: the chosen
+// candidate's measured time and the fastest usable one's, determinism aside (PyTorch's
+// cudnn.benchmark takes that one). Both -1 where the candidates carry no times (heuristics).
+struct ConvSearchTimes {
+  double chosen_ms = -1.0, fastest_ms = -1.0;
+  int fastest_algo = -1;
+};
+ConvSearchTimes conv_search_times(const std::vector<ConvCandidate>& candidates, const ConvChoice& chosen, bool tf32,
+                                  std::size_t max_workspace_bytes);
 
 // What one convolution shape runs with on this process's GPU: recorded once per plan.
 struct ConvAlgorithmRecord {
@@ -58,6 +69,7 @@ struct ConvAlgorithmRecord {
   std::size_t workspace_bytes = 0;
   bool deterministic = false;
   std::string chosen_by = "heuristic";  // heuristic | search (--conv-algo), or why a search fell back
+  ConvSearchTimes search;               // a search's times (chosen_by search), else -1
 };
 
 void record_conv_algorithm(const ConvAlgorithmRecord& record);

@@ -169,18 +169,21 @@ struct ConvPlan {
   bool deterministic = false;
   std::size_t workspace_bytes = 0;
   std::string chosen_by = "heuristic";  // or "search", or why a search fell back
+  ConvSearchTimes search;               // a search's times: the chosen algorithm's and the fastest's
 };
 
 // cuDNN's heuristic results as plain candidates for choose_conv_algorithm (conv_algorithm.hpp,
 // where the rule is written and unit-tested): fp32 takes FMA or DEFAULT results and sets FMA on
 // the descriptor; --tf32 takes any. Backward data and filter prefer a deterministic algorithm.
+// `timed`: the results of a search (cudnnFind*), whose time each carries; heuristic results carry
+// none.
 template <typename Perf>
-std::vector<ConvCandidate> candidates_of(const std::vector<Perf>& results, int count) {
+std::vector<ConvCandidate> candidates_of(const std::vector<Perf>& results, int count, bool timed) {
   std::vector<ConvCandidate> candidates;
   for (int i = 0; i < count; ++i) {
     const Perf& r = results[i];
     candidates.push_back({static_cast<int>(r.algo), r.status == CUDNN_STATUS_SUCCESS, static_cast<ConvMath>(r.mathType),
-                          r.memory, r.determinism == CUDNN_DETERMINISTIC});
+                          r.memory, r.determinism == CUDNN_DETERMINISTIC, timed ? r.time : -1.0f});
   }
   return candidates;
 }
@@ -203,10 +206,11 @@ template <typename Perf>
 // convolution descriptor (set before the workspace size is asked for, which depends on it).
 template <typename Perf>
 const Perf& adopt_algorithm(ConvPlan& plan, Direction dir, const ConvDims& d, const std::vector<Perf>& results,
-                            int count, bool prefer_deterministic, bool tf32) {
-  const ConvChoice choice =
-      choose_conv_algorithm(candidates_of(results, count), prefer_deterministic, tf32, kMaxWorkspaceBytes);
+                            int count, bool prefer_deterministic, bool tf32, bool timed) {
+  const std::vector<ConvCandidate> candidates = candidates_of(results, count, timed);
+  const ConvChoice choice = choose_conv_algorithm(candidates, prefer_deterministic, tf32, kMaxWorkspaceBytes);
   if (choice.index < 0) throw_no_algorithm(dir, d, results, count);
+  plan.search = conv_search_times(candidates, choice, tf32, kMaxWorkspaceBytes);
   const Perf& chosen = results[choice.index];
   plan.algo = chosen.algo;
   plan.math = choice.descriptor_math;
@@ -228,6 +232,7 @@ void record_plan(const ConvPlan& plan, Direction dir, const ConvDims& d, bool tf
   r.workspace_bytes = plan.workspace_bytes;
   r.deterministic = plan.deterministic;
   r.chosen_by = plan.chosen_by;
+  r.search = plan.search;
   record_conv_algorithm(r);
 }
 
@@ -245,16 +250,17 @@ const Perf& choose_algorithm(ConvPlan& plan, Direction dir, const ConvDims& d, s
     (void)cudaGetLastError();
     if (status != CUDNN_STATUS_SUCCESS) {
       plan.chosen_by = std::string("heuristic (the search failed: ") + cudnnGetErrorString(status) + ")";
-    } else if (choose_conv_algorithm(candidates_of(results, count), prefer_deterministic, any_math, kMaxWorkspaceBytes)
+    } else if (choose_conv_algorithm(candidates_of(results, count, true), prefer_deterministic, any_math,
+                                     kMaxWorkspaceBytes)
                    .index < 0) {
       plan.chosen_by = "heuristic (the search found no usable algorithm)";
     } else {
       plan.chosen_by = "search";
-      return adopt_algorithm(plan, dir, d, results, count, prefer_deterministic, any_math);
+      return adopt_algorithm(plan, dir, d, results, count, prefer_deterministic, any_math, true);
     }
   }
   ST_CHECK_CUDNN(heuristics(results.data(), &count));
-  return adopt_algorithm(plan, dir, d, results, count, prefer_deterministic, any_math);
+  return adopt_algorithm(plan, dir, d, results, count, prefer_deterministic, any_math, false);
 }
 
 // In a 16-bit format any math type is usable (tensor cores are the point), as with --tf32.
