@@ -189,6 +189,11 @@ B
 # each as above, with peak memory and the fraction of the dense fp16 tensor peak.
 [ -f "$src_dir/tools/bench_gpu_resnet50.sh" ] &&
   printf 'gpu_resnet50_amp\tenv BENCH_BATCH_SIZES=256,64 BENCH_PRECISIONS=amp-fp16,amp-bf16 BENCH_FUSE=amp-fp16 BENCH_CONV_SEARCH=amp-fp16 BENCH_OP_TIMES=amp-fp16 BENCH_STEPS=10 BENCH_LOG_EVERY=5 BENCH_WARMUP=5 bash tools/bench_gpu_resnet50.sh\n' >>"$b/benches.sh"
+# --fuse conv-bias-relu against none (issue 26, section 3): AlexNet at batch 256 in fp32 and
+# amp-fp16, 10 steps a run, two rounds interleaved; --fuse auto takes it only once it pays here.
+[ -f "$src_dir/tools/bench_gpu_fusion.sh" ] &&
+  printf 'gpu_fusion	bash tools/bench_gpu_fusion.sh
+' >>"$b/benches.sh"
 # transformer-base fp32 training tokens/s at 4096 batch tokens, scaletrain's and PyTorch's
 # nn.Transformer (TF32 off) on the same GPU (issue 25): 15 steps each, the rate of steps 6 to 15.
 [ -f "$src_dir/tools/bench_transformer.sh" ] &&

@@ -307,10 +307,13 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "tensor cores (fp32 accumulation). On the CPU this is AMP's numerics, not its speed. amp-bf16 needs a GPU of "
       "compute capability 8.0 or newer")(
       "fuse", po::value(&c.fuse)->default_value(c.fuse),
-      "auto | none | bn-add-relu: end each residual block (resnet20, resnet50) with one op for batch norm, the "
-      "shortcut's add and the ReLU (cuDNN's fused batch norm on a GPU in amp-fp16; the same values as the three ops "
-      "in fp32, one rounding instead of three under a mixed precision). auto: bn-add-relu in amp-fp16 on a GPU, "
-      "where it was measured to pay (ResNet-50 1.16x faster at batch 256 on an H200), none elsewhere")(
+      "auto | none | a comma list of: bn-add-relu: end each residual block (resnet20, resnet50) with one op for "
+      "batch norm, the shortcut's add and the ReLU (cuDNN's fused batch norm on a GPU in amp-fp16; the same values "
+      "as the three ops in fp32, one rounding instead of three under a mixed precision); conv-bias-relu: run each "
+      "convolution with a bias and its ReLU (alexnet, alexnet-caffe, googlenet-caffe) as one op (cuDNN's fused "
+      "epilogue on a GPU; the same values, one rounding instead of two in 16 bits; not measured on a GPU yet). "
+      "auto: bn-add-relu in amp-fp16 on a GPU, where it was measured to pay (ResNet-50 1.16x faster at batch 256 "
+      "on an H200), none elsewhere")(
       "loss-scale", po::value(&c.loss_scale)->default_value(c.loss_scale),
       "auto (dynamic for amp-fp16, none otherwise) | none | dynamic | a fixed number: the loss's gradient is "
       "multiplied by the scale before backward and the "

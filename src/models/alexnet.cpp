@@ -14,9 +14,8 @@ using nn::Init;
 
 void features_conv(nn::Sequential& net, nn::ParameterSet& params, int index, int in_channels, int out_channels,
                    int kernel, int stride, int padding) {
-  net.emplace<nn::Conv2d>(params, "features." + std::to_string(index), in_channels, out_channels,
-                          ConvSpec::square(kernel, stride, padding).with_bias().with_init(Init::torch_default()));
-  net.emplace<nn::ReLU>(true);
+  net.emplace<nn::ConvReLU>(params, "features." + std::to_string(index), in_channels, out_channels,
+                            ConvSpec::square(kernel, stride, padding).with_bias().with_init(Init::torch_default()));
 }
 
 }  // namespace

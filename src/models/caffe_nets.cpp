@@ -30,8 +30,7 @@ ops::LrnParams caffe_lrn() { return ops::LrnParams{5, 1e-4f, 0.75f, 1.0f}; }
 // A convolution with bias and its in-place ReLU, as every Caffe convolution here is.
 void conv_relu(nn::Sequential& seq, nn::ParameterSet& params, const std::string& name, int in_channels,
                int out_channels, ConvSpec spec) {
-  seq.emplace<nn::Conv2d>(params, name, in_channels, out_channels, spec.with_bias());
-  seq.emplace<nn::ReLU>(true);
+  seq.emplace<nn::ConvReLU>(params, name, in_channels, out_channels, spec.with_bias());
 }
 
 ConvSpec alexnet_conv(int kernel, int stride, int padding, int groups, double bias) {

@@ -137,6 +137,18 @@ Tensor Conv2d::forward(Context& ctx, const Tensor& x, bool training) {
   return y;
 }
 
+Tensor Conv2d::forward_bias_relu(Context& ctx, const Tensor& x) {
+  ST_CHECK(bias_ >= 0, name_ << ": the fused bias and ReLU needs a convolution with a bias");
+  check_channels_last(x, in_channels_, name_);
+  const Tensor& w = params_->value(weight_);
+  const Shape out = ops::conv2d_output_shape(conv_, x.shape(), w.shape());
+  ST_CHECK(out[1] > 0 && out[2] > 0, "input " << x.dim(1) << "x" << x.dim(2) << " is too small for " << name_);
+  Tensor y = reuse_activation(y_buffer_, out, ctx);
+  ops::conv2d_bias_relu_forward(ctx, conv_, x, w, params_->value(bias_), y);
+  x_ = x;
+  return y;
+}
+
 Tensor Conv2d::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(x_.defined(), name_ << ": backward before forward");
   Tensor no_bias;
@@ -266,6 +278,31 @@ Tensor ReLU::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   Tensor dx = inplace_ ? dy : fresh_activation(dy.shape(), ctx);
   ops::relu_backward(ctx, y_, dy, dx);
   return dx;
+}
+
+// ---- ConvReLU ----
+
+ConvReLU::ConvReLU(ParameterSet& params, const std::string& name, int in_channels, int out_channels,
+                   const ConvSpec& spec)
+    : conv_(params, name, in_channels, out_channels, spec) {
+  ST_CHECK(spec.bias, name << ": ConvReLU is a convolution with bias and its ReLU; this one has no bias");
+}
+
+void ConvReLU::list_ops(ops::OpNames& ops, bool training) const {
+  conv_.list_ops(ops, training);
+  relu_.list_ops(ops, training);
+  if (training) ops.insert("conv2d_bias_relu_forward");  // --fuse conv-bias-relu
+}
+
+Tensor ConvReLU::forward(Context& ctx, const Tensor& x, bool training) {
+  if (!training || !ctx.fuse_conv_bias_relu()) return relu_.forward(ctx, conv_.forward(ctx, x, training), training);
+  Tensor y = conv_.forward_bias_relu(ctx, x);
+  relu_.adopt_output(y);
+  return y;
+}
+
+Tensor ConvReLU::backward(Context& ctx, const Tensor& dy, bool need_dx) {
+  return conv_.backward(ctx, relu_.backward(ctx, dy, true), need_dx);
 }
 
 // ---- MaxPool2d ----

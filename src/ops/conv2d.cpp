@@ -19,6 +19,16 @@ Conv2dForwardFn conv2d_forward;
 const Op<Conv2dForwardFn> conv2d_forward_op{"conv2d_forward",
                                             {cpu::conv2d_forward},
                                             with_half_storage<Conv2dForwardFn>({ST_CUDA_KERNEL(cuda::conv2d_forward)})};
+namespace cpu {
+Conv2dForwardFn conv2d_bias_relu_forward;
+}
+namespace cuda {
+Conv2dForwardFn conv2d_bias_relu_forward;
+}
+const Op<Conv2dForwardFn> conv2d_bias_relu_forward_op{
+    "conv2d_bias_relu_forward",
+    {cpu::conv2d_bias_relu_forward},
+    with_half_storage<Conv2dForwardFn>({ST_CUDA_KERNEL(cuda::conv2d_bias_relu_forward)})};
 using Conv2dBackwardDataFn = void(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx);
 namespace cpu {
 Conv2dBackwardDataFn conv2d_backward_data;
@@ -85,6 +95,19 @@ void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const 
   // Per output element, one multiply-add per weight of its group: w is (O, C / groups, KH, KW).
   count_macs(y.numel() * w.dim(1) * w.dim(2) * w.dim(3));
   return conv2d_forward_op(ctx, p, x, w, b, y);
+}
+
+void conv2d_bias_relu_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
+                              Tensor& y) {
+  const char* op = "conv2d_bias_relu_forward";
+  check_tensor(ctx, x, op, "x");
+  check_tensor(ctx, w, op, "w");
+  check_tensor(ctx, y, op, "y");
+  check_shape(y, conv2d_output_shape(p, x.shape(), w.shape()), op, "y");
+  ST_CHECK(b.defined(), op << ": needs a bias (a convolution without one runs conv2d_forward)");
+  check_bias(ctx, b, w.dim(0), op, "b");
+  count_macs(y.numel() * w.dim(1) * w.dim(2) * w.dim(3));
+  return conv2d_bias_relu_forward_op(ctx, p, x, w, b, y);
 }
 
 void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {

@@ -28,6 +28,23 @@
 #include "scaletrain/train/task.hpp"
 
 namespace scaletrain::train {
+
+std::vector<std::string> fuse_list(const std::string& fuse) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = fuse.find(',', start);
+    parts.push_back(fuse.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return parts;
+    start = comma + 1;
+  }
+}
+
+bool fuses(const std::string& fuse, const std::string& fusion) {
+  const std::vector<std::string> parts = fuse_list(fuse);
+  return std::find(parts.begin(), parts.end(), fusion) != parts.end();
+}
+
 namespace {
 
 std::string shortest(double v) {
@@ -126,8 +143,12 @@ void check_input(const TrainConfig& c) {
           "unknown --input-copy '" + c.input_copy + "' (known: auto, overlap, inline)");
   require(one_of(c.conv_algo, {"heuristic", "search"}),
           "unknown --conv-algo '" + c.conv_algo + "' (known: heuristic, search)");
-  require(one_of(c.fuse, {"auto", "none", "bn-add-relu"}),
-          "unknown --fuse '" + c.fuse + "' (known: auto, none, bn-add-relu)");
+  const std::vector<std::string> fusions = fuse_list(c.fuse);
+  const bool known_fusions = std::all_of(fusions.begin(), fusions.end(), [](const std::string& f) {
+    return one_of(f, {"bn-add-relu", "conv-bias-relu"});
+  });
+  require(one_of(c.fuse, {"auto", "none"}) || known_fusions,
+          "unknown --fuse '" + c.fuse + "' (known: auto, none, or a comma list of bn-add-relu, conv-bias-relu)");
 }
 
 void check_communication(const TrainConfig& c) {

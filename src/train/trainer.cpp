@@ -347,7 +347,8 @@ void Training::open_context() {
   ctx_ = std::make_unique<Context>(device_.device, threads_, device_.gpu_index);
   ctx_->set_allow_tf32(cfg_.tf32);
   ctx_->set_precision(parse_precision(cfg_.precision));
-  ctx_->set_fuse_bn_add_relu(fuse_used() == "bn-add-relu");
+  ctx_->set_fuse_bn_add_relu(fuses(fuse_used(), "bn-add-relu"));
+  ctx_->set_fuse_conv_bias_relu(fuses(fuse_used(), "conv-bias-relu"));
   ctx_->set_conv_search(cfg_.conv_algo == "search");
   if (cfg_.tf32 && device_.device == Device::cpu) device_.log_lines.push_back("--tf32 has no effect on the CPU");
   if (cfg_.conv_algo == "search" && device_.device == Device::cpu)
@@ -795,7 +796,8 @@ TrainResult Training::finish(RunEnd end) {
 // task when its step starts), or none (CPU batches used where the loader put them).
 // --fuse auto: the fused batch norm + add + ReLU where it was measured to pay, amp-fp16 on a GPU
 // (cuDNN's fused kernel takes fp16; docs/performance.md); none elsewhere, where it was not measured
-// (on the CPU it computes what the three ops do, no faster).
+// (on the CPU it computes what the three ops do, no faster). The fused convolution epilogue is not
+// measured on a GPU yet: only --fuse conv-bias-relu runs it.
 std::string Training::fuse_used() const {
   if (cfg_.fuse != "auto") return cfg_.fuse;
   const bool measured = ctx_->device() == Device::cuda && ctx_->precision() == Precision::amp_fp16;
@@ -804,12 +806,26 @@ std::string Training::fuse_used() const {
 
 // The start-up line's fusion: what runs and why; empty when nothing is fused and nothing was asked.
 std::string Training::describe_fusion() const {
-  if (!ctx_->fuse_bn_add_relu()) return "";
-  const bool has_blocks = models::model_ops(cfg_.model, true).count("batch_norm_add_relu_forward_training") > 0;
-  if (!has_blocks)
-    return cfg_.fuse == "auto" ? "" : "--fuse bn-add-relu has no effect: " + cfg_.model + " has no residual blocks";
-  return std::string("each residual block ends with one op for batch norm, the shortcut's add and the ReLU (") +
-         (cfg_.fuse == "auto" ? "--fuse auto: amp-fp16 on a GPU" : "--fuse bn-add-relu") + ")";
+  std::vector<std::string> lines;
+  const ops::OpNames model_ops = models::model_ops(cfg_.model, true);
+  if (ctx_->fuse_bn_add_relu()) {
+    if (model_ops.count("batch_norm_add_relu_forward_training") == 0) {
+      if (cfg_.fuse != "auto")
+        lines.push_back("--fuse bn-add-relu has no effect: " + cfg_.model + " has no residual blocks");
+    } else {
+      lines.push_back(std::string("each residual block ends with one op for batch norm, the shortcut's add and the "
+                                  "ReLU (") +
+                      (cfg_.fuse == "auto" ? "--fuse auto: amp-fp16 on a GPU" : "--fuse bn-add-relu") + ")");
+    }
+  }
+  if (ctx_->fuse_conv_bias_relu())
+    lines.push_back(model_ops.count("conv2d_bias_relu_forward") == 0
+                        ? "--fuse conv-bias-relu has no effect: " + cfg_.model +
+                              " has no convolution with a bias and a ReLU after it"
+                        : "each convolution with a bias and its ReLU run as one op (--fuse conv-bias-relu)");
+  std::string joined;
+  for (const std::string& l : lines) joined += (joined.empty() ? "" : "; ") + l;
+  return joined;
 }
 
 std::string Training::input_copy_used() const {

@@ -10,7 +10,10 @@
 #  - the start-up line, report.json's config.fuse (as asked) and fuse (as it ran); the default,
 #    auto, fuses nothing on the CPU, amp-fp16 included (it fuses amp-fp16 on a GPU: gpu.amp_training);
 #    a model without residual blocks says the option has no effect; a bad value is refused.
-# On a GPU, gpu.half_storage checks cuDNN's fused kernel against the three ops.
+#  - --fuse conv-bias-relu (a convolution with bias and its ReLU as one op): alexnet's checkpoint
+#    the same bits as the two ops in fp32 and amp-bf16; both fusions asked of resnet20.
+# On a GPU, gpu.half_storage checks cuDNN's fused kernel against the three ops, and
+# gpu.backend_ops(_amp) the fused convolution epilogue against the CPU.
 source "$(dirname "$0")/lib.sh"
 T=$TMP_ROOT/fuse
 rm -rf "$T" && mkdir -p "$T"
@@ -67,6 +70,31 @@ timeout 300 "$BIN/scaletrain" train --model resnet20 --data "$T/images" --batch-
 $PY -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["fuse"] == "none", r["fuse"]' \
   "$T/auto-fp16/report.json"
 
+echo "== --fuse conv-bias-relu: a convolution with bias and its ReLU as one op, the same bits on the CPU"
+# The CPU's fused op computes conv + bias, then the ReLU, in fp32 and rounds once; apart, conv + bias
+# is rounded, then the ReLU (exact, and sign-preserving rounding commutes with it): the same bits in
+# fp32 and in a mixed precision alike. alexnet at 64x64 (its adaptive pool makes 6x6 of anything).
+"$BIN/scaletrain-data" synthetic --samples 96 --val-samples 16 --image-size 64,64,3 --classes 5 --shards 2 \
+  --output "$T/alex" >/dev/null
+ALEX=(timeout 300 mpirun -np 2 --oversubscribe "$BIN/scaletrain" train --model alexnet --data "$T/alex" --batch-size 8
+  --threads 1 --epochs 1 --max-steps 4 --log-every 1 --eval-every 1)
+for precision in fp32 amp-bf16; do
+  "${ALEX[@]}" --precision $precision --output-dir "$T/alex-none-$precision" >"$T/alex-none-$precision.log"
+  "${ALEX[@]}" --precision $precision --output-dir "$T/alex-fused-$precision" --fuse conv-bias-relu \
+    >"$T/alex-fused-$precision.log"
+  "${CK[@]}" same "$T/alex-none-$precision" "$T/alex-fused-$precision"
+  grep -q "^fusion: each convolution with a bias and its ReLU run as one op (--fuse conv-bias-relu)" \
+    "$T/alex-fused-$precision.log" || fail "alexnet $precision: $(grep -n fusion "$T/alex-fused-$precision.log")"
+  $PY -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["fuse"] == "conv-bias-relu", r["fuse"]' \
+    "$T/alex-fused-$precision/report.json"
+done
+echo "ok: alexnet, fp32 and amp-bf16"
+# Both fusions asked of a model with only one kind: the start-up line says which has no effect.
+timeout 300 "$BIN/scaletrain" train --model resnet20 --data "$T/images" --batch-size 16 --threads 1 --epochs 1 \
+  --max-steps 1 --log-every 0 --eval-every 0 --fuse bn-add-relu,conv-bias-relu --output-dir "$T/both" >"$T/both.log"
+grep -q "^fusion: each residual block ends with one op .*; --fuse conv-bias-relu has no effect: resnet20 has no convolution with a bias and a ReLU after it" \
+  "$T/both.log" || fail "resnet20 with both: $(grep -n fusion "$T/both.log")"
+
 echo "== no residual blocks, and a bad value"
 "$BIN/scaletrain-data" synthetic --task recommendation --users 100 --items 150 --groups 5 --positives-per-user 4 \
   --eval-negatives 10 --output "$T/ratings" >/dev/null
@@ -75,5 +103,9 @@ timeout 300 "$BIN/scaletrain" train --model ncf --data "$T/ratings" --batch-size
 grep -q "^fusion: --fuse bn-add-relu has no effect: ncf has no residual blocks" "$T/ncf.log" ||
   fail "ncf: $(grep -n fusion "$T/ncf.log")"
 BAD=("$BIN/scaletrain" train --model resnet20 --data "$T/images" --output-dir "$T/bad" --fuse everything)
-expect_failure "--fuse everything" "unknown --fuse 'everything' (known: auto, none, bn-add-relu)" "${BAD[@]}"
+expect_failure "--fuse everything" \
+  "unknown --fuse 'everything' (known: auto, none, or a comma list of bn-add-relu, conv-bias-relu)" "${BAD[@]}"
+BAD=("$BIN/scaletrain" train --model resnet20 --data "$T/images" --output-dir "$T/bad" --fuse bn-add-relu,none)
+expect_failure "--fuse bn-add-relu,none" \
+  "unknown --fuse 'bn-add-relu,none' (known: auto, none, or a comma list of bn-add-relu, conv-bias-relu)" "${BAD[@]}"
 echo "PASS"

@@ -210,6 +210,42 @@ OpCase conv2d_case(const RefConv2dDims& d, bool bias, uint64_t seed, const std::
   return c;
 }
 
+// --fuse conv-bias-relu's op: y = max(0, conv(x, w) + b) against the reference convolution's
+// output clamped at 0; and the unfused pair (conv2d_forward with its bias, then relu_forward) must
+// give y too. Forward only: its backward is the ReLU's and the convolution's, checked above.
+OpCase conv2d_bias_relu_case(const RefConv2dDims& d, uint64_t seed) {
+  const Shape xs{d.n, d.h, d.w, d.c}, ws{d.o, d.group_channels(), d.kh, d.kw}, ys{d.n, d.oh(), d.ow(), d.o}, bs{d.o};
+  const auto p = ops::Conv2dParams::per_side(static_cast<int>(d.stride_h), static_cast<int>(d.stride_w),
+                                             static_cast<int>(d.pad_top), static_cast<int>(d.pad_bottom),
+                                             static_cast<int>(d.pad_left), static_cast<int>(d.pad_right),
+                                             static_cast<int>(d.groups));
+  OpCase c;
+  c.name = "conv2d_bias_relu " + conv_params_name(d, true) + " N" + std::to_string(d.n) + " " + std::to_string(d.h) +
+           "x" + std::to_string(d.w) + " C" + std::to_string(d.c) + "->O" + std::to_string(d.o);
+  c.ops = {"conv2d_bias_relu_forward", "conv2d_forward", "relu_forward"};
+  c.make_inputs = [=] {
+    return NamedTensors{
+        {"x", random_tensor(xs, seed)}, {"w", random_tensor(ws, seed + 1)}, {"b", random_tensor(bs, seed + 2)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    const Tensor x = on(ctx, input(in, "x")), w = on(ctx, input(in, "w")), b = on(ctx, input(in, "b"));
+    Tensor y = nan_on(ctx, ys), apart = nan_on(ctx, ys);
+    ops::conv2d_bias_relu_forward(ctx, p, x, w, b, y);
+    ops::conv2d_forward(ctx, p, x, w, b, apart);
+    ops::relu_forward(ctx, apart, apart);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)}, {"y_apart", to_cpu(apart)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    std::vector<double> y = reference_conv2d_forward(d, values(in, "x"), values(in, "w"), values(in, "b"));
+    for (double& v : y) v = v < 0.0 ? 0.0 : v;
+    return NamedValues{{"y", y}, {"y_apart", y}};
+  };
+  const Tolerance ty = fp32_sum(d.group_channels() * d.kh * d.kw + 1);
+  c.outputs = {{"y", ty, twice(ty)}, {"y_apart", ty, twice(ty)}};
+  return c;
+}
+
 // The ResNet-era cases: a square stride and padding, one group, no bias.
 OpCase conv2d_case(const ConvShape& s, uint64_t seed) {
   return conv2d_case(RefConv2dDims::square(s.n, s.h, s.w, s.c, s.o, s.k, s.kw > 0 ? s.kw : s.k, s.stride, s.padding),
@@ -1950,6 +1986,9 @@ std::vector<OpCase> build_cases() {
                                 "cuDNN pads both sides of a dimension equally"));
     // Depthwise (groups = C) with a channel multiplier of 2 and unequal strides.
     cases.push_back(conv2d_case(D{2, 7, 9, 6, 12, 3, 3, 1, 2, 1, 1, 1, 1, 6}, true, next_seed()));
+    // The fused bias and ReLU (--fuse conv-bias-relu) on AlexNet's conv1 and a grouped Caffe 3x3.
+    cases.push_back(conv2d_bias_relu_case(D::square(2, 19, 19, 3, 8, 11, 11, 4, 2), next_seed()));
+    cases.push_back(conv2d_bias_relu_case(D::square(2, 6, 5, 8, 6, 3, 3, 1, 1, 2), next_seed()));
   }
   // Issue 24 (AlexNet, GoogLeNet): LRN across channels, N-way channel concatenation, NCHW flatten.
   // LRN with AlexNet's and GoogLeNet's parameters at their activations' scale: a window wider than

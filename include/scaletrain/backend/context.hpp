@@ -63,6 +63,10 @@ class Context {
   // ops::batch_norm_add_relu_forward_training) instead of three, in training.
   void set_fuse_bn_add_relu(bool fuse) { fuse_bn_add_relu_ = fuse; }
   bool fuse_bn_add_relu() const { return fuse_bn_add_relu_; }
+  // --fuse conv-bias-relu: a convolution with bias and the ReLU after it run as one op
+  // (ops::conv2d_bias_relu_forward, cuDNN's fused epilogue on a GPU) in training.
+  void set_fuse_conv_bias_relu(bool fuse) { fuse_conv_bias_relu_ = fuse; }
+  bool fuse_conv_bias_relu() const { return fuse_conv_bias_relu_; }
   // --conv-algo search: cuDNN times its convolution algorithms once per shape and the fastest
   // usable one runs (as PyTorch's cudnn.benchmark); otherwise its heuristics' first. No effect on
   // the CPU.
@@ -84,6 +88,7 @@ class Context {
   Precision precision_ = Precision::fp32;
   DType activation_dtype_ = DType::f32;
   bool fuse_bn_add_relu_ = false;
+  bool fuse_conv_bias_relu_ = false;
   bool conv_search_ = false;
   std::unique_ptr<Impl> impl_;
 };

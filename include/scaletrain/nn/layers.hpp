@@ -127,6 +127,9 @@ class Conv2d : public Module {
   // By spec.init (initialize_parameters).
   void initialize(Rng& rng) override;
   void list_ops(ops::OpNames& ops, bool training) const override;
+  // Training's fused epilogue (ops::conv2d_bias_relu_forward): max(0, conv(x) + bias) in one op;
+  // needs a bias. backward is the plain one, after the ReLU's.
+  Tensor forward_bias_relu(Context& ctx, const Tensor& x);
   int weight_index() const { return weight_; }
   int bias_index() const { return bias_; }  // -1 without a bias
   const ConvSpec& spec() const { return spec_; }
@@ -195,11 +198,31 @@ class ReLU : public Module {
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) override;
   void initialize(Rng&) override {}
   void list_ops(ops::OpNames& ops, bool training) const override;
+  // The output a fused op before it computed in its place (ConvReLU): backward reads it as its own.
+  void adopt_output(const Tensor& y) { y_ = y; }
 
  private:
   bool inplace_;
   Tensor y_;  // forward output: backward needs y > 0
   Tensor y_buffer_;
+};
+
+// A convolution with bias and the in-place ReLU after it (AlexNet's features, every Caffe
+// convolution): the same parameters and values as Conv2d then ReLU(true). With --fuse
+// conv-bias-relu (Context::fuse_conv_bias_relu) a training forward runs them as one op
+// (Conv2d::forward_bias_relu); backward is the ReLU's then the convolution's either way.
+class ConvReLU : public Module {
+ public:
+  ConvReLU(ParameterSet& params, const std::string& name, int in_channels, int out_channels, const ConvSpec& spec);
+  Tensor forward(Context& ctx, const Tensor& x, bool training) override;
+  Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) override;
+  void initialize(Rng& rng) override { conv_.initialize(rng); }
+  void list_ops(ops::OpNames& ops, bool training) const override;
+  const Conv2d& conv() const { return conv_; }
+
+ private:
+  Conv2d conv_;
+  ReLU relu_{true};
 };
 
 // PyTorch MaxPool2d(kernel, stride, padding, ceil_mode), square windows.

@@ -51,6 +51,13 @@ Shape conv2d_output_shape(const Conv2dParams& p, const Shape& x, const Shape& w)
 // y: (N, OH, OW, O), overwritten. b: (O), added to every output pixel; an undefined b (Tensor())
 // means no bias.
 void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
+// Training's fused epilogue (--fuse conv-bias-relu): y = max(0, conv(x, w) + b), one op for a
+// convolution with bias and the in-place ReLU after it (AlexNet's and the Caffe nets'). b is
+// required. cuDNN's cudnnConvolutionBiasActivationForward on a GPU (where a shape's algorithm takes
+// it; the two ops otherwise); on the CPU the two ops' arithmetic, the same bits. The backward is
+// the ReLU's and the convolution's.
+void conv2d_bias_relu_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
+                              Tensor& y);
 // dy: (N, OH, OW, O); dx: (N, H, W, C), overwritten.
 void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx);
 // dw: (O, C / groups, KH, KW), overwritten. db: (O), overwritten with the sum of dy over N, OH and

@@ -122,11 +122,13 @@ struct TrainConfig {
   // step computes (two device buffers) | inline: each batch copied on the compute stream when its
   // step starts. On the CPU, overlap copies into two host buffers (it changes nothing else).
   std::string input_copy = "auto";
-  // --fuse: auto | none | bn-add-relu (each residual block's last batch norm, the shortcut's add and
-  // the ReLU as one op: ops::batch_norm_add_relu_forward_training; cuDNN's fused kernel on a GPU in
-  // fp16). auto: bn-add-relu in amp-fp16 on a GPU, where it was measured to pay (ResNet-50's
-  // images/s 1.16x at batch 256, 1.02x at 64 on an H200, docs/performance.md), none elsewhere
-  // (Training::fuse_used).
+  // --fuse: auto | none | a comma list of bn-add-relu (each residual block's last batch norm, the
+  // shortcut's add and the ReLU as one op: ops::batch_norm_add_relu_forward_training; cuDNN's fused
+  // kernel on a GPU in fp16) and conv-bias-relu (a convolution with bias and its ReLU as one op:
+  // ops::conv2d_bias_relu_forward; cuDNN's fused epilogue on a GPU). auto: bn-add-relu in amp-fp16
+  // on a GPU, where it was measured to pay (ResNet-50's images/s 1.16x at batch 256, 1.02x at 64 on
+  // an H200, docs/performance.md), none elsewhere; conv-bias-relu is not measured yet, so only
+  // asked (Training::fuse_used).
   std::string fuse = "auto";
   // Input pipeline (issue 4).
   std::string io = "posix";             // posix | mmap | mpiio | mpiio-collective
@@ -203,6 +205,9 @@ struct EvalDataOptions {
 
 // --precision's value; throws UsageError naming it otherwise.
 Precision parse_precision(const std::string& value);
+// --fuse's comma list ("bn-add-relu,conv-bias-relu" -> its two names), and whether it names one.
+std::vector<std::string> fuse_list(const std::string& fuse);
+bool fuses(const std::string& fuse, const std::string& fusion);
 // --loss-scale with auto resolved: dynamic for amp-fp16 (its gradients underflow fp16 without),
 // none for fp32 and amp-bf16 (bf16 has fp32's range); the value itself otherwise.
 std::string resolved_loss_scale(const TrainConfig& c);

@@ -54,6 +54,10 @@
 // time. A search that fails (its buffers do not fit beside the caching allocator's, say) falls
 // back to the heuristics for that shape, and report.json's `chosen_by` says why.
 //
+// Fused epilogue (conv2d_bias_relu_forward, --fuse conv-bias-relu): the forward plan's descriptors
+// and algorithm with cudnnConvolutionBiasActivationForward, bias and ReLU applied to the fp32
+// accumulation before the one rounding; a plan for which cuDNN refuses it runs the two ops.
+//
 // Every result is overwritten (beta = 0), as the contracts say; cuDNN does not read the output
 // when beta is 0.
 #include <cuda_runtime.h>
@@ -62,6 +66,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -72,10 +77,14 @@
 #include "ops/cuda/grid_stride.cuh"
 #include "ops/cuda/half_gemm.hpp"
 #include "ops/cuda/half_io.cuh"
+#include "scaletrain/core/log.hpp"
 #include "scaletrain/ops/conv2d.hpp"
 #include "scaletrain/ops/conv_algorithm.hpp"
 
 namespace scaletrain::ops::cuda {
+
+void relu_forward(Context& ctx, const Tensor& x, Tensor& y);  // activation_cuda.cu: the unfused epilogue
+
 namespace {
 
 // The most scratch one convolution may ask for. An algorithm that wants more (FFT variants can
@@ -580,6 +589,86 @@ void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const 
   }
   finish_result(ctx, data, s.y, y);
   if (b.defined()) add_bias(ctx, b, y, op);
+}
+
+namespace {
+
+// Plans for which cuDNN refused the fused bias and ReLU (CUDNN_STATUS_NOT_SUPPORTED: its
+// documentation ties some activation modes to some algorithms); they run the two ops from then on.
+std::mutex fusion_refusals_mutex;
+std::set<const ConvPlan*>& fusion_refusals() {
+  static auto* refused = new std::set<const ConvPlan*>;  // never destroyed, as the plans
+  return *refused;
+}
+bool fusion_refused(const ConvPlan& plan) {
+  std::lock_guard<std::mutex> lock(fusion_refusals_mutex);
+  return fusion_refusals().count(&plan) > 0;
+}
+
+// cudnnConvolutionBiasActivationForward: y = relu(1 * conv(x, w) + 0 * z + b) with z = y (unread
+// when its factor is 0), x and y in the plan's format, the filter and the bias copied into it (the
+// bias in y's type, as cuDNN's fused configurations take it; under a mixed precision the bias is a
+// 16-bit value already, so the copy is exact). False where cuDNN does not support the fusion for
+// this plan, which is then remembered; any other error throws.
+bool run_fused_bias_relu(Context& ctx, const ConvDims& d, const ConvPlan& plan, const Tensor& x, const Tensor& w,
+                         const Tensor& b, Tensor& y) {
+  const ConvData& data = plan.data;
+  const int64_t w_count = w.numel();
+  const std::size_t weight_bytes = needs_transpose(d) ? align_scratch(sizeof(float) * std::size_t(w_count)) : 0;
+  const std::size_t w_bytes = data.copy_bytes(w_count), b_bytes = data.copy_bytes(d.o);
+  char* block =
+      static_cast<char*>(scaletrain::cuda::workspace(ctx, weight_bytes + w_bytes + b_bytes + plan.workspace_bytes));
+  const float* w_ohwi = static_cast<const float*>(w.raw());
+  if (needs_transpose(d)) {
+    launch_transpose(ctx, w_ohwi, reinterpret_cast<float*>(block), d.o, d.group_channels(), int64_t{d.kh} * d.kw);
+    w_ohwi = reinterpret_cast<const float*>(block);
+  }
+  const void* w_in = filter_operand(ctx, data, w_ohwi, w_count, block + weight_bytes);
+  const void* b_in = filter_operand(ctx, data, static_cast<const float*>(b.raw()), d.o, block + weight_bytes + w_bytes);
+  void* work = plan.workspace_bytes > 0 ? block + weight_bytes + w_bytes + b_bytes : nullptr;
+  TensorDesc bias;
+  bias.set(CUDNN_TENSOR_NHWC, 1, d.o, 1, 1, data.type());
+  static const ReluDesc relu;  // a host-side descriptor, only read once made
+  const float one = 1.0f, zero = 0.0f;
+  const cudnnStatus_t status = cudnnConvolutionBiasActivationForward(
+      scaletrain::cuda::cudnn_handle(ctx), &one, plan.x.get(), x.raw(), plan.w.get(), w_in, plan.conv.get(),
+      static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), work, plan.workspace_bytes, &zero, plan.y.get(), y.raw(),
+      bias.get(), b_in, relu.get(), plan.y.get(), y.raw());
+  if (status == CUDNN_STATUS_NOT_SUPPORTED) {
+    std::lock_guard<std::mutex> lock(fusion_refusals_mutex);
+    if (fusion_refusals().insert(&plan).second)
+      ST_WARN("conv2d_bias_relu_forward: cuDNN does not fuse the bias and ReLU into algorithm "
+              << plan.algo << " for input (" << d.n << ", " << d.h << ", " << d.w << ", " << d.c << "), weight (" << d.o
+              << ", " << d.group_channels() << ", " << d.kh << ", " << d.kw
+              << "); that shape runs the convolution and the ReLU apart");
+    return false;
+  }
+  ST_CHECK_CUDNN(status);
+  return true;
+}
+
+}  // namespace
+
+// The fused op where the plan's format holds x and y (16-bit storage under a mixed precision, or
+// fp32) and cuDNN takes the fusion; the convolution (with its bias) and the ReLU kernel otherwise,
+// whose values are the same but for the rounding: fused, conv + bias is rounded once, as on the
+// CPU; apart, a 16-bit conv result is rounded before the bias is added.
+void conv2d_bias_relu_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
+                              Tensor& y) {
+  const char* op = "conv2d_bias_relu_forward";
+  ST_CHECK(w.dtype() == DType::f32 && b.dtype() == DType::f32,
+           op << ": the filter and bias must be float32 (the fp32 weight copies), got " << dtype_name(w.dtype())
+              << " and " << dtype_name(b.dtype()));
+  require_symmetric_padding(p, op);
+  if (x.numel() > 0) {
+    const ConvDims d = conv_dims(p, x.shape(), w.shape(), op);
+    const ConvPlan& plan = conv_plan(ctx, Direction::forward, d);
+    if (in_plan_format(plan.data, x) && in_plan_format(plan.data, y) && !fusion_refused(plan) &&
+        run_fused_bias_relu(ctx, d, plan, x, w, b, y))
+      return;
+  }
+  ops::cuda::conv2d_forward(ctx, p, x, w, b, y);  // this file's kernel, not the dispatching op
+  ops::cuda::relu_forward(ctx, y, y);
 }
 
 void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
