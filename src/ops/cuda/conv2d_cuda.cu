@@ -593,8 +593,9 @@ void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const 
 
 namespace {
 
-// Plans for which cuDNN refused the fused bias and ReLU (CUDNN_STATUS_NOT_SUPPORTED: its
-// documentation ties some activation modes to some algorithms); they run the two ops from then on.
+// Plans for which cuDNN refused the fused bias and ReLU (its documentation ties some activation
+// modes to some algorithms, and some data types to its fused configurations); they run the two
+// ops from then on.
 std::mutex fusion_refusals_mutex;
 std::set<const ConvPlan*>& fusion_refusals() {
   static auto* refused = new std::set<const ConvPlan*>;  // never destroyed, as the plans
@@ -609,7 +610,7 @@ bool fusion_refused(const ConvPlan& plan) {
 // when its factor is 0), x and y in the plan's format, the filter and the bias copied into it (the
 // bias in y's type, as cuDNN's fused configurations take it; under a mixed precision the bias is a
 // 16-bit value already, so the copy is exact). False where cuDNN does not support the fusion for
-// this plan, which is then remembered; any other error throws.
+// this plan (NOT_SUPPORTED or BAD_PARAM), which is then remembered; any other error throws.
 bool run_fused_bias_relu(Context& ctx, const ConvDims& d, const ConvPlan& plan, const Tensor& x, const Tensor& w,
                          const Tensor& b, Tensor& y) {
   const ConvData& data = plan.data;
@@ -634,12 +635,15 @@ bool run_fused_bias_relu(Context& ctx, const ConvDims& d, const ConvPlan& plan, 
       scaletrain::cuda::cudnn_handle(ctx), &one, plan.x.get(), x.raw(), plan.w.get(), w_in, plan.conv.get(),
       static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), work, plan.workspace_bytes, &zero, plan.y.get(), y.raw(),
       bias.get(), b_in, relu.get(), plan.y.get(), y.raw());
-  if (status == CUDNN_STATUS_NOT_SUPPORTED) {
+  // NOT_SUPPORTED, or BAD_PARAM for a descriptor combination its fused configurations lack (the
+  // bias's type, say): the two ops give the same values, so the run goes on with them, and says so.
+  if (status == CUDNN_STATUS_NOT_SUPPORTED || status == CUDNN_STATUS_BAD_PARAM) {
     std::lock_guard<std::mutex> lock(fusion_refusals_mutex);
     if (fusion_refusals().insert(&plan).second)
-      ST_WARN("conv2d_bias_relu_forward: cuDNN does not fuse the bias and ReLU into algorithm "
-              << plan.algo << " for input (" << d.n << ", " << d.h << ", " << d.w << ", " << d.c << "), weight (" << d.o
-              << ", " << d.group_channels() << ", " << d.kh << ", " << d.kw
+      ST_WARN("conv2d_bias_relu_forward: cuDNN refuses the fused bias and ReLU ("
+              << cudnnGetErrorString(status) << ") with algorithm " << plan.algo << " in " << data.name()
+              << " for input (" << d.n << ", " << d.h << ", " << d.w << ", " << d.c << "), weight (" << d.o << ", "
+              << d.group_channels() << ", " << d.kh << ", " << d.kw
               << "); that shape runs the convolution and the ReLU apart");
     return false;
   }
