@@ -192,8 +192,7 @@ B
 # --fuse conv-bias-relu against none (issue 26, section 3): AlexNet at batch 256 in fp32 and
 # amp-fp16, 10 steps a run, two rounds interleaved; --fuse auto takes it only once it pays here.
 [ -f "$src_dir/tools/bench_gpu_fusion.sh" ] &&
-  printf 'gpu_fusion	bash tools/bench_gpu_fusion.sh
-' >>"$b/benches.sh"
+  printf 'gpu_fusion\tbash tools/bench_gpu_fusion.sh\n' >>"$b/benches.sh"
 # transformer-base fp32 training tokens/s at 4096 batch tokens, scaletrain's and PyTorch's
 # nn.Transformer (TF32 off) on the same GPU (issue 25): 15 steps each, the rate of steps 6 to 15.
 [ -f "$src_dir/tools/bench_transformer.sh" ] &&
