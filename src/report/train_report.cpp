@@ -153,6 +153,7 @@ void set_memory_peaks(const comm::Communicator& comm, const TrainSummary& s, Jso
   for (double p : peaks) per_rank.push_back(static_cast<int64_t>(p));
   d.set("peak_in_use_bytes", s.peak_in_use_bytes);
   d.set("peak_memory_bytes", static_cast<int64_t>(*std::max_element(peaks.begin(), peaks.end())));
+  if (s.allocations_after_first_step >= 0) d.set("allocations_after_first_step", s.allocations_after_first_step);
   d.set("per_rank_peak_memory_bytes", per_rank);
 }
 }  // namespace
@@ -168,6 +169,8 @@ Json device_report(const comm::Communicator& comm, const TrainSummary& s) {
   }
   for (const auto& [key, value] : s.gpu.items()) d.set(key, value);
   d.set("peak_in_use_bytes", s.peak_in_use_bytes);
+  d.set("allocations_after_first_step",
+        s.allocations_after_first_step >= 0 ? Json(s.allocations_after_first_step) : Json());
   const std::vector<RankStats> gpu_time = phase_stats(comm, *s.gpu_timers);
   Json phases = Json::object();
   for (Phase p : {Phase::forward, Phase::backward, Phase::optimizer}) {

@@ -85,6 +85,20 @@ std::atomic<std::size_t> g_host_peak{0};
 // aligned_alloc wants a multiple of the alignment; an empty tensor still gets a block.
 std::size_t host_rounded_bytes(std::size_t bytes) { return bytes == 0 ? 64 : (bytes + 63) / 64 * 64; }
 
+// SCALETRAIN_HOST_CACHE=1 (a measurement hook): host tensors come from a CachingAllocator over
+// aligned_alloc, the GPU's allocator, so that a CPU run shows what a GPU run of the same model
+// reserves beside what it uses (host_tensor_memory_stats then gives the allocator's figures).
+// Never destroyed: tensors may outlive static destruction.
+CachingAllocator* host_cache() {
+  static CachingAllocator* cache = [] {
+    const char* hook = std::getenv("SCALETRAIN_HOST_CACHE");
+    if (hook == nullptr || std::string(hook) != "1") return static_cast<CachingAllocator*>(nullptr);
+    return new CachingAllocator(
+        {[](std::size_t bytes) { return std::aligned_alloc(64, bytes); }, [](void* ptr) { std::free(ptr); }});
+  }();
+  return cache;
+}
+
 void count_host_allocation(std::size_t bytes) {
   const std::size_t now = g_host_in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes;
   std::size_t peak = g_host_peak.load(std::memory_order_relaxed);
@@ -130,6 +144,11 @@ Storage::Storage(std::size_t bytes, Device device, std::shared_ptr<DeviceMemory>
     data_ = memory_->allocate_pinned_host(bytes);
     return;
   }
+  if (CachingAllocator* cache = host_cache()) {
+    data_ = cache->allocate(bytes);
+    ST_CHECK(data_ != nullptr, "out of host memory allocating " << bytes << " bytes");
+    return;
+  }
   const std::size_t rounded = host_rounded_bytes(bytes);
   data_ = std::aligned_alloc(64, rounded);
   ST_CHECK(data_ != nullptr, "out of host memory allocating " << bytes << " bytes");
@@ -141,6 +160,8 @@ Storage::~Storage() {
     memory_->release_pinned_host(data_);
   else if (memory_)
     memory_->release(data_);
+  else if (CachingAllocator* cache = host_cache())
+    cache->release(data_);
   else {
     std::free(data_);
     g_host_in_use.fetch_sub(host_rounded_bytes(bytes_), std::memory_order_relaxed);
@@ -150,9 +171,11 @@ Storage::~Storage() {
 void reset_host_tensor_memory_peak() { g_host_peak.store(g_host_in_use.load(std::memory_order_relaxed)); }
 
 AllocatorStats host_tensor_memory_stats() {
+  if (CachingAllocator* cache = host_cache()) return cache->stats();
   AllocatorStats s;
   s.in_use_bytes = s.reserved_bytes = g_host_in_use.load(std::memory_order_relaxed);
   s.peak_in_use_bytes = s.peak_reserved_bytes = g_host_peak.load(std::memory_order_relaxed);
+  s.underlying_allocations = s.underlying_frees = -1;  // malloc's calls are not counted
   return s;
 }
 

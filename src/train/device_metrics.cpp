@@ -40,6 +40,11 @@ void DeviceMetrics::end(report::Phase phase) noexcept {
 }
 
 void DeviceMetrics::end_step() {
+  // The allocator's count when the first step (the warm-up: every first allocation) has ended,
+  // and at the end of each step since (so that the end of the run, a checkpoint's copies, say,
+  // is left out).
+  allocations_at_last_step_ = ctx_.device_memory_stats().underlying_allocations;
+  if (++steps_ == 1) allocations_at_first_step_ = allocations_at_last_step_;
   if (!events_.enabled()) return;
   const std::vector<double> seconds = events_.collect();
   for (report::Phase p : report::all_phases())
@@ -90,6 +95,11 @@ void DeviceMetrics::fill(report::TrainSummary& s) {
   // less cuDNN's workspaces, plus the loader's batches.
   s.peak_memory_bytes = static_cast<int64_t>(memory.peak_reserved_bytes);
   s.peak_in_use_bytes = static_cast<int64_t>(memory.peak_in_use_bytes);
+  // Underlying allocations (cudaMalloc) from the end of the first step to the end of the last:
+  // none once the cache holds what a step asks for. -1 where not counted (host memory without
+  // SCALETRAIN_HOST_CACHE) or after one step.
+  s.allocations_after_first_step =
+      memory.underlying_allocations >= 0 && steps_ > 1 ? allocations_at_last_step_ - allocations_at_first_step_ : -1;
   if (ctx_.device() != Device::cuda) return;
   s.device_kind = "cuda";
   s.gpu = gpu_;

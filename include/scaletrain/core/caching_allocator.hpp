@@ -1,9 +1,13 @@
 // A caching allocator over an expensive underlying one (cudaMalloc/cudaFree): a released block is
-// kept and handed out again for a request of the same rounded size, so that after the first
-// training step, whose requests repeat every step, no underlying allocation or free happens.
-// Sizes round up to 512 bytes below 1 MiB and to 2 MiB above, so a few shapes share a bin without
-// wasting more than 2 MiB a block. When the underlying allocator has no memory left, every cached
-// block is freed and the request tried once more.
+// kept and handed out again, so that after the first training steps, whose requests repeat every
+// step, no underlying allocation or free happens. Sizes round up to 512 bytes below 1 MiB and to
+// 2 MiB above. A small block is reused for a request of its exact rounded size (many shapes, few
+// bytes). A large request takes the smallest cached large block that holds it, the rest of which
+// stays cached as a block of its own, and a released large block merges with its free neighbours
+// of the same underlying allocation: freed activations of one size serve requests of another, so
+// that what is held stays near what is in use (ResNet-50's step: docs/performance.md). When the
+// underlying allocator has no memory left, every cached block that is a whole underlying
+// allocation is given back and the request tried once more.
 // Blocks are reused in the order they are released: right for one stream of device work (the
 // CUDA backend's compute stream), where a block released by an op is free for every later op.
 // Plain C++ with no device library, so the CPU tests exercise it with malloc underneath.
@@ -14,7 +18,9 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <unordered_map>
+#include <utility>
 
 namespace scaletrain {
 
@@ -44,20 +50,33 @@ class CachingAllocator {
   void* allocate(std::size_t bytes);
   // Returns a block from allocate() to the cache; nullptr is ignored, any other pointer throws.
   void release(void* ptr);
-  // Frees the cached blocks (not those in use).
+  // Frees the cached blocks that are whole underlying allocations (not those in use, nor the
+  // free parts of a large allocation that is partly in use).
   void empty_cache();
   AllocatorStats stats() const;
 
   static std::size_t rounded_size(std::size_t bytes);
 
  private:
-  void* take_cached(std::size_t rounded);
+  // A large block: part (or all) of one underlying allocation, its segment.
+  struct Block {
+    std::size_t size;
+    char* segment;  // the underlying allocation's base
+    bool free;
+  };
+  void* take_small(std::size_t rounded);
+  void* take_large(std::size_t rounded);
+  void* allocate_underlying(std::size_t rounded);
+  void release_large(char* ptr);
   void free_cached_locked();
 
   Underlying underlying_;
   mutable std::mutex mutex_;
-  std::multimap<std::size_t, void*> cached_;       // rounded size -> free block
-  std::unordered_map<void*, std::size_t> in_use_;  // block -> rounded size
+  std::multimap<std::size_t, void*> cached_;            // small: rounded size -> free block
+  std::unordered_map<void*, std::size_t> in_use_;       // every block in use -> its rounded size
+  std::map<char*, Block> large_;                        // every large block, free or not, by address
+  std::set<std::pair<std::size_t, char*>> large_free_;  // the free large blocks by size, then address
+  std::map<char*, std::size_t> segments_;               // large underlying allocations: base -> size
   AllocatorStats stats_;
 };
 

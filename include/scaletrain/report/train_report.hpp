@@ -82,6 +82,7 @@ struct TrainSummary {
   const PhaseTimers* first_step_gpu_timers = nullptr;  // gpu_timers after the first step (the warm-up)
   int64_t peak_memory_bytes = 0;                       // the allocator's peak reserved bytes
   int64_t peak_in_use_bytes = 0;                       // the allocator's peak handed out (tensors)
+  int64_t allocations_after_first_step = -1;           // underlying allocations since step 1; -1: not counted
   double energy_joules = -1.0;                         // the GPU's over the segment; -1 where not read, and why:
   std::string energy_reason;
 };

@@ -87,10 +87,13 @@ std::shared_ptr<DeviceMemory> device_memory(Device device);
 bool device_memory_is_set(Device device);
 
 // The host memory that CPU tensors hold now and at most since the process began (pinned batches
-// aside, which their device's allocator counts); reserved equals in use, as nothing is cached.
+// aside, which their device's allocator counts); reserved equals in use, as nothing is cached, and
+// the allocation counts are -1 (not counted). With SCALETRAIN_HOST_CACHE=1 (a measurement hook)
+// host tensors come from a CachingAllocator, the GPU's, and these are its figures: what a GPU run
+// of the same model would hold beside what it uses.
 AllocatorStats host_tensor_memory_stats();
 // Starts the peak again from what is in use now (PyTorch's reset_peak_memory_stats), so that a
-// test or a benchmark reads the peak of one stretch of work.
+// test or a benchmark reads the peak of one stretch of work. Not under SCALETRAIN_HOST_CACHE.
 void reset_host_tensor_memory_peak();
 
 // Raw memory of one device: 64-byte aligned host memory, or the device's memory, which the

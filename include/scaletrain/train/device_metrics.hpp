@@ -46,6 +46,9 @@ class DeviceMetrics final : public TrainingObserver {
   DeviceEventTimer events_;
   report::PhaseTimers gpu_timers_;
   report::PhaseTimers first_step_gpu_timers_;  // after the first collected step: the warm-up
+  int64_t steps_ = 0;
+  // The allocator's underlying allocations when the first step ended and when the last one did.
+  int64_t allocations_at_first_step_ = 0, allocations_at_last_step_ = 0;
   std::unique_ptr<GpuEnergyMeter> energy_;
   Json gpu_;  // on a GPU: name, memory, compute capability, versions
   std::string pci_bus_id_;
