@@ -51,7 +51,9 @@ def main(path):
     if d.get("peak_memory_bytes") is not None:
         in_use = d.get("peak_in_use_bytes")
         print(f"  peak GPU memory: {d['peak_memory_bytes'] / 2**20:.0f} MiB reserved" +
-              (f", {in_use / 2**20:.0f} MiB in use (as PyTorch's max_memory_allocated)" if in_use is not None else ""))
+              (f", {in_use / 2**20:.0f} MiB in use (as PyTorch's max_memory_allocated)" if in_use is not None else "") +
+              (f", {d['allocations_after_first_step']} cudaMalloc after the first step"
+               if d.get("allocations_after_first_step") is not None else ""))
     algos = d.get("conv_algorithms") or []
     count = collections.Counter((a["direction"], a["algo"], a["math"]) for a in algos)
     for (direction, algo, math), n in sorted(count.items()):
