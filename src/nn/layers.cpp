@@ -122,29 +122,29 @@ void Conv2d::list_ops(ops::OpNames& ops, bool training) const {
   if (training) ops.insert({"conv2d_backward_data", "conv2d_backward_filter"});
 }
 
-Tensor Conv2d::forward(Context& ctx, const Tensor& x, bool training) {
+// The output buffer for x, after checking that x fits the layer.
+Tensor Conv2d::output_for(Context& ctx, const Tensor& x) {
   check_channels_last(x, in_channels_, name_);
-  const Tensor& w = params_->value(weight_);
-  const Shape out = ops::conv2d_output_shape(conv_, x.shape(), w.shape());
+  const Shape out = ops::conv2d_output_shape(conv_, x.shape(), params_->value(weight_).shape());
   ST_CHECK(out[1] > 0 && out[2] > 0, "input " << x.dim(1) << "x" << x.dim(2) << " is too small for " << name_
                                               << " (kernel " << spec_.kernel_h << "x" << spec_.kernel_w << ", stride "
                                               << spec_.stride_h << "x" << spec_.stride_w << ", padding " << spec_.pad_h
                                               << "x" << spec_.pad_w << ")");
-  Tensor y = reuse_activation(y_buffer_, out, ctx);
+  return reuse_activation(y_buffer_, out, ctx);
+}
+
+Tensor Conv2d::forward(Context& ctx, const Tensor& x, bool training) {
+  Tensor y = output_for(ctx, x);
   const Tensor no_bias;
-  ops::conv2d_forward(ctx, conv_, x, w, bias_ >= 0 ? params_->value(bias_) : no_bias, y);
+  ops::conv2d_forward(ctx, conv_, x, params_->value(weight_), bias_ >= 0 ? params_->value(bias_) : no_bias, y);
   x_ = x;
   return y;
 }
 
 Tensor Conv2d::forward_bias_relu(Context& ctx, const Tensor& x) {
   ST_CHECK(bias_ >= 0, name_ << ": the fused bias and ReLU needs a convolution with a bias");
-  check_channels_last(x, in_channels_, name_);
-  const Tensor& w = params_->value(weight_);
-  const Shape out = ops::conv2d_output_shape(conv_, x.shape(), w.shape());
-  ST_CHECK(out[1] > 0 && out[2] > 0, "input " << x.dim(1) << "x" << x.dim(2) << " is too small for " << name_);
-  Tensor y = reuse_activation(y_buffer_, out, ctx);
-  ops::conv2d_bias_relu_forward(ctx, conv_, x, w, params_->value(bias_), y);
+  Tensor y = output_for(ctx, x);
+  ops::conv2d_bias_relu_forward(ctx, conv_, x, params_->value(weight_), params_->value(bias_), y);
   x_ = x;
   return y;
 }

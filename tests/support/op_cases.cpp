@@ -158,13 +158,18 @@ std::string conv_params_name(const RefConv2dDims& d, bool bias) {
   return name;
 }
 
+// The op's parameters for the reference's dimensions.
+ops::Conv2dParams conv_params_of(const RefConv2dDims& d) {
+  return ops::Conv2dParams::per_side(static_cast<int>(d.stride_h), static_cast<int>(d.stride_w),
+                                     static_cast<int>(d.pad_top), static_cast<int>(d.pad_bottom),
+                                     static_cast<int>(d.pad_left), static_cast<int>(d.pad_right),
+                                     static_cast<int>(d.groups));
+}
+
 // cpu_only: why the case cannot run on CUDA (empty: it runs everywhere).
 OpCase conv2d_case(const RefConv2dDims& d, bool bias, uint64_t seed, const std::string& cpu_only = "") {
   const Shape xs{d.n, d.h, d.w, d.c}, ws{d.o, d.group_channels(), d.kh, d.kw}, ys{d.n, d.oh(), d.ow(), d.o}, bs{d.o};
-  const auto p = ops::Conv2dParams::per_side(static_cast<int>(d.stride_h), static_cast<int>(d.stride_w),
-                                             static_cast<int>(d.pad_top), static_cast<int>(d.pad_bottom),
-                                             static_cast<int>(d.pad_left), static_cast<int>(d.pad_right),
-                                             static_cast<int>(d.groups));
+  const ops::Conv2dParams p = conv_params_of(d);
   OpCase c;
   c.name = "conv2d " + conv_params_name(d, bias) + " N" + std::to_string(d.n) + " " + std::to_string(d.h) + "x" +
            std::to_string(d.w) + " C" + std::to_string(d.c) + "->O" + std::to_string(d.o);
@@ -215,10 +220,7 @@ OpCase conv2d_case(const RefConv2dDims& d, bool bias, uint64_t seed, const std::
 // give y too. Forward only: its backward is the ReLU's and the convolution's, checked above.
 OpCase conv2d_bias_relu_case(const RefConv2dDims& d, uint64_t seed) {
   const Shape xs{d.n, d.h, d.w, d.c}, ws{d.o, d.group_channels(), d.kh, d.kw}, ys{d.n, d.oh(), d.ow(), d.o}, bs{d.o};
-  const auto p = ops::Conv2dParams::per_side(static_cast<int>(d.stride_h), static_cast<int>(d.stride_w),
-                                             static_cast<int>(d.pad_top), static_cast<int>(d.pad_bottom),
-                                             static_cast<int>(d.pad_left), static_cast<int>(d.pad_right),
-                                             static_cast<int>(d.groups));
+  const ops::Conv2dParams p = conv_params_of(d);
   OpCase c;
   c.name = "conv2d_bias_relu " + conv_params_name(d, true) + " N" + std::to_string(d.n) + " " + std::to_string(d.h) +
            "x" + std::to_string(d.w) + " C" + std::to_string(d.c) + "->O" + std::to_string(d.o);

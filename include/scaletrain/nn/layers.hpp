@@ -135,6 +135,8 @@ class Conv2d : public Module {
   const ConvSpec& spec() const { return spec_; }
 
  private:
+  Tensor output_for(Context& ctx, const Tensor& x);
+
   ParameterSet* params_;
   std::string name_;
   int in_channels_, out_channels_;

@@ -158,15 +158,14 @@ void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const 
   e.prim.execute(stream, args);
 }
 
-// The two ops' arithmetic: the convolution with its bias, then the ReLU over y in place (the same
-// expression as relu_forward, so the same bits as the unfused layers).
+void relu_forward(Context& ctx, const Tensor& x, Tensor& y);  // activation_cpu.cpp
+
+// The two ops' arithmetic: the convolution with its bias, then the ReLU's kernel over y in place,
+// so the same bits as the unfused layers.
 void conv2d_bias_relu_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
                               Tensor& y) {
   cpu::conv2d_forward(ctx, p, x, w, b, y);
-  const int64_t n = y.numel();
-  float* yp = y.data<float>();
-#pragma omp parallel for simd schedule(static) if (n >= (1 << 15))
-  for (int64_t i = 0; i < n; ++i) yp[i] = yp[i] < 0.0f ? 0.0f : yp[i];
+  cpu::relu_forward(ctx, y, y);
 }
 
 void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
