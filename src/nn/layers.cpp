@@ -1,9 +1,9 @@
 // Layers: thin stateful wrappers over the ops. Output buffers are owned by the layer and reused
 // between steps (reuse_buffer): they all live until backward anyway. Input gradients are fresh
 // tensors (fresh_activation), freed as soon as the layer before has read them, which halves the
-// activation memory of a step; the GPU's caching allocator makes their allocation a lookup. Parameter gradients are
-// written straight into the ParameterSet's flat gradient buffer and marked ready at once, so that a bucketed all-reduce
-// can start while the rest of backward runs.
+// activation memory of a step; the GPU's caching allocator makes their allocation a lookup.
+// Parameter gradients are written straight into the ParameterSet's flat gradient buffer and marked
+// ready at once, so that a bucketed all-reduce can start while the rest of backward runs.
 #include "scaletrain/nn/layers.hpp"
 
 #include <cmath>

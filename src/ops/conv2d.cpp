@@ -86,27 +86,29 @@ void check_bias(const Context& ctx, const Tensor& b, int64_t channels, const cha
 }
 }  // namespace
 
-void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
-  check_tensor(ctx, x, "conv2d_forward", "x");
-  check_tensor(ctx, w, "conv2d_forward", "w");
-  check_tensor(ctx, y, "conv2d_forward", "y");
-  check_shape(y, conv2d_output_shape(p, x.shape(), w.shape()), "conv2d_forward", "y");
-  check_bias(ctx, b, w.dim(0), "conv2d_forward", "b");
-  // Per output element, one multiply-add per weight of its group: w is (O, C / groups, KH, KW).
+namespace {
+// The forward ops' checks, and their multiply-adds: per output element, one per weight of its
+// group (w is (O, C / groups, KH, KW)).
+void check_forward(const Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
+                   const Tensor& y, const char* op) {
+  check_tensor(ctx, x, op, "x");
+  check_tensor(ctx, w, op, "w");
+  check_tensor(ctx, y, op, "y");
+  check_shape(y, conv2d_output_shape(p, x.shape(), w.shape()), op, "y");
+  check_bias(ctx, b, w.dim(0), op, "b");
   count_macs(y.numel() * w.dim(1) * w.dim(2) * w.dim(3));
+}
+}  // namespace
+
+void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+  check_forward(ctx, p, x, w, b, y, "conv2d_forward");
   return conv2d_forward_op(ctx, p, x, w, b, y);
 }
 
 void conv2d_bias_relu_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
                               Tensor& y) {
-  const char* op = "conv2d_bias_relu_forward";
-  check_tensor(ctx, x, op, "x");
-  check_tensor(ctx, w, op, "w");
-  check_tensor(ctx, y, op, "y");
-  check_shape(y, conv2d_output_shape(p, x.shape(), w.shape()), op, "y");
-  ST_CHECK(b.defined(), op << ": needs a bias (a convolution without one runs conv2d_forward)");
-  check_bias(ctx, b, w.dim(0), op, "b");
-  count_macs(y.numel() * w.dim(1) * w.dim(2) * w.dim(3));
+  ST_CHECK(b.defined(), "conv2d_bias_relu_forward: needs a bias (a convolution without one runs conv2d_forward)");
+  check_forward(ctx, p, x, w, b, y, "conv2d_bias_relu_forward");
   return conv2d_bias_relu_forward_op(ctx, p, x, w, b, y);
 }
 

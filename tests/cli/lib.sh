@@ -7,15 +7,23 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# run_failing NAME CMD...: runs CMD with a 60 s limit into $out and $rc (the caller's locals);
+# fails the test unless it exited non-zero without hanging.
+run_failing() {
+  local name=$1
+  shift
+  out=$(timeout 60 "$@" 2>&1) || rc=$?
+  [ "$rc" -ne 0 ] || fail "$name: exited 0, expected an error: $out"
+  [ "$rc" -ne 124 ] || fail "$name: hung (killed after 60 s)"
+}
+
 # expect_failure NAME PATTERN CMD...: CMD must exit non-zero within 60 s (no hang) and its
 # stderr must contain PATTERN (a fixed string).
 expect_failure() {
   local name=$1 pattern=$2
   shift 2
   local out rc=0
-  out=$(timeout 60 "$@" 2>&1) || rc=$?
-  [ "$rc" -ne 0 ] || fail "$name: exited 0, expected an error: $out"
-  [ "$rc" -ne 124 ] || fail "$name: hung (killed after 60 s)"
+  run_failing "$name" "$@"
   grep -qF -- "$pattern" <<<"$out" || fail "$name: message does not mention '$pattern': $out"
   echo "ok: $name (exit $rc)"
 }
@@ -28,14 +36,11 @@ expect_agreed_failure() {
   local name=$1 pattern=$2
   shift 2
   local out rc=0
-  out=$(timeout 60 "$@" 2>&1) || rc=$?
-  [ "$rc" -ne 0 ] || fail "$name: exited 0, expected an error: $out"
-  [ "$rc" -ne 124 ] || fail "$name: hung (killed after 60 s)"
+  run_failing "$name" "$@"
   [ "$(grep -cF -- "$pattern" <<<"$out")" -eq 1 ] && ! grep -q "MPI_ABORT" <<<"$out" ||
     fail "$name: expected one line mentioning '$pattern' and no MPI_Abort: $out"
   echo "ok: $name (exit $rc, one error line, no MPI_Abort)"
 }
-
 
 # our_scaletrain_pids: the running processes of this build's scaletrain ($BIN/scaletrain), not
 # those of another build or job on the same machine.

@@ -220,7 +220,6 @@ class ConvReLU : public Module {
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) override;
   void initialize(Rng& rng) override { conv_.initialize(rng); }
   void list_ops(ops::OpNames& ops, bool training) const override;
-  const Conv2d& conv() const { return conv_; }
 
  private:
   Conv2d conv_;
