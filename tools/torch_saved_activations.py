@@ -3,7 +3,9 @@
 forward (torchvision, channels_last, fp32, 224x224, on the CPU): the bytes of every distinct storage
 autograd saves (the weights among them), through saved_tensors_hooks. The independent figure beside
 scaletrain's device.peak_in_use_bytes on the CPU (tools/bench_memory.sh); on a GPU, PyTorch's
-max_memory_allocated adds its parameters' gradients, optimizer state and transients to it."""
+max_memory_allocated adds its parameters' gradients, optimizer state and transients to it. Bytes
+only, no timing: which BLAS torch runs on does not change them (tools/torch_blas.py is for the
+speed baselines)."""
 import sys
 
 import torch
