@@ -229,10 +229,13 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "H100; 10 mantissa bits in the products): faster, no longer fp32-exact. Off by default; no effect on a "
       "CPU or a V100")(
       "conv-algo", po::value(&c.conv_algo)->default_value(c.conv_algo),
-      "heuristic | search: how cuDNN's convolution algorithm is chosen per shape on a GPU. heuristic: the first "
-      "usable one of cuDNN's heuristics; search: cuDNN times each algorithm once per shape (in the first step) and "
-      "the fastest usable one runs, as PyTorch's cudnn.benchmark (backward: the fastest deterministic one). "
-      "report.json's device.conv_algorithms says which ran and how it was chosen. No effect on a CPU");
+      "heuristic | search | graph | graph-search: how cuDNN's convolution kernels are chosen per shape on a GPU. "
+      "heuristic: the first usable algorithm of cuDNN's heuristics (its legacy API); search: cuDNN times each "
+      "algorithm once per shape (in the first step) and the fastest usable one runs, as PyTorch's cudnn.benchmark "
+      "(backward: the fastest deterministic one); graph: cuDNN's graph API, the first engine its heuristics offer "
+      "(the engines PyTorch's cuDNN path uses, some of which the legacy API cannot reach); graph-search: the graph "
+      "API's engines timed once per shape, the fastest runs. A shape the graph API cannot plan runs the legacy "
+      "way. report.json's device.conv_algorithms says which ran and how it was chosen. No effect on a CPU");
   po::options_description schedule("schedule and optimizer", kHelpWidth);
   schedule.add_options()("epochs", po::value(&c.epochs)->default_value(c.epochs), "epochs to train")(
       "max-steps", po::value(&c.max_steps)->default_value(c.max_steps), "stop after N optimizer steps (0 = no limit)")(

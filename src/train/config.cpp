@@ -141,8 +141,8 @@ void check_input(const TrainConfig& c) {
   require(c.data_prefetch >= 1, "--prefetch must be at least 1, got " + std::to_string(c.data_prefetch));
   require(one_of(c.input_copy, {"auto", "overlap", "inline"}),
           "unknown --input-copy '" + c.input_copy + "' (known: auto, overlap, inline)");
-  require(one_of(c.conv_algo, {"heuristic", "search"}),
-          "unknown --conv-algo '" + c.conv_algo + "' (known: heuristic, search)");
+  require(one_of(c.conv_algo, {"heuristic", "search", "graph", "graph-search"}),
+          "unknown --conv-algo '" + c.conv_algo + "' (known: heuristic, search, graph, graph-search)");
   const std::vector<std::string> fusions = fuse_list(c.fuse);
   const bool known_fusions = std::all_of(fusions.begin(), fusions.end(), [](const std::string& f) {
     return one_of(f, {"bn-add-relu", "conv-bias-relu"});

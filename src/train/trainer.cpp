@@ -349,10 +349,11 @@ void Training::open_context() {
   ctx_->set_precision(parse_precision(cfg_.precision));
   ctx_->set_fuse_bn_add_relu(fuses(fuse_used(), "bn-add-relu"));
   ctx_->set_fuse_conv_bias_relu(fuses(fuse_used(), "conv-bias-relu"));
-  ctx_->set_conv_search(cfg_.conv_algo == "search");
+  ctx_->set_conv_search(cfg_.conv_algo == "search" || cfg_.conv_algo == "graph-search");
+  ctx_->set_conv_graph(cfg_.conv_algo == "graph" || cfg_.conv_algo == "graph-search");
   if (cfg_.tf32 && device_.device == Device::cpu) device_.log_lines.push_back("--tf32 has no effect on the CPU");
-  if (cfg_.conv_algo == "search" && device_.device == Device::cpu)
-    device_.log_lines.push_back("--conv-algo search has no effect on the CPU");
+  if (cfg_.conv_algo != "heuristic" && device_.device == Device::cpu)
+    device_.log_lines.push_back("--conv-algo " + cfg_.conv_algo + " has no effect on the CPU");
   device_metrics_ = std::make_unique<DeviceMetrics>(*ctx_, device_);
 }
 

@@ -37,7 +37,7 @@ expect_failure "lazy_adam with weight decay" "--weight-decay 0.01: --optimizer l
   "$BIN/scaletrain" train --data "$T/gray" --optimizer lazy_adam --weight-decay 0.01
 expect_failure "an unknown optimizer" "unknown --optimizer 'lazyadam' (known: sgd, lars, adam, lazy_adam)" \
   "$BIN/scaletrain" train --data "$T/gray" --optimizer lazyadam
-expect_failure "an unknown --conv-algo" "unknown --conv-algo 'fastest' (known: heuristic, search)" \
+expect_failure "an unknown --conv-algo" "unknown --conv-algo 'fastest' (known: heuristic, search, graph, graph-search)" \
   "$BIN/scaletrain" train --data "$T/gray" --conv-algo fastest
 # The schedule's shape options belong to one schedule each; auxiliary heads to models that have them.
 expect_failure "step epochs not numbers" "--lr-step-epochs '20,x': 'x' is not an epoch" \

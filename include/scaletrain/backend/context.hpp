@@ -72,6 +72,11 @@ class Context {
   // the CPU.
   void set_conv_search(bool search) { conv_search_ = search; }
   bool conv_search() const { return conv_search_; }
+  // --conv-algo graph | graph-search: convolutions planned through cuDNN's graph (backend) API,
+  // its engines and their heuristics (with search: the engines timed), rather than the legacy
+  // API's algorithms; a shape the graph API cannot plan runs the legacy way. No effect on the CPU.
+  void set_conv_graph(bool graph) { conv_graph_ = graph; }
+  bool conv_graph() const { return conv_graph_; }
   // The device allocator's figures (peak memory, allocations); on the CPU the process's host
   // tensor memory (host_tensor_memory_stats: in use and its peak, no cache, no allocation counts).
   AllocatorStats device_memory_stats() const;
@@ -90,6 +95,7 @@ class Context {
   bool fuse_bn_add_relu_ = false;
   bool fuse_conv_bias_relu_ = false;
   bool conv_search_ = false;
+  bool conv_graph_ = false;
   std::unique_ptr<Impl> impl_;
 };
 

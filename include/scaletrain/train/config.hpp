@@ -113,8 +113,9 @@ struct TrainConfig {
   std::string device = "auto";  // --device: auto | cpu | cuda (train/device_choice.hpp)
   bool tf32 = false;            // --tf32: TF32 tensor cores for fp32 on Ampere and newer GPUs
   // --conv-algo: heuristic (cuDNN's heuristics' first usable algorithm per convolution shape) |
-  // search (cuDNN times them once per shape, as PyTorch's cudnn.benchmark). heuristic until a GPU
-  // has measured whether search pays.
+  // search (cuDNN times them once per shape, as PyTorch's cudnn.benchmark) | graph, graph-search
+  // (the same through cuDNN's graph API and its engines). heuristic until a GPU has measured
+  // which pays.
   std::string conv_algo = "heuristic";
   int data_prefetch = 2;
   // --input-copy (train/device_batches.hpp): how a batch reaches a GPU. auto: overlap on a GPU,
