@@ -82,6 +82,12 @@ Json conv_algorithms_json(const std::vector<ops::ConvAlgorithmRecord>& records) 
     j.set("search_ms", timed ? Json(r.search.chosen_ms) : Json());
     j.set("fastest_ms", timed ? Json(r.search.fastest_ms) : Json());
     j.set("fastest_algo", timed ? Json(static_cast<int64_t>(r.search.fastest_algo)) : Json());
+    // The graph API's engine where one runs the shape (--conv-algo graph | graph-search; algo is
+    // then -1 and fastest_algo an engine's index): null where the legacy API runs it.
+    const bool engine = r.engine >= 0;
+    j.set("engine", engine ? Json(static_cast<int64_t>(r.engine)) : Json());
+    j.set("engine_knobs", engine ? Json(r.engine_knobs) : Json());
+    j.set("engine_notes", engine ? Json(r.engine_notes) : Json());
     all.push_back(j);
   }
   return all;

@@ -1,5 +1,7 @@
 // Which cuDNN convolution algorithm to run, as a plain function of cuDNN's heuristic results, and
-// the process's record of what was chosen per shape (report.json's device.conv_algorithms).
+// the process's record of what was chosen per shape (report.json's device.conv_algorithms). The
+// graph API's engines (--conv-algo graph | graph-search, src/ops/cuda/cudnn_graph.cu) go through
+// the same rule: each engine a candidate, its global index as `algo`.
 //
 // Free of cuDNN headers so that the choice is unit-tested on every machine: src/ops/cuda/
 // conv2d_cuda.cu turns cudnnConvolution*AlgoPerf_t into ConvCandidate and back.
@@ -63,13 +65,21 @@ struct ConvAlgorithmRecord {
   int n = 0, h = 0, w = 0, c = 0, o = 0, kh = 0, kw = 0, stride = 0, padding = 0;
   int stride_w = 0, padding_w = 0, groups = 1;
   bool tf32 = false;
-  std::string data = "f32";  // the operands' type: f32, or f16 / bf16 under a mixed precision
-  int algo = 0;
-  ConvMath math = ConvMath::fma;  // the descriptor's
+  std::string data = "f32";       // the operands' type: f32, or f16 / bf16 under a mixed precision
+  int algo = 0;                   // the legacy API's algorithm; -1 where a graph-API engine runs the shape
+  ConvMath math = ConvMath::fma;  // the descriptor's (a graph engine: tensor_op where it uses tensor cores)
   std::size_t workspace_bytes = 0;
   bool deterministic = false;
-  std::string chosen_by = "heuristic";  // heuristic | search (--conv-algo), or why a search fell back
-  ConvSearchTimes search;               // a search's times (chosen_by search), else -1
+  // heuristic | search (--conv-algo), graph | graph-search (cuDNN's graph API ran it), or a legacy
+  // choice with why its search or the graph API fell back, e.g. "heuristic (graph API: ...)".
+  std::string chosen_by = "heuristic";
+  ConvSearchTimes search;  // a search's times (chosen_by search or graph-search), else -1; after a
+                           // graph search fastest_algo is the fastest engine's global index
+  // The graph API's engine (chosen_by graph or graph-search): cuDNN's global engine index, its
+  // knob choices ("knob type=value" pairs, cudnnBackendKnobType_t numbers) and its numerical
+  // notes (tensor_core, winograd, ...); -1 and empty where the legacy API runs the shape.
+  int engine = -1;
+  std::string engine_knobs, engine_notes;
 };
 
 void record_conv_algorithm(const ConvAlgorithmRecord& record);

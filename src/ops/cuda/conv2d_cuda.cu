@@ -54,6 +54,24 @@
 // time. A search that fails (its buffers do not fit beside the caching allocator's, say) falls
 // back to the heuristics for that shape, and report.json's `chosen_by` says why.
 //
+// Graph API (--conv-algo graph | graph-search, Context::conv_graph): each plan also asks cuDNN's
+// graph (backend) API for an execution plan of the same convolution (cudnn_graph.hpp: the same
+// NHWC x and y, the same OHWI filter, engines from CUDNN_HEUR_MODE_A, else its fallback mode,
+// filtered by their numerical notes as the legacy rule filters math types, backward preferring a
+// deterministic engine; graph-search times up to 8 of them in the first step that meets the
+// shape). The legacy API reaches only the engines behind its algorithm enums; PyTorch's cuDNN path
+// takes the graph API's. Where the graph API yields a plan, it runs the shape: operand preparation
+// (the transposes, the 16-bit copies, the bias, the result's conversion) is the same, only the
+// cudnnConvolution* call becomes cudnnBackendExecute with a variant pack, and the scratch is sized
+// for the graph plan's workspace. Where it yields none (any refused step; grouped shapes), the
+// shape runs the legacy way and chosen_by says why ("heuristic (graph API: ...)"); with
+// graph-search the legacy search then runs, as with --conv-algo search. The legacy descriptors and
+// algorithm are built in every case: the fallback, the unaligned call's path (the graph plan is
+// made for 16-byte aligned operands) and the fused epilogue's, which stays legacy. A graph plan
+// that fails to execute throws (run_graph_plan says why this is not a fallback). report.json
+// records the engine's global index, knobs and numerical notes, and chosen_by graph or
+// graph-search.
+//
 // Fused epilogue (conv2d_bias_relu_forward, --fuse conv-bias-relu): the forward plan's descriptors
 // and algorithm with cudnnConvolutionBiasActivationForward, bias and ReLU applied to the fp32
 // accumulation before the one rounding; a plan for which cuDNN refuses it runs the two ops.
@@ -62,6 +80,8 @@
 // when beta is 0.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,6 +93,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_context.hpp"
+#include "ops/cuda/cudnn_graph.hpp"
 #include "ops/cuda/cudnn_util.hpp"
 #include "ops/cuda/grid_stride.cuh"
 #include "ops/cuda/half_gemm.hpp"
@@ -158,11 +179,12 @@ struct PlanKey {
   Direction direction;
   bool tf32;    // the Context allows TF32 (--tf32): another math type, other algorithms
   bool search;  // --conv-algo search: chosen by timing, not by heuristics
+  bool graph;   // --conv-algo graph*: the graph API's engines, never mixed with legacy-only plans
   int data;     // the operands' cudnnDataType_t
   ConvDims dims;
   bool operator<(const PlanKey& o) const {
-    return std::tuple_cat(std::tie(gpu, direction, tf32, search, data), dims.tie()) <
-           std::tuple_cat(std::tie(o.gpu, o.direction, o.tf32, o.search, o.data), o.dims.tie());
+    return std::tuple_cat(std::tie(gpu, direction, tf32, search, graph, data), dims.tie()) <
+           std::tuple_cat(std::tie(o.gpu, o.direction, o.tf32, o.search, o.graph, o.data), o.dims.tie());
   }
 };
 
@@ -176,9 +198,19 @@ struct ConvPlan {
   int algo = 0;                   // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, per the key's direction
   ConvMath math = ConvMath::fma;  // the descriptor's math type
   bool deterministic = false;
-  std::size_t workspace_bytes = 0;
-  std::string chosen_by = "heuristic";  // or "search", or why a search fell back
+  std::size_t workspace_bytes = 0;      // the legacy algorithm's (also the fused epilogue's)
+  std::string chosen_by = "heuristic";  // or "search", or why a search or the graph API fell back
   ConvSearchTimes search;               // a search's times: the chosen algorithm's and the fastest's
+  // --conv-algo graph | graph-search: the graph API's plan, which runs the shape; the legacy
+  // descriptors and algorithm above stay as its fallback and for the fused epilogue.
+  std::unique_ptr<graph::GraphPlan> graph;
+  mutable std::atomic<bool> warned_unaligned{false};  // the legacy call ran a call the graph plan could not
+
+  // The workspace a call may need: the graph plan's, or the legacy algorithm's when a call's
+  // operands are not aligned for the graph plan and the legacy call runs it instead.
+  std::size_t scratch_workspace_bytes() const {
+    return graph ? std::max(graph->workspace_bytes, workspace_bytes) : workspace_bytes;
+  }
 };
 
 // cuDNN's heuristic results as plain candidates for choose_conv_algorithm (conv_algorithm.hpp,
@@ -228,6 +260,19 @@ const Perf& adopt_algorithm(ConvPlan& plan, Direction dir, const ConvDims& d, co
   return chosen;
 }
 
+// The graph plan's engine in the record: algo -1, the engine's index, knobs and notes.
+void record_graph_engine(const graph::GraphPlan& g, ConvAlgorithmRecord& r) {
+  r.algo = -1;
+  r.math = g.engine.tensor_core ? ConvMath::tensor_op : ConvMath::fma;
+  r.workspace_bytes = g.workspace_bytes;
+  r.deterministic = !g.engine.nondeterministic;
+  r.chosen_by = g.chosen_by;
+  r.search = g.search;
+  r.engine = static_cast<int>(g.engine.global_index);
+  r.engine_knobs = g.knobs;
+  r.engine_notes = g.engine.notes;
+}
+
 // The plan's choice, for report.json (device.conv_algorithms): what cuDNN picked per shape.
 void record_plan(const ConvPlan& plan, Direction dir, const ConvDims& d, bool tf32, const ConvData& data) {
   ConvAlgorithmRecord r;
@@ -242,6 +287,7 @@ void record_plan(const ConvPlan& plan, Direction dir, const ConvDims& d, bool tf
   r.deterministic = plan.deterministic;
   r.chosen_by = plan.chosen_by;
   r.search = plan.search;
+  if (plan.graph) record_graph_engine(*plan.graph, r);
   record_conv_algorithm(r);
 }
 
@@ -344,7 +390,6 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
       break;
     }
   }
-  record_plan(*plan, dir, d, tf32, data);
   return plan;
 }
 
@@ -359,6 +404,65 @@ std::unique_ptr<ConvPlan> make_plan_or_fp32(cudnnHandle_t handle, Direction dir,
   }
 }
 
+graph::ConvDirection graph_direction(Direction dir) {
+  switch (dir) {
+    case Direction::backward_data:
+      return graph::ConvDirection::backward_data;
+    case Direction::backward_filter:
+      return graph::ConvDirection::backward_filter;
+    case Direction::forward:
+      break;
+  }
+  return graph::ConvDirection::forward;
+}
+
+// The graph API's plan for the legacy plan's format, or why there is none. Grouped shapes stay
+// legacy: the graph API infers the groups from the filter's channels, which no GPU run here has
+// checked yet, and no model we time has them.
+std::string attach_graph_plan(Context& ctx, ConvPlan& plan, Direction dir, const ConvDims& d, bool tf32, bool search) {
+  if (d.groups > 1) return "grouped convolutions run the legacy way";
+  graph::ConvGeometry g;
+  g.n = d.n, g.c = d.c, g.h = d.h, g.w = d.w, g.o = d.o, g.kh = d.kh, g.kw = d.kw, g.oh = d.oh, g.ow = d.ow;
+  g.stride_h = d.stride_h, g.stride_w = d.stride_w, g.pad_h = d.pad_h, g.pad_w = d.pad_w;
+  graph::GraphPlanRequest request;
+  request.direction = graph_direction(dir);
+  request.data = plan.data.type();
+  request.tf32 = tf32;
+  request.prefer_deterministic = dir != Direction::forward;  // as the legacy rule
+  request.search = search;
+  request.max_workspace_bytes = kMaxWorkspaceBytes;
+  graph::GraphPlanResult result = graph::make_conv_graph_plan(ctx, g, request);
+  plan.graph = std::move(result.plan);
+  return result.why_not;
+}
+
+// "heuristic (graph API: why)", or "heuristic (the search failed: X; graph API: why)".
+std::string with_graph_reason(const std::string& chosen_by, const std::string& why) {
+  const std::string reason = "graph API: " + why;
+  if (!chosen_by.empty() && chosen_by.back() == ')')
+    return chosen_by.substr(0, chosen_by.size() - 1) + "; " + reason + ")";
+  return chosen_by + " (" + reason + ")";
+}
+
+// A shape's plan: the legacy one, and with --conv-algo graph* the graph API's beside it. In graph
+// mode the legacy plan is the fallback (and the fused epilogue's), chosen by its heuristics; only
+// where the graph API has no plan and a search was asked does the legacy search run, as
+// --conv-algo search would.
+std::unique_ptr<ConvPlan> make_conv_plan(Context& ctx, Direction dir, const ConvDims& d, bool tf32, bool search,
+                                         bool use_graph, const ConvData& data) {
+  const cudnnHandle_t handle = scaletrain::cuda::cudnn_handle(ctx);
+  std::unique_ptr<ConvPlan> plan = make_plan_or_fp32(handle, dir, d, tf32, search && !use_graph, data);
+  if (use_graph) {
+    const std::string why = attach_graph_plan(ctx, *plan, dir, d, tf32, search);
+    if (!plan->graph) {
+      if (search) plan = make_plan_or_fp32(handle, dir, d, tf32, true, data);
+      plan->chosen_by = with_graph_reason(plan->chosen_by, why);
+    }
+  }
+  record_plan(*plan, dir, d, tf32, plan->data);
+  return plan;
+}
+
 // The process's plans. Built under the lock (once per shape, from heuristics: cheap); a plan is
 // never changed or freed after, so the reference stays valid without the lock. The map is never
 // destroyed: destroying its descriptors at exit would call into cuDNN during static destruction,
@@ -371,11 +475,11 @@ const ConvPlan& conv_plan(Context& ctx, Direction dir, const ConvDims& d) {
   const bool tf32 = ctx.allow_tf32();
   const ConvData data = conv_data(ctx);
   const bool search = ctx.conv_search();
-  const PlanKey key{gpu, dir, tf32, search, static_cast<int>(data.type()), d};
+  const bool use_graph = ctx.conv_graph();
+  const PlanKey key{gpu, dir, tf32, search, use_graph, static_cast<int>(data.type()), d};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = plans->find(key);
-  if (it == plans->end())
-    it = plans->emplace(key, make_plan_or_fp32(scaletrain::cuda::cudnn_handle(ctx), dir, d, tf32, search, data)).first;
+  if (it == plans->end()) it = plans->emplace(key, make_conv_plan(ctx, dir, d, tf32, search, use_graph, data)).first;
   return *it->second;
 }
 
@@ -434,8 +538,9 @@ Scratch scratch_for(Context& ctx, const ConvDims& d, const ConvPlan& plan, const
   const std::size_t x_bytes = copy_bytes_for(data, x_like);
   const std::size_t w_bytes = data.copy_bytes(w_count);
   const std::size_t y_bytes = copy_bytes_for(data, y_like);
-  char* block = static_cast<char*>(
-      scaletrain::cuda::workspace(ctx, weight_bytes + x_bytes + w_bytes + y_bytes + plan.workspace_bytes));
+  const std::size_t work_bytes = plan.scratch_workspace_bytes();
+  char* block =
+      static_cast<char*>(scaletrain::cuda::workspace(ctx, weight_bytes + x_bytes + w_bytes + y_bytes + work_bytes));
   Scratch s;
   std::size_t offset = 0;
   if (weight_bytes > 0) s.weights = reinterpret_cast<float*>(block);
@@ -444,7 +549,7 @@ Scratch scratch_for(Context& ctx, const ConvDims& d, const ConvPlan& plan, const
   if (w_bytes > 0) s.w = block + offset + x_bytes;
   if (y_bytes > 0) s.y = block + offset + x_bytes + w_bytes;
   offset += x_bytes + w_bytes + y_bytes;
-  if (plan.workspace_bytes > 0) s.workspace = block + offset;
+  if (work_bytes > 0) s.workspace = block + offset;
   return s;
 }
 
@@ -554,6 +659,42 @@ void bias_gradient(Context& ctx, const Tensor& dy, Tensor& db, const char* op) {
                                               &zero, descs.bias.get(), db.raw()));
 }
 
+std::string shape_text(const ConvDims& d) {
+  std::ostringstream os;
+  os << "input (" << d.n << ", " << d.h << ", " << d.w << ", " << d.c << "), weight (" << d.o << ", "
+     << d.group_channels() << ", " << d.kh << ", " << d.kw << "), stride " << d.stride_h << "x" << d.stride_w
+     << ", padding " << d.pad_h << "x" << d.pad_w;
+  return os.str();
+}
+
+// Whether the graph plan runs this call: there is one, and the operands are as aligned as it was
+// made for (views into a tensor's storage may not be; the legacy call runs those, once warned).
+bool graph_runs(const ConvPlan& plan, Direction dir, const ConvDims& d, const void* x, const void* w, const void* y) {
+  if (!plan.graph) return false;
+  if (graph::graph_aligned(x) && graph::graph_aligned(w) && graph::graph_aligned(y)) return true;
+  if (!plan.warned_unaligned.exchange(true))
+    ST_WARN(direction_name(dir) << ": an operand is not " << graph::kOperandAlignment
+                                << "-byte aligned for cuDNN's graph plan (engine " << plan.graph->engine.global_index
+                                << ") for " << shape_text(d) << "; such calls run the legacy algorithm " << plan.algo);
+  return false;
+}
+
+// The graph plan, once finalized (and, after a search, run), must execute: a failure here is a
+// bug to see, not a case to hide behind the legacy call. The statuses cuDNN could return here
+// (a bad pointer, an engine refusing at run time, a launch failure) may also follow a kernel that
+// already ran and left the stream or the output in an unknown state, so the call throws, naming
+// the op, the shape and the engine, rather than running the legacy algorithm after it.
+void run_graph_plan(Context& ctx, Direction dir, const ConvDims& d, const ConvPlan& plan, const void* x, const void* w,
+                    const void* y, void* workspace) {
+  const cudnnStatus_t status =
+      graph::execute_graph_plan(scaletrain::cuda::cudnn_handle(ctx), *plan.graph, x, w, y, workspace);
+  ST_CHECK(status == CUDNN_STATUS_SUCCESS,
+           direction_name(dir) << ": cuDNN's graph API could not execute its finalized plan (engine "
+                               << plan.graph->engine.global_index << ", knobs " << plan.graph->knobs << ", "
+                               << plan.data.name() << ") for " << shape_text(d) << ": " << cudnnGetErrorString(status)
+                               << " (--conv-algo heuristic or search avoids the graph API)");
+}
+
 }  // namespace
 
 void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
@@ -577,10 +718,15 @@ void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const 
   }
   const void* x_in = operand(ctx, data, x, s.x);
   const void* w_in = filter_operand(ctx, data, w_ohwi, w.numel(), s.w);
-  const float one = 1.0f, zero = 0.0f;
-  ST_CHECK_CUDNN(cudnnConvolutionForward(scaletrain::cuda::cudnn_handle(ctx), &one, plan.x.get(), x_in, plan.w.get(),
-                                         w_in, plan.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo),
-                                         s.workspace, plan.workspace_bytes, &zero, plan.y.get(), result(data, y, s.y)));
+  void* y_out = result(data, y, s.y);
+  if (graph_runs(plan, Direction::forward, d, x_in, w_in, y_out)) {
+    run_graph_plan(ctx, Direction::forward, d, plan, x_in, w_in, y_out, s.workspace);
+  } else {
+    const float one = 1.0f, zero = 0.0f;
+    ST_CHECK_CUDNN(cudnnConvolutionForward(scaletrain::cuda::cudnn_handle(ctx), &one, plan.x.get(), x_in, plan.w.get(),
+                                           w_in, plan.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo),
+                                           s.workspace, plan.workspace_bytes, &zero, plan.y.get(), y_out));
+  }
   if (b.defined() && !data.half && y.dtype() != DType::f32) {
     // An fp32 plan's result for a 16-bit y: the bias added in float and y rounded once, as the
     // fp32 path and the dispatch's rounding do.
@@ -692,11 +838,16 @@ void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy,
   }
   const void* w_in = filter_operand(ctx, data, w_ohwi, w.numel(), s.w);
   const void* dy_in = operand(ctx, data, dy, s.y);
-  const float one = 1.0f, zero = 0.0f;
-  ST_CHECK_CUDNN(cudnnConvolutionBackwardData(scaletrain::cuda::cudnn_handle(ctx), &one, plan.w.get(), w_in,
-                                              plan.y.get(), dy_in, plan.conv.get(),
-                                              static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), s.workspace,
-                                              plan.workspace_bytes, &zero, plan.x.get(), result(data, dx, s.x)));
+  void* dx_out = result(data, dx, s.x);
+  if (graph_runs(plan, Direction::backward_data, d, dx_out, w_in, dy_in)) {
+    run_graph_plan(ctx, Direction::backward_data, d, plan, dx_out, w_in, dy_in, s.workspace);
+  } else {
+    const float one = 1.0f, zero = 0.0f;
+    ST_CHECK_CUDNN(cudnnConvolutionBackwardData(scaletrain::cuda::cudnn_handle(ctx), &one, plan.w.get(), w_in,
+                                                plan.y.get(), dy_in, plan.conv.get(),
+                                                static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), s.workspace,
+                                                plan.workspace_bytes, &zero, plan.x.get(), dx_out));
+  }
   finish_result(ctx, data, s.x, dx);
 }
 
@@ -719,11 +870,16 @@ void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x
   float* dw_ohwi = needs_transpose(d) ? s.weights : static_cast<float*>(dw.raw());
   const void* x_in = operand(ctx, data, x, s.x);
   const void* dy_in = operand(ctx, data, dy, s.y);
-  const float one = 1.0f, zero = 0.0f;
-  ST_CHECK_CUDNN(cudnnConvolutionBackwardFilter(
-      scaletrain::cuda::cudnn_handle(ctx), &one, plan.x.get(), x_in, plan.y.get(), dy_in, plan.conv.get(),
-      static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), s.workspace, plan.workspace_bytes, &zero, plan.w.get(),
-      filter_result(data, dw_ohwi, s.w)));
+  void* dw_out = filter_result(data, dw_ohwi, s.w);
+  if (graph_runs(plan, Direction::backward_filter, d, x_in, dw_out, dy_in)) {
+    run_graph_plan(ctx, Direction::backward_filter, d, plan, x_in, dw_out, dy_in, s.workspace);
+  } else {
+    const float one = 1.0f, zero = 0.0f;
+    ST_CHECK_CUDNN(cudnnConvolutionBackwardFilter(scaletrain::cuda::cudnn_handle(ctx), &one, plan.x.get(), x_in,
+                                                  plan.y.get(), dy_in, plan.conv.get(),
+                                                  static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), s.workspace,
+                                                  plan.workspace_bytes, &zero, plan.w.get(), dw_out));
+  }
   widen_filter_result(ctx, data, s.w, dw_ohwi, dw.numel());
   // OHWI (O, KH*KW, C) back to our OIHW (O, C, KH*KW).
   if (needs_transpose(d))
