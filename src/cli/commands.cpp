@@ -314,7 +314,10 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "batch norm, the shortcut's add and the ReLU (cuDNN's fused batch norm on a GPU in amp-fp16; the same values "
       "as the three ops in fp32, one rounding instead of three under a mixed precision); conv-bias-relu: run each "
       "convolution with a bias and its ReLU (alexnet, alexnet-caffe, googlenet-caffe) as one op (cuDNN's fused "
-      "epilogue on a GPU; the same values, one rounding instead of two in 16 bits; not measured on a GPU yet). "
+      "epilogue on a GPU; the same values, one rounding instead of two in 16 bits; not measured on a GPU yet); "
+      "bn-relu: run each batch norm with the ReLU after it (resnet20, resnet50 but the blocks' last batch norm, "
+      "googlenet, inception_v3) as one op (cuDNN's fused batch norm on a GPU in amp-fp16; the same values in every "
+      "precision; not measured on a GPU yet). "
       "auto: bn-add-relu in amp-fp16 on a GPU, where it was measured to pay (ResNet-50 1.16x faster at batch 256 "
       "on an H200), none elsewhere")(
       "loss-scale", po::value(&c.loss_scale)->default_value(c.loss_scale),

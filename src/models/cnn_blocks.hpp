@@ -16,14 +16,13 @@
 namespace scaletrain::models::cnn {
 
 // torchvision's BasicConv2d (GoogLeNet, Inception-v3): "<prefix>.conv" (no bias) then
-// "<prefix>.bn" (eps 0.001), then an in-place ReLU. spec gives kernel, stride and padding; its
+// "<prefix>.bn" (eps 0.001) with the in-place ReLU after it (BatchNormReLU). spec gives kernel, stride and padding; its
 // init is the weight's (trunc_normal).
 inline void basic_conv(nn::Sequential& seq, nn::ParameterSet& params, const std::string& prefix, int in_channels,
                        int out_channels, nn::ConvSpec spec) {
   spec.bias = false;
   seq.emplace<nn::Conv2d>(params, prefix + ".conv", in_channels, out_channels, spec);
-  seq.emplace<nn::BatchNorm2d>(params, prefix + ".bn", out_channels, ops::BatchNormParams{1e-3f, 0.1f});
-  seq.emplace<nn::ReLU>(true);
+  seq.emplace<nn::BatchNormReLU>(params, prefix + ".bn", out_channels, ops::BatchNormParams{1e-3f, 0.1f});
 }
 
 // A max pool with PyTorch's (or Caffe's) ceil_mode.

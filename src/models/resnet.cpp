@@ -12,7 +12,6 @@ namespace scaletrain::models {
 using nn::BatchNorm2d;
 using nn::Conv2d;
 using nn::join_name;
-using nn::ReLU;
 
 // ---- ResidualBlock ----
 
@@ -90,8 +89,7 @@ void ResidualBlock::initialize(Rng& rng) {
 
 BasicBlock::BasicBlock(nn::ParameterSet& params, const std::string& prefix, int in_channels, int planes, int stride) {
   main_.emplace<Conv2d>(params, join_name(prefix, "conv1"), in_channels, planes, 3, stride, 1);
-  main_.emplace<BatchNorm2d>(params, join_name(prefix, "bn1"), planes);
-  main_.emplace<ReLU>(true);
+  main_.emplace<nn::BatchNormReLU>(params, join_name(prefix, "bn1"), planes);
   main_.emplace<Conv2d>(params, join_name(prefix, "conv2"), planes, planes, 3, 1, 1);
   main_.emplace<BatchNorm2d>(params, join_name(prefix, "bn2"), planes);
   if (stride != 1 || in_channels != planes * kExpansion)
@@ -100,11 +98,9 @@ BasicBlock::BasicBlock(nn::ParameterSet& params, const std::string& prefix, int 
 
 Bottleneck::Bottleneck(nn::ParameterSet& params, const std::string& prefix, int in_channels, int planes, int stride) {
   main_.emplace<Conv2d>(params, join_name(prefix, "conv1"), in_channels, planes, 1, 1, 0);
-  main_.emplace<BatchNorm2d>(params, join_name(prefix, "bn1"), planes);
-  main_.emplace<ReLU>(true);
+  main_.emplace<nn::BatchNormReLU>(params, join_name(prefix, "bn1"), planes);
   main_.emplace<Conv2d>(params, join_name(prefix, "conv2"), planes, planes, 3, stride, 1);
-  main_.emplace<BatchNorm2d>(params, join_name(prefix, "bn2"), planes);
-  main_.emplace<ReLU>(true);
+  main_.emplace<nn::BatchNormReLU>(params, join_name(prefix, "bn2"), planes);
   main_.emplace<Conv2d>(params, join_name(prefix, "conv3"), planes, planes * kExpansion, 1, 1, 0);
   main_.emplace<BatchNorm2d>(params, join_name(prefix, "bn3"), planes * kExpansion);
   if (stride != 1 || in_channels != planes * kExpansion)
@@ -133,8 +129,7 @@ std::unique_ptr<Model> make_resnet50(int num_classes, int in_channels) {
   nn::ParameterSet& params = model->params();
   auto net = std::make_unique<nn::Sequential>();
   net->emplace<Conv2d>(params, "conv1", in_channels, 64, 7, 2, 3);
-  net->emplace<BatchNorm2d>(params, "bn1", 64);
-  net->emplace<ReLU>(true);
+  net->emplace<nn::BatchNormReLU>(params, "bn1", 64);
   net->emplace<nn::MaxPool2d>(ops::MaxPool2dParams{3, 2, 1});
   int channels = 64;
   channels = add_stage<Bottleneck>(*net, params, "layer1", channels, 64, 3, 1);
@@ -152,8 +147,7 @@ std::unique_ptr<Model> make_resnet20(int num_classes, int in_channels) {
   nn::ParameterSet& params = model->params();
   auto net = std::make_unique<nn::Sequential>();
   net->emplace<Conv2d>(params, "conv1", in_channels, 16, 3, 1, 1);
-  net->emplace<BatchNorm2d>(params, "bn1", 16);
-  net->emplace<ReLU>(true);
+  net->emplace<nn::BatchNormReLU>(params, "bn1", 16);
   int channels = 16;
   channels = add_stage<BasicBlock>(*net, params, "layer1", channels, 16, 3, 1);
   channels = add_stage<BasicBlock>(*net, params, "layer2", channels, 32, 3, 2);

@@ -192,11 +192,16 @@ void BatchNorm2d::ensure_saved_statistics(Context& ctx) {
   saved_inv_std_ = Tensor::empty({channels_}, DType::f32, ctx.device());
 }
 
-Tensor BatchNorm2d::forward(Context& ctx, const Tensor& x, bool training) {
+// The output buffer for x, after checking that x fits the layer.
+Tensor BatchNorm2d::output_for(Context& ctx, const Tensor& x) {
   ST_CHECK(x.ndim() >= 2 && x.dim(-1) == channels_,
            name_ << " expects input (..., " << channels_ << "), got " << shape_string(x.shape()));
-  Tensor y = reuse_activation(y_buffer_, x.shape(), ctx);
-  fused_ = false;
+  return reuse_activation(y_buffer_, x.shape(), ctx);
+}
+
+Tensor BatchNorm2d::forward(Context& ctx, const Tensor& x, bool training) {
+  Tensor y = output_for(ctx, x);
+  fused_ = Fused::none;
   if (training) {
     ensure_saved_statistics(ctx);
     ops::batch_norm_forward_training(ctx, bn_, x, params_->value(weight_), params_->value(bias_),
@@ -213,7 +218,7 @@ Tensor BatchNorm2d::forward(Context& ctx, const Tensor& x, bool training) {
 
 Tensor BatchNorm2d::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ST_CHECK(have_batch_stats_, name_ << ": backward needs a forward in training mode before it");
-  ST_CHECK(!fused_, name_ << ": the last forward was fused with an add and a ReLU: use backward_add_relu");
+  ST_CHECK(fused_ == Fused::none, name_ << ": the last forward was fused with a ReLU: use its fused backward");
   // The op computes dx alongside dgamma/dbeta, so dx is produced even when not needed.
   Tensor dx = fresh_activation(x_.shape(), ctx);
   ops::batch_norm_backward(ctx, bn_, x_, dy, params_->value(weight_), saved_mean_, saved_inv_std_, dx,
@@ -224,22 +229,21 @@ Tensor BatchNorm2d::backward(Context& ctx, const Tensor& dy, bool need_dx) {
 }
 
 Tensor BatchNorm2d::forward_add_relu(Context& ctx, const Tensor& x, const Tensor& z) {
-  ST_CHECK(x.ndim() >= 2 && x.dim(-1) == channels_,
-           name_ << " expects input (..., " << channels_ << "), got " << shape_string(x.shape()));
-  Tensor y = reuse_activation(y_buffer_, x.shape(), ctx);
+  Tensor y = output_for(ctx, x);
   ensure_saved_statistics(ctx);
   ops::batch_norm_add_relu_forward_training(ctx, bn_, x, z, params_->value(weight_), params_->value(bias_),
                                             params_->buffer(running_mean_), params_->buffer(running_var_), y,
                                             saved_mean_, saved_inv_std_, reserve_);
   have_batch_stats_ = true;
-  fused_ = true;
+  fused_ = Fused::add_relu;
   x_ = x;
   y_ = y;
   return y;
 }
 
 BatchNorm2d::AddReluGradients BatchNorm2d::backward_add_relu(Context& ctx, const Tensor& dy, bool need_dx) {
-  ST_CHECK(fused_ && have_batch_stats_, name_ << ": backward_add_relu needs forward_add_relu before it");
+  ST_CHECK(fused_ == Fused::add_relu && have_batch_stats_,
+           name_ << ": backward_add_relu needs forward_add_relu before it");
   AddReluGradients g;
   g.dx = fresh_activation(x_.shape(), ctx);
   g.dz = fresh_activation(x_.shape(), ctx);
@@ -249,6 +253,30 @@ BatchNorm2d::AddReluGradients BatchNorm2d::backward_add_relu(Context& ctx, const
   params_->mark_grad_ready(weight_);
   if (!need_dx) g.dx = Tensor();
   return g;
+}
+
+Tensor BatchNorm2d::forward_relu(Context& ctx, const Tensor& x) {
+  Tensor y = output_for(ctx, x);
+  ensure_saved_statistics(ctx);
+  ops::batch_norm_relu_forward_training(ctx, bn_, x, params_->value(weight_), params_->value(bias_),
+                                        params_->buffer(running_mean_), params_->buffer(running_var_), y, saved_mean_,
+                                        saved_inv_std_, reserve_);
+  have_batch_stats_ = true;
+  fused_ = Fused::relu;
+  x_ = x;
+  y_ = y;
+  return y;
+}
+
+Tensor BatchNorm2d::backward_relu(Context& ctx, const Tensor& dy, bool need_dx) {
+  ST_CHECK(fused_ == Fused::relu && have_batch_stats_, name_ << ": backward_relu needs forward_relu before it");
+  // The op computes dx alongside dgamma/dbeta, so dx is produced even when not needed.
+  Tensor dx = fresh_activation(x_.shape(), ctx);
+  ops::batch_norm_relu_backward(ctx, bn_, x_, y_, dy, params_->value(weight_), params_->value(bias_), saved_mean_,
+                                saved_inv_std_, reserve_, dx, params_->grad(weight_), params_->grad(bias_));
+  params_->mark_grad_ready(bias_);
+  params_->mark_grad_ready(weight_);
+  return need_dx ? dx : Tensor();
 }
 
 void BatchNorm2d::initialize(Rng&) {
@@ -303,6 +331,24 @@ Tensor ConvReLU::forward(Context& ctx, const Tensor& x, bool training) {
 
 Tensor ConvReLU::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   return conv_.backward(ctx, relu_.backward(ctx, dy, true), need_dx);
+}
+
+// ---- BatchNormReLU ----
+
+void BatchNormReLU::list_ops(ops::OpNames& ops, bool training) const {
+  bn_.list_ops(ops, training);
+  relu_.list_ops(ops, training);
+  if (training) ops.insert({"batch_norm_relu_forward_training", "batch_norm_relu_backward"});  // --fuse bn-relu
+}
+
+Tensor BatchNormReLU::forward(Context& ctx, const Tensor& x, bool training) {
+  if (!training || !ctx.fuse_bn_relu()) return relu_.forward(ctx, bn_.forward(ctx, x, training), training);
+  return bn_.forward_relu(ctx, x);
+}
+
+Tensor BatchNormReLU::backward(Context& ctx, const Tensor& dy, bool need_dx) {
+  if (bn_.fused_relu_last()) return bn_.backward_relu(ctx, dy, need_dx);
+  return bn_.backward(ctx, relu_.backward(ctx, dy, true), need_dx);
 }
 
 // ---- MaxPool2d ----

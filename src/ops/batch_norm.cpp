@@ -85,6 +85,37 @@ const Op<BatchNormAddReluBackwardFn> batch_norm_add_relu_backward_op{
     with_half_storage<BatchNormAddReluBackwardFn>({ST_CUDA_KERNEL(cuda::batch_norm_add_relu_backward), false}),
     AmpOutputs{0b11u}};  // dx and dz; dgamma and dbeta stay fp32
 
+using BatchNormReluForwardFn = void(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
+                                    const Tensor& beta, Tensor& running_mean, Tensor& running_var, Tensor& y,
+                                    Tensor& saved_mean, Tensor& saved_inv_std, Tensor& reserve);
+namespace cpu {
+BatchNormReluForwardFn batch_norm_relu_forward_training;
+}
+namespace cuda {
+BatchNormReluForwardFn batch_norm_relu_forward_training;
+}
+const Op<BatchNormReluForwardFn> batch_norm_relu_forward_training_op{
+    "batch_norm_relu_forward_training",
+    {cpu::batch_norm_relu_forward_training},
+    // cuDNN's persistent batch norm kernels are not documented as deterministic.
+    with_half_storage<BatchNormReluForwardFn>({ST_CUDA_KERNEL(cuda::batch_norm_relu_forward_training), false}),
+    AmpOutputs::only(2)};  // y; the statistics stay fp32, the reserve is bytes
+using BatchNormReluBackwardFn = void(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& y,
+                                     const Tensor& dy, const Tensor& gamma, const Tensor& beta,
+                                     const Tensor& saved_mean, const Tensor& saved_inv_std, const Tensor& reserve,
+                                     Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+namespace cpu {
+BatchNormReluBackwardFn batch_norm_relu_backward;
+}
+namespace cuda {
+BatchNormReluBackwardFn batch_norm_relu_backward;
+}
+const Op<BatchNormReluBackwardFn> batch_norm_relu_backward_op{
+    "batch_norm_relu_backward",
+    {cpu::batch_norm_relu_backward},
+    with_half_storage<BatchNormReluBackwardFn>({ST_CUDA_KERNEL(cuda::batch_norm_relu_backward), false}),
+    AmpOutputs::only(0)};  // dx; dgamma and dbeta stay fp32
+
 namespace {
 
 // x: (..., C) with at least two dimensions. Returns C.
@@ -124,6 +155,12 @@ void check_training_forward(const Context& ctx, const BatchNormParams& p, const 
   check_channel_tensor(ctx, saved_inv_std, c, op, "saved_inv_std");
   check_tensor(ctx, y, op, "y");
   check_shape(y, x.shape(), op, "y");
+}
+
+// The fused ops' reserve: undefined (the op allocates it), or bytes on the op's device.
+void check_reserve(const Context& ctx, const Tensor& reserve, const char* op) {
+  ST_CHECK(!reserve.defined() || (reserve.dtype() == DType::u8 && reserve.device() == ctx.device()),
+           op << ": reserve must be u8 on " << device_name(ctx.device()));
 }
 
 }  // namespace
@@ -180,8 +217,7 @@ void batch_norm_add_relu_forward_training(Context& ctx, const BatchNormParams& p
   check_shape(z, x.shape(), op, "z");
   check_no_overlap(y, x, op, "y", "x");
   check_no_overlap(y, z, op, "y", "z");
-  ST_CHECK(!reserve.defined() || (reserve.dtype() == DType::u8 && reserve.device() == ctx.device()),
-           op << ": reserve must be u8 on " << device_name(ctx.device()));
+  check_reserve(ctx, reserve, op);
   return batch_norm_add_relu_forward_training_op(ctx, p, x, z, gamma, beta, running_mean, running_var, y, saved_mean,
                                                  saved_inv_std, reserve);
 }
@@ -211,6 +247,42 @@ void batch_norm_add_relu_backward(Context& ctx, const BatchNormParams& p, const 
   check_channel_tensor(ctx, dbeta, c, op, "dbeta");
   return batch_norm_add_relu_backward_op(ctx, p, x, y, dy, gamma, beta, saved_mean, saved_inv_std, reserve, dx, dz,
                                          dgamma, dbeta);
+}
+
+void batch_norm_relu_forward_training(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
+                                      const Tensor& beta, Tensor& running_mean, Tensor& running_var, Tensor& y,
+                                      Tensor& saved_mean, Tensor& saved_inv_std, Tensor& reserve) {
+  const char* op = "batch_norm_relu_forward_training";
+  check_training_forward(ctx, p, x, gamma, beta, running_mean, running_var, y, saved_mean, saved_inv_std, op);
+  check_no_overlap(y, x, op, "y", "x");  // backward reads x: y must not overwrite it
+  check_reserve(ctx, reserve, op);
+  return batch_norm_relu_forward_training_op(ctx, p, x, gamma, beta, running_mean, running_var, y, saved_mean,
+                                             saved_inv_std, reserve);
+}
+
+void batch_norm_relu_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& y,
+                              const Tensor& dy, const Tensor& gamma, const Tensor& beta, const Tensor& saved_mean,
+                              const Tensor& saved_inv_std, const Tensor& reserve, Tensor& dx, Tensor& dgamma,
+                              Tensor& dbeta) {
+  const char* op = "batch_norm_relu_backward";
+  check_params(p, op);
+  const int64_t c = check_input(ctx, x, op);
+  for (const auto& [t, name] : {std::pair<const Tensor&, const char*>{y, "y"}, {dy, "dy"}, {dx, "dx"}}) {
+    check_tensor(ctx, t, op, name);
+    check_shape(t, x.shape(), op, name);
+  }
+  // cuDNN's fused backward does not document running in place.
+  check_no_overlap(dx, x, op, "dx", "x");
+  check_no_overlap(dx, y, op, "dx", "y");
+  check_no_overlap(dx, dy, op, "dx", "dy");
+  check_channel_tensor(ctx, gamma, c, op, "gamma");
+  check_channel_tensor(ctx, beta, c, op, "beta");
+  check_channel_tensor(ctx, saved_mean, c, op, "saved_mean");
+  check_channel_tensor(ctx, saved_inv_std, c, op, "saved_inv_std");
+  check_channel_tensor(ctx, dgamma, c, op, "dgamma");
+  check_channel_tensor(ctx, dbeta, c, op, "dbeta");
+  return batch_norm_relu_backward_op(ctx, p, x, y, dy, gamma, beta, saved_mean, saved_inv_std, reserve, dx, dgamma,
+                                     dbeta);
 }
 
 BatchNormDescriptorDims batch_norm_descriptor_dims(const Shape& x) {

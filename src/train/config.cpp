@@ -145,10 +145,11 @@ void check_input(const TrainConfig& c) {
           "unknown --conv-algo '" + c.conv_algo + "' (known: heuristic, search, graph, graph-search)");
   const std::vector<std::string> fusions = fuse_list(c.fuse);
   const bool known_fusions = std::all_of(fusions.begin(), fusions.end(), [](const std::string& f) {
-    return one_of(f, {"bn-add-relu", "conv-bias-relu"});
+    return one_of(f, {"bn-add-relu", "bn-relu", "conv-bias-relu"});
   });
-  require(one_of(c.fuse, {"auto", "none"}) || known_fusions,
-          "unknown --fuse '" + c.fuse + "' (known: auto, none, or a comma list of bn-add-relu, conv-bias-relu)");
+  require(
+      one_of(c.fuse, {"auto", "none"}) || known_fusions,
+      "unknown --fuse '" + c.fuse + "' (known: auto, none, or a comma list of bn-add-relu, bn-relu, conv-bias-relu)");
 }
 
 void check_communication(const TrainConfig& c) {

@@ -349,6 +349,7 @@ void Training::open_context() {
   ctx_->set_precision(parse_precision(cfg_.precision));
   ctx_->set_fuse_bn_add_relu(fuses(fuse_used(), "bn-add-relu"));
   ctx_->set_fuse_conv_bias_relu(fuses(fuse_used(), "conv-bias-relu"));
+  ctx_->set_fuse_bn_relu(fuses(fuse_used(), "bn-relu"));
   ctx_->set_conv_search(cfg_.conv_algo == "search" || cfg_.conv_algo == "graph-search");
   ctx_->set_conv_graph(cfg_.conv_algo == "graph" || cfg_.conv_algo == "graph-search");
   if (cfg_.tf32 && device_.device == Device::cpu) device_.log_lines.push_back("--tf32 has no effect on the CPU");
@@ -797,8 +798,8 @@ TrainResult Training::finish(RunEnd end) {
 // task when its step starts), or none (CPU batches used where the loader put them).
 // --fuse auto: the fused batch norm + add + ReLU where it was measured to pay, amp-fp16 on a GPU
 // (cuDNN's fused kernel takes fp16; docs/performance.md); none elsewhere, where it was not measured
-// (on the CPU it computes what the three ops do, no faster). The fused convolution epilogue is not
-// measured on a GPU yet: only --fuse conv-bias-relu runs it.
+// (on the CPU it computes what the three ops do, no faster). The fused convolution epilogue and the
+// fused batch norm + ReLU are not measured on a GPU yet: only --fuse conv-bias-relu and bn-relu run them.
 std::string Training::fuse_used() const {
   if (cfg_.fuse != "auto") return cfg_.fuse;
   const bool measured = ctx_->device() == Device::cuda && ctx_->precision() == Precision::amp_fp16;
@@ -824,6 +825,10 @@ std::string Training::describe_fusion() const {
                         ? "--fuse conv-bias-relu has no effect: " + cfg_.model +
                               " has no convolution with a bias and a ReLU after it"
                         : "each convolution with a bias and its ReLU run as one op (--fuse conv-bias-relu)");
+  if (ctx_->fuse_bn_relu())
+    lines.push_back(model_ops.count("batch_norm_relu_forward_training") == 0
+                        ? "--fuse bn-relu has no effect: " + cfg_.model + " has no batch norm with a ReLU after it"
+                        : "each batch norm with a ReLU after it runs as one op (--fuse bn-relu)");
   std::string joined;
   for (const std::string& l : lines) joined += (joined.empty() ? "" : "; ") + l;
   return joined;

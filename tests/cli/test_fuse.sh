@@ -12,6 +12,9 @@
 #    a model without residual blocks says the option has no effect; a bad value is refused.
 #  - --fuse conv-bias-relu (a convolution with bias and its ReLU as one op): alexnet's checkpoint
 #    the same bits as the two ops in fp32 and amp-bf16; both fusions asked of resnet20.
+#  - --fuse bn-relu (a batch norm and its ReLU as one op): resnet20's checkpoint the same bits as
+#    the two ops in fp32, amp-fp16 and amp-bf16; resnet50 with both batch-norm fusions the same
+#    bits as with bn-add-relu alone; ncf says it has no effect.
 # On a GPU, gpu.half_storage checks cuDNN's fused kernel against the three ops, and
 # gpu.backend_ops(_amp) the fused convolution epilogue against the CPU.
 source "$(dirname "$0")/lib.sh"
@@ -95,6 +98,27 @@ timeout 300 "$BIN/scaletrain" train --model resnet20 --data "$T/images" --batch-
 grep -q "^fusion: each residual block ends with one op .*; --fuse conv-bias-relu has no effect: resnet20 has no convolution with a bias and a ReLU after it" \
   "$T/both.log" || fail "resnet20 with both: $(grep -n fusion "$T/both.log")"
 
+echo "== --fuse bn-relu: a batch norm and its ReLU as one op, the same bits on the CPU"
+# The CPU's fused op runs batch norm, then the ReLU, in fp32 and rounds once; apart, batch norm is
+# rounded, then the ReLU: rounding keeps the sign, so the two agree in every precision (a value that
+# rounds to -0 would be +0 fused and -0 apart: equal values, and no sum here tells them apart).
+for precision in fp32 amp-fp16 amp-bf16; do
+  "${IMG[@]}" --precision $precision --output-dir "$T/bnr-none-$precision" \
+    >"$T/bnr-none-$precision.log"
+  "${IMG[@]}" --precision $precision --output-dir "$T/bnr-fused-$precision" --fuse bn-relu \
+    >"$T/bnr-fused-$precision.log"
+  "${CK[@]}" same "$T/bnr-none-$precision" "$T/bnr-fused-$precision"
+  grep -q "^fusion: each batch norm with a ReLU after it runs as one op (--fuse bn-relu)" \
+    "$T/bnr-fused-$precision.log" || fail "resnet20 $precision: $(grep -n fusion "$T/bnr-fused-$precision.log")"
+done
+echo "ok: resnet20, fp32, amp-fp16 and amp-bf16"
+# Both batch-norm fusions on the bottlenecks: the same bits as bn-add-relu alone.
+"${R50[@]}" --output-dir "$T/r50-both" --fuse bn-add-relu,bn-relu >"$T/r50-both.log"
+"${CK[@]}" same "$T/r50-fused" "$T/r50-both"
+$PY -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["fuse"] == "bn-add-relu,bn-relu", r["fuse"]' \
+  "$T/r50-both/report.json"
+echo "ok: resnet50 with bn-add-relu,bn-relu"
+
 echo "== no residual blocks, and a bad value"
 "$BIN/scaletrain-data" synthetic --task recommendation --users 100 --items 150 --groups 5 --positives-per-user 4 \
   --eval-negatives 10 --output "$T/ratings" >/dev/null
@@ -102,10 +126,14 @@ timeout 300 "$BIN/scaletrain" train --model ncf --data "$T/ratings" --batch-size
   --max-steps 2 --log-every 0 --eval-every 0 --fuse bn-add-relu --output-dir "$T/ncf" >"$T/ncf.log"
 grep -q "^fusion: --fuse bn-add-relu has no effect: ncf has no residual blocks" "$T/ncf.log" ||
   fail "ncf: $(grep -n fusion "$T/ncf.log")"
+timeout 300 "$BIN/scaletrain" train --model ncf --data "$T/ratings" --batch-size 64 --threads 1 --epochs 1 \
+  --max-steps 1 --log-every 0 --eval-every 0 --fuse bn-relu --output-dir "$T/ncf-bnr" >"$T/ncf-bnr.log"
+grep -q "^fusion: --fuse bn-relu has no effect: ncf has no batch norm with a ReLU after it" "$T/ncf-bnr.log" ||
+  fail "ncf: $(grep -n fusion "$T/ncf-bnr.log")"
 BAD=("$BIN/scaletrain" train --model resnet20 --data "$T/images" --output-dir "$T/bad" --fuse everything)
 expect_failure "--fuse everything" \
-  "unknown --fuse 'everything' (known: auto, none, or a comma list of bn-add-relu, conv-bias-relu)" "${BAD[@]}"
+  "unknown --fuse 'everything' (known: auto, none, or a comma list of bn-add-relu, bn-relu, conv-bias-relu)" "${BAD[@]}"
 BAD=("$BIN/scaletrain" train --model resnet20 --data "$T/images" --output-dir "$T/bad" --fuse bn-add-relu,none)
 expect_failure "--fuse bn-add-relu,none" \
-  "unknown --fuse 'bn-add-relu,none' (known: auto, none, or a comma list of bn-add-relu, conv-bias-relu)" "${BAD[@]}"
+  "unknown --fuse 'bn-add-relu,none' (known: auto, none, or a comma list of bn-add-relu, bn-relu, conv-bias-relu)" "${BAD[@]}"
 echo "PASS"

@@ -94,8 +94,9 @@ done
 # 16-bit storage in the other model families, and --fuse bn-add-relu (issue 26, sections 2 and
 # 3): transformer-tiny (linear and batched products on 16-bit operands, layer norm, attention) and
 # ncf (embeddings, products, concatenation) 3 steps, and resnet20 with the fused batch norm + add +
-# ReLU, each in the GPU's first mixed precision against the CPU's: losses within 1e-2, parameters
-# within 2e-2 relative L2, and report.json's activation_dtype the 16-bit type.
+# ReLU, and with it the fused batch norm + ReLU (--fuse bn-add-relu,bn-relu: cuDNN's BN_ACTIVATION
+# kernels on a GPU in fp16), each in the GPU's first mixed precision against the CPU's: losses
+# within 1e-2, parameters within 2e-2 relative L2, and report.json's activation_dtype the 16-bit type.
 first=${precisions[0]}
 # ST_GPU_TEST_AMP_OTHERS=0 leaves them out (the harness's run that must fail on resnet20 alone).
 others=()
@@ -108,6 +109,7 @@ if [ "${ST_GPU_TEST_AMP_OTHERS:-1}" != 0 ]; then
     "transformer|--model transformer-tiny --data $T/text --batch-tokens 256 --epochs 1 --max-steps 3 --log-every 1 --eval-every 0 --seed 11"
     "ncf|--model ncf --data $T/ratings --batch-size 128 --epochs 1 --max-steps 3 --log-every 1 --eval-every 0 --seed 11"
     "resnet20-fused|${base[*]}"
+    "resnet20-bn-relu|${base[*]} --fuse bn-add-relu,bn-relu"
   )
 fi
 for entry in ${others[@]+"${others[@]}"}; do

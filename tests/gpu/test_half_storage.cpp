@@ -21,6 +21,8 @@
 //     CPU bit for bit.
 //   - batch norm + add + ReLU fused (--fuse bn-add-relu) against the three ops: in fp32 bit for
 //     bit, in 16 bits within 2 units; cuDNN's fused kernel must run in fp16 on a GPU.
+//   - batch norm + ReLU fused (--fuse bn-relu) against the two ops: in 16 bits within 2 units (on
+//     the CPU bit for bit); cuDNN's fused kernel (BN_ACTIVATION) must run in fp16 on a GPU.
 // amp-bf16 is skipped below compute capability 8.0 (V100 refuses it). `--device cpu` runs it on
 // the CPU, where the dispatch widens every 16-bit tensor: unit.half_storage_harness, so that the
 // comparisons themselves are checked without a GPU. Exit codes: 0 passed, 1 failed, 77 skipped.
@@ -524,6 +526,42 @@ void check_fused_bn_add_relu(st::Context& ctx, const Format& f) {
   compare(ctx, f, db[1], db[0], "batch_norm_add_relu dbeta", 0.0, 1e-4);
 }
 
+// --fuse bn-relu's op against batch norm and the ReLU, both on 16-bit tensors: y within 2 units
+// (cuDNN's fused kernel sums in its own order; on the CPU the same bits), the statistics and
+// parameter gradients within 1e-4 relative, dx within 2 units of batch norm's backward of the
+// ReLU's mask of dy (from the fused y). On a GPU in fp16 cuDNN's fused kernel
+// (CUDNN_BATCHNORM_OPS_BN_ACTIVATION) must have run; in bf16 it may refuse, and the op runs unfused.
+void check_fused_bn_relu(st::Context& ctx, const Format& f) {
+  const bool gpu = ctx.device() != st::Device::cpu;
+  const int64_t c = 64;
+  const st::Shape s{4, 7, 7, c};
+  const ops::BatchNormParams p;
+  Pair x = random_pair(ctx, f, s, 70, 3.0), dy = random_pair(ctx, f, s, 72);
+  Pair gamma = random_pair(ctx, f, {c}, 73), beta = random_pair(ctx, f, {c}, 74);
+  st::Tensor rm[2], rv[2], sm[2], si[2], dg[2], db[2];
+  for (int k = 0; k < 2; ++k) channel_tensors(ctx, c, rm[k], rv[k], sm[k], si[k], dg[k], db[k]);
+  st::Tensor y2 = half_on(ctx, f, s), dz2 = half_on(ctx, f, s), dx2 = half_on(ctx, f, s);
+  ops::batch_norm_forward_training(ctx, p, x.half, gamma.wide, beta.wide, rm[0], rv[0], y2, sm[0], si[0]);
+  ops::relu_forward(ctx, y2, y2);
+  st::Tensor y1 = half_on(ctx, f, s), dx1 = half_on(ctx, f, s), reserve;
+  ops::batch_norm_relu_forward_training(ctx, p, x.half, gamma.wide, beta.wide, rm[1], rv[1], y1, sm[1], si[1], reserve);
+  const bool ran_fused = reserve.defined() && reserve.numel() > 0;
+  std::printf("      %s: batch_norm_relu %s\n", f.name,
+              ran_fused ? "ran cuDNN's fused kernel (reserve space kept)" : "ran unfused");
+  if (gpu && f.dtype == st::DType::f16) check(ran_fused, std::string(f.name) + ": cuDNN's fused BN + ReLU ran in fp16");
+  compare(ctx, f, y1, ops::as_f32(ctx, y2), "batch_norm_relu forward y against the two ops", 2.0);
+  compare(ctx, f, rm[1], rm[0], "batch_norm_relu running mean", 0.0, 1e-4);
+  compare(ctx, f, rv[1], rv[0], "batch_norm_relu running var", 0.0, 1e-4);
+  compare(ctx, f, si[1], si[0], "batch_norm_relu saved inverse std", 0.0, 1e-4);
+  ops::batch_norm_relu_backward(ctx, p, x.half, y1, dy.half, gamma.wide, beta.wide, sm[1], si[1], reserve, dx1, dg[1],
+                                db[1]);
+  ops::relu_backward(ctx, y1, dy.half, dz2);
+  ops::batch_norm_backward(ctx, p, x.half, dz2, gamma.wide, sm[1], si[1], dx2, dg[0], db[0]);
+  compare(ctx, f, dx1, ops::as_f32(ctx, dx2), "batch_norm_relu backward dx", 2.0);
+  compare(ctx, f, dg[1], dg[0], "batch_norm_relu dgamma", 0.0, 1e-4);
+  compare(ctx, f, db[1], db[0], "batch_norm_relu dbeta", 0.0, 1e-4);
+}
+
 // In fp32 the fused op is the three ops' arithmetic (no fused kernel): bit for bit.
 void check_fused_bn_add_relu_fp32(st::Context& ctx) {
   const Format& f = kFormats[0];  // only for names and compare's unit, unused at 0 units
@@ -561,6 +599,7 @@ void check_format(st::Context& ctx, const Format& f) {
   check_batch_norm(ctx, f, false);
   check_batch_norm(ctx, f, true);
   check_fused_bn_add_relu(ctx, f);
+  check_fused_bn_relu(ctx, f);
   ctx.set_precision(st::Precision::fp32);
 }
 

@@ -445,6 +445,88 @@ OpCase batch_norm_add_relu_case(const Shape& shape, uint64_t seed) {
   return c;
 }
 
+// ---- batch norm + ReLU, fused (--fuse bn-relu) -------------------------------------------------
+
+// x holds, per channel, pairs of values +u and -u (u in [0.3, 1]), so the batch mean is 0 and
+// every normalised value is at least 0.3 standard deviations from it; with gamma in [0.5, 1.5] and
+// beta within 0.05 of 0 each bn(x) is then at least 0.1 from ReLU's kink: every backend gives the
+// same mask, and finite differences do not straddle it.
+OpCase batch_norm_relu_case(const Shape& shape, uint64_t seed) {
+  const int64_t channels = shape.back();
+  const int64_t rows = shape_numel(shape) / channels;
+  const Shape cs{channels};
+  const ops::BatchNormParams p;
+  OpCase c;
+  c.name = "batch_norm_relu training " + dims(shape);
+  c.ops = {"batch_norm_relu_forward_training", "batch_norm_relu_backward"};
+  c.make_inputs = [=] {
+    const std::vector<double> u = random_floats(static_cast<std::size_t>(rows / 2 * channels), seed, 0.3, 1.0);
+    std::vector<double> x(static_cast<std::size_t>(rows * channels), 0.0);
+    for (int64_t r = 0; r < rows / 2; ++r)
+      for (int64_t j = 0; j < channels; ++j) {
+        x[r * channels + j] = u[r * channels + j];
+        x[(rows / 2 + r) * channels + j] = -u[r * channels + j];
+      }
+    return NamedTensors{{"x", to_tensor(x, shape)},
+                        {"gamma", random_tensor(cs, seed + 1, 0.5, 1.5)},
+                        {"beta", random_tensor(cs, seed + 2, -0.05, 0.05)},
+                        {"running_mean", random_tensor(cs, seed + 3)},
+                        {"running_var", random_tensor(cs, seed + 4, 0.5, 2.0)},
+                        {"dy", random_tensor(shape, seed + 5)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    const Tensor x = on(ctx, input(in, "x")), gamma = on(ctx, input(in, "gamma"));
+    const Tensor beta = on(ctx, input(in, "beta")), dy = on(ctx, input(in, "dy"));
+    Tensor running_mean = copy_on(ctx, input(in, "running_mean")), running_var = copy_on(ctx, input(in, "running_var"));
+    Tensor y = nan_on(ctx, shape), saved_mean = nan_on(ctx, cs), saved_inv_std = nan_on(ctx, cs), reserve;
+    ops::batch_norm_relu_forward_training(ctx, p, x, gamma, beta, running_mean, running_var, y, saved_mean,
+                                          saved_inv_std, reserve);
+    Tensor dx = nan_on(ctx, shape), dgamma = nan_on(ctx, cs), dbeta = nan_on(ctx, cs);
+    ops::batch_norm_relu_backward(ctx, p, x, y, dy, gamma, beta, saved_mean, saved_inv_std, reserve, dx, dgamma, dbeta);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)},
+                        {"saved_mean", to_cpu(saved_mean)},
+                        {"saved_inv_std", to_cpu(saved_inv_std)},
+                        {"running_mean", to_cpu(running_mean)},
+                        {"running_var", to_cpu(running_var)},
+                        {"dx", to_cpu(dx)},
+                        {"dgamma", to_cpu(dgamma)},
+                        {"dbeta", to_cpu(dbeta)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    const auto x = values(in, "x"), gamma = values(in, "gamma"), dy = values(in, "dy");
+    const BatchNormTrainingRef f =
+        reference_batch_norm_forward_training(x, channels, gamma, values(in, "beta"), values(in, "running_mean"),
+                                              values(in, "running_var"), p.eps, p.momentum);
+    std::vector<double> y(f.y.size()), dz(f.y.size());
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      y[i] = std::max(0.0, f.y[i]);
+      dz[i] = y[i] > 0.0 ? dy[i] : 0.0;
+    }
+    const BatchNormBackwardRef b = reference_batch_norm_backward(x, dz, channels, gamma, p.eps);
+    return NamedValues{{"y", y},
+                       {"saved_mean", f.mean},
+                       {"saved_inv_std", f.inv_std},
+                       {"running_mean", f.running_mean},
+                       {"running_var", f.running_var},
+                       {"dx", b.dx},
+                       {"dgamma", b.dgamma},
+                       {"dbeta", b.dbeta}};
+  };
+  const Tolerance ty{2e-5, 1e-5}, tmean{1e-6, 1e-6}, tinv{0.0, 1e-5}, trm{1e-6, 1e-6}, trv{1e-6, 1e-5}, tdx{1e-5, 1e-4},
+      tsum = fp32_sum(rows);
+  c.outputs = {{"y", ty, twice(ty)},
+               {"saved_mean", tmean, twice(tmean)},
+               {"saved_inv_std", tinv, twice(tinv)},
+               {"running_mean", trm, twice(trm)},
+               {"running_var", trv, twice(trv)},
+               {"dx", tdx, twice(tdx)},
+               {"dgamma", tsum, twice(tsum)},
+               {"dbeta", tsum, twice(tsum)}};
+  c.gradients = {{"x", "dx", "y", "dy"}, {"gamma", "dgamma", "y", "dy"}, {"beta", "dbeta", "y", "dy"}};
+  return c;
+}
+
 // ---- relu and add ------------------------------------------------------------------------------
 
 // in_place: y aliases x and dx aliases dy, as the layers may run them. zeros: every fifth input
@@ -2090,6 +2172,9 @@ std::vector<OpCase> build_cases() {
   // Batch norm + add + ReLU fused (--fuse bn-add-relu; appended last, as above).
   cases.push_back(batch_norm_add_relu_case({4, 3, 3, 8}, next_seed()));
   cases.push_back(batch_norm_add_relu_case({2, 5, 5, 32}, next_seed()));
+  // Batch norm + ReLU fused (--fuse bn-relu; appended last, as above).
+  cases.push_back(batch_norm_relu_case({4, 3, 3, 8}, next_seed()));
+  cases.push_back(batch_norm_relu_case({2, 5, 5, 32}, next_seed()));
   return cases;
 }
 

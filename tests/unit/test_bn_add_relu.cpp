@@ -7,6 +7,9 @@
 //     against three), the statistics bit for bit (computed from the same x), backward bit for
 //     bit from the same y; 16-bit storage gives the bits of fp32 tensors holding the values;
 //   - the argument checks: y overlapping z, a reserve of another dtype.
+// And the fused batch norm + ReLU (ops::batch_norm_relu_forward_training and its backward, --fuse
+// bn-relu) against batch norm and the ReLU: every output bit for bit in fp32, amp-fp16 and amp-bf16
+// (one rounding against two that commute with the ReLU), 16-bit storage alike; its argument checks.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstring>
@@ -184,6 +187,118 @@ BOOST_AUTO_TEST_CASE(bad_arguments_name_the_op) {
                         std::exception, [](const std::exception& e) {
                           return std::string(e.what()).find("reserve must be u8") != std::string::npos;
                         });
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---- batch norm + ReLU ----
+
+namespace {
+
+Run unfused_bn_relu(st::Context& ctx, const Inputs& in) {
+  const ops::BatchNormParams p;
+  Run r = fresh_run();
+  ops::batch_norm_forward_training(ctx, p, in.x, in.gamma, in.beta, r.rm, r.rv, r.y, r.sm, r.si);
+  ops::relu_forward(ctx, r.y, r.y);
+  ops::relu_backward(ctx, r.y, in.dy, r.dz);
+  ops::batch_norm_backward(ctx, p, in.x, r.dz, in.gamma, r.sm, r.si, r.dx, r.dg, r.db);
+  return r;
+}
+
+Run fused_bn_relu(st::Context& ctx, const Inputs& in) {
+  const ops::BatchNormParams p;
+  Run r = fresh_run();
+  st::Tensor reserve;
+  ops::batch_norm_relu_forward_training(ctx, p, in.x, in.gamma, in.beta, r.rm, r.rv, r.y, r.sm, r.si, reserve);
+  BOOST_TEST(!reserve.defined());  // the CPU keeps none
+  ops::batch_norm_relu_backward(ctx, p, in.x, r.y, in.dy, in.gamma, in.beta, r.sm, r.si, reserve, r.dx, r.dg, r.db);
+  return r;
+}
+
+void expect_same_outputs(const Run& a, const Run& b) {
+  BOOST_TEST(same_bits(a.y, b.y));
+  BOOST_TEST(same_bits(a.rm, b.rm));
+  BOOST_TEST(same_bits(a.rv, b.rv));
+  BOOST_TEST(same_bits(a.sm, b.sm));
+  BOOST_TEST(same_bits(a.si, b.si));
+  BOOST_TEST(same_bits(a.dx, b.dx));
+  BOOST_TEST(same_bits(a.dg, b.dg));
+  BOOST_TEST(same_bits(a.db, b.db));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(bn_relu)
+
+BOOST_AUTO_TEST_CASE(gives_the_bits_of_the_two_ops_in_every_precision) {
+  for (const st::Precision precision : {st::Precision::fp32, st::Precision::amp_fp16, st::Precision::amp_bf16}) {
+    BOOST_TEST_CONTEXT(precision_name(precision)) {
+      st::Context ctx;
+      ctx.set_precision(precision);
+      const Inputs in = make_inputs(ctx);
+      const Run a = unfused_bn_relu(ctx, in), b = fused_bn_relu(ctx, in);
+      expect_same_outputs(a, b);
+      // Some outputs are clipped by the ReLU and some are not: the mask is exercised.
+      int zeros = 0;
+      for (int64_t i = 0; i < b.y.numel(); ++i) zeros += b.y.data<float>()[i] == 0.0f;
+      BOOST_TEST(zeros > 0);
+      BOOST_TEST(zeros < b.y.numel());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(half_storage_gives_the_bits_of_fp32_tensors) {
+  for (const st::Precision precision : {st::Precision::amp_fp16, st::Precision::amp_bf16}) {
+    BOOST_TEST_CONTEXT(precision_name(precision)) {
+      st::Context ctx;
+      ctx.set_precision(precision);
+      const Inputs in = make_inputs(ctx);
+      const st::DType half = precision == st::Precision::amp_fp16 ? st::DType::f16 : st::DType::bf16;
+      auto to_half = [&](const st::Tensor& t) {
+        st::Tensor h = st::Tensor::empty(t.shape(), half);
+        ops::cast_to_half(ctx, t, h);
+        return h;
+      };
+      const st::Tensor x16 = to_half(in.x), dy16 = to_half(in.dy);
+      const ops::BatchNormParams p;
+      Run c = fresh_run();
+      st::Tensor y16 = st::Tensor::empty(kShape, half), dx16 = st::Tensor::empty(kShape, half), reserve;
+      ops::batch_norm_relu_forward_training(ctx, p, x16, in.gamma, in.beta, c.rm, c.rv, y16, c.sm, c.si, reserve);
+      ops::batch_norm_relu_backward(ctx, p, x16, y16, dy16, in.gamma, in.beta, c.sm, c.si, reserve, dx16, c.dg, c.db);
+      const Run own = fused_bn_relu(ctx, in);
+      BOOST_TEST(same_bits(ops::as_f32(ctx, y16), own.y));
+      BOOST_TEST(same_bits(ops::as_f32(ctx, dx16), own.dx));
+      BOOST_TEST(same_bits(c.dg, own.dg));
+      BOOST_TEST(same_bits(c.db, own.db));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bad_arguments_name_the_op) {
+  st::Context ctx;
+  const Inputs in = make_inputs(ctx);
+  Run r = fresh_run();
+  st::Tensor reserve;
+  const ops::BatchNormParams p;
+  st::Tensor y = in.x;  // y over x, which backward reads
+  BOOST_CHECK_EXCEPTION(
+      ops::batch_norm_relu_forward_training(ctx, p, in.x, in.gamma, in.beta, r.rm, r.rv, y, r.sm, r.si, reserve),
+      std::exception, [](const std::exception& e) {
+        return std::string(e.what()).find("batch_norm_relu_forward_training: y overlaps x") != std::string::npos;
+      });
+  ops::batch_norm_relu_forward_training(ctx, p, in.x, in.gamma, in.beta, r.rm, r.rv, r.y, r.sm, r.si, reserve);
+  st::Tensor dx = in.dy;  // dx over dy
+  BOOST_CHECK_EXCEPTION(
+      ops::batch_norm_relu_backward(ctx, p, in.x, r.y, in.dy, in.gamma, in.beta, r.sm, r.si, reserve, dx, r.dg, r.db),
+      std::exception, [](const std::exception& e) {
+        return std::string(e.what()).find("batch_norm_relu_backward: dx overlaps dy") != std::string::npos;
+      });
+  st::Tensor bad_reserve = st::Tensor::empty({4}, st::DType::f32);
+  BOOST_CHECK_EXCEPTION(
+      ops::batch_norm_relu_forward_training(ctx, p, in.x, in.gamma, in.beta, r.rm, r.rv, r.y, r.sm, r.si, bad_reserve),
+      std::exception, [](const std::exception& e) {
+        return std::string(e.what()).find("batch_norm_relu_forward_training: reserve must be u8") != std::string::npos;
+      });
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -406,7 +406,7 @@ BOOST_AUTO_TEST_CASE(grad_ready_hooks_fire_once_per_parameter) {
 // count: the second step's peak above what the first step left in use (the layers' outputs and
 // saved inputs, kept between steps) stays under a third of the activations the first forward
 // allocated. A gradient buffer per layer, as before, adds about as much as the activations.
-// Every gradient is freed by the end of backward, in both the fused and the unfused residual ends.
+// Every gradient is freed by the end of backward, fused (bn-add-relu and bn-relu) or not.
 BOOST_AUTO_TEST_CASE(backward_holds_few_activation_gradients) {
   struct Case {
     const char* model;
@@ -420,6 +420,7 @@ BOOST_AUTO_TEST_CASE(backward_holds_few_activation_gradients) {
       m->initialize(3);
       Context ctx;
       ctx.set_fuse_bn_add_relu(c.fuse);
+      ctx.set_fuse_bn_relu(c.fuse);
       Tensor x = to_tensor(random_vector(c.batch * c.hw * c.hw * c.c, 5), {c.batch, c.hw, c.hw, c.c});
       Tensor dl = to_tensor(random_vector(c.batch * 10, 6), {c.batch, 10});
 

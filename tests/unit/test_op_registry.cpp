@@ -53,12 +53,14 @@ OpNames recorded_image_model_ops(st::models::Model& m, const st::Shape& input, b
   m.initialize(1);
   const st::ops::OpRecorder recorder;
   const st::Tensor x = random_tensor(input, 2);
-  // A training step as it runs by default and with --fuse bn-add-relu,conv-bias-relu (residual
-  // blocks and convolutions with a bias and ReLU list the fused ops among their training ops).
+  // A training step as it runs by default and with --fuse bn-add-relu,bn-relu,conv-bias-relu
+  // (residual blocks, batch norms with a ReLU and convolutions with a bias and ReLU list the fused
+  // ops among their training ops).
   for (const bool fuse : {false, true}) {
     if (!training) break;
     ctx.set_fuse_bn_add_relu(fuse);
     ctx.set_fuse_conv_bias_relu(fuse);
+    ctx.set_fuse_bn_relu(fuse);
     const st::Tensor logits = m.forward(ctx, x, true);
     std::vector<st::Tensor> aux_dlogits;
     for (const st::Tensor& a : m.aux_logits()) aux_dlogits.push_back(random_tensor(a.shape(), 4));

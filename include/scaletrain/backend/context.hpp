@@ -63,6 +63,10 @@ class Context {
   // ops::batch_norm_add_relu_forward_training) instead of three, in training.
   void set_fuse_bn_add_relu(bool fuse) { fuse_bn_add_relu_ = fuse; }
   bool fuse_bn_add_relu() const { return fuse_bn_add_relu_; }
+  // --fuse bn-relu: a batch norm and the ReLU after it run as one op
+  // (ops::batch_norm_relu_forward_training, cuDNN's fused batch norm on a GPU) in training.
+  void set_fuse_bn_relu(bool fuse) { fuse_bn_relu_ = fuse; }
+  bool fuse_bn_relu() const { return fuse_bn_relu_; }
   // --fuse conv-bias-relu: a convolution with bias and the ReLU after it run as one op
   // (ops::conv2d_bias_relu_forward, cuDNN's fused epilogue on a GPU) in training.
   void set_fuse_conv_bias_relu(bool fuse) { fuse_conv_bias_relu_ = fuse; }
@@ -94,6 +98,7 @@ class Context {
   DType activation_dtype_ = DType::f32;
   bool fuse_bn_add_relu_ = false;
   bool fuse_conv_bias_relu_ = false;
+  bool fuse_bn_relu_ = false;
   bool conv_search_ = false;
   bool conv_graph_ = false;
   std::unique_ptr<Impl> impl_;

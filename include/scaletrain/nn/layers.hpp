@@ -171,10 +171,18 @@ class BatchNorm2d : public Module {
     Tensor dx, dz;
   };
   AddReluGradients backward_add_relu(Context& ctx, const Tensor& dy, bool need_dx);
-  bool fused_last() const { return fused_; }  // the last training forward was forward_add_relu
+  bool fused_last() const { return fused_ == Fused::add_relu; }  // the last training forward was forward_add_relu
+  // Training only, fused (ops::batch_norm_relu_forward_training): max(0, bn(x)) (--fuse bn-relu,
+  // BatchNormReLU). backward_relu then returns dx from dy (the gradient of the ReLU's output) and
+  // marks the weight and bias gradients ready.
+  Tensor forward_relu(Context& ctx, const Tensor& x);
+  Tensor backward_relu(Context& ctx, const Tensor& dy, bool need_dx);
+  bool fused_relu_last() const { return fused_ == Fused::relu; }
 
  private:
+  enum class Fused { none, add_relu, relu };  // what the last training forward ran with batch norm
   void ensure_saved_statistics(Context& ctx);
+  Tensor output_for(Context& ctx, const Tensor& x);
 
   ParameterSet* params_;
   std::string name_;
@@ -185,8 +193,8 @@ class BatchNorm2d : public Module {
   Tensor saved_mean_, saved_inv_std_;
   Tensor y_buffer_;
   bool have_batch_stats_ = false;
-  // The fused path's: its output (the ReLU's mask) and cuDNN's reserve space.
-  bool fused_ = false;
+  // The fused paths': their output (the ReLU's mask) and cuDNN's reserve space.
+  Fused fused_ = Fused::none;
   Tensor y_, reserve_;
 };
 
@@ -223,6 +231,24 @@ class ConvReLU : public Module {
 
  private:
   Conv2d conv_;
+  ReLU relu_{true};
+};
+
+// Batch norm and the in-place ReLU after it (ResNet's blocks but their last batch norm and its
+// stem, GoogLeNet's and Inception-v3's BasicConv2d): the same parameters, under the same names, and
+// values as BatchNorm2d then ReLU(true). With --fuse bn-relu (Context::fuse_bn_relu) a training
+// forward runs them as one op (BatchNorm2d::forward_relu) and backward as one op too.
+class BatchNormReLU : public Module {
+ public:
+  BatchNormReLU(ParameterSet& params, const std::string& name, int channels, ops::BatchNormParams bn = {})
+      : bn_(params, name, channels, bn) {}
+  Tensor forward(Context& ctx, const Tensor& x, bool training) override;
+  Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) override;
+  void initialize(Rng& rng) override { bn_.initialize(rng); }
+  void list_ops(ops::OpNames& ops, bool training) const override;
+
+ private:
+  BatchNorm2d bn_;
   ReLU relu_{true};
 };
 

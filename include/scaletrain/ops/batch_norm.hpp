@@ -50,6 +50,22 @@ void batch_norm_add_relu_backward(Context& ctx, const BatchNormParams& p, const 
                                   const Tensor& saved_inv_std, const Tensor& reserve, Tensor& dx, Tensor& dz,
                                   Tensor& dgamma, Tensor& dbeta);
 
+// Batch norm then ReLU, as one op: y = max(0, bn(x)), the batch norms of ResNet's blocks before
+// their last and of GoogLeNet's and Inception-v3's BasicConv2d (issue 26, section 3: cuDNN's
+// CUDNN_BATCHNORM_OPS_BN_ACTIVATION). Arguments as batch_norm_add_relu_forward_training's without
+// z. Computed in fp32 and stored once: the values of the two ops in every precision (rounding keeps
+// a value's sign, so ReLU and the rounding commute; a negative value that rounds to -0 gives +0).
+void batch_norm_relu_forward_training(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
+                                      const Tensor& beta, Tensor& running_mean, Tensor& running_var, Tensor& y,
+                                      Tensor& saved_mean, Tensor& saved_inv_std, Tensor& reserve);
+// Its backward from the forward's x, y, statistics and reserve: dy where y > 0, else 0 (the ReLU's
+// gradient), then batch norm's backward of that: dx, dgamma, dbeta. The bits of relu_backward and
+// batch_norm_backward.
+void batch_norm_relu_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& y,
+                              const Tensor& dy, const Tensor& gamma, const Tensor& beta, const Tensor& saved_mean,
+                              const Tensor& saved_inv_std, const Tensor& reserve, Tensor& dx, Tensor& dgamma,
+                              Tensor& dbeta);
+
 struct BatchNormDescriptorDims {
   int64_t n, c, h, w;
 };

@@ -252,4 +252,34 @@ void batch_norm_add_relu_backward(Context& ctx, const BatchNormParams& p, const 
   cpu::batch_norm_backward(ctx, p, x, dz, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta);
 }
 
+// The fused batch norm + ReLU: batch norm into y, then relu_forward's expression over y; in fp32
+// the bits of the two ops. No reserve on the CPU.
+void batch_norm_relu_forward_training(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
+                                      const Tensor& beta, Tensor& running_mean, Tensor& running_var, Tensor& y,
+                                      Tensor& saved_mean, Tensor& saved_inv_std, Tensor& /*reserve*/) {
+  cpu::batch_norm_forward_training(ctx, p, x, gamma, beta, running_mean, running_var, y, saved_mean, saved_inv_std);
+  const int64_t n = y.numel();
+  float* yp = y.data<float>();
+#pragma omp parallel for simd schedule(static) if (n >= (1 << 15))
+  for (int64_t i = 0; i < n; ++i) yp[i] = yp[i] < 0.0f ? 0.0f : yp[i];
+}
+
+// Its backward: relu_backward's expression into dx, then batch norm's backward of it in place (the
+// CPU kernel reads each dy before it writes that dx).
+void batch_norm_relu_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& y,
+                              const Tensor& dy, const Tensor& gamma, const Tensor& /*beta*/, const Tensor& saved_mean,
+                              const Tensor& saved_inv_std, const Tensor& /*reserve*/, Tensor& dx, Tensor& dgamma,
+                              Tensor& dbeta) {
+  const int64_t n = y.numel();
+  const float* yp = y.data<float>();
+  const float* dyp = dy.data<float>();
+  float* dxp = dx.data<float>();
+#pragma omp parallel for simd schedule(static) if (n >= (1 << 15))
+  for (int64_t i = 0; i < n; ++i) {  // an unconditional load vectorises (relu_backward's comment)
+    const float g = dyp[i];
+    dxp[i] = yp[i] > 0.0f ? g : 0.0f;
+  }
+  cpu::batch_norm_backward(ctx, p, x, dx, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta);
+}
+
 }  // namespace scaletrain::ops::cpu

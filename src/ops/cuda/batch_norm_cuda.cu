@@ -66,6 +66,9 @@
 #include "scaletrain/ops/batch_norm.hpp"
 
 namespace scaletrain::ops::cuda {
+
+void relu_forward(Context& ctx, const Tensor& x, Tensor& y);  // activation_cuda.cu: the unfused ReLU
+
 namespace {
 
 // x's descriptor and the derived per-channel one.
@@ -102,7 +105,7 @@ bool not_supported(cudnnStatus_t status) {
 
 // The configurations cuDNN refused once (path, 16-bit type, x's shape): later calls with them go
 // the fallback way at once, and one refused shape leaves the others native.
-enum class Path { plain, fused, persistent };
+enum class Path { plain, fused, fused_relu, persistent };
 class Refusals {
  public:
   bool has(Path path, const Tensor& x) {
@@ -450,27 +453,28 @@ void batch_norm_backward(Context& ctx, const BatchNormParams& p, const Tensor& x
   dx32.store();
 }
 
-// ---- batch norm + add + ReLU (issue 26, section 3) ----
+// ---- batch norm + add + ReLU, and batch norm + ReLU (issue 26, section 3) ----
 //
-// cuDNN's fused kernels (cudnnBatchNormalizationForwardTrainingEx and BackwardEx with
-// CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, in CUDNN_BATCHNORM_SPATIAL_PERSISTENT mode) where x, z,
-// y (and dy, dz, dx) are 4-D, of one 16-bit type: the configuration cuDNN documents for them
-// (NHWC fp16, from V100 on). They compute in float and store y once, as the CPU kernel does. A
-// configuration cuDNN refuses (bf16 on some versions, some shapes) is remembered per type and
-// shape and, with every other case, runs unfused: batch norm into an fp32 buffer, then one pass
-// storing max(0, bn + z) once (the CPU's numerics); backward the ReLU's mask into dz, then batch
-// norm's backward. The forward's reserve space travels to the backward in `reserve`; an empty
-// reserve means the forward ran unfused.
+// cuDNN's fused kernels (cudnnBatchNormalizationForwardTrainingEx and BackwardEx in
+// CUDNN_BATCHNORM_SPATIAL_PERSISTENT mode, with CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION for the
+// add's z, CUDNN_BATCHNORM_OPS_BN_ACTIVATION without it) where x, z, y (and dy, dz, dx) are 4-D,
+// of one 16-bit type: the configuration cuDNN documents for them (NHWC fp16, from V100 on). They
+// compute in float and store y once, as the CPU kernels do. A configuration cuDNN refuses (bf16 on
+// some versions, some shapes) is remembered per op, type and shape and, with every other case,
+// runs unfused: batch norm, then one pass for the ReLU (and the add, from an fp32 buffer: the CPU's
+// numerics); backward the ReLU's mask, then batch norm's backward. The forward's reserve space
+// travels to the backward in `reserve`; an empty reserve means the forward ran unfused.
 // The persistent mode may sum with scaled integer atomics that overflow to inf or NaN on very
 // large values (cuDNN's documentation): under dynamic loss scaling such a step is skipped and the
 // scale halved, as for any overflow. docs/mixed-precision.md says so.
 namespace {
 
-// x, z, y of one 16-bit type in the persistent kernels' layout, in a configuration cuDNN has not
-// refused for x's shape.
-bool fused_candidate(std::initializer_list<const Tensor*> tensors, std::initializer_list<const Tensor*> per_channel) {
+// x (and z), y of one 16-bit type in the persistent kernels' layout, in a configuration cuDNN has
+// not refused for x's shape on this path.
+bool fused_candidate(Path path, std::initializer_list<const Tensor*> tensors,
+                     std::initializer_list<const Tensor*> per_channel) {
   const Tensor& x = **tensors.begin();
-  return persistent_layout(tensors, per_channel) && x.dtype() != DType::f32 && !refusals().has(Path::fused, x);
+  return persistent_layout(tensors, per_channel) && x.dtype() != DType::f32 && !refusals().has(path, x);
 }
 
 __global__ void add_relu_kernel(const float* bn, const void* z, ElemKind zk, void* y, ElemKind yk, int64_t n) {
@@ -486,6 +490,82 @@ __global__ void relu_mask_kernel(const void* y, ElemKind yk, const void* dy, Ele
     store_float(dz, dzk, i, load_float(y, yk, i) > 0.0f ? load_float(dy, dyk, i) : 0.0f);
 }
 
+// dz = dy where y > 0, else 0, in dz's format.
+void relu_mask(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dz, const char* op) {
+  const int64_t n = y.numel();
+  relu_mask_kernel<<<scaletrain::cuda::blocks_for(n), scaletrain::cuda::kThreadsPerBlock, 0,
+                     scaletrain::cuda::compute_stream(ctx)>>>(y.raw(), elem_kind(y, op), dy.raw(), elem_kind(dy, op),
+                                                              dz.raw(), elem_kind(dz, op), n);
+  ST_CHECK_LAUNCH();
+}
+
+// The fused forward: batch norm, z added where given, ReLU, in cuDNN's kernel; true where it ran,
+// false where cuDNN refused the configuration (remembered; the caller runs the ops apart).
+bool fused_forward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor* z, const Tensor& gamma,
+                   const Tensor& beta, Tensor& running_mean, Tensor& running_var, Tensor& y, Tensor& saved_mean,
+                   Tensor& saved_inv_std, Tensor& reserve, const char* op) {
+  const Path path = z != nullptr ? Path::fused : Path::fused_relu;
+  const std::initializer_list<const Tensor*> per_channel{&gamma,       &beta,       &running_mean,
+                                                         &running_var, &saved_mean, &saved_inv_std};
+  if (!(z != nullptr ? fused_candidate(path, {&x, z, &y}, per_channel) : fused_candidate(path, {&x, &y}, per_channel)))
+    return false;
+  BatchNormDescs d;
+  cudnnStatus_t status = describe(x, op, d);
+  const ReluDesc act;
+  const cudnnHandle_t handle = scaletrain::cuda::cudnn_handle(ctx);
+  const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
+  const cudnnBatchNormOps_t ops =
+      z != nullptr ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION : CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
+  const cudnnTensorDescriptor_t z_desc = z != nullptr ? d.x.get() : nullptr;
+  std::size_t work_bytes = 0, reserve_bytes = 0;
+  if (status == CUDNN_STATUS_SUCCESS)
+    status = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, mode, ops, d.x.get(), z_desc, d.x.get(),
+                                                                      d.channel.get(), act.get(), &work_bytes);
+  if (status == CUDNN_STATUS_SUCCESS)
+    status =
+        cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, mode, ops, act.get(), d.x.get(), &reserve_bytes);
+  if (status == CUDNN_STATUS_SUCCESS) {
+    if (!reserve.defined() || reserve.device() != Device::cuda || reserve.bytes() < reserve_bytes)
+      reserve = Tensor::empty({static_cast<int64_t>(std::max<std::size_t>(reserve_bytes, 1))}, DType::u8, Device::cuda);
+    void* work = scaletrain::cuda::workspace(ctx, work_bytes);
+    const float one = 1.0f, zero = 0.0f;
+    status = cudnnBatchNormalizationForwardTrainingEx(
+        handle, mode, ops, &one, &zero, d.x.get(), x.raw(), z_desc, z != nullptr ? z->raw() : nullptr, d.x.get(),
+        y.raw(), d.channel.get(), gamma.raw(), beta.raw(), static_cast<double>(p.momentum), running_mean.raw(),
+        running_var.raw(), static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw(), act.get(), work,
+        work_bytes, reserve.raw(), reserve.bytes());
+  }
+  return accepted(status, x, path);
+}
+
+// The fused backward of a forward that ran fused (its reserve given): dz = the ReLU's gradient
+// where z is given, dx, dgamma and dbeta, in cuDNN's kernel. Any failure throws: the forward's
+// configuration was accepted.
+void fused_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
+                    const Tensor& gamma, const Tensor& beta, const Tensor& saved_mean, const Tensor& saved_inv_std,
+                    const Tensor& reserve, Tensor& dx, Tensor* dz, Tensor& dgamma, Tensor& dbeta, const char* op) {
+  BatchNormDescs d;
+  ST_CHECK_CUDNN(describe(x, op, d));
+  const ReluDesc act;
+  const cudnnHandle_t handle = scaletrain::cuda::cudnn_handle(ctx);
+  const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
+  const cudnnBatchNormOps_t ops =
+      dz != nullptr ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION : CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
+  const cudnnTensorDescriptor_t dz_desc = dz != nullptr ? d.x.get() : nullptr;
+  std::size_t work_bytes = 0;
+  ST_CHECK_CUDNN(cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+      handle, mode, ops, d.x.get(), d.x.get(), d.x.get(), dz_desc, d.x.get(), d.channel.get(), act.get(), &work_bytes));
+  void* work = scaletrain::cuda::workspace(ctx, work_bytes);
+  const float one = 1.0f, zero = 0.0f;
+  ST_CHECK_CUDNN(cudnnBatchNormalizationBackwardEx(
+      handle, mode, ops, &one, &zero, &one, &zero, d.x.get(), x.raw(), d.x.get(), y.raw(), d.x.get(), dy.raw(), dz_desc,
+      dz != nullptr ? dz->raw() : nullptr, d.x.get(), dx.raw(), d.channel.get(), gamma.raw(), beta.raw(), dgamma.raw(),
+      dbeta.raw(), static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw(), act.get(), work, work_bytes,
+      const_cast<void*>(reserve.raw()), reserve.bytes()));
+}
+
+bool ran_fused(const Tensor& reserve) { return reserve.defined() && reserve.numel() > 0; }
+
 }  // namespace
 
 void batch_norm_add_relu_forward_training(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& z,
@@ -495,34 +575,8 @@ void batch_norm_add_relu_forward_training(Context& ctx, const BatchNormParams& p
   const char* op = "batch_norm_add_relu_forward_training";
   check_eps(p, op);
   persistent_reserves().forget(saved_inv_std);  // its own reserve travels in `reserve`
-  if (fused_candidate({&x, &z, &y}, {&gamma, &beta, &running_mean, &running_var, &saved_mean, &saved_inv_std})) {
-    BatchNormDescs d;
-    cudnnStatus_t status = describe(x, op, d);
-    const ReluDesc act;
-    const cudnnHandle_t handle = scaletrain::cuda::cudnn_handle(ctx);
-    const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
-    const cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
-    std::size_t work_bytes = 0, reserve_bytes = 0;
-    if (status == CUDNN_STATUS_SUCCESS)
-      status = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
-          handle, mode, ops, d.x.get(), d.x.get(), d.x.get(), d.channel.get(), act.get(), &work_bytes);
-    if (status == CUDNN_STATUS_SUCCESS)
-      status =
-          cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, mode, ops, act.get(), d.x.get(), &reserve_bytes);
-    if (status == CUDNN_STATUS_SUCCESS) {
-      if (!reserve.defined() || reserve.device() != Device::cuda || reserve.bytes() < reserve_bytes)
-        reserve =
-            Tensor::empty({static_cast<int64_t>(std::max<std::size_t>(reserve_bytes, 1))}, DType::u8, Device::cuda);
-      void* work = scaletrain::cuda::workspace(ctx, work_bytes);
-      const float one = 1.0f, zero = 0.0f;
-      status = cudnnBatchNormalizationForwardTrainingEx(
-          handle, mode, ops, &one, &zero, d.x.get(), x.raw(), d.x.get(), z.raw(), d.x.get(), y.raw(), d.channel.get(),
-          gamma.raw(), beta.raw(), static_cast<double>(p.momentum), running_mean.raw(), running_var.raw(),
-          static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw(), act.get(), work, work_bytes, reserve.raw(),
-          reserve.bytes());
-    }
-    if (accepted(status, x, Path::fused)) return;
-  }
+  if (fused_forward(ctx, p, x, &z, gamma, beta, running_mean, running_var, y, saved_mean, saved_inv_std, reserve, op))
+    return;
   reserve = Tensor();  // the backward runs unfused
   Tensor bn = Tensor::empty(x.shape(), DType::f32, Device::cuda);
   cuda::batch_norm_forward_training(ctx, p, x, gamma, beta, running_mean, running_var, bn, saved_mean, saved_inv_std);
@@ -540,32 +594,43 @@ void batch_norm_add_relu_backward(Context& ctx, const BatchNormParams& p, const 
   const char* op = "batch_norm_add_relu_backward";
   check_eps(p, op);
   // A reserve space means the forward ran cuDNN's fused kernel on these tensors: so does backward.
-  if (reserve.defined() && reserve.numel() > 0 &&
-      fused_candidate({&x, &y, &dy, &dz, &dx}, {&gamma, &beta, &saved_mean, &saved_inv_std, &dgamma, &dbeta})) {
-    BatchNormDescs d;
-    ST_CHECK_CUDNN(describe(x, op, d));
-    const ReluDesc act;
-    const cudnnHandle_t handle = scaletrain::cuda::cudnn_handle(ctx);
-    const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
-    const cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
-    std::size_t work_bytes = 0;
-    ST_CHECK_CUDNN(cudnnGetBatchNormalizationBackwardExWorkspaceSize(handle, mode, ops, d.x.get(), d.x.get(), d.x.get(),
-                                                                     d.x.get(), d.x.get(), d.channel.get(), act.get(),
-                                                                     &work_bytes));
-    void* work = scaletrain::cuda::workspace(ctx, work_bytes);
-    const float one = 1.0f, zero = 0.0f;
-    ST_CHECK_CUDNN(cudnnBatchNormalizationBackwardEx(
-        handle, mode, ops, &one, &zero, &one, &zero, d.x.get(), x.raw(), d.x.get(), y.raw(), d.x.get(), dy.raw(),
-        d.x.get(), dz.raw(), d.x.get(), dx.raw(), d.channel.get(), gamma.raw(), beta.raw(), dgamma.raw(), dbeta.raw(),
-        static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw(), act.get(), work, work_bytes,
-        const_cast<void*>(reserve.raw()), reserve.bytes()));
+  if (ran_fused(reserve) && fused_candidate(Path::fused, {&x, &y, &dy, &dz, &dx},
+                                            {&gamma, &beta, &saved_mean, &saved_inv_std, &dgamma, &dbeta})) {
+    fused_backward(ctx, p, x, y, dy, gamma, beta, saved_mean, saved_inv_std, reserve, dx, &dz, dgamma, dbeta, op);
     return;
   }
-  const int64_t n = y.numel();
-  relu_mask_kernel<<<scaletrain::cuda::blocks_for(n), scaletrain::cuda::kThreadsPerBlock, 0,
-                     scaletrain::cuda::compute_stream(ctx)>>>(y.raw(), elem_kind(y, op), dy.raw(), elem_kind(dy, op),
-                                                              dz.raw(), elem_kind(dz, op), n);
-  ST_CHECK_LAUNCH();
+  relu_mask(ctx, y, dy, dz, op);
+  cuda::batch_norm_backward(ctx, p, x, dz, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta);
+}
+
+void batch_norm_relu_forward_training(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
+                                      const Tensor& beta, Tensor& running_mean, Tensor& running_var, Tensor& y,
+                                      Tensor& saved_mean, Tensor& saved_inv_std, Tensor& reserve) {
+  const char* op = "batch_norm_relu_forward_training";
+  check_eps(p, op);
+  persistent_reserves().forget(saved_inv_std);  // its own reserve travels in `reserve`
+  if (fused_forward(ctx, p, x, nullptr, gamma, beta, running_mean, running_var, y, saved_mean, saved_inv_std, reserve,
+                    op))
+    return;
+  reserve = Tensor();  // the backward runs unfused
+  cuda::batch_norm_forward_training(ctx, p, x, gamma, beta, running_mean, running_var, y, saved_mean, saved_inv_std);
+  relu_forward(ctx, y, y);  // each element read before it is written: in place is safe
+}
+
+void batch_norm_relu_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& y,
+                              const Tensor& dy, const Tensor& gamma, const Tensor& beta, const Tensor& saved_mean,
+                              const Tensor& saved_inv_std, const Tensor& reserve, Tensor& dx, Tensor& dgamma,
+                              Tensor& dbeta) {
+  const char* op = "batch_norm_relu_backward";
+  check_eps(p, op);
+  if (ran_fused(reserve) && fused_candidate(Path::fused_relu, {&x, &y, &dy, &dx},
+                                            {&gamma, &beta, &saved_mean, &saved_inv_std, &dgamma, &dbeta})) {
+    fused_backward(ctx, p, x, y, dy, gamma, beta, saved_mean, saved_inv_std, reserve, dx, nullptr, dgamma, dbeta, op);
+    return;
+  }
+  // The ReLU's gradient in a buffer of its own: batch norm's backward would copy an aliased dy.
+  Tensor dz = Tensor::empty(dy.shape(), dy.dtype(), Device::cuda);
+  relu_mask(ctx, y, dy, dz, op);
   cuda::batch_norm_backward(ctx, p, x, dz, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta);
 }
 
