@@ -1,0 +1,345 @@
+// cuDNN's convolution engines side by side (--conv-algo heuristic | search | graph | graph-search):
+// ResNet-50's distinct convolution shapes at batch 32 (the 7x7 stride-2 stem, the 1x1 and 3x3
+// convolutions of each stage, the strided 3x3 and 1x1 downsamples) and two shapes ResNet lacks (a
+// grouped 3x3, which the graph path leaves to the legacy API, and odd channel counts), in fp32,
+// amp-fp16 and amp-bf16, forward, backward data and backward filter, each run through the ops
+// (ops::conv2d_*) with each of the four choices and checked against the CPU's op within the
+// tolerances of the convolution op cases (tests/support/op_cases.cpp: fp32_sum of the terms per
+// output element, twice that between backends; under AMP 2 units of the format at the output's
+// largest magnitude more).
+//
+// One line per shape, precision and direction: the median GPU time of each choice (CUDA events
+// around each of 5 runs after a warm-up run, which builds the plan: the searches run there), and
+// what ran (the legacy algorithm or the graph API's engine; chosen_by where it says more than the
+// choice's name: a fallback and its reason). Then per precision and direction the sums of the
+// medians, the four choices side by side.
+//
+//   scaletrain_gpu_conv_engines [--device cpu] [--precision P]... [--batch N] [--runs N]
+//     --device cpu   the same program with a CPU Context in the GPU's place (batch 2, images a
+//                    seventh the size, 1 timed run): its comparisons and table checked on every
+//                    machine (ctest unit.conv_engines_harness). The choices do nothing on a CPU.
+//     --precision P  fp32, amp-fp16, amp-bf16 (repeatable; default all three; amp-bf16 skipped
+//                    below compute capability 8.0).
+// Exit codes: 0 passed, 1 failed, 2 bad arguments, 77 skipped (no GPU visible).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gpu_check.hpp"
+#include "scaletrain/backend/context.hpp"
+#include "scaletrain/backend/device_info.hpp"
+#include "scaletrain/backend/device_timer.hpp"
+#include "scaletrain/core/half.hpp"
+#include "scaletrain/core/rng.hpp"
+#include "scaletrain/ops/conv2d.hpp"
+#include "scaletrain/ops/conv_algorithm.hpp"
+#include "support/op_cases.hpp"
+
+namespace st = scaletrain;
+namespace ops = st::ops;
+
+namespace {
+
+struct Shape {
+  const char* name;
+  int64_t h, c, o, k, stride, padding, groups;  // square images and kernels
+};
+
+// ResNet-50 v1.5 (torchvision): the stride of a stage's first block is in its 3x3 and its
+// downsample, so a stage brings a strided 3x3 and a strided 1x1; the other blocks repeat shapes.
+const Shape kShapes[] = {
+    {"stem 7x7 s2", 224, 3, 64, 7, 2, 3, 1},
+    {"layer1 1x1 reduce", 56, 64, 64, 1, 1, 0, 1},
+    {"layer1 3x3", 56, 64, 64, 3, 1, 1, 1},
+    {"layer1 1x1 expand", 56, 64, 256, 1, 1, 0, 1},
+    {"layer1 1x1 256->64", 56, 256, 64, 1, 1, 0, 1},
+    {"layer2 1x1 reduce", 56, 256, 128, 1, 1, 0, 1},
+    {"layer2 3x3 s2", 56, 128, 128, 3, 2, 1, 1},
+    {"layer2 1x1 expand", 28, 128, 512, 1, 1, 0, 1},
+    {"layer2 downsample 1x1 s2", 56, 256, 512, 1, 2, 0, 1},
+    {"layer2 1x1 512->128", 28, 512, 128, 1, 1, 0, 1},
+    {"layer2 3x3", 28, 128, 128, 3, 1, 1, 1},
+    {"layer3 1x1 reduce", 28, 512, 256, 1, 1, 0, 1},
+    {"layer3 3x3 s2", 28, 256, 256, 3, 2, 1, 1},
+    {"layer3 1x1 expand", 14, 256, 1024, 1, 1, 0, 1},
+    {"layer3 downsample 1x1 s2", 28, 512, 1024, 1, 2, 0, 1},
+    {"layer3 1x1 1024->256", 14, 1024, 256, 1, 1, 0, 1},
+    {"layer3 3x3", 14, 256, 256, 3, 1, 1, 1},
+    {"layer4 1x1 reduce", 14, 1024, 512, 1, 1, 0, 1},
+    {"layer4 3x3 s2", 14, 512, 512, 3, 2, 1, 1},
+    {"layer4 1x1 expand", 7, 512, 2048, 1, 1, 0, 1},
+    {"layer4 downsample 1x1 s2", 14, 1024, 2048, 1, 2, 0, 1},
+    {"layer4 1x1 2048->512", 7, 2048, 512, 1, 1, 0, 1},
+    {"layer4 3x3", 7, 512, 512, 3, 1, 1, 1},
+    {"grouped 3x3 g4", 28, 128, 128, 3, 1, 1, 4},
+    {"odd channels 3x3", 14, 33, 17, 3, 1, 1, 1},
+};
+
+struct Choice {
+  const char* name;
+  bool search, graph;
+};
+const Choice kChoices[] = {
+    {"heuristic", false, false}, {"search", true, false}, {"graph", false, true}, {"graph-search", true, true}};
+constexpr int kChoiceCount = 4;
+
+const char* const kDirections[] = {"conv2d_forward", "conv2d_backward_data", "conv2d_backward_filter"};
+
+struct Options {
+  bool cpu = false;
+  int64_t batch = 32;
+  int64_t image_divisor = 1;  // the CPU's dry run: images a seventh the size
+  int runs = 5;
+  std::vector<st::Precision> precisions;
+};
+
+// Seeded values in [-1, 1), rounded to the precision's 16-bit format (what the ops before would
+// have stored, as the op cases' round_inputs_to does).
+st::Tensor random_input(const st::Shape& shape, uint64_t seed, st::Precision precision) {
+  st::Rng rng(seed);
+  st::Tensor t = st::Tensor::empty(shape, st::DType::f32);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(2 * rng.uniform() - 1);
+  if (auto format = st::storage_format(precision)) st::round_in_place(*format, t.data<float>(), t.numel());
+  return t;
+}
+
+// One shape's operands on the CPU and on the device, and the CPU op's three results.
+struct Problem {
+  ops::Conv2dParams params;
+  st::Tensor x, w, dy;              // CPU
+  st::Tensor dev_x, dev_w, dev_dy;  // device
+  st::Tensor y, dx, dw;             // the CPU op's results
+  int64_t terms[3] = {0, 0, 0};     // the sums' terms per output element: y, dx, dw
+};
+
+Problem make_problem(st::Context& cpu, st::Context& dev, const Shape& s, const Options& o, uint64_t seed) {
+  const int64_t h = std::max<int64_t>(1, s.h / o.image_divisor);
+  Problem p;
+  p.params = ops::Conv2dParams(static_cast<int>(s.stride), static_cast<int>(s.padding), static_cast<int>(s.groups));
+  p.x = random_input({o.batch, h, h, s.c}, seed, cpu.precision());
+  p.w = random_input({s.o, s.c / s.groups, s.k, s.k}, seed + 1, cpu.precision());
+  const st::Shape ys = ops::conv2d_output_shape(p.params, p.x.shape(), p.w.shape());
+  p.dy = random_input(ys, seed + 2, cpu.precision());
+  p.y = st::Tensor::empty(ys, st::DType::f32);
+  p.dx = st::Tensor::empty(p.x.shape(), st::DType::f32);
+  p.dw = st::Tensor::empty(p.w.shape(), st::DType::f32);
+  st::Tensor no_bias;
+  ops::conv2d_forward(cpu, p.params, p.x, p.w, no_bias, p.y);
+  ops::conv2d_backward_data(cpu, p.params, p.dy, p.w, p.dx);
+  ops::conv2d_backward_filter(cpu, p.params, p.x, p.dy, p.dw, no_bias);
+  p.dev_x = p.x.to(dev.device()), p.dev_w = p.w.to(dev.device()), p.dev_dy = p.dy.to(dev.device());
+  p.terms[0] = s.c / s.groups * s.k * s.k;
+  p.terms[1] = s.o / s.groups * s.k * s.k;
+  p.terms[2] = o.batch * ys[1] * ys[2];
+  return p;
+}
+
+// Runs direction `d` once on the device into a fresh result.
+st::Tensor run_direction(st::Context& dev, const Problem& p, int d) {
+  st::Tensor no_bias;
+  if (d == 0) {
+    st::Tensor y = st::Tensor::empty(p.y.shape(), st::DType::f32, dev.device());
+    ops::conv2d_forward(dev, p.params, p.dev_x, p.dev_w, no_bias, y);
+    return y;
+  }
+  if (d == 1) {
+    st::Tensor dx = st::Tensor::empty(p.dx.shape(), st::DType::f32, dev.device());
+    ops::conv2d_backward_data(dev, p.params, p.dev_dy, p.dev_w, dx);
+    return dx;
+  }
+  st::Tensor dw = st::Tensor::empty(p.dw.shape(), st::DType::f32, dev.device());
+  ops::conv2d_backward_filter(dev, p.params, p.dev_x, p.dev_dy, dw, no_bias);
+  return dw;
+}
+
+// The median time of `runs` runs in ms: CUDA events on a GPU, the host's clock on the CPU.
+double median_ms(st::Context& dev, const Problem& p, int d, int runs) {
+  st::DeviceEventTimer timer(dev, 1);
+  std::vector<double> ms;
+  for (int r = 0; r < runs; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    timer.begin(0);
+    run_direction(dev, p, d);
+    timer.end(0);
+    dev.synchronize();
+    const double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const std::vector<double> seconds = timer.collect();
+    ms.push_back(timer.enabled() ? seconds.at(0) * 1e3 : host_ms);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// The device's result against the CPU op's: the op cases' backend tolerance for a sum of `terms`
+// (twice fp32_sum: {5e-7 + 2e-7 * terms, 1e-5}), under AMP widened by kAmpBackendUnits units of
+// the format at the CPU result's largest magnitude.
+st::test::OutputCheck compare_with_cpu(const st::Tensor& got, const st::Tensor& want, int64_t terms,
+                                       st::Precision precision, const char* output) {
+  const std::vector<double> g = st::test::tensor_values(got.to(st::Device::cpu));
+  const std::vector<double> w = st::test::tensor_values(want);
+  st::test::Tolerance t{2 * (5e-7 + 2e-7 * static_cast<double>(terms)), 2e-5};
+  double largest = 0.0;
+  for (double v : w) largest = std::max(largest, std::fabs(v));
+  t.abs += st::test::kAmpBackendUnits * st::test::amp_unit_of(precision) * largest;
+  return st::test::compare_values(output, g, w, t);
+}
+
+// What the newest plan of direction `d` since `before` runs: "algo 1 f16" or "engine 12 f16",
+// and its chosen_by; "cpu" on a CPU (no plans).
+struct Ran {
+  std::string what = "cpu", chosen_by;
+};
+Ran what_ran(std::size_t before, int d) {
+  const std::vector<ops::ConvAlgorithmRecord> records = ops::conv_algorithm_records();
+  Ran ran;
+  for (std::size_t i = before; i < records.size(); ++i)
+    if (records[i].direction == kDirections[d]) {
+      const ops::ConvAlgorithmRecord& r = records[i];
+      ran.what =
+          (r.engine >= 0 ? "engine " + std::to_string(r.engine) : "algo " + std::to_string(r.algo)) + " " + r.data;
+      ran.chosen_by = r.chosen_by;
+    }
+  return ran;
+}
+
+struct Totals {
+  double ms[kChoiceCount] = {0, 0, 0, 0};
+  int graph_ran = 0, graph_plans = 0;
+};
+
+void run_shape(st::Context& cpu, st::Context& dev, const Shape& s, const Options& o, uint64_t seed,
+               std::map<std::string, Totals>& totals) {
+  const st::Precision precision = cpu.precision();
+  const Problem p = make_problem(cpu, dev, s, o, seed);
+  const st::Tensor* want[3] = {&p.y, &p.dx, &p.dw};
+  const char* outputs[3] = {"y", "dx", "dw"};
+  for (int d = 0; d < 3; ++d) {
+    std::string line, notes;
+    Totals& total = totals[std::string(st::precision_name(precision)) + " " + kDirections[d]];
+    bool ok = true;
+    for (int c = 0; c < kChoiceCount; ++c) {
+      const Choice& choice = kChoices[c];
+      dev.set_conv_search(choice.search);
+      dev.set_conv_graph(choice.graph);
+      const std::size_t before = ops::conv_algorithm_records().size();
+      const st::Tensor result = run_direction(dev, p, d);  // the warm-up: the plan, any search
+      dev.synchronize();
+      const Ran ran = what_ran(before, d);
+      const st::test::OutputCheck checked = compare_with_cpu(result, *want[d], p.terms[d], precision, outputs[d]);
+      if (!checked.ok) {
+        ok = false;
+        notes += std::string("\n    ") + choice.name + " differs from the CPU: " + st::test::describe(checked);
+      }
+      const double ms = median_ms(dev, p, d, o.runs);
+      total.ms[c] += ms;
+      if (choice.graph && dev.device() == st::Device::cuda) {
+        ++total.graph_plans;
+        if (ran.chosen_by.rfind("graph", 0) == 0) ++total.graph_ran;
+      }
+      char cell[96];
+      std::snprintf(cell, sizeof cell, " | %s %.3f ms (%s)", choice.name, ms, ran.what.c_str());
+      line += cell;
+      if (!ran.chosen_by.empty() && ran.chosen_by != choice.name)
+        notes += std::string("\n    ") + choice.name + ": chosen_by " + ran.chosen_by;
+    }
+    char head[160];
+    std::snprintf(head, sizeof head, "%s %s N%lld %lldx%lld C%lld->O%lld | %s | %s", ok ? "ok  " : "FAIL", s.name,
+                  static_cast<long long>(o.batch), static_cast<long long>(p.x.dim(1)),
+                  static_cast<long long>(p.x.dim(2)), static_cast<long long>(s.c), static_cast<long long>(s.o),
+                  st::precision_name(precision), kDirections[d]);
+    std::printf("%s%s%s\n", head, line.c_str(), notes.c_str());
+    if (!ok) ++st::gpu_test::failures();  // the line above says FAIL and why
+  }
+  dev.set_conv_search(false);
+  dev.set_conv_graph(false);
+}
+
+void print_totals(const std::map<std::string, Totals>& totals) {
+  std::printf("\nsums of the medians per precision and direction (ms):\n");
+  for (const auto& [key, t] : totals) {
+    std::printf("  %-36s", key.c_str());
+    for (int c = 0; c < kChoiceCount; ++c) std::printf(" | %s %9.3f", kChoices[c].name, t.ms[c]);
+    if (t.graph_plans > 0) std::printf(" | graph API ran %d of %d plans", t.graph_ran, t.graph_plans);
+    std::printf("\n");
+  }
+}
+
+void run_all(st::Context& dev, const Options& o, int compute_major) {
+  st::Context cpu(st::Device::cpu);
+  std::map<std::string, Totals> totals;
+  const auto start = std::chrono::steady_clock::now();
+  uint64_t seed = 1000;
+  for (st::Precision precision : o.precisions) {
+    if (precision == st::Precision::amp_bf16 && compute_major > 0 && compute_major < 8) {
+      std::printf("skip amp-bf16: below compute capability 8.0\n");
+      continue;
+    }
+    cpu.set_precision(precision);
+    dev.set_precision(precision);
+    for (const Shape& s : kShapes) run_shape(cpu, dev, s, o, seed += 10, totals);
+  }
+  dev.set_precision(st::Precision::fp32);
+  print_totals(totals);
+  std::printf("%.1f s in all\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+bool parse(int argc, char** argv, Options& o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (arg == "--device" && has_value && std::string(argv[i + 1]) == "cpu") {
+      o.cpu = true;
+      ++i;
+    } else if (arg == "--precision" && has_value) {
+      const std::string name = argv[++i];
+      bool known = false;
+      for (st::Precision p : {st::Precision::fp32, st::Precision::amp_fp16, st::Precision::amp_bf16})
+        if (name == st::precision_name(p)) o.precisions.push_back(p), known = true;
+      if (!known) return false;
+    } else if (arg == "--batch" && has_value) {
+      o.batch = std::atoll(argv[++i]);
+      if (o.batch < 1) return false;
+    } else if (arg == "--runs" && has_value) {
+      o.runs = std::atoi(argv[++i]);
+      if (o.runs < 1) return false;
+    } else {
+      return false;
+    }
+  }
+  if (o.precisions.empty()) o.precisions = {st::Precision::fp32, st::Precision::amp_fp16, st::Precision::amp_bf16};
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!parse(argc, argv, o)) {
+    std::fprintf(stderr, "usage: %s [--device cpu] [--precision fp32|amp-fp16|amp-bf16]... [--batch N] [--runs N]\n",
+                 argv[0]);
+    return 2;
+  }
+  if (o.cpu) {
+    // The dry run: every comparison and the table with a CPU Context in the GPU's place, small.
+    o.batch = std::min<int64_t>(o.batch, 2), o.image_divisor = 7, o.runs = 1;
+    try {
+      st::Context dev(st::Device::cpu);
+      run_all(dev, o, 0);
+    } catch (const std::exception& e) {
+      std::printf("FAIL: %s\n", e.what());
+      return 1;
+    }
+    std::printf("%s\n", st::gpu_test::failures() == 0 ? "PASS" : "FAIL");
+    return st::gpu_test::failures() == 0 ? 0 : 1;
+  }
+  return st::gpu_test::run_gpu_checks([&](st::Context& ctx, const st::GpuInventory& inventory) {
+    std::printf("conv engines: GPU 0 (%s) against the CPU, batch %lld\n", inventory.gpus.at(0).name.c_str(),
+                static_cast<long long>(o.batch));
+    run_all(ctx, o, inventory.gpus.at(0).compute_major);
+  });
+}
