@@ -67,6 +67,12 @@ for p in ${spatial//,/ }; do modes+=("$p-spatial"); done
 # --fuse (auto: fused in amp-fp16), beside the heuristics' choice.
 search=${BENCH_CONV_SEARCH:-}
 for p in ${search//,/ }; do modes+=("$p-search"); done
+# BENCH_CONV_GRAPH: precisions also run with --conv-algo graph and with --conv-algo graph-search
+# (cuDNN's graph API: its engines, the ones PyTorch's cuDNN path takes, by its heuristics and timed;
+# default --fuse), beside the legacy API's runs above. Each run's summary says per direction how
+# many shapes the graph API ran and which fell back.
+graph=${BENCH_CONV_GRAPH:-}
+for p in ${graph//,/ }; do modes+=("$p-graph" "$p-graphsearch"); done
 # BENCH_OP_TIMES: precisions also run with --op-times (default --fuse), apart from the timed runs
 # (the marks cost host time), for the time of every op per step; PyTorch's runs of them are then
 # profiled (their kernels per step), to read side by side.
@@ -81,6 +87,8 @@ for b in $batches; do
     fp32-tf32) flags=(--tf32) ;;
     *-fused) flags=(--precision "${mode%-fused}" --fuse bn-add-relu) ;;
     *-spatial) flags=(--precision "${mode%-spatial}" --fuse none) bn_mode=spatial ;;
+    *-graphsearch) flags=(--precision "${mode%-graphsearch}" --conv-algo graph-search) ;;
+    *-graph) flags=(--precision "${mode%-graph}" --conv-algo graph) ;;
     *-search) flags=(--precision "${mode%-search}" --conv-algo search) ;;
     *-optimes) flags=(--precision "${mode%-optimes}" --op-times) ;;
     amp-*) flags=(--precision "$mode" --fuse none) ;;

@@ -25,7 +25,7 @@ set -uo pipefail
 started=$(date +%s)
 # The whole script's time, unpacking included: the call's 8 minutes less the machine's start and
 # the bundle's transfer (about 35 s), so that the call ends in time even when parts hang. The
-# plan's limits (1188 s in all) guard each part; the parts took 269 s together on an H100.
+# plan's limits (1318 s in all) guard each part; the parts took 269 s together on an H100.
 budget=${GPU_CHECK_BUDGET_S:-445}
 deadline=$((started + budget))
 out_dir=${1:?usage: gpu-check.sh OUT_DIR [ARCHIVE]}

@@ -2,7 +2,8 @@
 """One run's report.json in a few lines, for the GPU check's logs (tools/bench_gpu_resnet50.sh,
 tests/gpu/test_demo.sh): where a step's time goes (host phases, and the GPU's own time of forward,
 backward and optimizer from CUDA events), the peak GPU memory, what cuDNN chose per
-convolution (algorithm, math type, workspace) and, from a run with --op-times, the ops that take
+convolution (algorithm or graph-API engine, math type, workspace; how many shapes the graph API
+ran and why others fell back) and, from a run with --op-times, the ops that take
 the most of a step, so that a slow first GPU run says why.
 
   python3 tools/gpu_run_summary.py RUN_DIR/report.json
@@ -55,14 +56,35 @@ def main(path):
               (f", {d['allocations_after_first_step']} cudaMalloc after the first step"
                if d.get("allocations_after_first_step") is not None else ""))
     algos = d.get("conv_algorithms") or []
-    count = collections.Counter((a["direction"], a["algo"], a["math"]) for a in algos)
-    for (direction, algo, math), n in sorted(count.items()):
-        ws = max(a["workspace_bytes"] for a in algos if (a["direction"], a["algo"], a["math"]) == (direction, algo, math))
-        print(f"  cuDNN {direction}: algo {algo} math {math}: {n} shape(s), workspace up to {ws / 2**20:.1f} MiB")
-    # --conv-algo search: what preferring deterministic algorithms costs, shape by shape summed.
-    for direction in sorted({a["direction"] for a in algos if a.get("search_ms") is not None}):
-        mine = [a for a in algos if a["direction"] == direction and a.get("search_ms") is not None]
-        print(f"  cuDNN {direction} search: {sum(a['search_ms'] for a in mine):.2f} ms chosen, "
+
+    # The legacy API's algorithm, or the graph API's engine (--conv-algo graph | graph-search).
+    def kernel(a):
+        return f"engine {a['engine']}" if a.get("engine") is not None else f"algo {a['algo']}"
+
+    count = collections.Counter((a["direction"], kernel(a), a["math"]) for a in algos)
+    for (direction, what, math), n in sorted(count.items()):
+        ws = max(a["workspace_bytes"] for a in algos if (a["direction"], kernel(a), a["math"]) == (direction, what, math))
+        print(f"  cuDNN {direction}: {what} math {math}: {n} shape(s), workspace up to {ws / 2**20:.1f} MiB")
+    # --conv-algo graph | graph-search: per direction, the shapes the graph API ran and those that
+    # fell back to the legacy API (chosen_by "heuristic (graph API: why)"), with the commonest reasons.
+    for direction in sorted({a["direction"] for a in algos}):
+        mine = [a for a in algos if a["direction"] == direction]
+        ran = [a for a in mine if (a.get("chosen_by") or "").startswith("graph")]
+        fell_back = [a for a in mine if "graph API:" in (a.get("chosen_by") or "")]
+        if not ran and not fell_back:
+            continue
+        reasons = collections.Counter(a["chosen_by"].split("graph API: ", 1)[1].rstrip(")") for a in fell_back)
+        why = "; ".join(f"{n}x {r[:160]}" for r, n in reasons.most_common(2))
+        print(f"  cuDNN {direction} graph API: ran {len(ran)} of {len(mine)} shape(s), {len(fell_back)} fell back"
+              + (f" ({why})" if why else ""))
+    # A search (--conv-algo search: cuDNN's; graph-search: ours over the graph API's engines): what
+    # preferring deterministic kernels costs, shape by shape summed.
+    searched = [a for a in algos if a.get("search_ms") is not None]
+    for direction, kind in sorted({(a["direction"], "graph-search" if a["chosen_by"].startswith("graph") else "search")
+                                   for a in searched}):
+        mine = [a for a in searched if a["direction"] == direction and
+                ("graph-search" if a["chosen_by"].startswith("graph") else "search") == kind]
+        print(f"  cuDNN {direction} {kind}: {sum(a['search_ms'] for a in mine):.2f} ms chosen, "
               f"{sum(a['fastest_ms'] for a in mine):.2f} ms fastest of any determinism ({len(mine)} shapes, once each)")
     # --op-times: the ops that take the most of a step (rank 0's).
     ot = r.get("op_times")

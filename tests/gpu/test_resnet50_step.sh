@@ -3,9 +3,11 @@
 # 10, section 6): the update w1 - w0 agrees, as a relative L2 error over all parameters, within
 # the tolerance below. Small synthetic images keep the CPU side to seconds; ResNet-50's shapes
 # (bottlenecks, strided 1x1 and 3x3 convolutions, the 7x7 stem, max pool) are all there.
-# The GPU step runs twice: with cuDNN's heuristics' algorithms (the default) and with --conv-algo
-# search (cuDNN times each algorithm per shape; report.json must say every plan was chosen so),
-# both held to the same tolerance. Skips (77) without a GPU.
+# The GPU step runs three times: with cuDNN's heuristics' algorithms (the default), with --conv-algo
+# search (cuDNN times each algorithm per shape; report.json must say every plan was chosen so) and
+# with --conv-algo graph-search (cuDNN's graph API, its engines timed per shape; report.json must
+# say the graph API ran some plans, and why any fell back), all held to the same tolerance. Skips
+# (77) without a GPU.
 source "$(dirname "$0")/lib.sh"
 require_gpu
 T=$TMP_ROOT/gpu_resnet50_step
@@ -21,6 +23,7 @@ common=(--model resnet50 --data "$T/data" --epochs 1 --max-steps 1 --batch-size 
   --log-every 1 --eval-every 0)
 run_train gpu 1 "$DEV" "$TEST_ARGS" "${common[@]}" --base-lr 0.1
 run_train gpu-search 1 "$DEV" "$TEST_ARGS" "${common[@]}" --base-lr 0.1 --conv-algo search
+run_train gpu-graph 1 "$DEV" "$TEST_ARGS" "${common[@]}" --base-lr 0.1 --conv-algo graph-search
 run_train cpu 1 cpu "" "${common[@]}" --base-lr 0.1
 # w0: the run has no checkpoint before step 1, so take step 1 of a run whose rate is so small
 # (1e-30) that w0 - 1e-30 * (g + wd * w0) rounds back to w0 in float32: the initial parameters.
@@ -41,6 +44,8 @@ compare_checkpoints --what params --base "$T/w0" --tolerance 3e-2 "$T/gpu" "$T/c
 compare_losses "$T/gpu.log" "$T/cpu.log" 1e-3 1e-3 || status=1
 compare_checkpoints --what params --base "$T/w0" --tolerance 3e-2 "$T/gpu-search" "$T/cpu" || status=1
 compare_losses "$T/gpu-search.log" "$T/cpu.log" 1e-3 1e-3 || status=1
+compare_checkpoints --what params --base "$T/w0" --tolerance 3e-2 "$T/gpu-graph" "$T/cpu" || status=1
+compare_losses "$T/gpu-graph.log" "$T/cpu.log" 1e-3 1e-3 || status=1
 if [ "$DEV" = cuda ]; then
   "$PY" - "$T/gpu-search/report.json" <<'PY' || status=1
 import collections, json, sys
@@ -60,9 +65,31 @@ for d in sorted({a["direction"] for a in algos}):
     print(f"--conv-algo search: {d}: {sum(a['search_ms'] for a in mine):.3f} ms chosen, "
           f"{sum(a['fastest_ms'] for a in mine):.3f} ms had determinism not mattered, over {len(mine)} shape(s)")
 PY
+  "$PY" - "$T/gpu-graph/report.json" <<'PY' || status=1
+import collections, json, sys
+algos = json.load(open(sys.argv[1]))["device"].get("conv_algorithms") or []
+ran = [a for a in algos if a.get("chosen_by", "").startswith("graph")]
+count = collections.Counter((a["direction"], a.get("engine"), a.get("chosen_by")) for a in ran)
+for (direction, engine, how), n in sorted(count.items(), key=str):
+    print(f"--conv-algo graph-search: cuDNN {direction}: engine {engine}, chosen by {how}: {n} shape(s)")
+for a in algos:
+    if not a.get("chosen_by", "").startswith("graph"):
+        print(f"--conv-algo graph-search: {a['direction']} {a['input_nhwc']} {a['weight_oihw']} fell back: {a['chosen_by']}")
+# ResNet-50's plain convolutions all have graph-API engines: a run in which none ran says that the
+# graph path is broken (its reasons above), even though the legacy fallback kept the step right.
+if not ran:
+    sys.exit("FAIL: --conv-algo graph-search: the graph API ran none of the convolution plans (above)")
+bad = [a for a in ran if a["chosen_by"] == "graph-search" and
+       not (0 < (a.get("fastest_ms") or 0) <= (a.get("search_ms") or 0))]
+if bad:
+    sys.exit(f"FAIL: --conv-algo graph-search: plans without consistent search times: {bad[:2]}")
+print(f"--conv-algo graph-search: the graph API ran {len(ran)} of {len(algos)} plans")
+PY
 else
   grep -qF -- "--conv-algo search has no effect on the CPU" "$T/gpu-search.log" ||
     { echo "FAIL: --conv-algo search on the CPU was not noted"; status=1; }
+  grep -qF -- "--conv-algo graph-search has no effect on the CPU" "$T/gpu-graph.log" ||
+    { echo "FAIL: --conv-algo graph-search on the CPU was not noted"; status=1; }
 fi
 [ $status = 0 ] || fail "resnet50's step on --device $DEV ${TEST_ARGS:+($TEST_ARGS) }differs from the CPU's (above)"
 echo "PASS"
