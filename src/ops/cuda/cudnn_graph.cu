@@ -241,8 +241,9 @@ EngineInfo engine_of(const BackendDescriptor& config) {
   get(config, CUDNN_ATTR_ENGINECFG_ENGINE, "ENGINE", CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &raw);
   EngineInfo info;
   get(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, "GLOBAL_INDEX", CUDNN_TYPE_INT64, 1, &count, &info.global_index);
-  // Room for more notes than this header knows, should the library be newer.
-  std::array<cudnnBackendNumericalNote_t, 32> notes{};
+  // As many as this header knows, as cudnn-frontend asks (a newer library's extra notes are
+  // left out; the rule reads only the ones named here).
+  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
   int64_t n = 0;
   get(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, "NUMERICAL_NOTE", CUDNN_TYPE_NUMERICAL_NOTE,
       static_cast<int64_t>(notes.size()), &n, notes.data());
