@@ -235,7 +235,12 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "(backward: the fastest deterministic one); graph: cuDNN's graph API, the first engine its heuristics offer "
       "(the engines PyTorch's cuDNN path uses, some of which the legacy API cannot reach); graph-search: the graph "
       "API's engines timed once per shape, the fastest runs. A shape the graph API cannot plan runs the legacy "
-      "way. report.json's device.conv_algorithms says which ran and how it was chosen. No effect on a CPU");
+      "way. report.json's device.conv_algorithms says which ran and how it was chosen. No effect on a CPU")(
+      "conv-nondeterministic", po::bool_switch(&c.conv_nondeterministic),
+      "on a GPU, let cuDNN's backward convolutions (data and filter gradients) use nondeterministic algorithms "
+      "(atomic sums: reruns differ in the last bits) where they rank first or time fastest, as PyTorch does unless "
+      "torch.backends.cudnn.deterministic is set. Off by default: backward prefers a deterministic algorithm where "
+      "one is usable. No effect on a CPU");
   po::options_description schedule("schedule and optimizer", kHelpWidth);
   schedule.add_options()("epochs", po::value(&c.epochs)->default_value(c.epochs), "epochs to train")(
       "max-steps", po::value(&c.max_steps)->default_value(c.max_steps), "stop after N optimizer steps (0 = no limit)")(
@@ -522,6 +527,7 @@ Json config_json(const train::TrainConfig& c, const std::string& config_file) {
   j.set("precision", c.precision);
   j.set("fuse", c.fuse);
   j.set("conv_algo", c.conv_algo);
+  j.set("conv_nondeterministic", c.conv_nondeterministic);
   j.set("loss_scale", train::resolved_loss_scale(c));
   j.set("bucket_mb", c.bucket_mb);
   j.set("overlap", c.overlap);

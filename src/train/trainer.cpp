@@ -352,9 +352,12 @@ void Training::open_context() {
   ctx_->set_fuse_bn_relu(fuses(fuse_used(), "bn-relu"));
   ctx_->set_conv_search(cfg_.conv_algo == "search" || cfg_.conv_algo == "graph-search");
   ctx_->set_conv_graph(cfg_.conv_algo == "graph" || cfg_.conv_algo == "graph-search");
+  ctx_->set_conv_nondeterministic(cfg_.conv_nondeterministic);
   if (cfg_.tf32 && device_.device == Device::cpu) device_.log_lines.push_back("--tf32 has no effect on the CPU");
   if (cfg_.conv_algo != "heuristic" && device_.device == Device::cpu)
     device_.log_lines.push_back("--conv-algo " + cfg_.conv_algo + " has no effect on the CPU");
+  if (cfg_.conv_nondeterministic && device_.device == Device::cpu)
+    device_.log_lines.push_back("--conv-nondeterministic has no effect on the CPU");
   device_metrics_ = std::make_unique<DeviceMetrics>(*ctx_, device_);
 }
 

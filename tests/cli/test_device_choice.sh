@@ -41,13 +41,16 @@ assert r["config"]["device"] == "auto", r["config"].get("device")
 PY
 echo "ok: train --device auto ran on the CPU and said so"
 
-mpirun -np 1 "$BIN/scaletrain" train "${common[@]}" --output-dir "$T/cpu" --device cpu --tf32 >"$T/cpu.log" 2>&1 ||
+mpirun -np 1 "$BIN/scaletrain" train "${common[@]}" --output-dir "$T/cpu" --device cpu --tf32 --conv-algo graph \
+  --conv-nondeterministic >"$T/cpu.log" 2>&1 ||
   fail "train --device cpu failed: $(tail -20 "$T/cpu.log")"
 grep -qF "device: cpu (--device cpu)" "$T/cpu.log" || fail "train --device cpu did not say so: $(head -20 "$T/cpu.log")"
-grep -qF -- "--tf32 has no effect on the CPU" "$T/cpu.log" || fail "--tf32 on the CPU was not noted: $(head -20 "$T/cpu.log")"
-$PY -c "import json,sys; c=json.load(open(sys.argv[1]))['config']; assert c['tf32'] is True and c['device'] == 'cpu', c" \
-  "$T/cpu/report.json" || fail "report.json config lacks device cpu / tf32 true"
-echo "ok: train --device cpu (--tf32 noted as without effect)"
+for option in "--tf32" "--conv-algo graph" "--conv-nondeterministic"; do
+  grep -qF -- "$option has no effect on the CPU" "$T/cpu.log" || fail "$option on the CPU was not noted: $(head -20 "$T/cpu.log")"
+done
+$PY -c "import json,sys; c=json.load(open(sys.argv[1]))['config']; assert c['tf32'] is True and c['device'] == 'cpu' and c['conv_algo'] == 'graph' and c['conv_nondeterministic'] is True, c" \
+  "$T/cpu/report.json" || fail "report.json config lacks device cpu / tf32 true / conv_algo graph / conv_nondeterministic true"
+echo "ok: train --device cpu (--tf32, --conv-algo graph and --conv-nondeterministic noted as without effect)"
 
 # eval and predict choose alike; predict's choice involves every rank although rank 0 computes.
 expect_failure "eval --device cuda" "eval --device cuda: $cuda_refusal" \

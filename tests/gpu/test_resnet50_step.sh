@@ -5,9 +5,9 @@
 # (bottlenecks, strided 1x1 and 3x3 convolutions, the 7x7 stem, max pool) are all there.
 # The GPU step runs three times: with cuDNN's heuristics' algorithms (the default), with --conv-algo
 # search (cuDNN times each algorithm per shape; report.json must say every plan was chosen so) and
-# with --conv-algo graph-search (cuDNN's graph API, its engines timed per shape; report.json must
-# say the graph API ran some plans, and why any fell back), all held to the same tolerance. Skips
-# (77) without a GPU.
+# with --conv-algo graph-search and --conv-nondeterministic (cuDNN's graph API, its engines timed
+# per shape, backward free to take a nondeterministic one; report.json must say the graph API ran
+# some plans, and why any fell back), all held to the same tolerance. Skips (77) without a GPU.
 source "$(dirname "$0")/lib.sh"
 require_gpu
 T=$TMP_ROOT/gpu_resnet50_step
@@ -23,7 +23,8 @@ common=(--model resnet50 --data "$T/data" --epochs 1 --max-steps 1 --batch-size 
   --log-every 1 --eval-every 0)
 run_train gpu 1 "$DEV" "$TEST_ARGS" "${common[@]}" --base-lr 0.1
 run_train gpu-search 1 "$DEV" "$TEST_ARGS" "${common[@]}" --base-lr 0.1 --conv-algo search
-run_train gpu-graph 1 "$DEV" "$TEST_ARGS" "${common[@]}" --base-lr 0.1 --conv-algo graph-search
+run_train gpu-graph 1 "$DEV" "$TEST_ARGS" "${common[@]}" --base-lr 0.1 --conv-algo graph-search \
+  --conv-nondeterministic
 run_train cpu 1 cpu "" "${common[@]}" --base-lr 0.1
 # w0: the run has no checkpoint before step 1, so take step 1 of a run whose rate is so small
 # (1e-30) that w0 - 1e-30 * (g + wd * w0) rounds back to w0 in float32: the initial parameters.

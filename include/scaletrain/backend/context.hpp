@@ -81,6 +81,10 @@ class Context {
   // API's algorithms; a shape the graph API cannot plan runs the legacy way. No effect on the CPU.
   void set_conv_graph(bool graph) { conv_graph_ = graph; }
   bool conv_graph() const { return conv_graph_; }
+  // --conv-nondeterministic: backward convolutions take cuDNN's first (or fastest) algorithm even
+  // where it is nondeterministic; otherwise they prefer a deterministic one. No effect on the CPU.
+  void set_conv_nondeterministic(bool allow) { conv_nondeterministic_ = allow; }
+  bool conv_nondeterministic() const { return conv_nondeterministic_; }
   // The device allocator's figures (peak memory, allocations); on the CPU the process's host
   // tensor memory (host_tensor_memory_stats: in use and its peak, no cache, no allocation counts).
   AllocatorStats device_memory_stats() const;
@@ -101,6 +105,7 @@ class Context {
   bool fuse_bn_relu_ = false;
   bool conv_search_ = false;
   bool conv_graph_ = false;
+  bool conv_nondeterministic_ = false;
   std::unique_ptr<Impl> impl_;
 };
 

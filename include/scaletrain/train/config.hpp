@@ -117,6 +117,10 @@ struct TrainConfig {
   // (the same through cuDNN's graph API and its engines). heuristic until a GPU has measured
   // which pays.
   std::string conv_algo = "heuristic";
+  // --conv-nondeterministic: cuDNN's backward convolutions may take a nondeterministic algorithm
+  // (atomics: reruns differ in the last bits) where it ranks first, as PyTorch's default does;
+  // without it they prefer a deterministic one.
+  bool conv_nondeterministic = false;
   int data_prefetch = 2;
   // --input-copy (train/device_batches.hpp): how a batch reaches a GPU. auto: overlap on a GPU,
   // inline on the CPU | overlap: the next batch's copy runs on the copy stream while the current

@@ -24,7 +24,9 @@
 // (cudnnGet*_v7: no trial runs, no memory, the same answer at every start-up) and cached for the
 // process with the descriptors: the first algorithm that cuDNN says runs in fp32 (FMA or DEFAULT
 // math), within kMaxWorkspaceBytes; backward data and filter prefer a deterministic one
-// (choose_conv_algorithm, conv_algorithm.hpp). Each choice is recorded for report.json.
+// (choose_conv_algorithm, conv_algorithm.hpp) unless --conv-nondeterministic
+// (Context::conv_nondeterministic) lets them take the first (or fastest) of any determinism, as
+// PyTorch does by default. Each choice is recorded for report.json.
 //
 // Math: CUDNN_FMA_MATH, not CUDNN_DEFAULT_MATH: on Ampere and later DEFAULT lets cuDNN run fp32
 // convolutions as TF32 on tensor cores, FMA restricts it to fp32 FMA kernels. fp32 means fp32
@@ -177,14 +179,16 @@ ConvData conv_data(const Context& ctx) { return {storage_format(ctx.precision())
 struct PlanKey {
   int gpu;
   Direction direction;
-  bool tf32;    // the Context allows TF32 (--tf32): another math type, other algorithms
-  bool search;  // --conv-algo search: chosen by timing, not by heuristics
-  bool graph;   // --conv-algo graph*: the graph API's engines, never mixed with legacy-only plans
-  int data;     // the operands' cudnnDataType_t
+  bool tf32;              // the Context allows TF32 (--tf32): another math type, other algorithms
+  bool search;            // --conv-algo search: chosen by timing, not by heuristics
+  bool graph;             // --conv-algo graph*: the graph API's engines, never mixed with legacy-only plans
+  bool nondeterministic;  // --conv-nondeterministic: backward need not prefer deterministic algorithms
+  int data;               // the operands' cudnnDataType_t
   ConvDims dims;
   bool operator<(const PlanKey& o) const {
-    return std::tuple_cat(std::tie(gpu, direction, tf32, search, graph, data), dims.tie()) <
-           std::tuple_cat(std::tie(o.gpu, o.direction, o.tf32, o.search, o.graph, o.data), o.dims.tie());
+    return std::tuple_cat(std::tie(gpu, direction, tf32, search, graph, nondeterministic, data), dims.tie()) <
+           std::tuple_cat(std::tie(o.gpu, o.direction, o.tf32, o.search, o.graph, o.nondeterministic, o.data),
+                          o.dims.tie());
   }
 };
 
@@ -319,8 +323,10 @@ const Perf& choose_algorithm(ConvPlan& plan, Direction dir, const ConvDims& d, s
 }
 
 // In a 16-bit format any math type is usable (tensor cores are the point), as with --tf32.
+// `deterministic_backward`: backward data and filter prefer a deterministic algorithm (the default;
+// --conv-nondeterministic lifts it).
 std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const ConvDims& d, bool tf32, bool search,
-                                    const ConvData& data) {
+                                    bool deterministic_backward, const ConvData& data) {
   auto plan = std::make_unique<ConvPlan>();
   plan->data = data;
   const cudnnDataType_t type = data.type();
@@ -359,7 +365,7 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
       ST_CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count));
       std::vector<cudnnConvolutionBwdDataAlgoPerf_t> results(max_count);
       const auto& chosen = choose_algorithm(
-          *plan, dir, d, results, search, true, any_math,
+          *plan, dir, d, results, search, deterministic_backward, any_math,
           [&](cudnnConvolutionBwdDataAlgoPerf_t* r, int* count) {
             return cudnnFindConvolutionBackwardDataAlgorithm(handle, plan->w.get(), plan->y.get(), plan->conv.get(),
                                                              plan->x.get(), max_count, count, r);
@@ -376,7 +382,7 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
       ST_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count));
       std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> results(max_count);
       const auto& chosen = choose_algorithm(
-          *plan, dir, d, results, search, true, any_math,
+          *plan, dir, d, results, search, deterministic_backward, any_math,
           [&](cudnnConvolutionBwdFilterAlgoPerf_t* r, int* count) {
             return cudnnFindConvolutionBackwardFilterAlgorithm(handle, plan->x.get(), plan->y.get(), plan->conv.get(),
                                                                plan->w.get(), max_count, count, r);
@@ -395,12 +401,12 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, Direction dir, const C
 
 // A 16-bit plan, or where cuDNN offers no usable 16-bit algorithm for the shape, an fp32 one.
 std::unique_ptr<ConvPlan> make_plan_or_fp32(cudnnHandle_t handle, Direction dir, const ConvDims& d, bool tf32,
-                                            bool search, const ConvData& data) {
-  if (!data.half) return make_plan(handle, dir, d, tf32, search, data);
+                                            bool search, bool deterministic_backward, const ConvData& data) {
+  if (!data.half) return make_plan(handle, dir, d, tf32, search, deterministic_backward, data);
   try {
-    return make_plan(handle, dir, d, tf32, search, data);
+    return make_plan(handle, dir, d, tf32, search, deterministic_backward, data);
   } catch (const Error&) {  // throw_no_algorithm: no 16-bit algorithm for this shape on this GPU
-    return make_plan(handle, dir, d, tf32, search, ConvData{});
+    return make_plan(handle, dir, d, tf32, search, deterministic_backward, ConvData{});
   }
 }
 
@@ -419,7 +425,8 @@ graph::ConvDirection graph_direction(Direction dir) {
 // The graph API's plan for the legacy plan's format, or why there is none. Grouped shapes stay
 // legacy: the graph API infers the groups from the filter's channels, which no GPU run here has
 // checked yet, and no model we time has them.
-std::string attach_graph_plan(Context& ctx, ConvPlan& plan, Direction dir, const ConvDims& d, bool tf32, bool search) {
+std::string attach_graph_plan(Context& ctx, ConvPlan& plan, Direction dir, const ConvDims& d, bool tf32, bool search,
+                              bool deterministic_backward) {
   if (d.groups > 1) return "grouped convolutions run the legacy way";
   graph::ConvGeometry g;
   g.n = d.n, g.c = d.c, g.h = d.h, g.w = d.w, g.o = d.o, g.kh = d.kh, g.kw = d.kw, g.oh = d.oh, g.ow = d.ow;
@@ -428,7 +435,7 @@ std::string attach_graph_plan(Context& ctx, ConvPlan& plan, Direction dir, const
   request.direction = graph_direction(dir);
   request.data = plan.data.type();
   request.tf32 = tf32;
-  request.prefer_deterministic = dir != Direction::forward;  // as the legacy rule
+  request.prefer_deterministic = dir != Direction::forward && deterministic_backward;  // as the legacy rule
   request.search = search;
   request.max_workspace_bytes = kMaxWorkspaceBytes;
   graph::GraphPlanResult result = graph::make_conv_graph_plan(ctx, g, request);
@@ -449,13 +456,14 @@ std::string with_graph_reason(const std::string& chosen_by, const std::string& w
 // where the graph API has no plan and a search was asked does the legacy search run, as
 // --conv-algo search would.
 std::unique_ptr<ConvPlan> make_conv_plan(Context& ctx, Direction dir, const ConvDims& d, bool tf32, bool search,
-                                         bool use_graph, const ConvData& data) {
+                                         bool use_graph, bool deterministic_backward, const ConvData& data) {
   const cudnnHandle_t handle = scaletrain::cuda::cudnn_handle(ctx);
-  std::unique_ptr<ConvPlan> plan = make_plan_or_fp32(handle, dir, d, tf32, search && !use_graph, data);
+  std::unique_ptr<ConvPlan> plan =
+      make_plan_or_fp32(handle, dir, d, tf32, search && !use_graph, deterministic_backward, data);
   if (use_graph) {
-    const std::string why = attach_graph_plan(ctx, *plan, dir, d, tf32, search);
+    const std::string why = attach_graph_plan(ctx, *plan, dir, d, tf32, search, deterministic_backward);
     if (!plan->graph) {
-      if (search) plan = make_plan_or_fp32(handle, dir, d, tf32, true, data);
+      if (search) plan = make_plan_or_fp32(handle, dir, d, tf32, true, deterministic_backward, data);
       plan->chosen_by = with_graph_reason(plan->chosen_by, why);
     }
   }
@@ -476,10 +484,12 @@ const ConvPlan& conv_plan(Context& ctx, Direction dir, const ConvDims& d) {
   const ConvData data = conv_data(ctx);
   const bool search = ctx.conv_search();
   const bool use_graph = ctx.conv_graph();
-  const PlanKey key{gpu, dir, tf32, search, use_graph, static_cast<int>(data.type()), d};
+  const bool nondeterministic = ctx.conv_nondeterministic();
+  const PlanKey key{gpu, dir, tf32, search, use_graph, nondeterministic, static_cast<int>(data.type()), d};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = plans->find(key);
-  if (it == plans->end()) it = plans->emplace(key, make_conv_plan(ctx, dir, d, tf32, search, use_graph, data)).first;
+  if (it == plans->end())
+    it = plans->emplace(key, make_conv_plan(ctx, dir, d, tf32, search, use_graph, !nondeterministic, data)).first;
   return *it->second;
 }
 
