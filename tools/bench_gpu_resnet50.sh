@@ -60,6 +60,10 @@ done
 # (SCALETRAIN_CUDNN_BN_MODE=spatial) beside the persistent NHWC kernels the GPU runs by default.
 fused=${BENCH_FUSE:-}
 for p in ${fused//,/ }; do modes+=("$p-fused"); done
+# BENCH_BN_RELU: precisions also run with --fuse bn-add-relu,bn-relu (every batch norm with a ReLU
+# after it fused too: cuDNN's BN_ACTIVATION kernels), beside the bn-add-relu run.
+bn_relu=${BENCH_BN_RELU:-}
+for p in ${bn_relu//,/ }; do modes+=("$p-bnrelu"); done
 spatial=${BENCH_BN_SPATIAL:-}
 for p in ${spatial//,/ }; do modes+=("$p-spatial"); done
 # BENCH_CONV_SEARCH: precisions also run with --conv-algo search (cuDNN times its convolution
@@ -67,17 +71,28 @@ for p in ${spatial//,/ }; do modes+=("$p-spatial"); done
 # --fuse (auto: fused in amp-fp16), beside the heuristics' choice.
 search=${BENCH_CONV_SEARCH:-}
 for p in ${search//,/ }; do modes+=("$p-search"); done
-# BENCH_CONV_GRAPH: precisions also run with --conv-algo graph and with --conv-algo graph-search
-# (cuDNN's graph API: its engines, the ones PyTorch's cuDNN path takes, by its heuristics and timed;
-# default --fuse), beside the legacy API's runs above. Each run's summary says per direction how
-# many shapes the graph API ran and which fell back.
+# BENCH_CONV_GRAPH: precisions also run with --conv-algo graph (cuDNN's graph API: its engines, the
+# ones PyTorch's cuDNN path takes, by its heuristics; default --fuse), and BENCH_CONV_GRAPH_SEARCH
+# with --conv-algo graph-search (the engines timed), beside the legacy API's runs above. Each run's
+# summary says per direction how many shapes the graph API ran and which fell back.
 graph=${BENCH_CONV_GRAPH:-}
-for p in ${graph//,/ }; do modes+=("$p-graph" "$p-graphsearch"); done
-# BENCH_OP_TIMES: precisions also run with --op-times (default --fuse), apart from the timed runs
-# (the marks cost host time), for the time of every op per step; PyTorch's runs of them are then
-# profiled (their kernels per step), to read side by side.
+for p in ${graph//,/ }; do modes+=("$p-graph"); done
+graph_search=${BENCH_CONV_GRAPH_SEARCH:-}
+for p in ${graph_search//,/ }; do modes+=("$p-graphsearch"); done
+# BENCH_BEST: precisions also run with everything built to make a step faster, together: both
+# batch-norm fusions, the graph API's engines timed (graph-search) and backward free to take a
+# nondeterministic algorithm (--conv-nondeterministic, as PyTorch's default).
+best_flags=(--fuse bn-add-relu,bn-relu --conv-algo graph-search --conv-nondeterministic)
+best=${BENCH_BEST:-}
+for p in ${best//,/ }; do modes+=("$p-best"); done
+# BENCH_OP_TIMES: precisions also run with --op-times and BENCH_BEST's flags, apart from the timed
+# runs (the marks cost host time), for the time of every op per step of the fastest setting;
+# PyTorch's runs of them are then profiled (their kernels per step), to read side by side.
 op_times=${BENCH_OP_TIMES:-}
 for p in ${op_times//,/ }; do modes+=("$p-optimes"); done
+# A run that fails is reported and the others go on (the newest settings run last, PyTorch's
+# baseline after them): the script exits 1 at the end.
+failed=0
 for b in $batches; do
  for mode in "${modes[@]}"; do
   per_epoch=$((1280 / b))
@@ -86,19 +101,22 @@ for b in $batches; do
   case "$mode" in
     fp32-tf32) flags=(--tf32) ;;
     *-fused) flags=(--precision "${mode%-fused}" --fuse bn-add-relu) ;;
+    *-bnrelu) flags=(--precision "${mode%-bnrelu}" --fuse bn-add-relu,bn-relu) ;;
+    *-best) flags=(--precision "${mode%-best}" "${best_flags[@]}") ;;
     *-spatial) flags=(--precision "${mode%-spatial}" --fuse none) bn_mode=spatial ;;
     *-graphsearch) flags=(--precision "${mode%-graphsearch}" --conv-algo graph-search) ;;
     *-graph) flags=(--precision "${mode%-graph}" --conv-algo graph) ;;
     *-search) flags=(--precision "${mode%-search}" --conv-algo search) ;;
-    *-optimes) flags=(--precision "${mode%-optimes}" --op-times) ;;
+    *-optimes) flags=(--precision "${mode%-optimes}" "${best_flags[@]}" --op-times) ;;
     amp-*) flags=(--precision "$mode" --fuse none) ;;
   esac
   SCALETRAIN_CUDNN_BN_MODE=$bn_mode mpirun -np 1 --bind-to none -x SCALETRAIN_CUDNN_BN_MODE "$BIN/scaletrain" train --device "$device" --model resnet50 --data "$out/data" \
     --output-dir "$out/run-$b" --overwrite "${flags[@]}" --batch-size "$b" --epochs "$epochs" --max-steps "$steps" \
     --base-lr 0.1 --lr-schedule constant --warmup-epochs 0 --momentum 0.9 --weight-decay 5e-5 \
     --label-smoothing 0.1 --no-augment --data-threads 8 --eval-every 0 --log-every "$log_every" >"$out/run-$b.log" 2>&1 ||
-    { tail -30 "$out/run-$b.log"; echo "scaletrain resnet50 batch $b $mode: FAILED"; exit 1; }
-  grep -q "device: $device" "$out/run-$b.log" || { echo "scaletrain resnet50 batch $b: did not run on $device"; exit 1; }
+    { tail -30 "$out/run-$b.log"; echo "scaletrain resnet50 batch $b $mode: FAILED"; failed=1; continue; }
+  grep -q "device: $device" "$out/run-$b.log" ||
+    { echo "scaletrain resnet50 batch $b $mode: did not run on $device"; failed=1; continue; }
   python3 - "$out/run-$b.log" "$b" "$device" "$mode" "$log_every" "$peak" <<'PY'
 import re, statistics, sys
 rates = [float(r) for r in re.findall(r"([0-9.]+) samples/s", open(sys.argv[1]).read())]
@@ -118,3 +136,4 @@ PY
 done
 python3 "$(dirname "$0")/bench_torch_resnet50_gpu.py" --batch-sizes "$(echo $batches | tr ' ' ',')" --steps "$steps" \
   --warmup "$warmup" --precisions "$(echo $precisions | tr ' ' ',')" --peak-tflops "$peak" --profile "${op_times// /,}"
+[ "$failed" = 0 ] || { echo "bench_gpu_resnet50.sh: a scaletrain run failed (above)"; exit 1; }

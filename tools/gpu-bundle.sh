@@ -184,13 +184,13 @@ B
 # The full benchmark (batch 64 and 128, 40 steps) is the same script without the env settings.
 # --conv-algo search, graph and graph-search run beside the default (the legacy API's heuristics).
 [ -f "$src_dir/tools/bench_gpu_resnet50.sh" ] &&
-  printf 'gpu_resnet50_train\tenv BENCH_BATCH_SIZES=64 BENCH_CONV_SEARCH=fp32 BENCH_CONV_GRAPH=fp32 BENCH_STEPS=10 BENCH_LOG_EVERY=5 BENCH_WARMUP=5 bash tools/bench_gpu_resnet50.sh\n' >>"$b/benches.sh"
+  printf 'gpu_resnet50_train\tenv BENCH_BATCH_SIZES=64 BENCH_CONV_SEARCH=fp32 BENCH_CONV_GRAPH=fp32 BENCH_CONV_GRAPH_SEARCH=fp32 BENCH_STEPS=10 BENCH_LOG_EVERY=5 BENCH_WARMUP=5 bash tools/bench_gpu_resnet50.sh\n' >>"$b/benches.sh"
 # ResNet-50 in the mixed precisions (issue 26, section 6): amp-fp16 and amp-bf16 at batch 256 and
 # 64, ours and PyTorch's torch.autocast (channels_last, SGD momentum, GradScaler in fp16), 10 steps
 # each as above, with peak memory and the fraction of the dense fp16 tensor peak; amp-fp16 also
 # fused, with --conv-algo search, graph and graph-search (cuDNN's graph API), and with --op-times.
 [ -f "$src_dir/tools/bench_gpu_resnet50.sh" ] &&
-  printf 'gpu_resnet50_amp\tenv BENCH_BATCH_SIZES=256,64 BENCH_PRECISIONS=amp-fp16,amp-bf16 BENCH_FUSE=amp-fp16 BENCH_CONV_SEARCH=amp-fp16 BENCH_CONV_GRAPH=amp-fp16 BENCH_OP_TIMES=amp-fp16 BENCH_STEPS=10 BENCH_LOG_EVERY=5 BENCH_WARMUP=5 bash tools/bench_gpu_resnet50.sh\n' >>"$b/benches.sh"
+  printf 'gpu_resnet50_amp\tenv BENCH_BATCH_SIZES=256,64 BENCH_PRECISIONS=amp-fp16,amp-bf16 BENCH_FUSE=amp-fp16 BENCH_BN_RELU=amp-fp16 BENCH_CONV_SEARCH=amp-fp16 BENCH_CONV_GRAPH=amp-fp16 BENCH_BEST=amp-fp16 BENCH_OP_TIMES=amp-fp16 BENCH_STEPS=10 BENCH_LOG_EVERY=5 BENCH_WARMUP=5 bash tools/bench_gpu_resnet50.sh\n' >>"$b/benches.sh"
 # --fuse conv-bias-relu against none (issue 26, section 3): AlexNet at batch 256 in fp32 and
 # amp-fp16, 10 steps a run, two rounds interleaved; --fuse auto takes it only once it pays here.
 [ -f "$src_dir/tools/bench_gpu_fusion.sh" ] &&
