@@ -17,7 +17,7 @@
 # batch size; the rate is the median of the progress lines (--log-every BENCH_LOG_EVERY, default 10)
 # after the first (cuDNN's algorithm search, the allocator's first allocations); BENCH_WARMUP
 # (default 10) untimed steps for PyTorch. The GPU check (benches.sh) runs 20 steps, logged every 5. BENCH_DEVICE=cpu BENCH_IMAGE=32,32,3 make
-# a dry run of the script on a machine without a GPU (the PyTorch part then stops: no GPU).
+# a dry run of the script on a machine without a GPU (PyTorch's part then does not run).
 set -euo pipefail
 BIN=${ST_BIN:-${BUNDLE:+$BUNDLE/bin}}
 BIN=${BIN:-build/bin}
@@ -90,8 +90,15 @@ for p in ${best//,/ }; do modes+=("$p-best"); done
 # PyTorch's runs of them are then profiled (their kernels per step), to read side by side.
 op_times=${BENCH_OP_TIMES:-}
 for p in ${op_times//,/ }; do modes+=("$p-optimes"); done
-# A run that fails is reported and the others go on (the newest settings run last, PyTorch's
-# baseline after them): the script exits 1 at the end.
+# PyTorch's baseline first, so that a setting of ours that runs long (a graph search's first step
+# times engines for every shape) cannot leave the call without it.
+if [ "$device" = cuda ] || [ "${BENCH_TORCH_ON_CPU:-0}" = 1 ]; then
+  python3 "$(dirname "$0")/bench_torch_resnet50_gpu.py" --batch-sizes "$(echo $batches | tr ' ' ',')" --steps "$steps" \
+    --warmup "$warmup" --precisions "$(echo $precisions | tr ' ' ',')" --peak-tflops "$peak" --profile "${op_times// /,}"
+fi
+# A run that fails, or runs past BENCH_RUN_TIMEOUT seconds (default 120), is reported and the
+# others go on (the newest settings run last): the script exits 1 at the end.
+run_timeout=${BENCH_RUN_TIMEOUT:-120}
 failed=0
 for b in $batches; do
  for mode in "${modes[@]}"; do
@@ -110,7 +117,7 @@ for b in $batches; do
     *-optimes) flags=(--precision "${mode%-optimes}" "${best_flags[@]}" --op-times) ;;
     amp-*) flags=(--precision "$mode" --fuse none) ;;
   esac
-  SCALETRAIN_CUDNN_BN_MODE=$bn_mode mpirun -np 1 --bind-to none -x SCALETRAIN_CUDNN_BN_MODE "$BIN/scaletrain" train --device "$device" --model resnet50 --data "$out/data" \
+  SCALETRAIN_CUDNN_BN_MODE=$bn_mode timeout -k 5 "$run_timeout" mpirun -np 1 --bind-to none -x SCALETRAIN_CUDNN_BN_MODE "$BIN/scaletrain" train --device "$device" --model resnet50 --data "$out/data" \
     --output-dir "$out/run-$b" --overwrite "${flags[@]}" --batch-size "$b" --epochs "$epochs" --max-steps "$steps" \
     --base-lr 0.1 --lr-schedule constant --warmup-epochs 0 --momentum 0.9 --weight-decay 5e-5 \
     --label-smoothing 0.1 --no-augment --data-threads 8 --eval-every 0 --log-every "$log_every" >"$out/run-$b.log" 2>&1 ||
@@ -134,6 +141,4 @@ PY
   rm -rf "$out/run-$b/checkpoints"  # 200 MB each
  done
 done
-python3 "$(dirname "$0")/bench_torch_resnet50_gpu.py" --batch-sizes "$(echo $batches | tr ' ' ',')" --steps "$steps" \
-  --warmup "$warmup" --precisions "$(echo $precisions | tr ' ' ',')" --peak-tflops "$peak" --profile "${op_times// /,}"
 [ "$failed" = 0 ] || { echo "bench_gpu_resnet50.sh: a scaletrain run failed (above)"; exit 1; }
