@@ -92,7 +92,7 @@ op_times=${BENCH_OP_TIMES:-}
 for p in ${op_times//,/ }; do modes+=("$p-optimes"); done
 # PyTorch's baseline first, so that a setting of ours that runs long (a graph search's first step
 # times engines for every shape) cannot leave the call without it.
-if [ "$device" = cuda ] || [ "${BENCH_TORCH_ON_CPU:-0}" = 1 ]; then
+if [ "$device" = cuda ]; then
   python3 "$(dirname "$0")/bench_torch_resnet50_gpu.py" --batch-sizes "$(echo $batches | tr ' ' ',')" --steps "$steps" \
     --warmup "$warmup" --precisions "$(echo $precisions | tr ' ' ',')" --peak-tflops "$peak" --profile "${op_times// /,}"
 fi
