@@ -500,7 +500,8 @@ void relu_mask(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dz, cons
 }
 
 // The fused forward: batch norm, z added where given, ReLU, in cuDNN's kernel; true where it ran,
-// false where cuDNN refused the configuration (remembered; the caller runs the ops apart).
+// false where cuDNN refused the configuration (NOT_SUPPORTED or BAD_PARAM, remembered per path,
+// type and shape; the caller runs the ops apart).
 bool fused_forward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor* z, const Tensor& gamma,
                    const Tensor& beta, Tensor& running_mean, Tensor& running_var, Tensor& y, Tensor& saved_mean,
                    Tensor& saved_inv_std, Tensor& reserve, const char* op) {
@@ -535,7 +536,14 @@ bool fused_forward(Context& ctx, const BatchNormParams& p, const Tensor& x, cons
         running_var.raw(), static_cast<double>(p.eps), saved_mean.raw(), saved_inv_std.raw(), act.get(), work,
         work_bytes, reserve.raw(), reserve.bytes());
   }
-  return accepted(status, x, path);
+  // As for the plain persistent kernels, a bad parameter counts as a refusal: the fused kernels'
+  // limits (types, channel counts) are cuDNN's own, and the ops apart give the same values.
+  if (persistent_refused(status)) {
+    refusals().add(path, x);
+    return false;
+  }
+  ST_CHECK_CUDNN(status);
+  return true;
 }
 
 // The fused backward of a forward that ran fused (its reserve given): dz = the ReLU's gradient
