@@ -141,9 +141,9 @@ bool native(std::initializer_list<const Tensor*> tensors) {
 
 // cuDNN's status for a native call on x: a refusal of a 16-bit configuration is remembered and
 // answered false (the caller then runs on fp32 copies); any other failure throws.
-bool accepted(cudnnStatus_t status, const Tensor& x, Path path = Path::plain) {
+bool accepted(cudnnStatus_t status, const Tensor& x) {
   if (not_supported(status) && x.dtype() != DType::f32) {
-    refusals().add(path, x);
+    refusals().add(Path::plain, x);
     return false;
   }
   ST_CHECK_CUDNN(status);
