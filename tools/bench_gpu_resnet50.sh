@@ -102,7 +102,8 @@ for p in ${op_times//,/ }; do modes+=("$p-optimes"); done
 # times engines for every shape) cannot leave the call without it.
 if [ "$device" = cuda ]; then
   python3 "$(dirname "$0")/bench_torch_resnet50_gpu.py" --batch-sizes "$(echo $batches | tr ' ' ',')" --steps "$steps" \
-    --warmup "$warmup" --precisions "$(echo $precisions | tr ' ' ',')" --peak-tflops "$peak" --profile "${op_times// /,}"
+    --warmup "$warmup" --precisions "$(echo $precisions | tr ' ' ',')" --peak-tflops "$peak" --profile "${op_times// /,}" |
+    tee "$out/torch.txt"
 fi
 # A run that fails, or runs past BENCH_RUN_TIMEOUT seconds (default 120), is reported and the
 # others go on (the newest settings run last): the script exits 1 at the end.
@@ -132,8 +133,8 @@ for b in $batches; do
     { tail -30 "$out/run-$b.log"; echo "scaletrain resnet50 batch $b $mode: FAILED"; failed=1; continue; }
   grep -q "device: $device" "$out/run-$b.log" ||
     { echo "scaletrain resnet50 batch $b $mode: did not run on $device"; failed=1; continue; }
-  python3 - "$out/run-$b.log" "$b" "$device" "$mode" "$log_every" "$peak" <<'PY'
-import re, statistics, sys
+  python3 - "$out/run-$b.log" "$b" "$device" "$mode" "$log_every" "$peak" "$out/run-$b/report.json" "$out/ours.txt" <<'PY'
+import json, re, statistics, sys
 rates = [float(r) for r in re.findall(r"([0-9.]+) samples/s", open(sys.argv[1]).read())]
 if len(rates) < 2:
     sys.exit(f"scaletrain resnet50 batch {sys.argv[2]}: too few progress lines ({len(rates)})")
@@ -144,9 +145,39 @@ if mode.startswith("amp") and peak > 0:
     tensor = f"; {rate * 24.6e9 / 1e12:.1f} TFLOP/s, {100 * rate * 24.6e9 / (peak * 1e12):.1f}% of the dense fp16 tensor peak ({peak:.0f})"
 print(f"scaletrain resnet50 batch {sys.argv[2]} on {sys.argv[3]}, {label}: {rate:.1f} images/s "
       f"(median of {len(rates) - 1} windows of {sys.argv[5]} steps, after the first){tensor}")
+# The same run's rate from its median step (report.json), for the table at the end.
+median = (json.load(open(sys.argv[7])).get("step_time") or {}).get("median_p50_s")
+by_median = f"{int(sys.argv[2]) / median:.1f}" if median else "-"
+with open(sys.argv[8], "a") as table:
+    table.write(f"{sys.argv[2]}\t{mode}\t{rate:.1f}\t{by_median}\n")
 PY
   python3 "$(dirname "$0")/gpu_run_summary.py" "$out/run-$b/report.json" || true
   rm -rf "$out/run-$b/checkpoints"  # 200 MB each
  done
 done
+# Every setting of ours beside PyTorch's run of the same batch and precision: the window rate and
+# the rate from the run's median step, and their ratios to PyTorch's.
+python3 - "$out/ours.txt" "$out/torch.txt" <<'PY' || true
+import re, sys
+torch = {}
+try:
+    for line in open(sys.argv[2]):
+        m = re.match(r"torch resnet50 batch (\d+) (\S+): ([0-9.]+) images/s", line)
+        if m:
+            torch[(m.group(1), m.group(2))] = float(m.group(3))
+except OSError:
+    pass
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+print("scaletrain against PyTorch (images/s; ratio):")
+print(f"  {'batch':>5} {'setting':<22} {'window':>9} {'median step':>12} {'PyTorch':>9} {'ratio':>13}")
+for batch, mode, window, by_median in rows:
+    precision = next((p for p in ("amp-fp16", "amp-bf16") if mode.startswith(p)), None)
+    ref = torch.get((batch, precision)) if precision else None
+    ratio = "-"
+    if ref:
+        ratio = f"{float(window) / ref:.2f}x"
+        if by_median != "-":
+            ratio += f", {float(by_median) / ref:.2f}x"
+    print(f"  {batch:>5} {mode:<22} {window:>9} {by_median:>12} {ref if ref else '-':>9} {ratio:>13}")
+PY
 [ "$failed" = 0 ] || { echo "bench_gpu_resnet50.sh: a scaletrain run failed (above)"; exit 1; }
