@@ -234,6 +234,27 @@ const char* note_name(cudnnBackendNumericalNote_t note) {
   }
 }
 
+// Whether the engine carries the RUNTIME_COMPILATION behaviour note: its kernel is generated and
+// compiled (NVRTC) when its plan is finalized, seconds per plan, which a search of every shape
+// would multiply. Those are cuDNN's runtime fusion engines, made for fused graphs; a plain
+// convolution has precompiled engines. A library that does not answer the attribute (cuDNN
+// before 8.2) is taken to have none.
+bool compiled_at_run_time(const BackendDescriptor& engine) {
+#if CUDNN_VERSION >= 8200
+  std::array<cudnnBackendBehaviorNote_t, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT> notes{};
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                               static_cast<int64_t>(notes.size()), &n, notes.data()) != CUDNN_STATUS_SUCCESS)
+    return false;
+  n = std::min<int64_t>(n, static_cast<int64_t>(notes.size()));
+  for (int64_t i = 0; i < n; ++i)
+    if (notes[static_cast<std::size_t>(i)] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) return true;
+#else
+  (void)engine;
+#endif
+  return false;
+}
+
 EngineInfo engine_of(const BackendDescriptor& config) {
   BackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR, "engine");
   cudnnBackendDescriptor_t raw = engine.get();
@@ -257,14 +278,18 @@ EngineInfo engine_of(const BackendDescriptor& config) {
     const char* name = note_name(note);
     info.notes += (info.notes.empty() ? "" : ",") + (name ? std::string(name) : "note" + std::to_string(note));
   }
+  info.runtime_compilation = compiled_at_run_time(engine);
+  if (info.runtime_compilation) info.notes += std::string(info.notes.empty() ? "" : ",") + "runtime_compilation";
   return info;
 }
 
 // Why the legacy path's rule refuses an engine, or nullptr. fp32 means fp32 unless --tf32 (no
 // tensor cores, no inputs converted down to TF32); 16-bit data may use tensor cores but not inputs
-// converted below its format; the accumulation is fp32 in every case.
+// converted below its format; the accumulation is fp32 in every case. And no engine compiled at
+// run time (compiled_at_run_time).
 const char* refused_by_notes(const EngineInfo& e, const GraphPlanRequest& r) {
   const bool fp32 = r.data == CUDNN_DATA_FLOAT;
+  if (e.runtime_compilation) return "runtime_compilation";
   if (e.reduced_precision_reduction) return "reduced_precision_reduction";
   if (fp32 && !r.tf32 && e.tensor_core) return "tensor_core";
   if (e.down_convert && !(fp32 && r.tf32)) return "down_convert_inputs";

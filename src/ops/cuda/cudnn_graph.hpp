@@ -17,7 +17,8 @@
 // Which engine: the configurations of CUDNN_HEUR_MODE_A, or of CUDNN_HEUR_MODE_FALLBACK where none
 // of A's finalizes, less those whose numerical notes break the legacy path's rule (fp32 without
 // TF32: no TENSOR_CORE, no DOWN_CONVERT_INPUTS; 16-bit: no DOWN_CONVERT_INPUTS; never
-// REDUCED_PRECISION_REDUCTION, since the accumulation must stay fp32) and those whose workspace
+// REDUCED_PRECISION_REDUCTION, since the accumulation must stay fp32; never an engine with the
+// RUNTIME_COMPILATION behaviour note, compiled when finalized) and those whose workspace
 // exceeds the caller's limit. Backward prefers an engine without NONDETERMINISTIC where one
 // finalizes. With search the first kMaxTimedPlans usable plans are timed on the compute stream
 // (one warm-up run, then kTimedRuns between CUDA events), synchronously, on buffers of the caching
@@ -103,7 +104,8 @@ struct EngineInfo {
   bool nondeterministic = false;
   bool down_convert = false;
   bool reduced_precision_reduction = false;
-  std::string notes;  // the numerical notes, comma-separated ("tensor_core,winograd")
+  bool runtime_compilation = false;  // the RUNTIME_COMPILATION behaviour note: refused
+  std::string notes;                 // the numerical notes, comma-separated ("tensor_core,winograd")
 };
 
 // A finalized execution plan, the descriptors it was built from kept alive with it (cuDNN does not
