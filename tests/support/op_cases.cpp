@@ -362,6 +362,39 @@ OpCase batch_norm_inference_case(const Shape& shape, uint64_t seed) {
 
 // ---- batch norm + add + ReLU, fused (--fuse bn-add-relu) ---------------------------------------
 
+// What a fused batch norm case's run returns, in the order of fused_batch_norm_outputs; dz (the
+// add's gradient) only where given.
+NamedTensors fused_batch_norm_results(const Tensor& y, const Tensor& saved_mean, const Tensor& saved_inv_std,
+                                      const Tensor& running_mean, const Tensor& running_var, const Tensor& dx,
+                                      const Tensor* dz, const Tensor& dgamma, const Tensor& dbeta) {
+  NamedTensors r{{"y", to_cpu(y)},
+                 {"saved_mean", to_cpu(saved_mean)},
+                 {"saved_inv_std", to_cpu(saved_inv_std)},
+                 {"running_mean", to_cpu(running_mean)},
+                 {"running_var", to_cpu(running_var)},
+                 {"dx", to_cpu(dx)}};
+  if (dz != nullptr) r.emplace_back("dz", to_cpu(*dz));
+  r.emplace_back("dgamma", to_cpu(dgamma));
+  r.emplace_back("dbeta", to_cpu(dbeta));
+  return r;
+}
+
+// Their tolerances: batch norm's, with dz (a mask of dy) exact.
+std::vector<OutputTolerance> fused_batch_norm_outputs(int64_t rows, bool with_dz) {
+  const Tolerance ty{2e-5, 1e-5}, tmean{1e-6, 1e-6}, tinv{0.0, 1e-5}, trm{1e-6, 1e-6}, trv{1e-6, 1e-5}, tdx{1e-5, 1e-4},
+      exact{}, tsum = fp32_sum(rows);
+  std::vector<OutputTolerance> outputs{{"y", ty, twice(ty)},
+                                       {"saved_mean", tmean, twice(tmean)},
+                                       {"saved_inv_std", tinv, twice(tinv)},
+                                       {"running_mean", trm, twice(trm)},
+                                       {"running_var", trv, twice(trv)},
+                                       {"dx", tdx, twice(tdx)}};
+  if (with_dz) outputs.push_back({"dz", exact, exact});
+  outputs.push_back({"dgamma", tsum, twice(tsum)});
+  outputs.push_back({"dbeta", tsum, twice(tsum)});
+  return outputs;
+}
+
 // z is drawn so that bn(x) + z stays at least 0.1 from ReLU's kink (bn(x) from the float64
 // reference): every backend then gives the same mask, and finite differences do not straddle it.
 OpCase batch_norm_add_relu_case(const Shape& shape, uint64_t seed) {
@@ -398,15 +431,7 @@ OpCase batch_norm_add_relu_case(const Shape& shape, uint64_t seed) {
     ops::batch_norm_add_relu_backward(ctx, p, x, y, dy, gamma, beta, saved_mean, saved_inv_std, reserve, dx, dz, dgamma,
                                       dbeta);
     ctx.synchronize();
-    return NamedTensors{{"y", to_cpu(y)},
-                        {"saved_mean", to_cpu(saved_mean)},
-                        {"saved_inv_std", to_cpu(saved_inv_std)},
-                        {"running_mean", to_cpu(running_mean)},
-                        {"running_var", to_cpu(running_var)},
-                        {"dx", to_cpu(dx)},
-                        {"dz", to_cpu(dz)},
-                        {"dgamma", to_cpu(dgamma)},
-                        {"dbeta", to_cpu(dbeta)}};
+    return fused_batch_norm_results(y, saved_mean, saved_inv_std, running_mean, running_var, dx, &dz, dgamma, dbeta);
   };
   c.reference = [=](const NamedTensors& in) {
     const auto x = values(in, "x"), gamma = values(in, "gamma"), z = values(in, "z"), dy = values(in, "dy");
@@ -429,17 +454,7 @@ OpCase batch_norm_add_relu_case(const Shape& shape, uint64_t seed) {
                        {"dgamma", b.dgamma},
                        {"dbeta", b.dbeta}};
   };
-  const Tolerance ty{2e-5, 1e-5}, tmean{1e-6, 1e-6}, tinv{0.0, 1e-5}, trm{1e-6, 1e-6}, trv{1e-6, 1e-5}, tdx{1e-5, 1e-4},
-      exact{}, tsum = fp32_sum(rows);
-  c.outputs = {{"y", ty, twice(ty)},
-               {"saved_mean", tmean, twice(tmean)},
-               {"saved_inv_std", tinv, twice(tinv)},
-               {"running_mean", trm, twice(trm)},
-               {"running_var", trv, twice(trv)},
-               {"dx", tdx, twice(tdx)},
-               {"dz", exact, exact},
-               {"dgamma", tsum, twice(tsum)},
-               {"dbeta", tsum, twice(tsum)}};
+  c.outputs = fused_batch_norm_outputs(rows, true);
   c.gradients = {
       {"x", "dx", "y", "dy"}, {"z", "dz", "y", "dy"}, {"gamma", "dgamma", "y", "dy"}, {"beta", "dbeta", "y", "dy"}};
   return c;
@@ -484,14 +499,8 @@ OpCase batch_norm_relu_case(const Shape& shape, uint64_t seed) {
     Tensor dx = nan_on(ctx, shape), dgamma = nan_on(ctx, cs), dbeta = nan_on(ctx, cs);
     ops::batch_norm_relu_backward(ctx, p, x, y, dy, gamma, beta, saved_mean, saved_inv_std, reserve, dx, dgamma, dbeta);
     ctx.synchronize();
-    return NamedTensors{{"y", to_cpu(y)},
-                        {"saved_mean", to_cpu(saved_mean)},
-                        {"saved_inv_std", to_cpu(saved_inv_std)},
-                        {"running_mean", to_cpu(running_mean)},
-                        {"running_var", to_cpu(running_var)},
-                        {"dx", to_cpu(dx)},
-                        {"dgamma", to_cpu(dgamma)},
-                        {"dbeta", to_cpu(dbeta)}};
+    return fused_batch_norm_results(y, saved_mean, saved_inv_std, running_mean, running_var, dx, nullptr, dgamma,
+                                    dbeta);
   };
   c.reference = [=](const NamedTensors& in) {
     const auto x = values(in, "x"), gamma = values(in, "gamma"), dy = values(in, "dy");
@@ -513,16 +522,7 @@ OpCase batch_norm_relu_case(const Shape& shape, uint64_t seed) {
                        {"dgamma", b.dgamma},
                        {"dbeta", b.dbeta}};
   };
-  const Tolerance ty{2e-5, 1e-5}, tmean{1e-6, 1e-6}, tinv{0.0, 1e-5}, trm{1e-6, 1e-6}, trv{1e-6, 1e-5}, tdx{1e-5, 1e-4},
-      tsum = fp32_sum(rows);
-  c.outputs = {{"y", ty, twice(ty)},
-               {"saved_mean", tmean, twice(tmean)},
-               {"saved_inv_std", tinv, twice(tinv)},
-               {"running_mean", trm, twice(trm)},
-               {"running_var", trv, twice(trv)},
-               {"dx", tdx, twice(tdx)},
-               {"dgamma", tsum, twice(tsum)},
-               {"dbeta", tsum, twice(tsum)}};
+  c.outputs = fused_batch_norm_outputs(rows, false);
   c.gradients = {{"x", "dx", "y", "dy"}, {"gamma", "dgamma", "y", "dy"}, {"beta", "dbeta", "y", "dy"}};
   return c;
 }

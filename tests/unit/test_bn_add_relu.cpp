@@ -38,6 +38,13 @@ st::Tensor filled(int64_t c, float v) {
   return t;
 }
 
+// t's values (16-bit values already) in a tensor of the 16-bit type `half`.
+st::Tensor half_copy(st::Context& ctx, const st::Tensor& t, st::DType half) {
+  st::Tensor h = st::Tensor::empty(t.shape(), half);
+  ops::cast_to_half(ctx, t, h);
+  return h;
+}
+
 bool same_bits(const st::Tensor& a, const st::Tensor& b) {
   return a.numel() == b.numel() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
 }
@@ -146,11 +153,7 @@ BOOST_AUTO_TEST_CASE(mixed_precision_rounds_once) {
     BOOST_TEST(same_bits(a.dg, b.dg));
     // 16-bit storage: the fused op on 16-bit x, z, y, dy, dx, dz gives the same bits.
     const st::DType half = precision == st::Precision::amp_fp16 ? st::DType::f16 : st::DType::bf16;
-    auto to_half = [&](const st::Tensor& t) {
-      st::Tensor h = st::Tensor::empty(t.shape(), half);
-      ops::cast_to_half(ctx, t, h);
-      return h;
-    };
+    auto to_half = [&](const st::Tensor& t) { return half_copy(ctx, t, half); };
     Inputs h = in;
     h.x = to_half(in.x), h.z = to_half(in.z), h.dy = to_half(in.dy);
     const ops::BatchNormParams p;
@@ -254,11 +257,7 @@ BOOST_AUTO_TEST_CASE(half_storage_gives_the_bits_of_fp32_tensors) {
       ctx.set_precision(precision);
       const Inputs in = make_inputs(ctx);
       const st::DType half = precision == st::Precision::amp_fp16 ? st::DType::f16 : st::DType::bf16;
-      auto to_half = [&](const st::Tensor& t) {
-        st::Tensor h = st::Tensor::empty(t.shape(), half);
-        ops::cast_to_half(ctx, t, h);
-        return h;
-      };
+      auto to_half = [&](const st::Tensor& t) { return half_copy(ctx, t, half); };
       const st::Tensor x16 = to_half(in.x), dy16 = to_half(in.dy);
       const ops::BatchNormParams p;
       Run c = fresh_run();

@@ -235,20 +235,29 @@ void batch_norm_add_relu_forward_training(Context& ctx, const BatchNormParams& p
   }
 }
 
+namespace {
+
+// The ReLU's gradient in relu_backward's expression: out = dy where y > 0, else 0.
+void relu_mask(const Tensor& y, const Tensor& dy, Tensor& out) {
+  const int64_t n = y.numel();
+  const float* yp = y.data<float>();
+  const float* dyp = dy.data<float>();
+  float* op = out.data<float>();
+#pragma omp parallel for simd schedule(static) if (n >= (1 << 15))
+  for (int64_t i = 0; i < n; ++i) {  // an unconditional load vectorises (relu_backward's comment)
+    const float g = dyp[i];
+    op[i] = yp[i] > 0.0f ? g : 0.0f;
+  }
+}
+
+}  // namespace
+
 // The fused backward: dz = relu_backward's expression, then batch norm's backward of dz.
 void batch_norm_add_relu_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& y,
                                   const Tensor& dy, const Tensor& gamma, const Tensor& /*beta*/,
                                   const Tensor& saved_mean, const Tensor& saved_inv_std, const Tensor& /*reserve*/,
                                   Tensor& dx, Tensor& dz, Tensor& dgamma, Tensor& dbeta) {
-  const int64_t n = y.numel();
-  const float* yp = y.data<float>();
-  const float* dyp = dy.data<float>();
-  float* dzp = dz.data<float>();
-#pragma omp parallel for simd schedule(static) if (n >= (1 << 15))
-  for (int64_t i = 0; i < n; ++i) {  // an unconditional load vectorises (relu_backward's comment)
-    const float g = dyp[i];
-    dzp[i] = yp[i] > 0.0f ? g : 0.0f;
-  }
+  relu_mask(y, dy, dz);
   cpu::batch_norm_backward(ctx, p, x, dz, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta);
 }
 
@@ -270,15 +279,7 @@ void batch_norm_relu_backward(Context& ctx, const BatchNormParams& p, const Tens
                               const Tensor& dy, const Tensor& gamma, const Tensor& /*beta*/, const Tensor& saved_mean,
                               const Tensor& saved_inv_std, const Tensor& /*reserve*/, Tensor& dx, Tensor& dgamma,
                               Tensor& dbeta) {
-  const int64_t n = y.numel();
-  const float* yp = y.data<float>();
-  const float* dyp = dy.data<float>();
-  float* dxp = dx.data<float>();
-#pragma omp parallel for simd schedule(static) if (n >= (1 << 15))
-  for (int64_t i = 0; i < n; ++i) {  // an unconditional load vectorises (relu_backward's comment)
-    const float g = dyp[i];
-    dxp[i] = yp[i] > 0.0f ? g : 0.0f;
-  }
+  relu_mask(y, dy, dx);
   cpu::batch_norm_backward(ctx, p, x, dx, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta);
 }
 
