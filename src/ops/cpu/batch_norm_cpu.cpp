@@ -18,6 +18,11 @@
 #include "scaletrain/ops/batch_norm.hpp"
 
 namespace scaletrain::ops::cpu {
+
+// activation_cpu.cpp: the ReLU of the fused batch-norm ops, so that they give its bits.
+void relu_forward(Context& ctx, const Tensor& x, Tensor& y);
+void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
+
 namespace {
 
 constexpr int kLanes = 16;                 // channels per register block
@@ -235,51 +240,31 @@ void batch_norm_add_relu_forward_training(Context& ctx, const BatchNormParams& p
   }
 }
 
-namespace {
-
-// The ReLU's gradient in relu_backward's expression: out = dy where y > 0, else 0.
-void relu_mask(const Tensor& y, const Tensor& dy, Tensor& out) {
-  const int64_t n = y.numel();
-  const float* yp = y.data<float>();
-  const float* dyp = dy.data<float>();
-  float* op = out.data<float>();
-#pragma omp parallel for simd schedule(static) if (n >= (1 << 15))
-  for (int64_t i = 0; i < n; ++i) {  // an unconditional load vectorises (relu_backward's comment)
-    const float g = dyp[i];
-    op[i] = yp[i] > 0.0f ? g : 0.0f;
-  }
-}
-
-}  // namespace
-
-// The fused backward: dz = relu_backward's expression, then batch norm's backward of dz.
+// The fused backward: dz = relu_backward's, then batch norm's backward of dz.
 void batch_norm_add_relu_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& y,
                                   const Tensor& dy, const Tensor& gamma, const Tensor& /*beta*/,
                                   const Tensor& saved_mean, const Tensor& saved_inv_std, const Tensor& /*reserve*/,
                                   Tensor& dx, Tensor& dz, Tensor& dgamma, Tensor& dbeta) {
-  relu_mask(y, dy, dz);
+  cpu::relu_backward(ctx, y, dy, dz);
   cpu::batch_norm_backward(ctx, p, x, dz, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta);
 }
 
-// The fused batch norm + ReLU: batch norm into y, then relu_forward's expression over y; in fp32
-// the bits of the two ops. No reserve on the CPU.
+// The fused batch norm + ReLU: batch norm into y, then relu_forward over y in place; in fp32 the
+// bits of the two ops. No reserve on the CPU.
 void batch_norm_relu_forward_training(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& gamma,
                                       const Tensor& beta, Tensor& running_mean, Tensor& running_var, Tensor& y,
                                       Tensor& saved_mean, Tensor& saved_inv_std, Tensor& /*reserve*/) {
   cpu::batch_norm_forward_training(ctx, p, x, gamma, beta, running_mean, running_var, y, saved_mean, saved_inv_std);
-  const int64_t n = y.numel();
-  float* yp = y.data<float>();
-#pragma omp parallel for simd schedule(static) if (n >= (1 << 15))
-  for (int64_t i = 0; i < n; ++i) yp[i] = yp[i] < 0.0f ? 0.0f : yp[i];
+  cpu::relu_forward(ctx, y, y);
 }
 
-// Its backward: relu_backward's expression into dx, then batch norm's backward of it in place (the
-// CPU kernel reads each dy before it writes that dx).
+// Its backward: relu_backward into dx, then batch norm's backward of it in place (the CPU kernel
+// reads each dy before it writes that dx).
 void batch_norm_relu_backward(Context& ctx, const BatchNormParams& p, const Tensor& x, const Tensor& y,
                               const Tensor& dy, const Tensor& gamma, const Tensor& /*beta*/, const Tensor& saved_mean,
                               const Tensor& saved_inv_std, const Tensor& /*reserve*/, Tensor& dx, Tensor& dgamma,
                               Tensor& dbeta) {
-  relu_mask(y, dy, dx);
+  cpu::relu_backward(ctx, y, dy, dx);
   cpu::batch_norm_backward(ctx, p, x, dx, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta);
 }
 

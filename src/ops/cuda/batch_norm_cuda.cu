@@ -67,7 +67,9 @@
 
 namespace scaletrain::ops::cuda {
 
-void relu_forward(Context& ctx, const Tensor& x, Tensor& y);  // activation_cuda.cu: the unfused ReLU
+// activation_cuda.cu: the ReLU of the fused ops where they run unfused.
+void relu_forward(Context& ctx, const Tensor& x, Tensor& y);
+void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
 
 namespace {
 
@@ -484,21 +486,6 @@ __global__ void add_relu_kernel(const float* bn, const void* z, ElemKind zk, voi
   }
 }
 
-__global__ void relu_mask_kernel(const void* y, ElemKind yk, const void* dy, ElemKind dyk, void* dz, ElemKind dzk,
-                                 int64_t n) {
-  for (int64_t i = grid_first(); i < n; i += grid_stride())
-    store_float(dz, dzk, i, load_float(y, yk, i) > 0.0f ? load_float(dy, dyk, i) : 0.0f);
-}
-
-// dz = dy where y > 0, else 0, in dz's format.
-void relu_mask(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dz, const char* op) {
-  const int64_t n = y.numel();
-  relu_mask_kernel<<<scaletrain::cuda::blocks_for(n), scaletrain::cuda::kThreadsPerBlock, 0,
-                     scaletrain::cuda::compute_stream(ctx)>>>(y.raw(), elem_kind(y, op), dy.raw(), elem_kind(dy, op),
-                                                              dz.raw(), elem_kind(dz, op), n);
-  ST_CHECK_LAUNCH();
-}
-
 // The fused forward: batch norm, z added where given, ReLU, in cuDNN's kernel; true where it ran,
 // false where cuDNN refused the configuration (NOT_SUPPORTED or BAD_PARAM, remembered per path,
 // type and shape; the caller runs the ops apart).
@@ -607,7 +594,7 @@ void batch_norm_add_relu_backward(Context& ctx, const BatchNormParams& p, const 
     fused_backward(ctx, p, x, y, dy, gamma, beta, saved_mean, saved_inv_std, reserve, dx, &dz, dgamma, dbeta, op);
     return;
   }
-  relu_mask(ctx, y, dy, dz, op);
+  relu_backward(ctx, y, dy, dz);
   cuda::batch_norm_backward(ctx, p, x, dz, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta);
 }
 
@@ -638,7 +625,7 @@ void batch_norm_relu_backward(Context& ctx, const BatchNormParams& p, const Tens
   }
   // The ReLU's gradient in a buffer of its own: batch norm's backward would copy an aliased dy.
   Tensor dz = Tensor::empty(dy.shape(), dy.dtype(), Device::cuda);
-  relu_mask(ctx, y, dy, dz, op);
+  relu_backward(ctx, y, dy, dz);
   cuda::batch_norm_backward(ctx, p, x, dz, gamma, saved_mean, saved_inv_std, dx, dgamma, dbeta);
 }
 
