@@ -341,7 +341,8 @@ po::options_description train_options(train::TrainConfig& c, std::string& config
       "crop-padding", po::value(&c.crop_padding)->default_value(c.crop_padding),
       "random crop after zero padding by this many pixels (0 = off)")(
       "preprocess", po::value(&c.preprocess)->default_value(c.preprocess), kPreprocessHelp)(
-      "prefetch", po::value(&c.data_prefetch)->default_value(c.data_prefetch), "batches prepared ahead per rank")(
+      "prefetch", po::value(&c.data_prefetch)->default_value(c.data_prefetch),
+      "batches prepared ahead per rank (across epochs too: the next epoch's first ones are read before it starts)")(
       "input-copy", po::value(&c.input_copy)->default_value(c.input_copy),
       "how each batch reaches a GPU: overlap (the next batch is copied on the copy stream while the current step "
       "computes, into two device buffers) | inline (copied on the compute stream when its step starts) | auto "

@@ -54,6 +54,7 @@ struct Loader::Impl {
     std::vector<int64_t> position;  // batch position of sample k
     std::vector<uint8_t> bad;       // per batch position (skip_bad_samples)
     int64_t next_task = 0, decoded = 0;
+    int64_t skipped = 0;  // samples of the batch dropped by skip_bad_samples, counted when handed out
     // A read or decode error of this batch, delivered by next() when the batch's turn comes (so
     // that errors too come in plan order); error_at: the sample (read order) it belongs to, the
     // lowest one winning so that the message does not depend on thread timing.
@@ -76,8 +77,16 @@ struct Loader::Impl {
   std::condition_variable cv;
   std::vector<Slot> slots;
   std::deque<int> decode_queue;  // slots with samples left to hand to workers, oldest first
-  uint64_t generation = 0;       // incremented by every start_epoch
+  // Raised by every start_epoch: by 1 when it adopts the epoch read ahead (that epoch's batches
+  // carry generation + 1), by 2 otherwise, so that the batches read ahead become stale. A batch
+  // is stale once its generation is below this one.
+  uint64_t generation = 0;
   int epoch = -1;
+  // The epoch the I/O thread reads ahead, from its first batch, under generation + 1 (-1: none):
+  // with options.read_ahead, once the current epoch is read, the next one's batches are read
+  // into free buffers while the current one's last steps run, so that an epoch's first step does
+  // not wait for its first batch.
+  int ahead_epoch = -1;
   int64_t first_seq = 0;  // the epoch's first batch (> 0 when a resumed run starts mid-epoch)
   int64_t next_seq = 0;   // the batch next() hands out next
   // Collective readers need the same number of read() calls on every rank, also when an epoch
@@ -97,6 +106,12 @@ struct Loader::Impl {
   std::vector<std::thread> workers;
 
   void io_loop();
+  // Reads the batches of epoch `ep` from `first` under generation `gen` (the current one, or the
+  // next one when reading ahead) into free buffers. True when every batch was read; false when
+  // the epoch was abandoned (or stopped, or a read failed).
+  bool read_epoch(uint64_t gen, int ep, int64_t first);
+  // Under the lock: whether batches of generation `gen` are still wanted (current, or read ahead).
+  bool wanted(uint64_t gen) const { return !stop && (gen == generation || gen == generation + 1); }
   void read_batch(Slot& slot, const int64_t* ids);
   void worker_loop();
   // Decodes the next few samples of the oldest batch in decode_queue (not empty); called and
@@ -221,13 +236,17 @@ void Loader::start_epoch(int epoch, int64_t first_step) {
     std::lock_guard<std::mutex> lock(m.mutex);
     if (m.error) std::rethrow_exception(m.error);
     m.end_epoch();
-    ++m.generation;
+    // The batches read ahead are this epoch's when it starts at its first batch.
+    const bool adopt = m.ahead_epoch == epoch && first_step == 0;
+    m.generation += adopt ? 1 : 2;
+    m.ahead_epoch = -1;
     m.epoch = epoch;
     m.first_seq = m.next_seq = first_step;
-    // Finished batches of the previous epoch go back to the pool; those being read or decoded
-    // are freed by their thread when it sees the new generation.
+    // Finished batches of earlier generations go back to the pool; those being read or decoded
+    // are freed by their thread when it sees they are stale.
     for (auto& slot : m.slots)
-      if (slot.state == Impl::State::ready || slot.state == Impl::State::held) slot.state = Impl::State::free;
+      if ((slot.state == Impl::State::ready || slot.state == Impl::State::held) && slot.gen < m.generation)
+        slot.state = Impl::State::free;
     m.held = -1;
   }
   m.cv.notify_all();
@@ -266,6 +285,7 @@ bool Loader::next(Tensor& images, Tensor& labels) {
   }
   slot.state = Impl::State::held;
   m.held = index;
+  m.skipped += slot.skipped;
   ++m.next_seq;
   if (slot.count == m.options.batch_size) {
     images = slot.images;
@@ -279,6 +299,9 @@ bool Loader::next(Tensor& images, Tensor& labels) {
 
 void Loader::Impl::io_loop() {
   pthread_setname_np(pthread_self(), "st-io");
+  // Collective reads go in lockstep on every rank; a read ahead that one rank abandons would
+  // break the count (reads_owed), so those readers never read ahead.
+  const bool may_read_ahead = options.read_ahead && reader->name() != "mpiio-collective";
   try {
     uint64_t served = 0;
     for (;;) {
@@ -296,75 +319,93 @@ void Loader::Impl::io_loop() {
         ep = epoch;
         first = first_seq;
       }
-      const std::vector<int64_t> ids = plan_epoch(sizes, rank, world, options, ep);
-      const int64_t b = options.batch_size;
-      bool read_all = first >= steps;
-      for (int64_t seq = first; seq < steps; ++seq) {
-        int index = -1;
-        {
-          std::unique_lock<std::mutex> lock(mutex);
-          auto free_slot = [&] {
-            for (std::size_t i = 0; i < slots.size(); ++i)
-              if (slots[i].state == State::free) return static_cast<int>(i);
-            return -1;
-          };
-          // While every buffer is busy the I/O thread helps decoding (reading waits for a
-          // buffer anyway): one more decoder when decoding is the bottleneck.
-          for (;;) {
-            if (stop || generation != gen || (index = free_slot()) >= 0) break;
-            if (decode_queue.empty()) {
-              cv.wait(lock);
-            } else {
-              decode_task(lock);
-            }
-          }
-          if (stop || generation != gen) break;
-          Slot& slot = slots[index];
-          slot.state = State::reading;
-          slot.gen = gen;
-          slot.epoch = ep;
-          slot.seq = seq;
-          slot.count = std::min<int64_t>(b, static_cast<int64_t>(ids.size()) - seq * b);
-          slot.error = nullptr;
-          slot.error_at = slot.count;
-        }
-        Slot& slot = slots[index];
-        std::exception_ptr failure;
-        try {
-          ++reads_made;
-          read_batch(slot, ids.data() + seq * b);
-        } catch (...) {
-          failure = std::current_exception();
-        }
+      bool complete = read_epoch(gen, ep, first);
+      // Then the next epoch, ahead of its start_epoch; for as long as each is adopted.
+      while (complete && may_read_ahead) {
         {
           std::lock_guard<std::mutex> lock(mutex);
-          if (stop || generation != gen) {
-            slot.state = State::free;
-            break;
-          }
-          if (failure) {  // handed out by next() in its turn; nothing more this epoch
-            slot.error = failure;
-            slot.state = State::ready;
-            cv.notify_all();
-            break;
-          }
-          slot.state = State::decoding;
-          slot.next_task = slot.decoded = 0;
-          decode_queue.push_back(index);
+          if (stop || generation != gen) break;
+          ahead_epoch = ep + 1;
         }
-        cv.notify_all();
-        read_all = seq + 1 == steps;
-      }
-      // Evaluation plans differ by at most one batch between ranks; a collective reader needs
-      // the same number of read() calls everywhere: the short ranks make an empty one.
-      if (read_all && reader->name() == "mpiio-collective") {
-        SampleBytes none;
-        for (int64_t extra = steps; extra < max_steps; ++extra, ++reads_made) reader->read({}, none);
+        complete = read_epoch(gen + 1, ep + 1, 0);
+        std::unique_lock<std::mutex> lock(mutex);
+        cv.wait(lock, [&] { return stop || generation != gen; });  // until its start_epoch, if read whole
+        if (stop || generation != gen + 1) break;                  // not adopted: the outer loop serves
+        served = gen = generation;
+        ++ep;
       }
     }
   } catch (...) {
     fail(std::current_exception());
   }
+}
+
+bool Loader::Impl::read_epoch(uint64_t gen, int ep, int64_t first) {
+  const std::vector<int64_t> ids = plan_epoch(sizes, rank, world, options, ep);
+  const int64_t b = options.batch_size;
+  for (int64_t seq = first; seq < steps; ++seq) {
+    int index = -1;
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      auto free_slot = [&] {
+        for (std::size_t i = 0; i < slots.size(); ++i)
+          if (slots[i].state == State::free) return static_cast<int>(i);
+        return -1;
+      };
+      // While every buffer is busy the I/O thread helps decoding (reading waits for a
+      // buffer anyway): one more decoder when decoding is the bottleneck.
+      for (;;) {
+        if (!wanted(gen) || (index = free_slot()) >= 0) break;
+        if (decode_queue.empty()) {
+          cv.wait(lock);
+        } else {
+          decode_task(lock);
+        }
+      }
+      if (!wanted(gen)) return false;
+      Slot& slot = slots[index];
+      slot.state = State::reading;
+      slot.gen = gen;
+      slot.epoch = ep;
+      slot.seq = seq;
+      slot.count = std::min<int64_t>(b, static_cast<int64_t>(ids.size()) - seq * b);
+      slot.skipped = 0;
+      slot.error = nullptr;
+      slot.error_at = slot.count;
+    }
+    Slot& slot = slots[index];
+    std::exception_ptr failure;
+    try {
+      ++reads_made;
+      read_batch(slot, ids.data() + seq * b);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!wanted(gen)) {
+        slot.state = State::free;
+        return false;
+      }
+      if (failure) {  // handed out by next() in its turn; nothing more this epoch
+        slot.error = failure;
+        slot.state = State::ready;
+        cv.notify_all();
+        return false;
+      }
+      slot.state = State::decoding;
+      slot.next_task = slot.decoded = 0;
+      decode_queue.push_back(index);
+    }
+    cv.notify_all();
+  }
+  // Evaluation plans differ by at most one batch between ranks; a collective reader needs
+  // the same number of read() calls everywhere: the short ranks make an empty one.
+  if (reader->name() == "mpiio-collective") {
+    SampleBytes none;
+    for (int64_t extra = steps; extra < max_steps; ++extra, ++reads_made) reader->read({}, none);
+  }
+  return true;
 }
 
 void Loader::Impl::end_epoch() {
@@ -445,7 +486,7 @@ void Loader::Impl::decode_task(std::unique_lock<std::mutex>& lock) {
   const int64_t first = slot.next_task, last = std::min(slot.count, first + task);
   slot.next_task = last;
   if (last == slot.count) decode_queue.pop_front();
-  const bool stale = slot.gen != generation;
+  const bool stale = slot.gen < generation;
   lock.unlock();
 
   std::exception_ptr failure;
@@ -485,7 +526,7 @@ void Loader::Impl::decode_task(std::unique_lock<std::mutex>& lock) {
   }
   slot.decoded += last - first;
   if (slot.decoded == slot.count) {
-    if (slot.gen != generation || stop) {
+    if (slot.gen < generation || stop) {
       slot.state = State::free;
     } else {
       try {
@@ -518,7 +559,7 @@ void Loader::Impl::finish_batch(Slot& slot) {
     std::memcpy(images + p * values, images + q * values, static_cast<std::size_t>(values));
     labels[p] = labels[q];
   }
-  skipped += bad;
+  slot.skipped = bad;
 }
 
 }  // namespace scaletrain::data

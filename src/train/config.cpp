@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -369,6 +370,16 @@ void check_train_config(const TrainConfig& c) {
   check_mlperf_keys(c);
 }
 
+namespace {
+// Training reads the next epoch's first batches ahead of its start (loader.hpp).
+// SCALETRAIN_LOADER_READ_AHEAD=0 turns that off: a benchmark's hook to measure what it saves
+// (tools/bench_epoch_start.sh), not an option.
+bool read_ahead_across_epochs() {
+  const char* hook = std::getenv("SCALETRAIN_LOADER_READ_AHEAD");
+  return hook == nullptr || std::string(hook) != "0";
+}
+}  // namespace
+
 data::LoaderOptions train_loader_options(const TrainConfig& c, int64_t batch_size, const comm::Communicator& comm,
                                          int ranks_on_node) {
   data::LoaderOptions o;
@@ -380,6 +391,7 @@ data::LoaderOptions train_loader_options(const TrainConfig& c, int64_t batch_siz
   o.drop_last = true;  // equal full batches on every rank
   o.pad_last = c.pad_last;
   o.prefetch = c.data_prefetch;
+  o.read_ahead = read_ahead_across_epochs();
   o.shuffle_mode = c.shuffle_mode;
   o.shuffle_buffer = c.shuffle_buffer;
   o.data_threads = c.data_threads;

@@ -4,14 +4,19 @@
 // flip match a direct per-pixel reference; a decoder that fails on one sample is reported with
 // the file and the sample index, or skipped and counted with full batches and unchanged step
 // counts. --preprocess caffe leaves raw batches as they are (only the normalisation changes).
+// Reading ahead across epochs reads the next epoch's first batch before its start and changes no
+// batch.
 #include <hdf5.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/data/dataset.hpp"
@@ -144,14 +149,17 @@ BOOST_AUTO_TEST_CASE(batches_do_not_depend_on_threads_or_prefetch) {
       BOOST_TEST(reference.size() == size_t(3 * (kTotal / 12) * 12 * (kH * kW * kC + 4)));
       for (const char* io : {"posix", "mmap"})
         for (int threads : {1, 2, 4})
-          for (int prefetch : {1, 4}) {
-            o.io = io;
-            o.data_threads = threads;
-            o.prefetch = prefetch;
-            data::Loader loader(ds.split, 0, 1, o);
-            BOOST_TEST((run(loader, 3) == reference), mode << " augment " << augment << " io " << io << " threads "
-                                                           << threads << " prefetch " << prefetch);
-          }
+          for (int prefetch : {1, 4})
+            for (bool ahead : {false, true}) {
+              o.io = io;
+              o.data_threads = threads;
+              o.prefetch = prefetch;
+              o.read_ahead = ahead;
+              data::Loader loader(ds.split, 0, 1, o);
+              BOOST_TEST((run(loader, 3) == reference), mode << " augment " << augment << " io " << io << " threads "
+                                                             << threads << " prefetch " << prefetch << " read ahead "
+                                                             << ahead);
+            }
     }
 }
 
@@ -208,6 +216,120 @@ BOOST_AUTO_TEST_CASE(values_are_the_pixels_of_the_plan) {
     }
     BOOST_TEST(loader.bytes_read() == 2 * 144 * (kH * kW * kC + 4), io);
   }
+}
+
+// The posix reader, recording every request's ids (the I/O thread reads; the test looks).
+class RecordingReader : public data::SampleReader {
+ public:
+  explicit RecordingReader(const data::SplitInfo& split) { reader_ = data::make_sample_reader(split, {}, nullptr); }
+  std::string name() const override { return reader_->name(); }
+  int64_t bytes_read() const override { return reader_->bytes_read(); }
+  void read(const std::vector<int64_t>& ids, data::SampleBytes& out) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      requests_.push_back(ids);
+    }
+    reader_->read(ids, out);
+  }
+  // Whether some request was exactly these ids (in any order), waiting up to `seconds` for it.
+  bool saw(std::vector<int64_t> ids, double seconds) const {
+    std::sort(ids.begin(), ids.end());
+    for (double waited = 0.0; waited <= seconds; waited += 0.01) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (std::vector<int64_t> r : requests_) {
+          std::sort(r.begin(), r.end());
+          if (r == ids) return true;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  std::size_t requests() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return requests_.size();
+  }
+  // Whether `n` requests were made, waiting up to `seconds` for them.
+  bool made(std::size_t n, double seconds) const {
+    for (double waited = 0.0; waited <= seconds; waited += 0.01) {
+      if (requests() >= n) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
+ private:
+  std::unique_ptr<data::SampleReader> reader_;
+  mutable std::mutex mutex_;
+  std::vector<std::vector<int64_t>> requests_;
+};
+
+// The batches `loader` hands out in `epoch` from `first_step`, as bytes.
+std::vector<uint8_t> epoch_bytes(data::Loader& loader, int epoch, int64_t first_step = 0) {
+  loader.start_epoch(epoch, first_step);
+  std::vector<uint8_t> out;
+  Tensor x, y;
+  while (loader.next(x, y)) {
+    out.insert(out.end(), x.data<uint8_t>(), x.data<uint8_t>() + x.numel());
+    const auto* py = reinterpret_cast<const uint8_t*>(y.data<int32_t>());
+    out.insert(out.end(), py, py + y.numel() * 4);
+  }
+  return out;
+}
+
+// Read ahead: the next epoch's first batch is read before its start_epoch, and handed out by it;
+// a start elsewhere (another epoch, a first step > 0) drops what was read ahead and gives that
+// start's own batches (those of a loader that never read ahead), augmentation included.
+BOOST_AUTO_TEST_CASE(read_ahead_reads_the_next_epoch_before_it_starts) {
+  Dataset ds;
+  LoaderOptions o;
+  o.batch_size = 10;
+  o.seed = 7;
+  o.augment = true;
+  o.crop_padding = 1;
+  o.prefetch = 2;
+  o.data_threads = 2;
+  data::Loader plain(ds.split, 0, 1, o);
+  o.read_ahead = true;
+  auto recording = std::make_unique<RecordingReader>(ds.split);
+  const RecordingReader& reader = *recording;
+  data::Loader ahead(ds.split, 0, 1, o, std::move(recording), nullptr);
+  const int64_t steps = ahead.steps_per_epoch();
+  BOOST_TEST(steps == 13);
+  auto first_batch = [&](int epoch) {
+    const std::vector<int64_t> plan = ahead.plan(epoch);
+    return std::vector<int64_t>(plan.begin(), plan.begin() + 10);
+  };
+
+  BOOST_TEST((epoch_bytes(ahead, 0) == epoch_bytes(plain, 0)));
+  BOOST_TEST(reader.saw(first_batch(1), 10.0), "epoch 1's first batch read before start_epoch(1)");
+  BOOST_TEST((epoch_bytes(ahead, 1) == epoch_bytes(plain, 1)));
+  BOOST_TEST(reader.requests() <= std::size_t(2 * steps + 3));  // adopted, not read again (+ epoch 2's, ahead)
+  BOOST_TEST(reader.saw(first_batch(2), 10.0));
+  BOOST_TEST((epoch_bytes(ahead, 3) == epoch_bytes(plain, 3)), "epoch 2 read ahead, epoch 3 started");
+  BOOST_TEST((epoch_bytes(ahead, 4, 5) == epoch_bytes(plain, 4, 5)), "epoch 4 read ahead, started at step 5");
+  BOOST_TEST((epoch_bytes(ahead, 5) == epoch_bytes(plain, 5)));
+}
+
+// Batches read ahead and dropped do not count their skipped samples: only handed-out ones do.
+BOOST_AUTO_TEST_CASE(skips_count_in_handed_out_batches_only) {
+  Dataset ds;
+  LoaderOptions o;
+  o.batch_size = 10;
+  o.shuffle = false;  // sample 0, bad, leads every epoch
+  o.skip_bad_samples = true;
+  o.read_ahead = true;
+  auto recording = std::make_unique<RecordingReader>(ds.split);
+  const RecordingReader& reader = *recording;
+  data::Loader loader(ds.split, 0, 1, o, std::move(recording),
+                      std::make_unique<FailingDecoder>(ds.split, o, std::vector<int64_t>{0}));
+  epoch_bytes(loader, 0);
+  BOOST_TEST(loader.skipped_samples() == 1);
+  BOOST_TEST(reader.made(std::size_t(loader.steps_per_epoch() + 1), 10.0));  // epoch 1's first, read ahead
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));               // its decode, had it counted
+  epoch_bytes(loader, 2);                                                    // epoch 1 dropped
+  BOOST_TEST(loader.skipped_samples() == 2);
 }
 
 BOOST_AUTO_TEST_CASE(a_bad_sample_names_the_file_and_the_index) {

@@ -19,6 +19,14 @@
 // read() calls (empty ones past what it has read) up to the same batch, however far its prefetch
 // had run.
 //
+// Reading ahead across epochs (options.read_ahead, the training loader's): once an epoch's last
+// batch is read, the I/O thread goes on with the next epoch's first batches (its plan depends on
+// the seed and the epoch only) into the buffers the last steps free. start_epoch(e + 1) adopts
+// them; any other start (another epoch, or a first_step > 0) drops them and reads afresh. An
+// epoch's first step then finds its batch ready, as every other step does: with epochs of a few
+// steps (a strong-scaling series at many nodes) the wait would otherwise recur every few steps.
+// Collective readers never read ahead (their reads go in lockstep on every rank).
+//
 // Batches are uint8 pixels (B, H, W, C), not normalised: the model's first op normalises
 // (ops::normalize_images with the split's mean and std, or Caffe's: LoaderOptions::preprocess),
 // so the pipeline moves one byte per value.
@@ -68,6 +76,7 @@ struct LoaderOptions {
   bool drop_last = true;     // true: equal full batches on every rank (training); false: every sample once
   bool pad_last = false;     // repeat samples so that every rank gets ceil(N / P) rounded up to full batches
   int prefetch = 2;          // batches prepared ahead
+  bool read_ahead = false;   // read the next epoch's first batches before its start_epoch (above)
   int data_threads = 1;      // decode/augment workers
   std::string io = "posix";  // posix | mmap | mpiio | mpiio-collective
   int image_height = 0, image_width = 0;  // JPEG datasets: the model's input size (--image-size)
@@ -129,7 +138,7 @@ class Loader {
   bool next(Tensor& images, Tensor& labels);
   double wait_seconds() const;                 // total time next() spent blocked waiting for data
   int64_t bytes_read() const;                  // bytes of image and label rows read from the shards
-  int64_t skipped_samples() const;             // samples dropped by skip_bad_samples so far
+  int64_t skipped_samples() const;             // samples dropped by skip_bad_samples in the batches handed out
   std::vector<int64_t> plan(int epoch) const;  // the sample ids this rank yields in `epoch`, in order
   int image_height() const;                    // of the batches (the decoder's output)
   int image_width() const;
