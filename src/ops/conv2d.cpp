@@ -29,6 +29,21 @@ const Op<Conv2dForwardFn> conv2d_bias_relu_forward_op{
     "conv2d_bias_relu_forward",
     {cpu::conv2d_bias_relu_forward},
     with_half_storage<Conv2dForwardFn>({ST_CUDA_KERNEL(cuda::conv2d_bias_relu_forward)})};
+using Conv2dBnStatsForwardFn = void(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& scale,
+                                    const Tensor& bias, const Tensor& w, Tensor& y, Tensor& sum, Tensor& sqsum);
+namespace cpu {
+Conv2dBnStatsForwardFn conv2d_bn_stats_forward;
+}
+namespace cuda {
+Conv2dBnStatsForwardFn conv2d_bn_stats_forward;
+}
+// cuDNN's fused engines reduce the statistics across thread blocks in an order they do not
+// document as fixed.
+const Op<Conv2dBnStatsForwardFn> conv2d_bn_stats_forward_op{
+    "conv2d_bn_stats_forward",
+    {cpu::conv2d_bn_stats_forward},
+    with_half_storage<Conv2dBnStatsForwardFn>({ST_CUDA_KERNEL(cuda::conv2d_bn_stats_forward), false}),
+    AmpOutputs::only(0)};  // y; the sums stay fp32
 using Conv2dBackwardDataFn = void(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx);
 namespace cpu {
 Conv2dBackwardDataFn conv2d_backward_data;
@@ -110,6 +125,24 @@ void conv2d_bias_relu_forward(Context& ctx, const Conv2dParams& p, const Tensor&
   ST_CHECK(b.defined(), "conv2d_bias_relu_forward: needs a bias (a convolution without one runs conv2d_forward)");
   check_forward(ctx, p, x, w, b, y, "conv2d_bias_relu_forward");
   return conv2d_bias_relu_forward_op(ctx, p, x, w, b, y);
+}
+
+void conv2d_bn_stats_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& scale,
+                             const Tensor& bias, const Tensor& w, Tensor& y, Tensor& sum, Tensor& sqsum) {
+  const char* op = "conv2d_bn_stats_forward";
+  check_forward(ctx, p, x, w, Tensor(), y, op);
+  ST_CHECK(p.groups == 1, op << ": one group only, got groups " << p.groups);
+  ST_CHECK(scale.defined() == bias.defined(), op << ": the prologue needs both scale and bias, or neither");
+  if (scale.defined()) {
+    check_tensor(ctx, scale, {x.dim(3)}, op, "scale");
+    check_tensor(ctx, bias, {x.dim(3)}, op, "bias");
+    ST_CHECK(scale.dtype() == DType::f32 && bias.dtype() == DType::f32, op << ": scale and bias must be float32");
+  }
+  check_tensor(ctx, sum, {w.dim(0)}, op, "sum");
+  check_tensor(ctx, sqsum, {w.dim(0)}, op, "sqsum");
+  ST_CHECK(sum.dtype() == DType::f32 && sqsum.dtype() == DType::f32, op << ": sum and sqsum must be float32");
+  check_no_overlap(y, x, op, "y", "x");
+  return conv2d_bn_stats_forward_op(ctx, p, x, scale, bias, w, y, sum, sqsum);
 }
 
 void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {

@@ -248,6 +248,72 @@ OpCase conv2d_bias_relu_case(const RefConv2dDims& d, uint64_t seed) {
   return c;
 }
 
+// conv2d_bn_stats_forward (cuDNN's fused ConvBNfprop graph on a GPU): y, sum and sqsum against
+// the float64 reference of max(0, x * scale + bias) (or x, without the prologue) convolved with w,
+// and y's per-channel sums over N, OH and OW; and y_apart, the same through the unfused ops: the
+// prologue as batch_norm_forward_inference with mean 0 and var + eps = 1 (so that scale and bias
+// are its gamma and beta), relu_forward, then conv2d_forward.
+OpCase conv2d_bn_stats_case(const RefConv2dDims& d, bool prologue, uint64_t seed) {
+  const Shape xs{d.n, d.h, d.w, d.c}, ws{d.o, d.c, d.kh, d.kw}, ys{d.n, d.oh(), d.ow(), d.o};
+  const ops::Conv2dParams p = conv_params_of(d);
+  OpCase c;
+  c.name = std::string("conv2d_bn_stats ") + (prologue ? "scale-bias-relu " : "") + conv_params_name(d, false) + " N" +
+           std::to_string(d.n) + " " + std::to_string(d.h) + "x" + std::to_string(d.w) + " C" + std::to_string(d.c) +
+           "->O" + std::to_string(d.o);
+  c.ops = {"conv2d_bn_stats_forward", "conv2d_forward"};
+  if (prologue) c.ops.insert(c.ops.end(), {"batch_norm_forward_inference", "relu_forward"});
+  c.make_inputs = [=] {
+    NamedTensors in{{"x", random_tensor(xs, seed)}, {"w", random_tensor(ws, seed + 1)}};
+    if (prologue) {
+      in.emplace_back("scale", random_tensor({d.c}, seed + 2, 0.5, 1.5));
+      in.emplace_back("bias", random_tensor({d.c}, seed + 3, -0.5, 0.5));
+    }
+    return in;
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    const Tensor x = on(ctx, input(in, "x")), w = on(ctx, input(in, "w"));
+    const Tensor scale = prologue ? on(ctx, input(in, "scale")) : Tensor();
+    const Tensor bias = prologue ? on(ctx, input(in, "bias")) : Tensor();
+    Tensor y = nan_on(ctx, ys), sum = nan_on(ctx, {d.o}), sqsum = nan_on(ctx, {d.o}), apart = nan_on(ctx, ys);
+    ops::conv2d_bn_stats_forward(ctx, p, x, scale, bias, w, y, sum, sqsum);
+    Tensor a = x;
+    if (prologue) {
+      a = nan_on(ctx, xs);
+      Tensor mean = Tensor::zeros({d.c}, DType::f32).to(ctx.device());
+      Tensor var = Tensor::empty({d.c}, DType::f32, ctx.device());
+      var.fill(0.75f);
+      ops::BatchNormParams bn;
+      bn.eps = 0.25f;  // var + eps = 1 exactly
+      ops::batch_norm_forward_inference(ctx, bn, x, scale, bias, mean, var, a);
+      ops::relu_forward(ctx, a, a);
+    }
+    ops::conv2d_forward(ctx, p, a, w, Tensor(), apart);
+    ctx.synchronize();
+    return NamedTensors{{"y", to_cpu(y)}, {"sum", to_cpu(sum)}, {"sqsum", to_cpu(sqsum)}, {"y_apart", to_cpu(apart)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    std::vector<double> a = values(in, "x");
+    if (prologue) {
+      const auto s = values(in, "scale"), b = values(in, "bias");
+      for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::max(0.0, a[i] * s[i % d.c] + b[i % d.c]);
+    }
+    const std::vector<double> y = reference_conv2d_forward(d, a, values(in, "w"), {});
+    std::vector<double> sum(static_cast<std::size_t>(d.o), 0.0), sqsum(sum);
+    for (std::size_t i = 0; i < y.size(); ++i) sum[i % d.o] += y[i], sqsum[i % d.o] += y[i] * y[i];
+    return NamedValues{{"y", y}, {"sum", sum}, {"sqsum", sqsum}, {"y_apart", y}};
+  };
+  // y: a sum of C*KH*KW terms, each from inputs the prologue rounded twice more. The sums add
+  // M = N*OH*OW such y, each within ty of exact and at most Y = C*KH*KW * 2 (|a| <= 2, |w| <= 1) in
+  // magnitude: M times y's error, and for the squares 2Y times that.
+  const Tolerance ty = fp32_sum(d.c * d.kh * d.kw + 2);
+  const double m = static_cast<double>(d.n * d.oh() * d.ow()), largest = 2.0 * static_cast<double>(d.c * d.kh * d.kw);
+  const double y_error = ty.abs + ty.rel * largest;
+  const Tolerance tsum{m * y_error, ty.rel}, tsqsum{m * 2 * largest * y_error, ty.rel};
+  c.outputs = {
+      {"y", ty, twice(ty)}, {"sum", tsum, twice(tsum)}, {"sqsum", tsqsum, twice(tsqsum)}, {"y_apart", ty, twice(ty)}};
+  return c;
+}
+
 // The ResNet-era cases: a square stride and padding, one group, no bias.
 OpCase conv2d_case(const ConvShape& s, uint64_t seed) {
   return conv2d_case(RefConv2dDims::square(s.n, s.h, s.w, s.c, s.o, s.k, s.kw > 0 ? s.kw : s.k, s.stride, s.padding),
@@ -2073,6 +2139,14 @@ std::vector<OpCase> build_cases() {
     // The fused bias and ReLU (--fuse conv-bias-relu) on AlexNet's conv1 and a grouped Caffe 3x3.
     cases.push_back(conv2d_bias_relu_case(D::square(2, 19, 19, 3, 8, 11, 11, 4, 2), next_seed()));
     cases.push_back(conv2d_bias_relu_case(D::square(2, 6, 5, 8, 6, 3, 3, 1, 1, 2), next_seed()));
+    // The fused convolution with batch norms' prologue and statistics (issue 26, section 3), with
+    // and without the prologue: ResNet's 1x1 and 3x3 shapes, a strided one, channels of 8 and 16
+    // (what cuDNN's fused engines want) and odd ones (the steps apart).
+    cases.push_back(conv2d_bn_stats_case(D::square(2, 6, 6, 8, 16, 1, 1, 1, 0), true, next_seed()));
+    cases.push_back(conv2d_bn_stats_case(D::square(2, 6, 6, 16, 8, 3, 3, 1, 1), true, next_seed()));
+    cases.push_back(conv2d_bn_stats_case(D::square(2, 7, 7, 8, 8, 3, 3, 2, 1), true, next_seed()));
+    cases.push_back(conv2d_bn_stats_case(D::square(2, 6, 6, 8, 16, 1, 1, 1, 0), false, next_seed()));
+    cases.push_back(conv2d_bn_stats_case(D::square(1, 5, 5, 3, 5, 3, 3, 1, 1), true, next_seed()));
   }
   // Issue 24 (AlexNet, GoogLeNet): LRN across channels, N-way channel concatenation, NCHW flatten.
   // LRN with AlexNet's and GoogLeNet's parameters at their activations' scale: a window wider than

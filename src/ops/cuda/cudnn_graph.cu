@@ -46,7 +46,9 @@ std::string step_failed(const char* call, const char* what, const char* attribut
   return os.str();
 }
 
-void check(cudnnStatus_t status, const char* call, const char* what, const char* attribute = nullptr) {
+}  // namespace
+
+void check(cudnnStatus_t status, const char* call, const char* what, const char* attribute) {
   if (status != CUDNN_STATUS_SUCCESS) throw GraphApiError(step_failed(call, what, attribute, status), status);
 }
 
@@ -63,8 +65,6 @@ void get(const BackendDescriptor& d, cudnnBackendAttributeName_t attribute, cons
 void offer_handle(const BackendDescriptor& d, cudnnBackendAttributeName_t attribute, cudnnHandle_t handle) {
   (void)cudnnBackendSetAttribute(d.get(), attribute, CUDNN_TYPE_HANDLE, 1, &handle);
 }
-
-}  // namespace
 
 // ---- BackendDescriptor ---------------------------------------------------------------------------
 
@@ -102,14 +102,10 @@ void BackendDescriptor::finalize() { check(try_finalize(), "cudnnBackendFinalize
 
 cudnnStatus_t BackendDescriptor::try_finalize() { return cudnnBackendFinalize(desc_); }
 
-namespace {
-
 // ---- the operation graph -----------------------------------------------------------------------
 
-// Logical dims (a, b, c, d) = (N, C, H, W) or (O, C, KH, KW), laid out in memory as (a, c, d, b):
-// NHWC activations, the OHWI filter.
 BackendDescriptor channels_last_tensor(const char* what, int64_t uid, cudnnDataType_t type, int64_t a, int64_t b,
-                                       int64_t c, int64_t d) {
+                                       int64_t c, int64_t d, bool is_virtual) {
   BackendDescriptor t(CUDNN_BACKEND_TENSOR_DESCRIPTOR, what);
   const int64_t dims[4] = {a, b, c, d};
   const int64_t strides[4] = {c * d * b, 1, d * b, b};
@@ -119,6 +115,10 @@ BackendDescriptor channels_last_tensor(const char* what, int64_t uid, cudnnDataT
   t.set(CUDNN_ATTR_TENSOR_STRIDES, "STRIDES", CUDNN_TYPE_INT64, 4, strides);
   t.set(CUDNN_ATTR_TENSOR_UNIQUE_ID, "UNIQUE_ID", CUDNN_TYPE_INT64, 1, &uid);
   t.set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, "BYTE_ALIGNMENT", CUDNN_TYPE_INT64, 1, &alignment);
+  if (is_virtual) {
+    const bool yes = true;
+    t.set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, "IS_VIRTUAL", CUDNN_TYPE_BOOLEAN, 1, &yes);
+  }
   t.finalize();
   return t;
 }
@@ -141,6 +141,8 @@ BackendDescriptor convolution(const ConvGeometry& g) {
   conv.finalize();
   return conv;
 }
+
+namespace {
 
 // Each direction's operation descriptor and the attributes of its x-like, filter-like and y-like
 // tensors (forward: x, w, y; backward data: dx, w, dy; backward filter: x, dw, dy).
@@ -183,6 +185,8 @@ OperationKind operation_kind(ConvDirection direction) {
           CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA};
 }
 
+}  // namespace
+
 // result = 1 * conv + 0 * result: every result is overwritten, as the ops' contracts say.
 BackendDescriptor convolution_operation(ConvDirection direction, const BackendDescriptor& x, const BackendDescriptor& w,
                                         const BackendDescriptor& y, const BackendDescriptor& conv) {
@@ -199,13 +203,18 @@ BackendDescriptor convolution_operation(ConvDirection direction, const BackendDe
   return op;
 }
 
-BackendDescriptor operation_graph(cudnnHandle_t handle, const BackendDescriptor& op) {
+BackendDescriptor operation_graph(cudnnHandle_t handle, const std::vector<const BackendDescriptor*>& ops) {
   BackendDescriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
-  graph.set_descriptor(CUDNN_ATTR_OPERATIONGRAPH_OPS, "OPS", op);
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (const BackendDescriptor* op : ops) raw.push_back(op->get());
+  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, "OPS", CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(raw.size()),
+            raw.data());
   offer_handle(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, handle);
   graph.finalize();
   return graph;
 }
+
+namespace {
 
 // ---- engines -----------------------------------------------------------------------------------
 
@@ -255,6 +264,8 @@ bool compiled_at_run_time(const BackendDescriptor& engine) {
   return false;
 }
 
+}  // namespace
+
 EngineInfo engine_of(const BackendDescriptor& config) {
   BackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR, "engine");
   cudnnBackendDescriptor_t raw = engine.get();
@@ -283,6 +294,8 @@ EngineInfo engine_of(const BackendDescriptor& config) {
   return info;
 }
 
+namespace {
+
 // Why the legacy path's rule refuses an engine, or nullptr. fp32 means fp32 unless --tf32 (no
 // tensor cores, no inputs converted down to TF32); 16-bit data may use tensor cores but not inputs
 // converted below its format; the accumulation is fp32 in every case. And no engine compiled at
@@ -295,6 +308,8 @@ const char* refused_by_notes(const EngineInfo& e, const GraphPlanRequest& r) {
   if (e.down_convert && !(fp32 && r.tf32)) return "down_convert_inputs";
   return nullptr;
 }
+
+}  // namespace
 
 // "type=value,..." of an engine configuration's knob choices (cudnnBackendKnobType_t numbers), for
 // the record only: empty where cuDNN does not say.
@@ -345,6 +360,8 @@ std::vector<BackendDescriptor> heuristic_configs(const BackendDescriptor& graph,
   configs.resize(static_cast<std::size_t>(std::clamp<int64_t>(got, 0, count)));
   return configs;
 }
+
+namespace {
 
 // One heuristics mode's configurations that the rule lets through, with their engines, and what
 // became of the others (for the reason a shape falls back).
@@ -614,7 +631,7 @@ GraphPlanResult make_conv_graph_plan(Context& ctx, const ConvGeometry& g, const 
     keep.push_back(channels_last_tensor("y tensor", kYUid, request.data, g.n, g.o, g.oh, g.ow));
     keep.push_back(convolution(g));
     keep.push_back(convolution_operation(request.direction, keep[0], keep[1], keep[2], keep[3]));
-    keep.push_back(operation_graph(handle, keep[4]));
+    keep.push_back(operation_graph(handle, {&keep[4]}));
     const BackendDescriptor& graph = keep[5];
     Tally a, fallback;
     std::unique_ptr<GraphPlan> plan = plan_or_none(ctx, g, request, graph, CUDNN_HEUR_MODE_A, a);

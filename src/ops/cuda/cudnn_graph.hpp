@@ -140,4 +140,33 @@ inline bool graph_aligned(const void* p) { return reinterpret_cast<std::uintptr_
 cudnnStatus_t execute_graph_plan(cudnnHandle_t handle, const GraphPlan& plan, const void* x, const void* w,
                                  const void* y, void* workspace);
 
+// ---- Building blocks, shared with the fused graphs (cudnn_fusion.hpp) -----------------------------
+
+// Throws GraphApiError naming the call, the descriptor and the attribute where `status` is not
+// success.
+void check(cudnnStatus_t status, const char* call, const char* what, const char* attribute = nullptr);
+// cudnnBackendGetAttribute, checked.
+void get(const BackendDescriptor& d, cudnnBackendAttributeName_t attribute, const char* name,
+         cudnnBackendAttributeType_t type, int64_t requested, int64_t* count, void* values);
+// The handle attribute where the library takes it (cuDNN 8 needs it; 9 deprecates it).
+void offer_handle(const BackendDescriptor& d, cudnnBackendAttributeName_t attribute, cudnnHandle_t handle);
+// A tensor of logical dims (a, b, c, d) = (N, C, H, W) or (O, C, KH, KW), laid out in memory as
+// (a, c, d, b): NHWC activations, the OHWI filter, and (1, C, 1, 1) per-channel vectors. Virtual:
+// an intermediate of a fused graph that never reaches memory.
+BackendDescriptor channels_last_tensor(const char* what, int64_t uid, cudnnDataType_t type, int64_t a, int64_t b,
+                                       int64_t c, int64_t d, bool is_virtual = false);
+// The convolution descriptor of `g` (cross-correlation, dilation 1, symmetric padding, FLOAT compute).
+BackendDescriptor convolution(const ConvGeometry& g);
+// The operation of one direction: result = 1 * conv + 0 * result.
+BackendDescriptor convolution_operation(ConvDirection direction, const BackendDescriptor& x, const BackendDescriptor& w,
+                                        const BackendDescriptor& y, const BackendDescriptor& conv);
+BackendDescriptor operation_graph(cudnnHandle_t handle, const std::vector<const BackendDescriptor*>& ops);
+// An engine configuration's engine: its global index, notes and behaviour.
+EngineInfo engine_of(const BackendDescriptor& config);
+// "type=value,..." of its knob choices, "" where cuDNN does not say.
+std::string knob_choices(const BackendDescriptor& config);
+// The engine configurations of one heuristics mode for a finalized operation graph, in cuDNN's
+// order (fastest expected first).
+std::vector<BackendDescriptor> heuristic_configs(const BackendDescriptor& graph, cudnnBackendHeurMode_t mode);
+
 }  // namespace scaletrain::ops::cuda::graph
