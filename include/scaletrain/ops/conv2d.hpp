@@ -58,7 +58,7 @@ void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const 
 // the ReLU's and the convolution's.
 void conv2d_bias_relu_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
                               Tensor& y);
-// A convolution with the batch norms around it (issue 26, section 3: cuDNN's runtime fusion
+// A convolution with the batch norms around it (issue 26, section 3: cuDNN's fused graph
 // "ConvBNfprop", which NVIDIA's MLPerf ResNet-50 runs on Ampere and Hopper):
 //   y = conv(max(0, x * scale + bias), w), the prologue per input channel c: the batch norm before
 //       it folded into scale = gamma / sqrt(var + eps) and bias = beta - mean * scale, and its ReLU,
@@ -67,10 +67,12 @@ void conv2d_bias_relu_forward(Context& ctx, const Conv2dParams& p, const Tensor&
 //       values under a mixed precision), in fp32: the next batch norm's statistics, without a pass
 //       over y.
 // x: (N, H, W, C); scale, bias: (C) fp32, both or neither; w: (O, C, KH, KW), one group; y as
-// conv2d_forward's, no bias; sum, sqsum: (O) fp32, overwritten. The prologue's product and sum are
-// each rounded to fp32, and its result to the activations' 16-bit format before the convolution
-// (a GPU's tensor cores read it so). On a GPU, cuDNN's fused graph where an engine takes the shape
-// (cudnn_fusion.hpp), else the three steps apart; the CPU's steps are the reference.
+// conv2d_forward's, no bias; sum, sqsum: (O) fp32, overwritten. Under a mixed precision scale and
+// bias are used as their values rounded to the activations' 16-bit format (cuDNN's fused engine
+// takes them in fp16), and the prologue's result is rounded so before the convolution (a GPU's
+// tensor cores read it so); its product and sum are each rounded to fp32. On a GPU, cuDNN's fused
+// graph where its engine takes the shape (fp16 only, cudnn_fusion.hpp), else the three steps apart;
+// the CPU's steps are the reference.
 void conv2d_bn_stats_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& scale,
                              const Tensor& bias, const Tensor& w, Tensor& y, Tensor& sum, Tensor& sqsum);
 // dy: (N, OH, OW, O); dx: (N, H, W, C), overwritten.

@@ -1,5 +1,6 @@
 // conv2d_bn_stats_forward on the CPU: the reference of the fused GPU graph, written as its three
-// steps (ops/conv2d.hpp): the prologue max(0, x * scale + bias) in fp32, stored as an activation
+// steps (ops/conv2d.hpp): the prologue max(0, x * scale + bias) in fp32 (scale and bias rounded to
+// the 16-bit format under a mixed precision, as the GPU's engine takes them), stored as an activation
 // (rounded to the 16-bit format under a mixed precision, as the GPU's convolution reads it); the
 // convolution (oneDNN, conv2d_cpu.cpp); y stored, then its per-channel sums over the stored
 // values, accumulated in double so that the order of the terms does not matter at fp32.
@@ -59,8 +60,14 @@ void conv2d_bn_stats_forward(Context& ctx, const Conv2dParams& p, const Tensor& 
   const std::optional<HalfFormat> format = storage_format(ctx.precision());
   Tensor input = x;
   if (scale.defined()) {
+    Tensor s = scale, b = bias;
+    if (format) {
+      s = scale.clone(), b = bias.clone();
+      round_in_place(*format, s.data<float>(), s.numel());
+      round_in_place(*format, b.data<float>(), b.numel());
+    }
     input = Tensor::empty(x.shape(), DType::f32);
-    prologue(x, scale, bias, input);
+    prologue(x, s, b, input);
     if (format) round_in_place(*format, input.data<float>(), input.numel());
   }
   cpu::conv2d_forward(ctx, p, input, w, Tensor(), y);

@@ -1,6 +1,6 @@
 // conv2d_bn_stats_forward on a GPU (ops/conv2d.hpp): cuDNN's fused graph (cudnn_fusion.hpp) where
-// the activations are 16-bit, the operands aligned and an engine takes the shape; otherwise, and
-// in fp32, the three steps apart: the prologue kernel into a fresh activation, the convolution op's
+// the activations are fp16, the operands aligned and an engine takes the shape; otherwise (bf16
+// and fp32 among them) the three steps apart: the prologue kernel into a fresh activation, the convolution op's
 // kernel (conv2d_cuda.cu), and the per-channel sums of y. Each shape's plan (or why there is none)
 // is made once per GPU and recorded with the convolutions' (report.json device.conv_algorithms,
 // direction conv2d_bn_stats_forward).
@@ -35,14 +35,25 @@ constexpr int kChannelsPerBlock = 32, kRowLanes = 8;                // the sums'
 
 // ---- the three steps apart ---------------------------------------------------------------------
 
-// a = max(0, x * scale[c] + bias[c]), the product and the sum each rounded to fp32 (no FMA: the
-// CPU's reference rounds both), stored in a's format.
+// a = max(0, x * scale[c] + bias[c]), scale and bias rounded to a's format (as the fused engine
+// takes them in fp16), the product and the sum each rounded to fp32 (no FMA: the CPU's reference
+// rounds both), stored in a's format.
 __global__ void prologue_kernel(const void* x, ElemKind xk, const float* scale, const float* bias, void* a, ElemKind ak,
                                 int64_t n, int64_t channels) {
   for (int64_t i = grid_first(); i < n; i += grid_stride()) {
     const int64_t c = i % channels;
-    const float shifted = __fadd_rn(__fmul_rn(load_float(x, xk, i), scale[c]), bias[c]);
+    const float s = round_to_kind(scale[c], ak), b = round_to_kind(bias[c], ak);
+    const float shifted = __fadd_rn(__fmul_rn(load_float(x, xk, i), s), b);
     store_float(a, ak, i, fmaxf(shifted, 0.0f));
+  }
+}
+
+// The fp32 scale and bias in the data's 16-bit format, for the fused engine.
+__global__ void channels_to_half_kernel(const float* scale, const float* bias, void* scale16, void* bias16,
+                                        ElemKind kind, int64_t channels) {
+  for (int64_t c = grid_first(); c < channels; c += grid_stride()) {
+    store_float(scale16, kind, c, scale[c]);
+    store_float(bias16, kind, c, bias[c]);
   }
 }
 
@@ -210,9 +221,13 @@ const FusedEntry& fused_entry(Context& ctx, const Conv2dParams& p, const Tensor&
     request.data = data;
     request.prologue = prologue;
     request.max_workspace_bytes = kMaxFusedWorkspace;
-    graph::FusedPlanResult made = graph::make_conv_bn_stats_plan(ctx, request);
-    entry->plan = std::move(made.plan);
-    entry->why_not = made.why_not;
+    if (const char* why = graph::conv_bn_stats_unsupported(ctx.gpu_index(), request)) {
+      entry->why_not = why;
+    } else {
+      graph::FusedPlanResult made = graph::make_conv_bn_stats_plan(ctx, request);
+      entry->plan = std::move(made.plan);
+      entry->why_not = made.why_not;
+    }
     record(g, p, dtype_name(x.dtype()), *entry);
   }
   return *entry;
@@ -224,8 +239,8 @@ bool aligned(const Tensor& t) { return graph::graph_aligned(t.raw()); }
 // on both sides, every operand aligned as the plans assume.
 bool fusable(const Context& ctx, const Tensor& x, const Tensor& scale, const Tensor& y, const Tensor& sum,
              const Tensor& sqsum) {
-  const DType half = amp_storage_dtype(ctx);
-  if (half == DType::f32 || x.dtype() != half || y.dtype() != half) return false;
+  // fp16 only: the engine takes no other type (its refusals of shapes and GPUs are fused_entry's).
+  if (amp_storage_dtype(ctx) != DType::f16 || x.dtype() != DType::f16 || y.dtype() != DType::f16) return false;
   if (!aligned(x) || !aligned(y) || !aligned(sum) || !aligned(sqsum)) return false;
   return !scale.defined() || aligned(scale);
 }
@@ -236,20 +251,30 @@ bool run_fused(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tenso
   const FusedEntry& entry = fused_entry(ctx, p, x, w, y, scale.defined());
   if (!entry.plan) return false;
   const graph::FusedPlan& plan = *entry.plan;
-  const int64_t w_count = w.numel();
-  const std::size_t w_bytes = (std::size_t(w_count) * 2 + 255) / 256 * 256;
-  char* block = static_cast<char*>(scaletrain::cuda::workspace(ctx, w_bytes + plan.workspace_bytes));
+  // One scratch block: the OHWI fp16 filter, the fp16 scale and bias, cuDNN's workspace.
+  const int64_t w_count = w.numel(), channels = x.dim(3);
+  auto rounded_up = [](int64_t elements) { return (std::size_t(elements) * 2 + 255) / 256 * 256; };
+  const std::size_t w_bytes = rounded_up(w_count), c_bytes = rounded_up(channels);
+  char* block = static_cast<char*>(scaletrain::cuda::workspace(ctx, w_bytes + 2 * c_bytes + plan.workspace_bytes));
+  char* scale16 = block + w_bytes;
+  char* bias16 = scale16 + c_bytes;
   const cudaStream_t stream = scaletrain::cuda::compute_stream(ctx);
+  const ElemKind kind = elem_kind(x, "conv2d_bn_stats_forward: x");
   filter_to_ohwi_kernel<<<scaletrain::cuda::blocks_for(w_count), scaletrain::cuda::kThreadsPerBlock, 0, stream>>>(
-      w.data<float>(), block, elem_kind(x, "conv2d_bn_stats_forward: x"), w.dim(0), w.dim(1), w.dim(2) * w.dim(3));
+      w.data<float>(), block, kind, w.dim(0), w.dim(1), w.dim(2) * w.dim(3));
   ST_CHECK_LAUNCH();
-  void* work = plan.workspace_bytes > 0 ? block + w_bytes : nullptr;
+  if (scale.defined()) {
+    channels_to_half_kernel<<<scaletrain::cuda::blocks_for(channels), scaletrain::cuda::kThreadsPerBlock, 0, stream>>>(
+        scale.data<float>(), bias.data<float>(), scale16, bias16, kind, channels);
+    ST_CHECK_LAUNCH();
+  }
+  void* work = plan.workspace_bytes > 0 ? bias16 + c_bytes : nullptr;
   // Zeroed first: genstats is not documented to overwrite rather than add.
   ST_CHECK_CUDA(cudaMemsetAsync(sum.raw(), 0, sum.bytes(), stream));
   ST_CHECK_CUDA(cudaMemsetAsync(sqsum.raw(), 0, sqsum.bytes(), stream));
   const cudnnStatus_t status = graph::execute_conv_bn_stats(
-      scaletrain::cuda::cudnn_handle(ctx), plan, x.raw(), scale.defined() ? scale.data<float>() : nullptr,
-      scale.defined() ? bias.data<float>() : nullptr, block, y.raw(), sum.data<float>(), sqsum.data<float>(), work);
+      scaletrain::cuda::cudnn_handle(ctx), plan, x.raw(), scale.defined() ? scale16 : nullptr,
+      scale.defined() ? bias16 : nullptr, block, y.raw(), sum.data<float>(), sqsum.data<float>(), work);
   ST_CHECK(status == CUDNN_STATUS_SUCCESS,
            "conv2d_bn_stats_forward: cuDNN could not execute its finalized fused plan (engine "
                << plan.engine.global_index << ", knobs " << plan.knobs << ") for x " << shape_string(x.shape())

@@ -21,7 +21,8 @@ namespace {
 enum Uid : int64_t { kX = 1, kW = 2, kY = 3, kScale = 4, kBias = 5, kSum = 6, kSqsum = 7 };
 // The virtual intermediates: x * scale, + bias, ReLU.
 enum VirtualUid : int64_t { kScaled = 101, kShifted = 102, kActivated = 103 };
-// Configurations finalized per heuristics mode at most: a runtime-compiled one takes seconds.
+// Configurations finalized per shape at most, over both heuristics modes and both intermediate
+// types: a runtime-compiled one would take seconds, and a shape that refuses three is not worth more.
 constexpr int kMaxFinalizeAttempts = 3;
 
 BackendDescriptor pointwise(const char* what, cudnnPointwiseMode_t mode) {
@@ -41,6 +42,9 @@ BackendDescriptor pointwise_operation(const char* what, const BackendDescriptor&
   op.set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, "XDESC", x);
   if (b != nullptr) op.set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, "BDESC", *b);
   op.set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, "YDESC", y);
+  const float one = 1.0f;  // the defaults, set as cudnn-frontend sets them
+  op.set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, "ALPHA1", CUDNN_TYPE_FLOAT, 1, &one);
+  if (b != nullptr) op.set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, "ALPHA2", CUDNN_TYPE_FLOAT, 1, &one);
   op.finalize();
   return op;
 }
@@ -76,8 +80,8 @@ void build_graph(cudnnHandle_t handle, const ConvBnStatsRequest& r, cudnnDataTyp
   std::vector<const BackendDescriptor*> ops;
   const BackendDescriptor* conv_input = &x;
   if (r.prologue) {
-    const BackendDescriptor& scale = add(channels_last_tensor("scale tensor", kScale, CUDNN_DATA_FLOAT, 1, g.c, 1, 1));
-    const BackendDescriptor& bias = add(channels_last_tensor("bias tensor", kBias, CUDNN_DATA_FLOAT, 1, g.c, 1, 1));
+    const BackendDescriptor& scale = add(channels_last_tensor("scale tensor", kScale, r.data, 1, g.c, 1, 1));
+    const BackendDescriptor& bias = add(channels_last_tensor("bias tensor", kBias, r.data, 1, g.c, 1, 1));
     const BackendDescriptor& scaled =
         add(channels_last_tensor("x * scale (virtual)", kScaled, intermediates, g.n, g.c, g.h, g.w, true));
     const BackendDescriptor& shifted =
@@ -99,8 +103,7 @@ void build_graph(cudnnHandle_t handle, const ConvBnStatsRequest& r, cudnnDataTyp
 }
 
 // Why an engine may not run the fused graph, or nullptr: the accumulation stays fp32 and the
-// inputs keep their format, as for the plain convolutions; runtime compilation is what fused
-// graphs need, so it is allowed.
+// inputs keep their format, as for the plain convolutions; runtime compilation is allowed.
 const char* refused(const EngineInfo& e) {
   if (e.reduced_precision_reduction) return "reduced_precision_reduction";
   if (e.down_convert) return "down_convert_inputs";
@@ -110,7 +113,7 @@ const char* refused(const EngineInfo& e) {
 // The first configuration of `mode` that the rule lets through and that finalizes within the
 // workspace limit, or nullptr; `why` collects the refusals.
 std::unique_ptr<FusedPlan> first_plan(cudnnHandle_t handle, const BackendDescriptor& graph, cudnnBackendHeurMode_t mode,
-                                      std::size_t max_workspace, std::string& why) {
+                                      std::size_t max_workspace, int& attempts_left, std::string& why) {
   std::vector<BackendDescriptor> configs;
   try {
     configs = heuristic_configs(graph, mode);
@@ -118,9 +121,11 @@ std::unique_ptr<FusedPlan> first_plan(cudnnHandle_t handle, const BackendDescrip
     why += std::string("; ") + e.what();
     return nullptr;
   }
-  int attempts = 0;
   for (BackendDescriptor& config : configs) {
-    if (attempts == kMaxFinalizeAttempts) break;
+    if (attempts_left == 0) {
+      why += "; no more finalize attempts for this shape";
+      break;
+    }
     EngineInfo engine;
     try {
       engine = engine_of(config);
@@ -132,7 +137,7 @@ std::unique_ptr<FusedPlan> first_plan(cudnnHandle_t handle, const BackendDescrip
       why += "; engine " + std::to_string(engine.global_index) + " refused: " + reason;
       continue;
     }
-    ++attempts;
+    --attempts_left;
     try {
       auto result = std::make_unique<FusedPlan>();
       result->plan = BackendDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "execution plan");
@@ -165,21 +170,37 @@ const char* type_name(cudnnDataType_t type) {
 
 }  // namespace
 
+const char* conv_bn_stats_unsupported(int device, const ConvBnStatsRequest& request) {
+  if (request.data != CUDNN_DATA_HALF) return "cuDNN's fused ConvBNfprop engine takes fp16 only";
+  if (request.g.c % 8 != 0 || request.g.o % 8 != 0) return "channels not multiples of 8";
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "the GPU's compute capability is unknown";
+  }
+  if (major < 8 || (major == 8 && minor == 9)) return "no ConvBNfprop engine below compute capability 8.0, nor on 8.9";
+  return nullptr;
+}
+
 FusedPlanResult make_conv_bn_stats_plan(Context& ctx, const ConvBnStatsRequest& request) {
   FusedPlanResult result;
   const auto start = std::chrono::steady_clock::now();
   const cudnnHandle_t handle = scaletrain::cuda::cudnn_handle(ctx);
   // Without a prologue there are no intermediates: one attempt.
-  std::vector<cudnnDataType_t> attempts{CUDNN_DATA_FLOAT};
-  if (request.prologue) attempts.push_back(request.data);
-  for (cudnnDataType_t intermediates : attempts) {
+  std::vector<cudnnDataType_t> types{CUDNN_DATA_FLOAT};
+  if (request.prologue) types.push_back(request.data);
+  int attempts_left = kMaxFinalizeAttempts;
+  for (cudnnDataType_t intermediates : types) {
+    if (attempts_left == 0) break;
     std::string why;
     try {
       std::vector<BackendDescriptor> keep;
       build_graph(handle, request, intermediates, keep);
       const BackendDescriptor& graph = keep.back();
-      std::unique_ptr<FusedPlan> plan = first_plan(handle, graph, CUDNN_HEUR_MODE_A, request.max_workspace_bytes, why);
-      if (!plan) plan = first_plan(handle, graph, CUDNN_HEUR_MODE_FALLBACK, request.max_workspace_bytes, why);
+      const std::size_t limit = request.max_workspace_bytes;
+      std::unique_ptr<FusedPlan> plan = first_plan(handle, graph, CUDNN_HEUR_MODE_A, limit, attempts_left, why);
+      if (!plan) plan = first_plan(handle, graph, CUDNN_HEUR_MODE_FALLBACK, limit, attempts_left, why);
       if (plan) {
         for (BackendDescriptor& d : keep) plan->keep.push_back(std::move(d));
         plan->intermediates = type_name(intermediates);
@@ -199,16 +220,16 @@ FusedPlanResult make_conv_bn_stats_plan(Context& ctx, const ConvBnStatsRequest& 
   return result;
 }
 
-cudnnStatus_t execute_conv_bn_stats(cudnnHandle_t handle, const FusedPlan& plan, const void* x, const float* scale,
-                                    const float* bias, const void* w, void* y, float* sum, float* sqsum,
+cudnnStatus_t execute_conv_bn_stats(cudnnHandle_t handle, const FusedPlan& plan, const void* x, const void* scale,
+                                    const void* bias, const void* w, void* y, float* sum, float* sqsum,
                                     void* workspace) {
   try {
     BackendDescriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, "variant pack");
     std::vector<void*> pointers{const_cast<void*>(x), const_cast<void*>(w), y, sum, sqsum};
     std::vector<int64_t> uids{kX, kW, kY, kSum, kSqsum};
     if (scale != nullptr) {
-      pointers.push_back(const_cast<float*>(scale));
-      pointers.push_back(const_cast<float*>(bias));
+      pointers.push_back(const_cast<void*>(scale));
+      pointers.push_back(const_cast<void*>(bias));
       uids.push_back(kScale);
       uids.push_back(kBias);
     }

@@ -65,4 +65,17 @@ __device__ __forceinline__ void store_float(void* p, ElemKind kind, int64_t i, f
   }
 }
 
+// v rounded to the format of `kind` (to nearest, ties to even), as a float: what storing it so and
+// loading it back gives.
+__device__ __forceinline__ float round_to_kind(float v, ElemKind kind) {
+  switch (kind) {
+    case ElemKind::f16:
+      return __half2float(__float2half_rn(v));
+    case ElemKind::bf16:
+      return __bfloat162float(__float2bfloat16_rn(v));
+    default:
+      return v;
+  }
+}
+
 }  // namespace scaletrain::ops::cuda
