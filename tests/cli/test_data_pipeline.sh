@@ -3,6 +3,7 @@
 # as 2 emulated nodes (one copying rank per node, staged shards verified, report.json's data and
 # staging fields), a re-run reusing the staged copies, a corrupted staged copy detected and copied
 # again, the mmap and MPI-IO readers (each training to exactly the weights of the posix run),
+# reading ahead across epochs (3 epochs, posix and mpiio-collective: the weights of a run without it),
 # `scaletrain-data bench` (table and --json keys), and bad options giving clear errors.
 # Env (set by ctest): ST_BIN (build/bin), ST_TMP (scratch).
 set -euo pipefail
@@ -101,6 +102,29 @@ for n in names:
     assert np.array_equal(a["model"][n][()], b["model"][n][()]), (io, n)
 EOF
   echo "ok: train --io $io (weights identical to posix)"
+done
+
+echo "== reading ahead across epochs: the same batches, so the same weights as without it"
+# The training loader reads the next epoch's first batches before its start (data/loader.hpp);
+# SCALETRAIN_LOADER_READ_AHEAD=0 turns that off. mpiio-collective never reads ahead, and must
+# still keep its collective reads in step over several epochs.
+TRAIN3=(train --model resnet20 --epochs 3 --batch-size 8 --threads 1 --log-every 0 --ranks-per-node 2)
+for io in posix mpiio-collective; do
+  for ahead in 1 0; do
+    out=$(SCALETRAIN_LOADER_READ_AHEAD=$ahead "${MPIRUN[@]}" -np 2 "$BIN/scaletrain" "${TRAIN3[@]}" \
+      --data "$W/data" --output-dir "$W/ahead_${io}_$ahead" --io $io 2>&1) || fail "train --io $io, read ahead $ahead: $out"
+  done
+  $PY - "$W/ahead_${io}_1" "$W/ahead_${io}_0" <<'EOF' || fail "--io $io: reading ahead changed the weights"
+import sys
+import h5py, numpy as np
+latest = lambda d: d + "/checkpoints/" + open(d + "/checkpoints/latest").read().strip()
+a, b = h5py.File(latest(sys.argv[1]), "r"), h5py.File(latest(sys.argv[2]), "r")
+names = sorted(a["model"].keys())
+assert names == sorted(b["model"].keys()) and names, names
+for n in names:
+    assert np.array_equal(a["model"][n][()], b["model"][n][()]), n
+EOF
+  echo "ok: train --io $io, 3 epochs: weights identical with and without reading ahead"
 done
 
 echo "== bench"
