@@ -26,28 +26,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 W=$(mktemp -d /tmp/bench_epoch_start.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 
-$PY - "$W/src" "$IMAGES" <<'EOF'
-import os, sys
-import numpy as np
-from PIL import Image
-root, n = sys.argv[1], int(sys.argv[2])
-rng = np.random.default_rng(0)
-sizes = [(500, 375), (500, 333), (375, 500), (500, 400)]
-def image(i):
-    w, h = sizes[i % len(sizes)]
-    y, x = np.mgrid[0:h, 0:w] / 50.0
-    a, b = rng.uniform(0.3, 1.5, 2)
-    img = np.stack([128 + 60 * np.sin(x * a + y * 0.7), 128 + 60 * np.cos(x * 0.5 - y * b),
-                    128 + 50 * np.sin(x * y * 0.05)], -1)
-    img[(x * 50 // 60 + y * 50 // 45) % 7 == 0] = 30
-    img += rng.normal(0, 12, img.shape)
-    return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
-for split, count in (("train", n), ("val", 50)):
-    for i in range(count):
-        d = os.path.join(root, split, f"n{i % 10:08d}")
-        os.makedirs(d, exist_ok=True)
-        image(i).save(os.path.join(d, f"{split}_{i}.JPEG"), quality=90)
-EOF
+$PY "$(dirname "$0")/imagenet_like_jpegs.py" "$W/src" "$IMAGES"
 "$BIN/scaletrain-data" convert imagenet --source "$W/src" --output "$W/data" --encoding jpeg --shards 2 >/dev/null
 echo "dataset: $IMAGES JPEGs, batches of $BATCH: $((IMAGES / BATCH)) steps per epoch, $EPOCHS epochs"
 

@@ -17,20 +17,7 @@ command -v tjbench >/dev/null || { echo "bench_jpeg: tjbench not found (apt-get 
 
 W=$(mktemp -d /tmp/bench_jpeg.XXXXXX)
 trap 'rm -rf "$W"' EXIT
-$PY - "$W" <<'EOF'
-import sys
-import numpy as np
-from PIL import Image
-rng = np.random.default_rng(0)
-for i, (w, h) in enumerate([(500, 375), (500, 333), (375, 500), (500, 400)]):
-    y, x = np.mgrid[0:h, 0:w] / 50.0
-    a, b = rng.uniform(0.3, 1.5, 2)
-    img = np.stack([128 + 60 * np.sin(x * a + y * 0.7), 128 + 60 * np.cos(x * 0.5 - y * b),
-                    128 + 50 * np.sin(x * y * 0.05)], -1)
-    img[(x * 50 // 60 + y * 50 // 45) % 7 == 0] = 30  # some edges
-    img += rng.normal(0, 12, img.shape)
-    Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(f"{sys.argv[1]}/img{i}.jpg", quality=90)
-EOF
+$PY "$(dirname "$0")/imagenet_like_jpegs.py" --flat "$W" 4
 
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 printf "%-10s %-9s %14s %14s %7s\n" image size "tjbench Mpx/s" "ours Mpx/s" ratio

@@ -37,11 +37,10 @@
 #include <vector>
 
 #include "gpu_check.hpp"
+#include "gpu_side_by_side.hpp"
 #include "scaletrain/backend/context.hpp"
 #include "scaletrain/backend/device_info.hpp"
-#include "scaletrain/backend/device_timer.hpp"
 #include "scaletrain/core/half.hpp"
-#include "scaletrain/core/rng.hpp"
 #include "scaletrain/ops/batch_norm.hpp"
 #include "scaletrain/ops/cast.hpp"
 #include "scaletrain/ops/conv2d.hpp"
@@ -92,11 +91,7 @@ struct Options {
 };
 
 st::Tensor random_f32(const st::Shape& shape, uint64_t seed, double lo, double hi, st::Precision precision) {
-  st::Rng rng(seed);
-  st::Tensor t = st::Tensor::empty(shape, st::DType::f32);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(lo + (hi - lo) * rng.uniform());
-  if (auto format = st::storage_format(precision)) st::round_in_place(*format, t.data<float>(), t.numel());
-  return t;
+  return st::gpu_test::seeded_values(shape, seed, lo, hi, precision);
 }
 
 // An activation as the model holds it: in the context's activation dtype (16-bit under AMP).
@@ -176,24 +171,6 @@ void run_fused(st::Context& ctx, const ops::Conv2dParams& p, Operands& o) {
   ops::conv2d_bn_stats_forward(ctx, p, o.x, o.scale, o.bias, o.w, o.y, o.sum, o.sqsum);
 }
 
-template <typename F>
-double median_ms(st::Context& ctx, int runs, F f) {
-  st::DeviceEventTimer timer(ctx, 1);
-  std::vector<double> ms;
-  for (int r = 0; r < runs; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    timer.begin(0);
-    f();
-    timer.end(0);
-    ctx.synchronize();
-    const double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    const std::vector<double> seconds = timer.collect();
-    ms.push_back(timer.enabled() ? seconds.at(0) * 1e3 : host_ms);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
 // got against want: within `units` of the format at want's largest magnitude plus fp32's
 // tolerance for a sum of `terms`. Empty when it passes, else the worst element.
 std::string compare(const st::Tensor& got, const st::Tensor& want, int64_t terms, double units, double unit) {
@@ -270,8 +247,8 @@ void run_shape(st::Context& cpu, st::Context& dev, const Shape& s, const Options
     if (!differs.empty()) problems += std::string("\n    ") + name + " differs: " + differs;
   }
 
-  const double apart_ms = median_ms(dev, o.runs, [&] { run_apart(dev, p, s, d); });
-  const double fused_ms = median_ms(dev, o.runs, [&] { run_fused(dev, p, d); });
+  const double apart_ms = st::gpu_test::median_ms(dev, o.runs, [&] { run_apart(dev, p, s, d); });
+  const double fused_ms = st::gpu_test::median_ms(dev, o.runs, [&] { run_fused(dev, p, d); });
   total.apart_ms += apart_ms, total.fused_ms += fused_ms, ++total.shapes;
   if (ran.rfind("engine", 0) == 0) ++total.fused_engines;
   std::printf("%s %s N%lld %lldx%lld C%lld->O%lld %s | %s %.3f ms | fused %.3f ms (%.2fx) | %s%s\n",
@@ -357,21 +334,8 @@ int main(int argc, char** argv) {
                  argv[0]);
     return 2;
   }
-  if (o.cpu) {
-    o.batch = std::min<int64_t>(o.batch, 2), o.image_divisor = 7, o.runs = 1;
-    try {
-      st::Context dev(st::Device::cpu);
-      run_all(dev, o, 0);
-    } catch (const std::exception& e) {
-      std::printf("FAIL: %s\n", e.what());
-      return 1;
-    }
-    std::printf("%s\n", st::gpu_test::failures() == 0 ? "PASS" : "FAIL");
-    return st::gpu_test::failures() == 0 ? 0 : 1;
-  }
-  return st::gpu_test::run_gpu_checks([&](st::Context& ctx, const st::GpuInventory& inventory) {
-    std::printf("conv + batch norm fusion: GPU 0 (%s) against the CPU, batch %lld\n", inventory.gpus.at(0).name.c_str(),
-                static_cast<long long>(o.batch));
-    run_all(ctx, o, inventory.gpus.at(0).compute_major);
-  });
+  if (o.cpu) o.batch = std::min<int64_t>(o.batch, 2), o.image_divisor = 7, o.runs = 1;
+  return st::gpu_test::run_dry_or_on_gpu(o.cpu, "conv + batch norm fusion",
+                                         "against the CPU, batch " + std::to_string(o.batch),
+                                         [&](st::Context& dev, int compute_major) { run_all(dev, o, compute_major); });
 }

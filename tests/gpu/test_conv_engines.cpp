@@ -31,11 +31,10 @@
 #include <vector>
 
 #include "gpu_check.hpp"
+#include "gpu_side_by_side.hpp"
 #include "scaletrain/backend/context.hpp"
 #include "scaletrain/backend/device_info.hpp"
-#include "scaletrain/backend/device_timer.hpp"
 #include "scaletrain/core/half.hpp"
-#include "scaletrain/core/rng.hpp"
 #include "scaletrain/ops/conv2d.hpp"
 #include "scaletrain/ops/conv_algorithm.hpp"
 #include "support/op_cases.hpp"
@@ -98,14 +97,9 @@ struct Options {
   std::vector<st::Precision> precisions;
 };
 
-// Seeded values in [-1, 1), rounded to the precision's 16-bit format (what the ops before would
-// have stored, as the op cases' round_inputs_to does).
+// Seeded values in [-1, 1), rounded to the precision's 16-bit format.
 st::Tensor random_input(const st::Shape& shape, uint64_t seed, st::Precision precision) {
-  st::Rng rng(seed);
-  st::Tensor t = st::Tensor::empty(shape, st::DType::f32);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(2 * rng.uniform() - 1);
-  if (auto format = st::storage_format(precision)) st::round_in_place(*format, t.data<float>(), t.numel());
-  return t;
+  return st::gpu_test::seeded_values(shape, seed, -1.0, 1.0, precision);
 }
 
 // One shape's operands on the CPU and on the device, the CPU op's three results (y, dx, dw) with
@@ -169,22 +163,9 @@ st::Tensor nan_result(st::Context& dev, const Problem& p, int d) {
   return result;
 }
 
-// The median time of `runs` runs in ms: CUDA events on a GPU, the host's clock on the CPU.
+// The median time of `runs` runs of direction `d` in ms.
 double median_ms(st::Context& dev, const Problem& p, int d, int runs, st::Tensor& result) {
-  st::DeviceEventTimer timer(dev, 1);
-  std::vector<double> ms;
-  for (int r = 0; r < runs; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    timer.begin(0);
-    run_direction(dev, p, d, result);
-    timer.end(0);
-    dev.synchronize();
-    const double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    const std::vector<double> seconds = timer.collect();
-    ms.push_back(timer.enabled() ? seconds.at(0) * 1e3 : host_ms);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return st::gpu_test::median_ms(dev, runs, [&] { run_direction(dev, p, d, result); });
 }
 
 // The device's result of direction `d` against the CPU op's: the op cases' backend tolerance for a
@@ -352,22 +333,8 @@ int main(int argc, char** argv) {
                  argv[0]);
     return 2;
   }
-  if (o.cpu) {
-    // The dry run: every comparison and the table with a CPU Context in the GPU's place, small.
-    o.batch = std::min<int64_t>(o.batch, 2), o.image_divisor = 7, o.runs = 1;
-    try {
-      st::Context dev(st::Device::cpu);
-      run_all(dev, o, 0);
-    } catch (const std::exception& e) {
-      std::printf("FAIL: %s\n", e.what());
-      return 1;
-    }
-    std::printf("%s\n", st::gpu_test::failures() == 0 ? "PASS" : "FAIL");
-    return st::gpu_test::failures() == 0 ? 0 : 1;
-  }
-  return st::gpu_test::run_gpu_checks([&](st::Context& ctx, const st::GpuInventory& inventory) {
-    std::printf("conv engines: GPU 0 (%s) against the CPU, batch %lld\n", inventory.gpus.at(0).name.c_str(),
-                static_cast<long long>(o.batch));
-    run_all(ctx, o, inventory.gpus.at(0).compute_major);
-  });
+  // The dry run: every comparison and the table with a CPU Context in the GPU's place, small.
+  if (o.cpu) o.batch = std::min<int64_t>(o.batch, 2), o.image_divisor = 7, o.runs = 1;
+  return st::gpu_test::run_dry_or_on_gpu(o.cpu, "conv engines", "against the CPU, batch " + std::to_string(o.batch),
+                                         [&](st::Context& dev, int compute_major) { run_all(dev, o, compute_major); });
 }
