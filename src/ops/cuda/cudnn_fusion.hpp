@@ -53,8 +53,8 @@ struct FusedPlanResult {
 const char* conv_bn_stats_unsupported(int device, const ConvBnStatsRequest& request);
 
 // Never throws: a refused step or no engine that finalizes is the result's why_not. An engine
-// with reduced-precision reductions or inputs converted down is refused, as for the plain
-// convolutions; one compiled at run time is allowed (fused graphs are what such engines are for).
+// with reduced-precision reductions is refused, as for the plain convolutions; one that converts
+// the FLOAT intermediate down to fp16 is not (the op rounds it so), nor one compiled at run time.
 FusedPlanResult make_conv_bn_stats_plan(Context& ctx, const ConvBnStatsRequest& request);
 
 // Runs the plan on the handle's stream: x, w, y, scale and bias in the data type (scale and bias
