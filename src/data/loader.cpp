@@ -321,7 +321,7 @@ void Loader::Impl::io_loop() {
       }
       bool complete = read_epoch(gen, ep, first);
       // Then the next epoch, ahead of its start_epoch; for as long as each is adopted.
-      while (complete && may_read_ahead) {
+      while (complete && may_read_ahead && (options.last_epoch < 0 || ep < options.last_epoch)) {
         {
           std::lock_guard<std::mutex> lock(mutex);
           if (stop || generation != gen) break;

@@ -392,6 +392,7 @@ data::LoaderOptions train_loader_options(const TrainConfig& c, int64_t batch_siz
   o.pad_last = c.pad_last;
   o.prefetch = c.data_prefetch;
   o.read_ahead = read_ahead_across_epochs();
+  o.last_epoch = static_cast<int>(c.epochs) - 1;  // a --max-steps run may end sooner: it reads ahead once at most
   o.shuffle_mode = c.shuffle_mode;
   o.shuffle_buffer = c.shuffle_buffer;
   o.data_threads = c.data_threads;

@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -330,6 +332,200 @@ BOOST_AUTO_TEST_CASE(skips_count_in_handed_out_batches_only) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));               // its decode, had it counted
   epoch_bytes(loader, 2);                                                    // epoch 1 dropped
   BOOST_TEST(loader.skipped_samples() == 2);
+}
+
+// Nothing is read ahead past the run's last epoch.
+BOOST_AUTO_TEST_CASE(nothing_is_read_ahead_past_the_last_epoch) {
+  Dataset ds;
+  LoaderOptions o;
+  o.batch_size = 10;
+  o.read_ahead = true;
+  o.last_epoch = 1;
+  auto recording = std::make_unique<RecordingReader>(ds.split);
+  const RecordingReader& reader = *recording;
+  data::Loader loader(ds.split, 0, 1, o, std::move(recording), nullptr);
+  const std::size_t steps = static_cast<std::size_t>(loader.steps_per_epoch());
+  epoch_bytes(loader, 0);
+  BOOST_TEST(reader.made(steps + 1, 10.0));  // epoch 1's first batch, read ahead
+  epoch_bytes(loader, 1);
+  // A read ahead would have come within milliseconds; this waits far longer for one that must not.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  BOOST_TEST(reader.requests() == 2 * steps);
+}
+
+// A gate that blocks the read or decode of one sample on its `skip`-th appearance after arm()
+// (every sample appears in every epoch), until release().
+class Gate {
+ public:
+  void arm(int64_t sample, int skip) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    id_ = sample, skip_ = skip, armed_ = true, entered_ = false, released_ = false;
+  }
+  void pass(int64_t sample) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!armed_ || sample != id_) return;
+    if (skip_-- > 0) return;
+    armed_ = false, entered_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return released_; });
+  }
+  bool entered_within(double seconds) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return entered_; });
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int64_t id_ = -1;
+  int skip_ = 0;
+  bool armed_ = false, entered_ = false, released_ = false;
+};
+
+class GatedReader : public data::SampleReader {
+ public:
+  GatedReader(const data::SplitInfo& split, Gate& gate) : gate_(gate) {
+    reader_ = data::make_sample_reader(split, {}, nullptr);
+  }
+  std::string name() const override { return reader_->name(); }
+  int64_t bytes_read() const override { return reader_->bytes_read(); }
+  void read(const std::vector<int64_t>& ids, data::SampleBytes& out) override {
+    for (int64_t id : ids) gate_.pass(id);
+    reader_->read(ids, out);
+  }
+
+ private:
+  Gate& gate_;
+  std::unique_ptr<data::SampleReader> reader_;
+};
+
+class GatedDecoder : public data::SampleDecoder {
+ public:
+  GatedDecoder(const data::SplitInfo& split, const LoaderOptions& o, Gate& gate)
+      : raw_(data::make_raw_decoder(split, o)), gate_(gate) {
+    height_ = raw_->out_height();
+    width_ = raw_->out_width();
+    channels_ = raw_->channels();
+  }
+  void decode(const uint8_t* bytes, std::size_t size, bool train, Rng& rng, uint8_t* out) const override {
+    gate_.pass(bytes[0] | (int64_t(bytes[1]) << 8));  // the sample's id, as pixel() writes it
+    raw_->decode(bytes, size, train, rng, out);
+  }
+
+ private:
+  std::unique_ptr<data::SampleDecoder> raw_;
+  Gate& gate_;
+};
+
+// The moments a timing test may not reach: start_epoch (adopting, dropping, resuming) or the
+// loader's destruction while the I/O thread is inside read() of a batch read ahead, or a decode
+// worker inside decode() of one. The batches after are a plain loader's; destruction returns.
+BOOST_AUTO_TEST_CASE(starts_and_destruction_during_a_read_ahead_read_or_decode) {
+  Dataset ds;
+  for (const bool in_decode : {false, true})
+    for (const int action : {0, 1, 2, 3})   // start_epoch(1), start_epoch(2), start_epoch(1, 2), destroy
+      for (const int64_t batch : {0, 1}) {  // epoch 1's batch gated
+        BOOST_TEST_CONTEXT("in " << (in_decode ? "decode" : "read") << ", action " << action << ", batch " << batch) {
+          LoaderOptions o;
+          o.batch_size = 10;
+          o.seed = 11;
+          o.augment = true;
+          o.crop_padding = 1;
+          o.prefetch = 2;
+          o.data_threads = 2;
+          data::Loader plain(ds.split, 0, 1, o);
+          const int epoch = action == 1 ? 2 : 1;
+          const int64_t first = action == 2 ? 2 : 0;
+          const std::vector<uint8_t> want0 = epoch_bytes(plain, 0), want = epoch_bytes(plain, epoch, first),
+                                     want_next = epoch_bytes(plain, epoch + 1);
+          Gate gate;
+          o.read_ahead = true;
+          auto loader = std::make_unique<data::Loader>(
+              ds.split, 0, 1, o, in_decode ? nullptr : std::make_unique<GatedReader>(ds.split, gate),
+              in_decode ? std::make_unique<GatedDecoder>(ds.split, o, gate) : nullptr);
+          gate.arm(plain.plan(1)[batch * 10 + 3], 1);  // its appearance in epoch 1, not in epoch 0
+          BOOST_TEST((epoch_bytes(*loader, 0) == want0));
+          BOOST_REQUIRE(gate.entered_within(10.0));
+          std::thread releaser([&gate] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            gate.release();
+          });
+          if (action == 3) {
+            loader.reset();
+          } else {
+            BOOST_TEST((epoch_bytes(*loader, epoch, first) == want));
+            BOOST_TEST((epoch_bytes(*loader, epoch + 1) == want_next));
+          }
+          releaser.join();
+        }
+      }
+}
+
+// The reader, failing once: the first request holding `id` after `skip` such requests.
+class FailOnceReader : public data::SampleReader {
+ public:
+  FailOnceReader(const data::SplitInfo& split, int64_t id, int skip) : id_(id), skip_(skip) {
+    reader_ = data::make_sample_reader(split, {}, nullptr);
+  }
+  std::string name() const override { return reader_->name(); }
+  int64_t bytes_read() const override { return reader_->bytes_read(); }
+  void read(const std::vector<int64_t>& ids, data::SampleBytes& out) override {
+    if (std::find(ids.begin(), ids.end(), id_) != ids.end() && skip_-- == 0) {
+      failed_ = true;
+      ST_THROW("test reader: cannot read sample " << id_);
+    }
+    reader_->read(ids, out);
+  }
+  bool failed_within(double seconds) const {
+    for (double waited = 0.0; waited <= seconds; waited += 0.01) {
+      if (failed_) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
+ private:
+  std::unique_ptr<data::SampleReader> reader_;
+  int64_t id_;
+  int skip_;
+  std::atomic<bool> failed_{false};
+};
+
+// A batch read ahead that fails to read is the error of its turn in the epoch that adopts it, and
+// nothing in an epoch that drops it.
+BOOST_AUTO_TEST_CASE(a_read_ahead_error_comes_only_with_its_epoch) {
+  Dataset ds;
+  for (const int action : {0, 1, 2}) {  // start_epoch(1), start_epoch(2), start_epoch(1, 2)
+    BOOST_TEST_CONTEXT("action " << action) {
+      LoaderOptions o;
+      o.batch_size = 10;
+      o.seed = 4;
+      o.prefetch = 3;
+      data::Loader plain(ds.split, 0, 1, o);
+      const int64_t bad = plain.plan(1)[1 * 10 + 2];  // in epoch 1's second batch
+      o.read_ahead = true;
+      auto failing = std::make_unique<FailOnceReader>(ds.split, bad, 1);  // its epoch-1 read
+      const FailOnceReader& reader = *failing;
+      data::Loader loader(ds.split, 0, 1, o, std::move(failing), nullptr);
+      BOOST_TEST((epoch_bytes(loader, 0) == epoch_bytes(plain, 0)));
+      BOOST_REQUIRE(reader.failed_within(10.0));  // the read ahead reached it
+      if (action == 0) {
+        loader.start_epoch(1);
+        Tensor x, y;
+        BOOST_TEST(loader.next(x, y));
+        BOOST_CHECK_THROW(loader.next(x, y), Error);
+      } else if (action == 1) {
+        BOOST_TEST((epoch_bytes(loader, 2) == epoch_bytes(plain, 2)));
+      } else {
+        BOOST_TEST((epoch_bytes(loader, 1, 2) == epoch_bytes(plain, 1, 2)));
+      }
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_bad_sample_names_the_file_and_the_index) {

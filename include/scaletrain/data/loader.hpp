@@ -25,7 +25,9 @@
 // them; any other start (another epoch, or a first_step > 0) drops them and reads afresh. An
 // epoch's first step then finds its batch ready, as every other step does: with epochs of a few
 // steps (a strong-scaling series at many nodes) the wait would otherwise recur every few steps.
-// Collective readers never read ahead (their reads go in lockstep on every rank).
+// Nothing is read ahead past options.last_epoch (the run's last). Collective readers never read
+// ahead (their reads go in lockstep on every rank). A batch's buffer may be refilled as soon as
+// the next next() returns, false included: a batch is not to be read after that.
 //
 // Batches are uint8 pixels (B, H, W, C), not normalised: the model's first op normalises
 // (ops::normalize_images with the split's mean and std, or Caffe's: LoaderOptions::preprocess),
@@ -77,6 +79,7 @@ struct LoaderOptions {
   bool pad_last = false;     // repeat samples so that every rank gets ceil(N / P) rounded up to full batches
   int prefetch = 2;          // batches prepared ahead
   bool read_ahead = false;   // read the next epoch's first batches before its start_epoch (above)
+  int last_epoch = -1;       // with read_ahead: the last epoch a run starts (-1: no last), none read past it
   int data_threads = 1;      // decode/augment workers
   std::string io = "posix";  // posix | mmap | mpiio | mpiio-collective
   int image_height = 0, image_width = 0;  // JPEG datasets: the model's input size (--image-size)
@@ -133,8 +136,8 @@ class Loader {
   void start_epoch(int epoch, int64_t first_step = 0);
   // Next batch: images (B, H, W, C) u8 pixels (normalise with ops::normalize_images), labels (B) i32. Returns false at
   // the end of the epoch. B == batch_size except possibly the last batch when !drop_last. The tensors are views of
-  // reusable buffers, valid until the next call to next() or start_epoch(). An error on the I/O or decode threads (say,
-  // an unreadable shard) is rethrown here.
+  // reusable buffers, valid until the next call to next() (one that returns false included) or start_epoch(). An error
+  // on the I/O or decode threads (say, an unreadable shard) is rethrown here.
   bool next(Tensor& images, Tensor& labels);
   double wait_seconds() const;                 // total time next() spent blocked waiting for data
   int64_t bytes_read() const;                  // bytes of image and label rows read from the shards
