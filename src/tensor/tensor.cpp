@@ -4,6 +4,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -82,8 +83,27 @@ std::mutex g_device_memory_mutex;
 std::atomic<std::size_t> g_host_in_use{0};
 std::atomic<std::size_t> g_host_peak{0};
 
-// aligned_alloc wants a multiple of the alignment; an empty tensor still gets a block.
+// A multiple of the alignment; an empty tensor still gets a block.
 std::size_t host_rounded_bytes(std::size_t bytes) { return bytes == 0 ? 64 : (bytes + 63) / 64 * 64; }
+
+// 64-byte aligned host memory from malloc, the alignment taken from an over-allocation here, the
+// block's own address kept just before the aligned one. Not aligned_alloc: glibc's asks malloc
+// for the size plus the alignment and gives the excess back, so a freed block is smaller than
+// the next request of the same size and cannot serve it (keep_freed_host_memory then keeps
+// memory nobody reuses, and a model's large buffers fault in afresh every step). Equal requests
+// here are equal malloc requests, and a freed block serves the next one.
+constexpr std::size_t kHostAlignment = 64;
+void* host_allocate(std::size_t rounded) {
+  void* block = std::malloc(rounded + kHostAlignment);
+  if (block == nullptr) return nullptr;
+  // malloc's 16-byte alignment leaves at least 16 bytes before the aligned address.
+  const std::uintptr_t aligned = (reinterpret_cast<std::uintptr_t>(block) + kHostAlignment) & ~(kHostAlignment - 1);
+  reinterpret_cast<void**>(aligned)[-1] = block;
+  return reinterpret_cast<void*>(aligned);
+}
+void host_release(void* aligned) {
+  if (aligned != nullptr) std::free(static_cast<void**>(aligned)[-1]);
+}
 
 // SCALETRAIN_HOST_CACHE=1 (a measurement hook): host tensors come from a CachingAllocator over
 // aligned_alloc, the GPU's allocator, so that a CPU run shows what a GPU run of the same model
@@ -150,7 +170,7 @@ Storage::Storage(std::size_t bytes, Device device, std::shared_ptr<DeviceMemory>
     return;
   }
   const std::size_t rounded = host_rounded_bytes(bytes);
-  data_ = std::aligned_alloc(64, rounded);
+  data_ = host_allocate(rounded);
   ST_CHECK(data_ != nullptr, "out of host memory allocating " << bytes << " bytes");
   count_host_allocation(rounded);
 }
@@ -163,7 +183,7 @@ Storage::~Storage() {
   else if (CachingAllocator* cache = host_cache())
     cache->release(data_);
   else {
-    std::free(data_);
+    host_release(data_);
     g_host_in_use.fetch_sub(host_rounded_bytes(bytes_), std::memory_order_relaxed);
   }
 }
