@@ -104,18 +104,28 @@ class FailingDecoder : public data::SampleDecoder {
   std::vector<int64_t> bad_;
 };
 
-// The reader for `io` (posix or mmap), failing (as a short read would) whenever a request holds
-// an id in `bad`.
-class FailingReader : public data::SampleReader {
+// A test reader around the real one for `io` (posix or mmap): the subclasses watch or fail
+// read(), and forward to `reader_`.
+class WrappedReader : public data::SampleReader {
  public:
-  FailingReader(const data::SplitInfo& split, std::vector<int64_t> bad, const std::string& io = "posix")
-      : bad_(std::move(bad)) {
+  explicit WrappedReader(const data::SplitInfo& split, const std::string& io = "posix") {
     LoaderOptions o;
     o.io = io;
     reader_ = data::make_sample_reader(split, o, nullptr);
   }
   std::string name() const override { return reader_->name(); }
   int64_t bytes_read() const override { return reader_->bytes_read(); }
+
+ protected:
+  std::unique_ptr<data::SampleReader> reader_;
+};
+
+// The reader for `io` (posix or mmap), failing (as a short read would) whenever a request holds
+// an id in `bad`.
+class FailingReader : public WrappedReader {
+ public:
+  FailingReader(const data::SplitInfo& split, std::vector<int64_t> bad, const std::string& io = "posix")
+      : WrappedReader(split, io), bad_(std::move(bad)) {}
   void read(const std::vector<int64_t>& ids, data::SampleBytes& out) override {
     for (int64_t id : ids)
       for (int64_t b : bad_) ST_CHECK(id != b, "shard-x.h5: cannot read sample " << id << ": end of file (truncated?)");
@@ -123,7 +133,6 @@ class FailingReader : public data::SampleReader {
   }
 
  private:
-  std::unique_ptr<data::SampleReader> reader_;
   std::vector<int64_t> bad_;
 };
 }  // namespace
@@ -221,11 +230,9 @@ BOOST_AUTO_TEST_CASE(values_are_the_pixels_of_the_plan) {
 }
 
 // The posix reader, recording every request's ids (the I/O thread reads; the test looks).
-class RecordingReader : public data::SampleReader {
+class RecordingReader : public WrappedReader {
  public:
-  explicit RecordingReader(const data::SplitInfo& split) { reader_ = data::make_sample_reader(split, {}, nullptr); }
-  std::string name() const override { return reader_->name(); }
-  int64_t bytes_read() const override { return reader_->bytes_read(); }
+  explicit RecordingReader(const data::SplitInfo& split) : WrappedReader(split) {}
   void read(const std::vector<int64_t>& ids, data::SampleBytes& out) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -262,7 +269,6 @@ class RecordingReader : public data::SampleReader {
   }
 
  private:
-  std::unique_ptr<data::SampleReader> reader_;
   mutable std::mutex mutex_;
   std::vector<std::vector<int64_t>> requests_;
 };
@@ -280,18 +286,24 @@ std::vector<uint8_t> epoch_bytes(data::Loader& loader, int epoch, int64_t first_
   return out;
 }
 
+// The read-ahead tests' loader: batches of 10, augmented, 2 buffers ahead and 2 decode workers.
+LoaderOptions augmenting_options(uint64_t seed) {
+  LoaderOptions o;
+  o.batch_size = 10;
+  o.seed = seed;
+  o.augment = true;
+  o.crop_padding = 1;
+  o.prefetch = 2;
+  o.data_threads = 2;
+  return o;
+}
+
 // Read ahead: the next epoch's first batch is read before its start_epoch, and handed out by it;
 // a start elsewhere (another epoch, a first step > 0) drops what was read ahead and gives that
 // start's own batches (those of a loader that never read ahead), augmentation included.
 BOOST_AUTO_TEST_CASE(read_ahead_reads_the_next_epoch_before_it_starts) {
   Dataset ds;
-  LoaderOptions o;
-  o.batch_size = 10;
-  o.seed = 7;
-  o.augment = true;
-  o.crop_padding = 1;
-  o.prefetch = 2;
-  o.data_threads = 2;
+  LoaderOptions o = augmenting_options(7);
   data::Loader plain(ds.split, 0, 1, o);
   o.read_ahead = true;
   auto recording = std::make_unique<RecordingReader>(ds.split);
@@ -387,13 +399,9 @@ class Gate {
   bool armed_ = false, entered_ = false, released_ = false;
 };
 
-class GatedReader : public data::SampleReader {
+class GatedReader : public WrappedReader {
  public:
-  GatedReader(const data::SplitInfo& split, Gate& gate) : gate_(gate) {
-    reader_ = data::make_sample_reader(split, {}, nullptr);
-  }
-  std::string name() const override { return reader_->name(); }
-  int64_t bytes_read() const override { return reader_->bytes_read(); }
+  GatedReader(const data::SplitInfo& split, Gate& gate) : WrappedReader(split), gate_(gate) {}
   void read(const std::vector<int64_t>& ids, data::SampleBytes& out) override {
     for (int64_t id : ids) gate_.pass(id);
     reader_->read(ids, out);
@@ -401,7 +409,6 @@ class GatedReader : public data::SampleReader {
 
  private:
   Gate& gate_;
-  std::unique_ptr<data::SampleReader> reader_;
 };
 
 class GatedDecoder : public data::SampleDecoder {
@@ -431,13 +438,7 @@ BOOST_AUTO_TEST_CASE(starts_and_destruction_during_a_read_ahead_read_or_decode) 
     for (const int action : {0, 1, 2, 3})   // start_epoch(1), start_epoch(2), start_epoch(1, 2), destroy
       for (const int64_t batch : {0, 1}) {  // epoch 1's batch gated
         BOOST_TEST_CONTEXT("in " << (in_decode ? "decode" : "read") << ", action " << action << ", batch " << batch) {
-          LoaderOptions o;
-          o.batch_size = 10;
-          o.seed = 11;
-          o.augment = true;
-          o.crop_padding = 1;
-          o.prefetch = 2;
-          o.data_threads = 2;
+          LoaderOptions o = augmenting_options(11);
           data::Loader plain(ds.split, 0, 1, o);
           const int epoch = action == 1 ? 2 : 1;
           const int64_t first = action == 2 ? 2 : 0;
@@ -467,13 +468,9 @@ BOOST_AUTO_TEST_CASE(starts_and_destruction_during_a_read_ahead_read_or_decode) 
 }
 
 // The reader, failing once: the first request holding `id` after `skip` such requests.
-class FailOnceReader : public data::SampleReader {
+class FailOnceReader : public WrappedReader {
  public:
-  FailOnceReader(const data::SplitInfo& split, int64_t id, int skip) : id_(id), skip_(skip) {
-    reader_ = data::make_sample_reader(split, {}, nullptr);
-  }
-  std::string name() const override { return reader_->name(); }
-  int64_t bytes_read() const override { return reader_->bytes_read(); }
+  FailOnceReader(const data::SplitInfo& split, int64_t id, int skip) : WrappedReader(split), id_(id), skip_(skip) {}
   void read(const std::vector<int64_t>& ids, data::SampleBytes& out) override {
     if (std::find(ids.begin(), ids.end(), id_) != ids.end() && skip_-- == 0) {
       failed_ = true;
@@ -490,7 +487,6 @@ class FailOnceReader : public data::SampleReader {
   }
 
  private:
-  std::unique_ptr<data::SampleReader> reader_;
   int64_t id_;
   int skip_;
   std::atomic<bool> failed_{false};
