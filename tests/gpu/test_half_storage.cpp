@@ -30,10 +30,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "gpu_check.hpp"
+#include "gpu_side_by_side.hpp"
 #include "scaletrain/backend/context.hpp"
 #include "scaletrain/backend/device_info.hpp"
 #include "scaletrain/core/half.hpp"
@@ -155,6 +157,93 @@ void check_elementwise(st::Context& ctx, const Format& f) {
   ops::add_inplace(ctx, y.wide, x.wide);
   ops::add_inplace(ctx, y.half, x.half);
   compare(ctx, f, y.half, y.wide, "add_inplace");
+}
+
+// ReLU and the adds in `dtype` (ctx's precision set for it) on 16-byte aligned operands of one
+// type, which a GPU runs over 16-byte packs (src/ops/cuda/packed_io.cuh), against the same values
+// one element past such a boundary (views at offset 1), which it runs element by element: bit for
+// bit, with 5 elements past the last whole pack. Then each op's median time both ways beside a
+// device copy of as many bytes as an out-of-place ReLU moves, and the bandwidth each reaches
+// (printed, not checked: the comparison is the point).
+struct Operands {
+  st::Tensor aligned, offset;  // the same values: at a block's start, and one element past it
+};
+
+Operands same_values_twice(st::Context& ctx, st::DType dtype, int64_t n, uint64_t seed) {
+  // Values in [-1, 1) from a multiplicative hash of the index: cheap for 64 M elements, and as
+  // mixed in sign as random ones.
+  st::Tensor host = st::Tensor::empty({n}, st::DType::f32);
+  float* h = host.data<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = (static_cast<uint32_t>(i) + static_cast<uint32_t>(seed) * 40503u) * 2654435761u;
+    h[i] = static_cast<float>(bits >> 16) / 32768.0f - 1.0f;
+  }
+  st::Tensor values = st::Tensor::empty({n}, dtype, ctx.device());
+  if (dtype == st::DType::f32)
+    values.copy_from(host.to(ctx.device()));
+  else
+    ops::cast_to_half(ctx, host.to(ctx.device()), values);
+  Operands o;
+  o.aligned = st::Tensor::view_of(st::Tensor::empty({n + 1}, dtype, ctx.device()), 0, {n});
+  o.offset = st::Tensor::view_of(st::Tensor::empty({n + 1}, dtype, ctx.device()), 1, {n});
+  o.aligned.copy_from(values);
+  o.offset.copy_from(values);
+  return o;
+}
+
+void compare_bits(st::Context& ctx, const st::Tensor& got, const st::Tensor& want, const std::string& what) {
+  ctx.synchronize();
+  const st::Tensor a = got.to(st::Device::cpu), b = want.to(st::Device::cpu);
+  const bool same = a.bytes() == b.bytes() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
+  check(same, what + ": packed and element-wise kernels, bit for bit");
+}
+
+void check_packed_paths(st::Context& ctx, st::DType dtype, const char* name) {
+  const int64_t n = 3 * (int64_t{1} << 20) + 5;
+  Operands x = same_values_twice(ctx, dtype, n, 70), dy = same_values_twice(ctx, dtype, n, 71);
+  Operands y = same_values_twice(ctx, dtype, n, 72), acc = same_values_twice(ctx, dtype, n, 73);
+  ops::relu_forward(ctx, x.aligned, y.aligned);
+  ops::relu_forward(ctx, x.offset, y.offset);
+  compare_bits(ctx, y.aligned, y.offset, std::string(name) + ": relu_forward");
+  ops::relu_backward(ctx, y.aligned, dy.aligned, dy.aligned);  // in place, as the layers run it
+  ops::relu_backward(ctx, y.offset, dy.offset, dy.offset);
+  compare_bits(ctx, dy.aligned, dy.offset, std::string(name) + ": relu_backward in place");
+  ops::add_forward(ctx, x.aligned, dy.aligned, y.aligned);
+  ops::add_forward(ctx, x.offset, dy.offset, y.offset);
+  compare_bits(ctx, y.aligned, y.offset, std::string(name) + ": add_forward");
+  ops::add_inplace(ctx, acc.aligned, x.aligned);
+  ops::add_inplace(ctx, acc.offset, x.offset);
+  compare_bits(ctx, acc.aligned, acc.offset, std::string(name) + ": add_inplace");
+}
+
+void time_packed_paths(st::Context& ctx, st::DType dtype, const char* name) {
+  // 64 M elements on a GPU (128 MiB in 16 bits): far past its caches; a small size on the CPU.
+  const int64_t n = ctx.device() == st::Device::cpu ? int64_t{1} << 16 : int64_t{1} << 26;
+  const double bytes = static_cast<double>(n) * static_cast<double>(st::dtype_size(dtype));
+  Operands x = same_values_twice(ctx, dtype, n, 80), y = same_values_twice(ctx, dtype, n, 81);
+  Operands out = same_values_twice(ctx, dtype, n, 82);
+  const int runs = 7;
+  const double copy = st::gpu_test::median_ms(ctx, runs, [&] { out.aligned.copy_from(x.aligned); });
+  std::printf("      %s: device copy of %lld elements: %.3f ms (%.0f GB/s read and written)\n", name,
+              static_cast<long long>(n), copy, 2 * bytes / copy * 1e-6);
+  // `passes`: the tensors the op reads and writes, each n elements.
+  auto line = [&](const char* op, double passes, const std::function<void()>& packed,
+                  const std::function<void()>& single) {
+    const double packed_ms = st::gpu_test::median_ms(ctx, runs, packed);
+    const double single_ms = st::gpu_test::median_ms(ctx, runs, single);
+    std::printf("      %s: %s: packed %.3f ms (%.0f GB/s), element-wise %.3f ms (%.0f GB/s): %.2fx\n", name, op,
+                packed_ms, passes * bytes / packed_ms * 1e-6, single_ms, passes * bytes / single_ms * 1e-6,
+                single_ms / packed_ms);
+  };
+  line(
+      "relu_forward", 2, [&] { ops::relu_forward(ctx, x.aligned, out.aligned); },
+      [&] { ops::relu_forward(ctx, x.offset, out.offset); });
+  line(
+      "relu_backward", 3, [&] { ops::relu_backward(ctx, x.aligned, y.aligned, out.aligned); },
+      [&] { ops::relu_backward(ctx, x.offset, y.offset, out.offset); });
+  line(
+      "add_inplace", 3, [&] { ops::add_inplace(ctx, out.aligned, y.aligned); },
+      [&] { ops::add_inplace(ctx, out.offset, y.offset); });
 }
 
 void check_convolution(st::Context& ctx, const Format& f, int c, int o, int k, uint64_t seed) {
@@ -589,6 +678,8 @@ void check_fused_bn_add_relu_fp32(st::Context& ctx) {
 void check_format(st::Context& ctx, const Format& f) {
   ctx.set_precision(f.precision);
   check_elementwise(ctx, f);
+  check_packed_paths(ctx, f.dtype, f.name);
+  time_packed_paths(ctx, f.dtype, f.name);
   check_convolution(ctx, f, 3, 4, 3, 10);   // an odd channel count, a 3x3 filter (transposed)
   check_convolution(ctx, f, 8, 16, 1, 20);  // tensor-core friendly, 1x1
   check_convolution(ctx, f, 16, 8, 3, 30);
@@ -605,6 +696,8 @@ void check_format(st::Context& ctx, const Format& f) {
 
 void run_all(st::Context& ctx, int compute_major) {
   check_fused_bn_add_relu_fp32(ctx);
+  check_packed_paths(ctx, st::DType::f32, "fp32");
+  time_packed_paths(ctx, st::DType::f32, "fp32");
   for (const Format& f : kFormats) {
     if (f.dtype == st::DType::bf16 && compute_major > 0 && compute_major < 8) {
       std::printf("skip: amp-bf16 below compute capability 8.0\n");
