@@ -27,9 +27,11 @@ void ResidualBlock::list_ops(ops::OpNames& ops, bool training) const {
   main_.list_ops(ops, training);
   if (downsample_) downsample_->list_ops(ops, training);
   relu_.list_ops(ops, training);
-  ops.insert("add_forward");  // the residual sum; backward sums the two branches' gradients
-  // add_inplace: backward's sum; the fused end of the block (--fuse bn-add-relu).
-  if (training) ops.insert({"add_inplace", "batch_norm_add_relu_forward_training", "batch_norm_add_relu_backward"});
+  ops.insert("add_forward");  // the residual sum
+  // Backward's sum of the branches' gradients (the main branch's first convolution adds into the
+  // shortcut's); the fused end of the block (--fuse bn-add-relu).
+  if (training)
+    ops.insert({"conv2d_backward_data_add", "batch_norm_add_relu_forward_training", "batch_norm_add_relu_backward"});
 }
 
 nn::BatchNorm2d& ResidualBlock::last_batch_norm() {
@@ -65,21 +67,29 @@ Tensor ResidualBlock::forward_fused(Context& ctx, const Tensor& x) {
 Tensor ResidualBlock::backward_fused(Context& ctx, const Tensor& dy, bool need_dx) {
   const nn::BatchNorm2d::AddReluGradients g = last_batch_norm().backward_add_relu(ctx, dy, true);
   Tensor d_shortcut = downsample_ ? downsample_->backward(ctx, g.dz, need_dx) : g.dz;
-  Tensor dx = main_.backward_first(ctx, g.dx, need_dx, main_.size() - 1);
-  if (!need_dx) return Tensor();
-  ops::add_inplace(ctx, dx, d_shortcut);
-  return dx;
+  return main_backward(ctx, g.dx, main_.size() - 1, need_dx, d_shortcut);
 }
 
 Tensor ResidualBlock::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   if (last_batch_norm().fused_last()) return backward_fused(ctx, dy, need_dx);
-  const Tensor g = relu_.backward(ctx, dy, true);
+  Tensor g = relu_.backward(ctx, dy, true);
   // Shortcut first: downsample was registered last, so its gradients complete first.
   Tensor d_shortcut = downsample_ ? downsample_->backward(ctx, g, need_dx) : g;
-  Tensor dx = main_.backward(ctx, g, need_dx);
-  if (!need_dx) return Tensor();
-  ops::add_inplace(ctx, dx, d_shortcut);
-  return dx;
+  return main_backward(ctx, g, main_.size(), need_dx, d_shortcut);
+}
+
+// The main branch's first `count` layers backward, their input gradient added into the shortcut's
+// as the branch's first convolution stores it (the block's input gradient, with no pass of its
+// own). With an identity shortcut the sum lands in the gradient the branch started from, which its
+// last layer has read by then.
+Tensor ResidualBlock::main_backward(Context& ctx, const Tensor& dy, std::size_t count, bool need_dx,
+                                    Tensor& d_shortcut) {
+  if (!need_dx) {
+    main_.backward_first(ctx, dy, false, count);
+    return Tensor();
+  }
+  main_.backward_first_adding(ctx, dy, count, d_shortcut);
+  return d_shortcut;
 }
 
 void ResidualBlock::initialize(Rng& rng) {

@@ -11,6 +11,7 @@
 
 #include "scaletrain/core/error.hpp"
 #include "scaletrain/ops/activation.hpp"
+#include "scaletrain/ops/conv2d.hpp"
 #include "scaletrain/ops/linear.hpp"
 
 namespace scaletrain::nn {
@@ -35,6 +36,13 @@ void check_channels_last(const Tensor& x, int64_t channels, const std::string& l
            layer << " expects input (N, H, W, " << channels << "), got " << shape_string(x.shape()));
 }
 }  // namespace
+
+// ---- Module ----
+
+void Module::backward_adding(Context& ctx, const Tensor& dy, Tensor& sum) {
+  const Tensor dx = backward(ctx, dy, true);
+  ops::add_inplace(ctx, sum, dx);
+}
 
 // ---- initialisation ----
 
@@ -149,17 +157,29 @@ Tensor Conv2d::forward_bias_relu(Context& ctx, const Tensor& x) {
   return y;
 }
 
-Tensor Conv2d::backward(Context& ctx, const Tensor& dy, bool need_dx) {
+// The weight's and bias's gradients, marked ready.
+void Conv2d::parameter_gradients(Context& ctx, const Tensor& dy) {
   ST_CHECK(x_.defined(), name_ << ": backward before forward");
   Tensor no_bias;
   ops::conv2d_backward_filter(ctx, conv_, x_, dy, params_->grad(weight_), bias_ >= 0 ? params_->grad(bias_) : no_bias);
   // In reverse registration order, as the gradients of the layers before complete later.
   if (bias_ >= 0) params_->mark_grad_ready(bias_);
   params_->mark_grad_ready(weight_);
+}
+
+Tensor Conv2d::backward(Context& ctx, const Tensor& dy, bool need_dx) {
+  parameter_gradients(ctx, dy);
   if (!need_dx) return Tensor();
   Tensor dx = fresh_activation(x_.shape(), ctx);
   ops::conv2d_backward_data(ctx, conv_, dy, params_->value(weight_), dx);
   return dx;
+}
+
+void Conv2d::backward_adding(Context& ctx, const Tensor& dy, Tensor& sum) {
+  parameter_gradients(ctx, dy);
+  ST_CHECK(sum.shape() == x_.shape(), name_ << ": the input gradient's sum has shape " << shape_string(sum.shape())
+                                            << ", the input " << shape_string(x_.shape()));
+  ops::conv2d_backward_data_add(ctx, conv_, dy, params_->value(weight_), sum);
 }
 
 void Conv2d::initialize(Rng& rng) {
@@ -463,6 +483,17 @@ Tensor Sequential::backward_first(Context& ctx, const Tensor& dy, bool need_dx, 
   Tensor g = dy;
   for (std::size_t i = count; i-- > 0;) g = modules_[i]->backward(ctx, g, i > 0 || need_dx);
   return g;
+}
+
+void Sequential::backward_first_adding(Context& ctx, const Tensor& dy, std::size_t count, Tensor& sum) {
+  ST_CHECK(count >= 1 && count <= modules_.size(), "Sequential: " << count << " of " << modules_.size() << " modules");
+  Tensor g = dy;
+  for (std::size_t i = count; i-- > 1;) g = modules_[i]->backward(ctx, g, true);
+  modules_[0]->backward_adding(ctx, g, sum);
+}
+
+void Sequential::backward_adding(Context& ctx, const Tensor& dy, Tensor& sum) {
+  backward_first_adding(ctx, dy, modules_.size(), sum);
 }
 
 void Sequential::list_ops(ops::OpNames& ops, bool training) const {

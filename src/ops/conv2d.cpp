@@ -57,6 +57,16 @@ const Op<Conv2dBackwardDataFn> conv2d_backward_data_op{
     "conv2d_backward_data",
     {cpu::conv2d_backward_data},
     with_half_storage<Conv2dBackwardDataFn>({ST_CUDA_KERNEL(cuda::conv2d_backward_data), false})};
+namespace cpu {
+Conv2dBackwardDataFn conv2d_backward_data_add;
+}
+namespace cuda {
+Conv2dBackwardDataFn conv2d_backward_data_add;
+}
+const Op<Conv2dBackwardDataFn> conv2d_backward_data_add_op{
+    "conv2d_backward_data_add",
+    {cpu::conv2d_backward_data_add},
+    with_half_storage<Conv2dBackwardDataFn>({ST_CUDA_KERNEL(cuda::conv2d_backward_data_add), false})};
 using Conv2dBackwardFilterFn = void(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw,
                                     Tensor& db);
 namespace cpu {
@@ -145,12 +155,26 @@ void conv2d_bn_stats_forward(Context& ctx, const Conv2dParams& p, const Tensor& 
   return conv2d_bn_stats_forward_op(ctx, p, x, scale, bias, w, y, sum, sqsum);
 }
 
+namespace {
+void check_backward_data(const Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, const Tensor& dx,
+                         const char* op) {
+  check_tensor(ctx, dy, op, "dy");
+  check_tensor(ctx, w, op, "w");
+  check_tensor(ctx, dx, op, "dx");
+  check_shape(dy, conv2d_output_shape(p, dx.shape(), w.shape()), op, "dy");
+}
+}  // namespace
+
 void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
-  check_tensor(ctx, dy, "conv2d_backward_data", "dy");
-  check_tensor(ctx, w, "conv2d_backward_data", "w");
-  check_tensor(ctx, dx, "conv2d_backward_data", "dx");
-  check_shape(dy, conv2d_output_shape(p, dx.shape(), w.shape()), "conv2d_backward_data", "dy");
+  check_backward_data(ctx, p, dy, w, dx, "conv2d_backward_data");
   return conv2d_backward_data_op(ctx, p, dy, w, dx);
+}
+
+void conv2d_backward_data_add(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
+  const char* op = "conv2d_backward_data_add";
+  check_backward_data(ctx, p, dy, w, dx, op);
+  check_no_overlap(dx, dy, op, "dx", "dy");  // dx is read as it is written
+  return conv2d_backward_data_add_op(ctx, p, dy, w, dx);
 }
 
 void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw,

@@ -215,6 +215,42 @@ OpCase conv2d_case(const RefConv2dDims& d, bool bias, uint64_t seed, const std::
   return c;
 }
 
+// A residual block's input gradient: dx (the shortcut's gradient, given) += the convolution's input
+// gradient, against the reference's sum; also the two ops it replaces (conv2d_backward_data into
+// a fresh tensor, then add_inplace), which must give the same sum within the same tolerance.
+OpCase conv2d_backward_data_add_case(const RefConv2dDims& d, uint64_t seed) {
+  const Shape xs{d.n, d.h, d.w, d.c}, ws{d.o, d.group_channels(), d.kh, d.kw}, ys{d.n, d.oh(), d.ow(), d.o};
+  const ops::Conv2dParams p = conv_params_of(d);
+  OpCase c;
+  c.name = "conv2d_backward_data_add " + conv_params_name(d, false) + " N" + std::to_string(d.n) + " " +
+           std::to_string(d.h) + "x" + std::to_string(d.w) + " C" + std::to_string(d.c) + "->O" + std::to_string(d.o);
+  c.ops = {"conv2d_backward_data_add", "conv2d_backward_data", "add_inplace"};
+  c.make_inputs = [=] {
+    return NamedTensors{
+        {"dy", random_tensor(ys, seed)}, {"w", random_tensor(ws, seed + 1)}, {"shortcut", random_tensor(xs, seed + 2)}};
+  };
+  c.run = [=](Context& ctx, const NamedTensors& in) {
+    const Tensor dy = on(ctx, input(in, "dy")), w = on(ctx, input(in, "w"));
+    Tensor dx = copy_on(ctx, input(in, "shortcut"));
+    ops::conv2d_backward_data_add(ctx, p, dy, w, dx);
+    Tensor apart = nan_on(ctx, xs), sum = copy_on(ctx, input(in, "shortcut"));
+    ops::conv2d_backward_data(ctx, p, dy, w, apart);
+    ops::add_inplace(ctx, sum, apart);
+    ctx.synchronize();
+    return NamedTensors{{"dx", to_cpu(dx)}, {"dx apart", to_cpu(sum)}};
+  };
+  c.reference = [=](const NamedTensors& in) {
+    std::vector<double> dx = reference_conv2d_backward_data(d, values(in, "dy"), values(in, "w"));
+    const std::vector<double> shortcut = values(in, "shortcut");
+    for (std::size_t i = 0; i < dx.size(); ++i) dx[i] += shortcut[i];
+    return NamedValues{{"dx", dx}, {"dx apart", dx}};
+  };
+  // The input gradient's terms, and the shortcut's one.
+  const Tolerance t = fp32_sum(d.o / d.groups * d.kh * d.kw + 1);
+  c.outputs = {{"dx", t, twice(t)}, {"dx apart", t, twice(t)}};
+  return c;
+}
+
 // --fuse conv-bias-relu's op: y = max(0, conv(x, w) + b) against the reference convolution's
 // output clamped at 0; and the unfused pair (conv2d_forward with its bias, then relu_forward) must
 // give y too. Forward only: its backward is the ReLU's and the convolution's, checked above.
@@ -2249,6 +2285,11 @@ std::vector<OpCase> build_cases() {
   // Batch norm + ReLU fused (--fuse bn-relu; appended last, as above).
   cases.push_back(batch_norm_relu_case({4, 3, 3, 8}, next_seed()));
   cases.push_back(batch_norm_relu_case({2, 5, 5, 32}, next_seed()));
+  // A residual block's input gradient summed into its shortcut's (appended last, as above):
+  // ResNet-50's first 1x1 of a block, ResNet-20's stage transition (3x3, stride 2), odd channels.
+  cases.push_back(conv2d_backward_data_add_case(RefConv2dDims::square(2, 7, 7, 32, 16, 1, 1, 1, 0), next_seed()));
+  cases.push_back(conv2d_backward_data_add_case(RefConv2dDims::square(2, 14, 14, 16, 32, 3, 3, 2, 1), next_seed()));
+  cases.push_back(conv2d_backward_data_add_case(RefConv2dDims::square(1, 5, 6, 5, 7, 3, 3, 1, 1), next_seed()));
   return cases;
 }
 

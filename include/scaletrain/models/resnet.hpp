@@ -13,7 +13,8 @@
 namespace scaletrain::models {
 
 // out = relu(main(x) + shortcut(x)), where shortcut is the identity or downsample.0 (1x1 conv)
-// + downsample.1 (BN). Backward sends the output gradient through both branches and sums them.
+// + downsample.1 (BN). Backward sends the output gradient through both branches and sums them
+// (the main branch's first convolution adds its input gradient into the shortcut's as it stores it).
 class ResidualBlock : public nn::Module {
  public:
   Tensor forward(Context& ctx, const Tensor& x, bool training) override;
@@ -35,6 +36,7 @@ class ResidualBlock : public nn::Module {
   nn::BatchNorm2d& last_batch_norm();
   Tensor forward_fused(Context& ctx, const Tensor& x);
   Tensor backward_fused(Context& ctx, const Tensor& dy, bool need_dx);
+  Tensor main_backward(Context& ctx, const Tensor& dy, std::size_t count, bool need_dx, Tensor& d_shortcut);
 };
 
 // conv1 3x3 (stride), bn1, relu, conv2 3x3, bn2; projection shortcut when stride != 1 or the

@@ -124,6 +124,8 @@ class Conv2d : public Module {
   // Writes the bias's and weight's gradients (marked ready), then returns dx (N, H, W,
   // in_channels) unless !need_dx.
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) override;
+  // The same gradients, dx added into `sum` as it is stored (ops::conv2d_backward_data_add).
+  void backward_adding(Context& ctx, const Tensor& dy, Tensor& sum) override;
   // By spec.init (initialize_parameters).
   void initialize(Rng& rng) override;
   void list_ops(ops::OpNames& ops, bool training) const override;
@@ -136,6 +138,7 @@ class Conv2d : public Module {
 
  private:
   Tensor output_for(Context& ctx, const Tensor& x);
+  void parameter_gradients(Context& ctx, const Tensor& dy);
 
   ParameterSet* params_;
   std::string name_;
@@ -319,9 +322,12 @@ class Sequential : public Module {
   // The first `count` modules only (a residual block runs its last batch norm fused).
   Tensor forward_first(Context& ctx, const Tensor& x, bool training, std::size_t count);
   Tensor backward_first(Context& ctx, const Tensor& dy, bool need_dx, std::size_t count);
+  // backward_first with the input gradient added into `sum` (Module::backward_adding).
+  void backward_first_adding(Context& ctx, const Tensor& dy, std::size_t count, Tensor& sum);
 
   Tensor forward(Context& ctx, const Tensor& x, bool training) override;
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) override;
+  void backward_adding(Context& ctx, const Tensor& dy, Tensor& sum) override;
   void initialize(Rng& rng) override;
   void list_ops(ops::OpNames& ops, bool training) const override;
 

@@ -24,6 +24,11 @@ class Module {
   // dy: gradient of the loss w.r.t. the last forward's output. need_dx=false lets the first
   // layer skip the input gradient.
   virtual Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) = 0;
+  // backward, with d(loss)/d(input) added into `sum` (of the input's shape) instead of returned:
+  // where two branches of a block meet at its input. This default adds backward's dx after it; a
+  // convolution adds as it stores its input gradient (ops::conv2d_backward_data_add), saving a
+  // pass over the gradient.
+  virtual void backward_adding(Context& ctx, const Tensor& dy, Tensor& sum);
   // Fills parameters with their initial values (after ParameterSet::finalize).
   virtual void initialize(Rng& rng) = 0;
   // Adds the ops (ops/registry.hpp) its forward runs in evaluation, and with `training` also in

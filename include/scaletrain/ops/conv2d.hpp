@@ -77,6 +77,14 @@ void conv2d_bn_stats_forward(Context& ctx, const Conv2dParams& p, const Tensor& 
                              const Tensor& bias, const Tensor& w, Tensor& y, Tensor& sum, Tensor& sqsum);
 // dy: (N, OH, OW, O); dx: (N, H, W, C), overwritten.
 void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx);
+// dx += the input gradient conv2d_backward_data computes: a residual block's input gradient is its
+// shortcut's gradient plus its main branch's first convolution's, and this sums them as the
+// convolution stores, with no pass of its own. Each element is rounded once, after the sum (the
+// gradient in float plus dx widened). On a GPU, cuDNN blends into dx (beta = 1) where the
+// convolution's plan reads and writes dx's type through the legacy API; elsewhere (the graph
+// API's plans, a shape that runs in fp32 on copies) the gradient goes to a scratch tensor and an
+// add follows, rounded twice under a mixed precision, as the two ops were.
+void conv2d_backward_data_add(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx);
 // dw: (O, C / groups, KH, KW), overwritten. db: (O), overwritten with the sum of dy over N, OH and
 // OW; an undefined db (Tensor()) is not computed (a convolution without bias).
 void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw,

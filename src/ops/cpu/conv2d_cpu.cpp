@@ -159,6 +159,7 @@ void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const 
 }
 
 void relu_forward(Context& ctx, const Tensor& x, Tensor& y);  // activation_cpu.cpp
+void add_inplace(Context& ctx, Tensor& y, const Tensor& x);   // activation_cpu.cpp
 
 // The two ops' arithmetic: the convolution with its bias, then the ReLU's kernel over y in place,
 // so the same bits as the unfused layers.
@@ -189,6 +190,14 @@ void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy,
   e.prim.execute(
       stream,
       {{DNNL_ARG_DIFF_DST, e.diff_dst}, {DNNL_ARG_WEIGHTS, e.weights.blocked}, {DNNL_ARG_DIFF_SRC, e.diff_src}});
+}
+
+// The gradient into a scratch fp32 tensor, then added into dx in float: under a mixed precision the
+// dispatch hands this kernel dx widened and rounds the sum once after it.
+void conv2d_backward_data_add(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
+  Tensor gradient = Tensor::empty(dx.shape(), DType::f32, Device::cpu);
+  cpu::conv2d_backward_data(ctx, p, dy, w, gradient);
+  cpu::add_inplace(ctx, dx, gradient);
 }
 
 void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw,

@@ -107,6 +107,7 @@
 namespace scaletrain::ops::cuda {
 
 void relu_forward(Context& ctx, const Tensor& x, Tensor& y);  // activation_cuda.cu: the unfused epilogue
+void add_inplace(Context& ctx, Tensor& y, const Tensor& x);   // activation_cuda.cu: backward_data_add's sum
 
 namespace {
 
@@ -831,15 +832,15 @@ void conv2d_bias_relu_forward(Context& ctx, const Conv2dParams& p, const Tensor&
   ops::cuda::relu_forward(ctx, y, y);
 }
 
-void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
-  const char* op = "conv2d_backward_data";
-  ST_CHECK(w.dtype() == DType::f32,
-           op << ": the filter must be float32 (the fp32 weight copy), got " << dtype_name(w.dtype()));
-  require_symmetric_padding(p, op);
-  if (dx.numel() == 0) return;
-  const ConvDims d = conv_dims(p, dx.shape(), w.shape(), op);
-  const ConvPlan& plan = conv_plan(ctx, Direction::backward_data, d);
+namespace {
+
+// dx = the input gradient + beta * dx, beta 0 or 1. beta 1 only where dx is in the plan's format
+// and the legacy API runs (cuDNN then blends into dx itself, in float, and rounds once).
+void run_backward_data(Context& ctx, const ConvDims& d, const ConvPlan& plan, const Tensor& dy, const Tensor& w,
+                       Tensor& dx, float beta) {
   const ConvData& data = plan.data;
+  ST_CHECK(beta == 0.0f || (!plan.graph && in_plan_format(data, dx)),
+           "internal: conv2d_backward_data blends only into dx in its plan's format, through the legacy API");
   const Scratch s = scratch_for(ctx, d, plan, data, dx, dy);
   const float* w_ohwi = static_cast<const float*>(w.raw());  // OIHW is OHWI unless needs_transpose
   if (needs_transpose(d)) {
@@ -849,16 +850,50 @@ void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy,
   const void* w_in = filter_operand(ctx, data, w_ohwi, w.numel(), s.w);
   const void* dy_in = operand(ctx, data, dy, s.y);
   void* dx_out = result(data, dx, s.x);
-  if (graph_runs(plan, Direction::backward_data, d, dx_out, w_in, dy_in)) {
+  if (beta == 0.0f && graph_runs(plan, Direction::backward_data, d, dx_out, w_in, dy_in)) {
     run_graph_plan(ctx, Direction::backward_data, d, plan, dx_out, w_in, dy_in, s.workspace);
   } else {
-    const float one = 1.0f, zero = 0.0f;
+    const float one = 1.0f;
     ST_CHECK_CUDNN(cudnnConvolutionBackwardData(scaletrain::cuda::cudnn_handle(ctx), &one, plan.w.get(), w_in,
                                                 plan.y.get(), dy_in, plan.conv.get(),
                                                 static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), s.workspace,
-                                                plan.workspace_bytes, &zero, plan.x.get(), dx_out));
+                                                plan.workspace_bytes, &beta, plan.x.get(), dx_out));
   }
   finish_result(ctx, data, s.x, dx);
+}
+
+void check_float_filter(const Tensor& w, const char* op) {
+  ST_CHECK(w.dtype() == DType::f32,
+           op << ": the filter must be float32 (the fp32 weight copy), got " << dtype_name(w.dtype()));
+}
+
+}  // namespace
+
+void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
+  const char* op = "conv2d_backward_data";
+  check_float_filter(w, op);
+  require_symmetric_padding(p, op);
+  if (dx.numel() == 0) return;
+  const ConvDims d = conv_dims(p, dx.shape(), w.shape(), op);
+  run_backward_data(ctx, d, conv_plan(ctx, Direction::backward_data, d), dy, w, dx, 0.0f);
+}
+
+// cuDNN blends the gradient into dx where it can (beta 1); else the gradient is computed apart and
+// added (a graph plan is built for beta 0, and a plan in fp32 for 16-bit dx works on copies).
+void conv2d_backward_data_add(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
+  const char* op = "conv2d_backward_data_add";
+  check_float_filter(w, op);
+  require_symmetric_padding(p, op);
+  if (dx.numel() == 0) return;
+  const ConvDims d = conv_dims(p, dx.shape(), w.shape(), op);
+  const ConvPlan& plan = conv_plan(ctx, Direction::backward_data, d);
+  if (!plan.graph && in_plan_format(plan.data, dx)) {
+    run_backward_data(ctx, d, plan, dy, w, dx, 1.0f);
+    return;
+  }
+  Tensor gradient = Tensor::empty(dx.shape(), dx.dtype(), dx.device());
+  run_backward_data(ctx, d, plan, dy, w, gradient, 0.0f);
+  ops::cuda::add_inplace(ctx, dx, gradient);
 }
 
 void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& dy, Tensor& dw,
