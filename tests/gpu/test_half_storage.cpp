@@ -5,6 +5,10 @@
 //   - ReLU, add (also with mixed f32 and 16-bit operands), the three convolutions (bias and its
 //     gradient included, a 1x1 and a 3x3 shape), linear and batched_matmul: bit for bit (the same cuDNN plan reads the
 //     same 16-bit operands; the bias is added in float and rounded once either way);
+//   - the input gradient added into a shortcut's (conv2d_backward_data_add: cuDNN's blend, beta 1,
+//     on 16-bit tensors) within a unit of the format of the fp32 tensors' gradient-then-add;
+//   - ReLU and the adds over 16-byte packs against the element-wise kernels (views one element
+//     off a 16-byte boundary), bit for bit, and both timed;
 //   - max, average, adaptive average and global average pooling, forward and backward (ceil mode,
 //     padding left out of the divisor, an odd channel count; bf16's coarse values make ties for
 //     the max pool's first-maximum rule): bit for bit (each computes in float or double and
@@ -162,7 +166,7 @@ void check_elementwise(st::Context& ctx, const Format& f) {
 // ReLU and the adds in `dtype` (ctx's precision set for it) on 16-byte aligned operands of one
 // type, which a GPU runs over 16-byte packs (src/ops/cuda/packed_io.cuh), against the same values
 // one element past such a boundary (views at offset 1), which it runs element by element: bit for
-// bit, with 5 elements past the last whole pack. Then each op's median time both ways beside a
+// bit, with elements past the last whole pack. Then each op's median time both ways beside a
 // device copy of as many bytes as an out-of-place ReLU moves, and the bandwidth each reaches
 // (printed, not checked: the comparison is the point).
 struct Operands {
@@ -198,10 +202,17 @@ void compare_bits(st::Context& ctx, const st::Tensor& got, const st::Tensor& wan
   check(same, what + ": packed and element-wise kernels, bit for bit");
 }
 
+// Whether t starts on a 16-byte boundary, where the packed kernels may run.
+bool on_pack_boundary(const st::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.raw()) % 16 == 0; }
+
 void check_packed_paths(st::Context& ctx, st::DType dtype, const char* name) {
-  const int64_t n = 3 * (int64_t{1} << 20) + 5;
+  // 7 elements past the last whole pack of 8 (16-bit), 3 past the last of 4 (f32).
+  const int64_t n = 3 * (int64_t{1} << 20) + 7;
   Operands x = same_values_twice(ctx, dtype, n, 70), dy = same_values_twice(ctx, dtype, n, 71);
   Operands y = same_values_twice(ctx, dtype, n, 72), acc = same_values_twice(ctx, dtype, n, 73);
+  check(on_pack_boundary(x.aligned) && on_pack_boundary(dy.aligned) && on_pack_boundary(y.aligned) &&
+            !on_pack_boundary(x.offset) && !on_pack_boundary(dy.offset) && !on_pack_boundary(y.offset),
+        std::string(name) + ": the aligned operands start on 16-byte boundaries, the offset ones do not");
   ops::relu_forward(ctx, x.aligned, y.aligned);
   ops::relu_forward(ctx, x.offset, y.offset);
   compare_bits(ctx, y.aligned, y.offset, std::string(name) + ": relu_forward");
@@ -262,6 +273,13 @@ void check_convolution(st::Context& ctx, const Format& f, int c, int o, int k, u
   ops::conv2d_backward_data(ctx, p, dy.wide, w.wide, dx32);
   ops::conv2d_backward_data(ctx, p, dy.half, w.wide, dx16);
   compare(ctx, f, dx16, dx32, "conv2d_backward_data " + shape);
+  // The input gradient added into a shortcut's gradient: on 16-bit tensors cuDNN blends it in
+  // (beta 1) and rounds the sum once; on fp32 tensors under the same plan the gradient is computed
+  // apart and rounded, then the sum rounded again. Within a unit of the format.
+  Pair sum = random_pair(ctx, f, x.wide.shape(), seed + 4);
+  ops::conv2d_backward_data_add(ctx, p, dy.wide, w.wide, sum.wide);
+  ops::conv2d_backward_data_add(ctx, p, dy.half, w.wide, sum.half);
+  compare(ctx, f, sum.half, sum.wide, "conv2d_backward_data_add " + shape + ", one rounding against two", 1.0);
   st::Tensor dw1 = f32_on(ctx, w.wide.shape()), dw2 = f32_on(ctx, w.wide.shape());
   st::Tensor db1 = f32_on(ctx, {o}), db2 = f32_on(ctx, {o});
   ops::conv2d_backward_filter(ctx, p, x.wide, dy.wide, dw1, db1);

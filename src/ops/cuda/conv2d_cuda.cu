@@ -79,7 +79,9 @@
 // accumulation before the one rounding; a plan for which cuDNN refuses it runs the two ops.
 //
 // Every result is overwritten (beta = 0), as the contracts say; cuDNN does not read the output
-// when beta is 0.
+// when beta is 0. The exception is conv2d_backward_data_add, whose contract is dx += the input
+// gradient: cuDNN blends into dx (beta = 1) where dx is in the plan's format and the legacy API
+// runs; elsewhere, or where cuDNN refuses the blend, the gradient is computed apart and added.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -750,18 +752,36 @@ void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const 
 
 namespace {
 
+// Plans for which cuDNN refused a call beyond the plain convolution (a fused epilogue, a blend
+// into the output), which then run the plain call and a kernel after it.
+class RefusedPlans {
+ public:
+  bool contains(const ConvPlan& plan) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return plans_.count(&plan) > 0;
+  }
+  // True the first time, for the one warning.
+  bool add(const ConvPlan& plan) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return plans_.insert(&plan).second;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::set<const ConvPlan*> plans_;
+};
+
+// Never destroyed, as the plans.
+RefusedPlans& refused_plans(Direction dir) {
+  static auto* fusion = new RefusedPlans;
+  static auto* blend = new RefusedPlans;
+  return dir == Direction::forward ? *fusion : *blend;
+}
+
 // Plans for which cuDNN refused the fused bias and ReLU (its documentation ties some activation
 // modes to some algorithms, and some data types to its fused configurations); they run the two
 // ops from then on.
-std::mutex fusion_refusals_mutex;
-std::set<const ConvPlan*>& fusion_refusals() {
-  static auto* refused = new std::set<const ConvPlan*>;  // never destroyed, as the plans
-  return *refused;
-}
-bool fusion_refused(const ConvPlan& plan) {
-  std::lock_guard<std::mutex> lock(fusion_refusals_mutex);
-  return fusion_refusals().count(&plan) > 0;
-}
+bool fusion_refused(const ConvPlan& plan) { return refused_plans(Direction::forward).contains(plan); }
 
 // cudnnConvolutionBiasActivationForward: y = relu(1 * conv(x, w) + 0 * z + b) with z = y (unread
 // when its factor is 0), x and y in the plan's format, the filter and the bias copied into it (the
@@ -795,8 +815,7 @@ bool run_fused_bias_relu(Context& ctx, const ConvDims& d, const ConvPlan& plan, 
   // NOT_SUPPORTED, or BAD_PARAM for a descriptor combination its fused configurations lack (the
   // bias's type, say): the two ops give the same values, so the run goes on with them, and says so.
   if (status == CUDNN_STATUS_NOT_SUPPORTED || status == CUDNN_STATUS_BAD_PARAM) {
-    std::lock_guard<std::mutex> lock(fusion_refusals_mutex);
-    if (fusion_refusals().insert(&plan).second)
+    if (refused_plans(Direction::forward).add(plan))
       ST_WARN("conv2d_bias_relu_forward: cuDNN refuses the fused bias and ReLU ("
               << cudnnGetErrorString(status) << ") with algorithm " << plan.algo << " in " << data.name()
               << " for input (" << d.n << ", " << d.h << ", " << d.w << ", " << d.c << "), weight (" << d.o << ", "
@@ -835,9 +854,11 @@ void conv2d_bias_relu_forward(Context& ctx, const Conv2dParams& p, const Tensor&
 namespace {
 
 // dx = the input gradient + beta * dx, beta 0 or 1. beta 1 only where dx is in the plan's format
-// and the legacy API runs (cuDNN then blends into dx itself, in float, and rounds once).
-void run_backward_data(Context& ctx, const ConvDims& d, const ConvPlan& plan, const Tensor& dy, const Tensor& w,
-                       Tensor& dx, float beta) {
+// and the legacy API runs (cuDNN then blends into dx itself, in float, and rounds once). Returns
+// the legacy call's status, unchecked, for the caller to act on a refused blend; any other
+// failure throws.
+cudnnStatus_t run_backward_data(Context& ctx, const ConvDims& d, const ConvPlan& plan, const Tensor& dy,
+                                const Tensor& w, Tensor& dx, float beta) {
   const ConvData& data = plan.data;
   ST_CHECK(beta == 0.0f || (!plan.graph && in_plan_format(data, dx)),
            "internal: conv2d_backward_data blends only into dx in its plan's format, through the legacy API");
@@ -854,17 +875,34 @@ void run_backward_data(Context& ctx, const ConvDims& d, const ConvPlan& plan, co
     run_graph_plan(ctx, Direction::backward_data, d, plan, dx_out, w_in, dy_in, s.workspace);
   } else {
     const float one = 1.0f;
-    ST_CHECK_CUDNN(cudnnConvolutionBackwardData(scaletrain::cuda::cudnn_handle(ctx), &one, plan.w.get(), w_in,
-                                                plan.y.get(), dy_in, plan.conv.get(),
-                                                static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), s.workspace,
-                                                plan.workspace_bytes, &beta, plan.x.get(), dx_out));
+    const cudnnStatus_t status =
+        cudnnConvolutionBackwardData(scaletrain::cuda::cudnn_handle(ctx), &one, plan.w.get(), w_in, plan.y.get(), dy_in,
+                                     plan.conv.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo),
+                                     s.workspace, plan.workspace_bytes, &beta, plan.x.get(), dx_out);
+    if (status != CUDNN_STATUS_SUCCESS) return status;
   }
   finish_result(ctx, data, s.x, dx);
+  return CUDNN_STATUS_SUCCESS;
 }
 
 void check_float_filter(const Tensor& w, const char* op) {
   ST_CHECK(w.dtype() == DType::f32,
            op << ": the filter must be float32 (the fp32 weight copy), got " << dtype_name(w.dtype()));
+}
+
+// Whether cuDNN may blend the gradient into dx for this plan: dx in the plan's format, the legacy
+// API (a graph plan is built to overwrite), and no refusal before.
+bool blends(const ConvPlan& plan, const Tensor& dx) {
+  return !plan.graph && in_plan_format(plan.data, dx) && !refused_plans(Direction::backward_data).contains(plan);
+}
+
+// cuDNN refused the blend (NOT_SUPPORTED, or BAD_PARAM for a combination its kernels lack): the
+// plan adds apart from then on, and the run says so once.
+void remember_refused_blend(const ConvPlan& plan, const ConvDims& d, cudnnStatus_t status) {
+  if (refused_plans(Direction::backward_data).add(plan))
+    ST_WARN("conv2d_backward_data_add: cuDNN refuses to blend the input gradient into dx ("
+            << cudnnGetErrorString(status) << ") with algorithm " << plan.algo << " in " << plan.data.name() << " for "
+            << shape_text(d) << "; that shape computes the gradient apart and adds it");
 }
 
 }  // namespace
@@ -875,11 +913,13 @@ void conv2d_backward_data(Context& ctx, const Conv2dParams& p, const Tensor& dy,
   require_symmetric_padding(p, op);
   if (dx.numel() == 0) return;
   const ConvDims d = conv_dims(p, dx.shape(), w.shape(), op);
-  run_backward_data(ctx, d, conv_plan(ctx, Direction::backward_data, d), dy, w, dx, 0.0f);
+  ST_CHECK_CUDNN(run_backward_data(ctx, d, conv_plan(ctx, Direction::backward_data, d), dy, w, dx, 0.0f));
 }
 
-// cuDNN blends the gradient into dx where it can (beta 1); else the gradient is computed apart and
-// added (a graph plan is built for beta 0, and a plan in fp32 for 16-bit dx works on copies).
+// cuDNN blends the gradient into dx where it can (beta 1). Elsewhere the gradient is computed
+// apart, in the plan's format, and added: a 16-bit plan's gradient is rounded before the add, as
+// the two ops were; an fp32 plan's (a shape with no 16-bit algorithm) stays fp32 until the one
+// rounding of the sum.
 void conv2d_backward_data_add(Context& ctx, const Conv2dParams& p, const Tensor& dy, const Tensor& w, Tensor& dx) {
   const char* op = "conv2d_backward_data_add";
   check_float_filter(w, op);
@@ -887,12 +927,16 @@ void conv2d_backward_data_add(Context& ctx, const Conv2dParams& p, const Tensor&
   if (dx.numel() == 0) return;
   const ConvDims d = conv_dims(p, dx.shape(), w.shape(), op);
   const ConvPlan& plan = conv_plan(ctx, Direction::backward_data, d);
-  if (!plan.graph && in_plan_format(plan.data, dx)) {
-    run_backward_data(ctx, d, plan, dy, w, dx, 1.0f);
-    return;
+  if (blends(plan, dx)) {
+    const cudnnStatus_t status = run_backward_data(ctx, d, plan, dy, w, dx, 1.0f);
+    if (status == CUDNN_STATUS_SUCCESS) return;
+    // cuDNN checks its arguments before it launches anything, so dx is untouched here.
+    if (status != CUDNN_STATUS_NOT_SUPPORTED && status != CUDNN_STATUS_BAD_PARAM) ST_CHECK_CUDNN(status);
+    remember_refused_blend(plan, d, status);
   }
-  Tensor gradient = Tensor::empty(dx.shape(), dx.dtype(), dx.device());
-  run_backward_data(ctx, d, plan, dy, w, gradient, 0.0f);
+  const DType plan_dtype = plan.data.half ? dx.dtype() : DType::f32;
+  Tensor gradient = Tensor::empty(dx.shape(), plan_dtype, dx.device());
+  ST_CHECK_CUDNN(run_backward_data(ctx, d, plan, dy, w, gradient, 0.0f));
   ops::cuda::add_inplace(ctx, dx, gradient);
 }
 

@@ -45,7 +45,7 @@ __device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float v) {
 
 // kPack elements of T in one 16-byte load or store.
 template <typename T>
-struct Pack {
+struct alignas(16) Pack {
   static constexpr int kSize = 16 / static_cast<int>(sizeof(T));
   T v[kSize];
 };
