@@ -14,6 +14,7 @@
 // before) and stores each value once, so a 16-bit output has the bits of the fp32 kernel's output
 // rounded by the dispatch (gpu.half_storage), and the max pool's comparisons see the same widened
 // values.
+#include <cstdint>
 #include <cuda/std/limits>
 
 #include "backend/cuda/cuda_context.hpp"
@@ -28,50 +29,58 @@ namespace {
 using scaletrain::cuda::blocks_for;
 using scaletrain::cuda::kThreadsPerBlock;
 
-// The geometry of one max pooling, passed by value.
+// The geometry of one max pooling, passed by value, in the index type I the kernel computes with:
+// int32_t where every index fits (GPUs divide 32-bit integers in a few instructions, 64-bit ones
+// in a subroutine of dozens, and these kernels take several quotients per element), else int64_t.
+template <typename I>
 struct PoolShape {
-  int64_t n, h, w, c;  // input (N, H, W, C)
-  int64_t oh, ow;      // output rows and columns
-  int64_t kernel, stride, padding;
+  I n, h, w, c;  // input (N, H, W, C)
+  I oh, ow;      // output rows and columns
+  I kernel, stride, padding;
 };
 
 // Input rows [y0, y1) and columns [x0, x1) of window (oy, ox); padding is simply left out, as on the CPU.
+template <typename I>
 struct Window {
-  int64_t y0, y1, x0, x1;
+  I y0, y1, x0, x1;
 };
 
-__device__ inline Window window(const PoolShape& s, int64_t oy, int64_t ox) {
-  const int64_t ys = oy * s.stride - s.padding, xs = ox * s.stride - s.padding;
+template <typename I>
+__device__ inline Window<I> window(const PoolShape<I>& s, I oy, I ox) {
+  const I ys = oy * s.stride - s.padding, xs = ox * s.stride - s.padding;
   return {ys > 0 ? ys : 0, ys + s.kernel < s.h ? ys + s.kernel : s.h, xs > 0 ? xs : 0,
           xs + s.kernel < s.w ? xs + s.kernel : s.w};
 }
 
 // The first output index (row or column) whose window covers input index `pos`: window o covers
 // [o * stride - padding, o * stride - padding + kernel).
-__device__ inline int64_t first_covering(int64_t pos, const PoolShape& s) {
-  const int64_t t = pos + s.padding - s.kernel + 1;
+template <typename I>
+__device__ inline I first_covering(I pos, const PoolShape<I>& s) {
+  const I t = pos + s.padding - s.kernel + 1;
   return t <= 0 ? 0 : (t + s.stride - 1) / s.stride;
 }
 
 // The last output index whose window covers `pos`, within [0, out).
-__device__ inline int64_t last_covering(int64_t pos, int64_t out, const PoolShape& s) {
-  const int64_t last = (pos + s.padding) / s.stride;
+template <typename I>
+__device__ inline I last_covering(I pos, I out, const PoolShape<I>& s) {
+  const I last = (pos + s.padding) / s.stride;
   return last < out - 1 ? last : out - 1;
 }
 
-__global__ void max_pool2d_forward_kernel(const void* x, ElemKind xk, void* y, ElemKind yk, PoolShape s) {
-  const int64_t total = s.n * s.oh * s.ow * s.c;
-  for (int64_t o = grid_first(); o < total; o += grid_stride()) {
-    const int64_t j = o % s.c;
-    int64_t t = o / s.c;
-    const int64_t ox = t % s.ow;
+template <typename I>
+__global__ void max_pool2d_forward_kernel(const void* x, ElemKind xk, void* y, ElemKind yk, PoolShape<I> s) {
+  const I total = s.n * s.oh * s.ow * s.c;
+  for (I o = static_cast<I>(grid_first()); o < total; o += static_cast<I>(grid_stride())) {
+    const I j = o % s.c;
+    I t = o / s.c;
+    const I ox = t % s.ow;
     t /= s.ow;
-    const int64_t oy = t % s.oh;
-    const int64_t b = t / s.oh;
-    const Window win = window(s, oy, ox);
+    const I oy = t % s.oh;
+    const I b = t / s.oh;
+    const Window<I> win = window(s, oy, ox);
     float best = -::cuda::std::numeric_limits<float>::infinity();
-    for (int64_t iy = win.y0; iy < win.y1; ++iy)
-      for (int64_t ix = win.x0; ix < win.x1; ++ix) {
+    for (I iy = win.y0; iy < win.y1; ++iy)
+      for (I ix = win.x0; ix < win.x1; ++ix) {
         const float v = load_float(x, xk, ((b * s.h + iy) * s.w + ix) * s.c + j);
         best = (v > best || v != v) ? v : best;  // a NaN wins, as in PyTorch
       }
@@ -84,31 +93,32 @@ __global__ void max_pool2d_forward_kernel(const void* x, ElemKind xk, void* y, E
 // The CPU kernel hands each window's gradient to that same position and adds into dx in the same
 // window order, so the sums agree bitwise. A NaN maximum equals nothing, so its gradient is
 // dropped, on both.
+template <typename I>
 __global__ void max_pool2d_backward_kernel(const void* x, ElemKind xk, const void* y, ElemKind yk, const void* dy,
-                                           ElemKind dyk, void* dx, ElemKind dxk, PoolShape s) {
-  const int64_t total = s.n * s.h * s.w * s.c;
-  for (int64_t i = grid_first(); i < total; i += grid_stride()) {
-    const int64_t j = i % s.c;
-    int64_t t = i / s.c;
-    const int64_t ix = t % s.w;
+                                           ElemKind dyk, void* dx, ElemKind dxk, PoolShape<I> s) {
+  const I total = s.n * s.h * s.w * s.c;
+  for (I i = static_cast<I>(grid_first()); i < total; i += static_cast<I>(grid_stride())) {
+    const I j = i % s.c;
+    I t = i / s.c;
+    const I ix = t % s.w;
     t /= s.w;
-    const int64_t iy = t % s.h;
-    const int64_t b = t / s.h;
+    const I iy = t % s.h;
+    const I b = t / s.h;
     const float v = load_float(x, xk, i);
-    const int64_t x_image = b * s.h * s.w * s.c + j;  // channel j of image b; position (ry, rx) at (ry * w + rx) * c
+    const I x_image = b * s.h * s.w * s.c + j;  // channel j of image b; position (ry, rx) at (ry * w + rx) * c
     float sum = 0.0f;
-    const int64_t oy1 = last_covering(iy, s.oh, s), ox1 = last_covering(ix, s.ow, s);
-    for (int64_t oy = first_covering(iy, s); oy <= oy1; ++oy)
-      for (int64_t ox = first_covering(ix, s); ox <= ox1; ++ox) {
-        const int64_t o = ((b * s.oh + oy) * s.ow + ox) * s.c + j;
+    const I oy1 = last_covering(iy, s.oh, s), ox1 = last_covering(ix, s.ow, s);
+    for (I oy = first_covering(iy, s); oy <= oy1; ++oy)
+      for (I ox = first_covering(ix, s); ox <= ox1; ++ox) {
+        const I o = ((b * s.oh + oy) * s.ow + ox) * s.c + j;
         const float best = load_float(y, yk, o);
         if (!(v == best)) continue;
         // This position wins the window only if no earlier position in scan order also equals the maximum.
-        const Window win = window(s, oy, ox);
+        const Window<I> win = window(s, oy, ox);
         bool earlier = false;
-        for (int64_t ry = win.y0; ry <= iy && !earlier; ++ry) {
-          const int64_t rx_end = ry < iy ? win.x1 : ix;
-          for (int64_t rx = win.x0; rx < rx_end; ++rx)
+        for (I ry = win.y0; ry <= iy && !earlier; ++ry) {
+          const I rx_end = ry < iy ? win.x1 : ix;
+          for (I rx = win.x0; rx < rx_end; ++rx)
             if (load_float(x, xk, x_image + (ry * s.w + rx) * s.c) == best) {
               earlier = true;
               break;
@@ -188,8 +198,19 @@ __global__ void avg_backward_kernel(const void* dy, ElemKind dyk, void* dx, Elem
   }
 }
 
-PoolShape pool_shape(const MaxPool2dParams& p, const Tensor& x, const Tensor& y) {
-  return {x.dim(0), x.dim(1), x.dim(2), x.dim(3), y.dim(1), y.dim(2), p.kernel, p.stride, p.padding};
+template <typename I>
+PoolShape<I> pool_shape(const MaxPool2dParams& p, const Tensor& x, const Tensor& y) {
+  return {static_cast<I>(x.dim(0)), static_cast<I>(x.dim(1)), static_cast<I>(x.dim(2)),
+          static_cast<I>(x.dim(3)), static_cast<I>(y.dim(1)), static_cast<I>(y.dim(2)),
+          static_cast<I>(p.kernel), static_cast<I>(p.stride), static_cast<I>(p.padding)};
+}
+
+// Whether the 32-bit kernels may run: every element index of x and y, and the grid-stride loop's
+// index past the last (at most the largest grid's thread count more), fit in int32_t.
+bool indices_fit_int32(const Tensor& x, const Tensor& y) {
+  constexpr int64_t kLargestGrid = int64_t{65535} * kThreadsPerBlock;
+  constexpr int64_t kLimit = int64_t{INT32_MAX} - kLargestGrid;
+  return x.numel() < kLimit && y.numel() < kLimit;
 }
 
 pool::AvgAxis avg_axis(const AvgPool2dParams& p, int64_t in, int64_t out) {
@@ -221,9 +242,14 @@ void avg_backward(Context& ctx, const Tensor& dy, Tensor& dx, const pool::AvgAxi
 void max_pool2d_forward(Context& ctx, const MaxPool2dParams& p, const Tensor& x, Tensor& y) {
   const int64_t total = y.numel();
   if (total == 0) return;
-  max_pool2d_forward_kernel<<<blocks_for(total), kThreadsPerBlock, 0, scaletrain::cuda::compute_stream(ctx)>>>(
-      x.raw(), elem_kind(x, "max_pool2d_forward x"), y.raw(), elem_kind(y, "max_pool2d_forward y"),
-      pool_shape(p, x, y));
+  const cudaStream_t stream = scaletrain::cuda::compute_stream(ctx);
+  const ElemKind xk = elem_kind(x, "max_pool2d_forward x"), yk = elem_kind(y, "max_pool2d_forward y");
+  if (indices_fit_int32(x, y))
+    max_pool2d_forward_kernel<int32_t>
+        <<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(x.raw(), xk, y.raw(), yk, pool_shape<int32_t>(p, x, y));
+  else
+    max_pool2d_forward_kernel<int64_t>
+        <<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(x.raw(), xk, y.raw(), yk, pool_shape<int64_t>(p, x, y));
   ST_CHECK_LAUNCH();
 }
 
@@ -231,9 +257,15 @@ void max_pool2d_backward(Context& ctx, const MaxPool2dParams& p, const Tensor& x
                          Tensor& dx) {
   const int64_t total = dx.numel();
   if (total == 0) return;
-  max_pool2d_backward_kernel<<<blocks_for(total), kThreadsPerBlock, 0, scaletrain::cuda::compute_stream(ctx)>>>(
-      x.raw(), elem_kind(x, "max_pool2d_backward x"), y.raw(), elem_kind(y, "max_pool2d_backward y"), dy.raw(),
-      elem_kind(dy, "max_pool2d_backward dy"), dx.raw(), elem_kind(dx, "max_pool2d_backward dx"), pool_shape(p, x, y));
+  const cudaStream_t stream = scaletrain::cuda::compute_stream(ctx);
+  const ElemKind xk = elem_kind(x, "max_pool2d_backward x"), yk = elem_kind(y, "max_pool2d_backward y");
+  const ElemKind dyk = elem_kind(dy, "max_pool2d_backward dy"), dxk = elem_kind(dx, "max_pool2d_backward dx");
+  if (indices_fit_int32(x, y))
+    max_pool2d_backward_kernel<int32_t><<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(
+        x.raw(), xk, y.raw(), yk, dy.raw(), dyk, dx.raw(), dxk, pool_shape<int32_t>(p, x, y));
+  else
+    max_pool2d_backward_kernel<int64_t><<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(
+        x.raw(), xk, y.raw(), yk, dy.raw(), dyk, dx.raw(), dxk, pool_shape<int64_t>(p, x, y));
   ST_CHECK_LAUNCH();
 }
 
