@@ -3,7 +3,8 @@
 // comparisons, the same first-maximum rule, the same windows and divisors (ops/pool_windows.hpp),
 // the same summation order.
 // One thread per output value (forward) or per input value (backward), channel fastest, so a
-// warp reads and writes contiguous channels. Backward gathers rather than scatters: each input
+// warp reads and writes contiguous channels (the max pool's threads take up to 4 consecutive
+// channels of one pixel each, and work its window out once for them). Backward gathers rather than scatters: each input
 // value sums the gradients of the windows that hold it (max: that pick it), in window order, so
 // no two threads write one dx value and the result is deterministic without atomics.
 // Own kernels rather than cuDNN pooling, which has no ceil mode (its output size is always
@@ -16,6 +17,7 @@
 // values.
 #include <cstdint>
 #include <cuda/std/limits>
+#include <type_traits>
 
 #include "backend/cuda/cuda_context.hpp"
 #include "ops/cuda/grid_stride.cuh"
@@ -67,24 +69,35 @@ __device__ inline I last_covering(I pos, I out, const PoolShape<I>& s) {
   return last < out - 1 ? last : out - 1;
 }
 
-template <typename I>
+// One thread per output pixel and G consecutive channels (G = 4, 2 or 1, the largest dividing C):
+// the pixel's position and window are worked out once for its G channels, and each channel's
+// maximum is taken over the window in the same row-major order as the CPU's.
+template <typename I, int G>
 __global__ void max_pool2d_forward_kernel(const void* x, ElemKind xk, void* y, ElemKind yk, PoolShape<I> s) {
-  const I total = s.n * s.oh * s.ow * s.c;
-  for (I o = static_cast<I>(grid_first()); o < total; o += static_cast<I>(grid_stride())) {
-    const I j = o % s.c;
-    I t = o / s.c;
-    const I ox = t % s.ow;
-    t /= s.ow;
+  const I groups = s.c / G;
+  const I total = s.n * s.oh * s.ow * groups;
+  for (I g = static_cast<I>(grid_first()); g < total; g += static_cast<I>(grid_stride())) {
+    const I j0 = (g % groups) * G;
+    const I pixel = g / groups;  // (b, oy, ox)
+    const I ox = pixel % s.ow;
+    const I t = pixel / s.ow;
     const I oy = t % s.oh;
     const I b = t / s.oh;
     const Window<I> win = window(s, oy, ox);
-    float best = -::cuda::std::numeric_limits<float>::infinity();
+    float best[G];
+#pragma unroll
+    for (int k = 0; k < G; ++k) best[k] = -::cuda::std::numeric_limits<float>::infinity();
     for (I iy = win.y0; iy < win.y1; ++iy)
       for (I ix = win.x0; ix < win.x1; ++ix) {
-        const float v = load_float(x, xk, ((b * s.h + iy) * s.w + ix) * s.c + j);
-        best = (v > best || v != v) ? v : best;  // a NaN wins, as in PyTorch
+        const I at = ((b * s.h + iy) * s.w + ix) * s.c + j0;
+#pragma unroll
+        for (int k = 0; k < G; ++k) {
+          const float v = load_float(x, xk, at + k);
+          best[k] = (v > best[k] || v != v) ? v : best[k];  // a NaN wins, as in PyTorch
+        }
       }
-    store_float(y, yk, o, best);
+#pragma unroll
+    for (int k = 0; k < G; ++k) store_float(y, yk, pixel * s.c + j0 + k, best[k]);
   }
 }
 
@@ -92,41 +105,48 @@ __global__ void max_pool2d_forward_kernel(const void* x, ElemKind xk, void* y, E
 // dy of each window whose first position (row-major) equal to the forward maximum is this one.
 // The CPU kernel hands each window's gradient to that same position and adds into dx in the same
 // window order, so the sums agree bitwise. A NaN maximum equals nothing, so its gradient is
-// dropped, on both.
-template <typename I>
+// dropped, on both. One thread per input pixel and G consecutive channels, as forward: the
+// windows covering the pixel are found once for its G channels.
+template <typename I, int G>
 __global__ void max_pool2d_backward_kernel(const void* x, ElemKind xk, const void* y, ElemKind yk, const void* dy,
                                            ElemKind dyk, void* dx, ElemKind dxk, PoolShape<I> s) {
-  const I total = s.n * s.h * s.w * s.c;
-  for (I i = static_cast<I>(grid_first()); i < total; i += static_cast<I>(grid_stride())) {
-    const I j = i % s.c;
-    I t = i / s.c;
-    const I ix = t % s.w;
-    t /= s.w;
+  const I groups = s.c / G;
+  const I total = s.n * s.h * s.w * groups;
+  for (I g = static_cast<I>(grid_first()); g < total; g += static_cast<I>(grid_stride())) {
+    const I j0 = (g % groups) * G;
+    const I pixel = g / groups;  // (b, iy, ix)
+    const I ix = pixel % s.w;
+    const I t = pixel / s.w;
     const I iy = t % s.h;
     const I b = t / s.h;
-    const float v = load_float(x, xk, i);
-    const I x_image = b * s.h * s.w * s.c + j;  // channel j of image b; position (ry, rx) at (ry * w + rx) * c
-    float sum = 0.0f;
-    const I oy1 = last_covering(iy, s.oh, s), ox1 = last_covering(ix, s.ow, s);
-    for (I oy = first_covering(iy, s); oy <= oy1; ++oy)
-      for (I ox = first_covering(ix, s); ox <= ox1; ++ox) {
-        const I o = ((b * s.oh + oy) * s.ow + ox) * s.c + j;
-        const float best = load_float(y, yk, o);
-        if (!(v == best)) continue;
-        // This position wins the window only if no earlier position in scan order also equals the maximum.
-        const Window<I> win = window(s, oy, ox);
-        bool earlier = false;
-        for (I ry = win.y0; ry <= iy && !earlier; ++ry) {
-          const I rx_end = ry < iy ? win.x1 : ix;
-          for (I rx = win.x0; rx < rx_end; ++rx)
-            if (load_float(x, xk, x_image + (ry * s.w + rx) * s.c) == best) {
-              earlier = true;
-              break;
-            }
+    const I x_image = b * s.h * s.w * s.c;  // image b; position (ry, rx), channel j at (ry * w + rx) * c + j
+    const I oy0 = first_covering(iy, s), oy1 = last_covering(iy, s.oh, s);
+    const I ox0 = first_covering(ix, s), ox1 = last_covering(ix, s.ow, s);
+    for (int k = 0; k < G; ++k) {
+      const I j = j0 + k;
+      const I i = pixel * s.c + j;
+      const float v = load_float(x, xk, i);
+      float sum = 0.0f;
+      for (I oy = oy0; oy <= oy1; ++oy)
+        for (I ox = ox0; ox <= ox1; ++ox) {
+          const I o = ((b * s.oh + oy) * s.ow + ox) * s.c + j;
+          const float best = load_float(y, yk, o);
+          if (!(v == best)) continue;
+          // This position wins the window only if no earlier position in scan order also equals the maximum.
+          const Window<I> win = window(s, oy, ox);
+          bool earlier = false;
+          for (I ry = win.y0; ry <= iy && !earlier; ++ry) {
+            const I rx_end = ry < iy ? win.x1 : ix;
+            for (I rx = win.x0; rx < rx_end; ++rx)
+              if (load_float(x, xk, x_image + (ry * s.w + rx) * s.c + j) == best) {
+                earlier = true;
+                break;
+              }
+          }
+          if (!earlier) sum += load_float(dy, dyk, o);
         }
-        if (!earlier) sum += load_float(dy, dyk, o);
-      }
-    store_float(dx, dxk, i, sum);
+      store_float(dx, dxk, i, sum);
+    }
   }
 }
 
@@ -239,33 +259,58 @@ void avg_backward(Context& ctx, const Tensor& dy, Tensor& dx, const pool::AvgAxi
 
 }  // namespace
 
+namespace {
+
+// The channels per thread: 4, 2 or 1, the largest dividing C.
+int channel_group(int64_t c) { return c % 4 == 0 ? 4 : (c % 2 == 0 ? 2 : 1); }
+
+// Runs launch(I{}, std::integral_constant<int, G>{}) for the index type and channel group of this
+// pooling.
+template <typename Launch>
+void with_pool_kernel(const Tensor& x, const Tensor& y, Launch&& launch) {
+  auto with_group = [&](auto index) {
+    switch (channel_group(x.dim(3))) {
+      case 4:
+        return launch(index, std::integral_constant<int, 4>{});
+      case 2:
+        return launch(index, std::integral_constant<int, 2>{});
+      default:
+        return launch(index, std::integral_constant<int, 1>{});
+    }
+  };
+  if (indices_fit_int32(x, y))
+    with_group(int32_t{});
+  else
+    with_group(int64_t{});
+}
+
+}  // namespace
+
 void max_pool2d_forward(Context& ctx, const MaxPool2dParams& p, const Tensor& x, Tensor& y) {
-  const int64_t total = y.numel();
-  if (total == 0) return;
+  if (y.numel() == 0) return;
   const cudaStream_t stream = scaletrain::cuda::compute_stream(ctx);
   const ElemKind xk = elem_kind(x, "max_pool2d_forward x"), yk = elem_kind(y, "max_pool2d_forward y");
-  if (indices_fit_int32(x, y))
-    max_pool2d_forward_kernel<int32_t>
-        <<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(x.raw(), xk, y.raw(), yk, pool_shape<int32_t>(p, x, y));
-  else
-    max_pool2d_forward_kernel<int64_t>
-        <<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(x.raw(), xk, y.raw(), yk, pool_shape<int64_t>(p, x, y));
+  with_pool_kernel(x, y, [&](auto index, auto group) {
+    using I = decltype(index);
+    constexpr int G = decltype(group)::value;
+    max_pool2d_forward_kernel<I, G>
+        <<<blocks_for(y.numel() / G), kThreadsPerBlock, 0, stream>>>(x.raw(), xk, y.raw(), yk, pool_shape<I>(p, x, y));
+  });
   ST_CHECK_LAUNCH();
 }
 
 void max_pool2d_backward(Context& ctx, const MaxPool2dParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
                          Tensor& dx) {
-  const int64_t total = dx.numel();
-  if (total == 0) return;
+  if (dx.numel() == 0) return;
   const cudaStream_t stream = scaletrain::cuda::compute_stream(ctx);
   const ElemKind xk = elem_kind(x, "max_pool2d_backward x"), yk = elem_kind(y, "max_pool2d_backward y");
   const ElemKind dyk = elem_kind(dy, "max_pool2d_backward dy"), dxk = elem_kind(dx, "max_pool2d_backward dx");
-  if (indices_fit_int32(x, y))
-    max_pool2d_backward_kernel<int32_t><<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(
-        x.raw(), xk, y.raw(), yk, dy.raw(), dyk, dx.raw(), dxk, pool_shape<int32_t>(p, x, y));
-  else
-    max_pool2d_backward_kernel<int64_t><<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(
-        x.raw(), xk, y.raw(), yk, dy.raw(), dyk, dx.raw(), dxk, pool_shape<int64_t>(p, x, y));
+  with_pool_kernel(x, y, [&](auto index, auto group) {
+    using I = decltype(index);
+    constexpr int G = decltype(group)::value;
+    max_pool2d_backward_kernel<I, G><<<blocks_for(dx.numel() / G), kThreadsPerBlock, 0, stream>>>(
+        x.raw(), xk, y.raw(), yk, dy.raw(), dyk, dx.raw(), dxk, pool_shape<I>(p, x, y));
+  });
   ST_CHECK_LAUNCH();
 }
 
