@@ -4,7 +4,10 @@
 #
 # What goes in, under one top folder scaletrain-gpu-bundle/:
 #   bin/       BUILD_DIR/bin's programs and test binaries (fuzz_* skipped; symlinks into src/
-#              dropped: the device machine has the repository's own copy of src/).
+#              dropped: the device machine has the repository's own copy of src/), stripped of
+#              their symbol tables (strip --strip-unneeded: about 1 MB a program, and every
+#              program carries the CUDA kernels' fatbins too; nothing here reads the symbols:
+#              errors name their op, file and value, not a stack).
 #   lib/       every shared library that ldd lists for those programs and for the Open MPI / PMIx
 #              plugins below, except the CUDA family (libcuda, libcudart, libcublas*, libcudnn*,
 #              libnccl*, libnvidia-*, ...: the GPU machine has its own, found by gpu-check.sh) and
@@ -25,8 +28,9 @@
 #   data/fashion-mnist/  only with GPU_BUNDLE_DATA=fashion-mnist: Debian's four Fashion-MNIST .gz
 #              files (30 MB, already compressed: the archive grows by about as much), for the demo
 #              test (tests/gpu/test_demo.sh), since the GPU machine has no package registry.
-# Compressed with xz (.tar.xz, about 22 MiB, 1 min) or gzip (.tar.gz, about 33 MiB, faster; the
-# ctest uses it); both decompressors are on any Linux with Python, zstd may not be.
+# Compressed with xz (.tar.xz, about 35 MiB, under a minute on 2 cores) or gzip (.tar.gz, about
+# 55 MiB, faster; the ctest uses it); both decompressors are on any Linux with Python, zstd may not
+# be.
 # GPU_BUNDLE_LEVEL sets the compression level (xz default 6, gzip default 6).
 # Fails if the archive is over 60 MiB (the device tool carries 64 MiB in all).
 set -euo pipefail
@@ -69,6 +73,10 @@ for f in "$build_dir"/bin/*; do
     continue
   fi
   cp -p "$f" "$b/bin/"
+  if command -v strip >/dev/null && file -L "$b/bin/$name" | grep -q ELF; then
+    strip --strip-unneeded "$b/bin/$name"
+    echo "bin/$name: stripped" >>"$manifest"
+  fi
 done
 
 # 2. Open MPI and PMIx run-time files.

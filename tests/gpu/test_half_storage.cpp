@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -173,20 +174,25 @@ struct Operands {
   st::Tensor aligned, offset;  // the same values: at a block's start, and one element past it
 };
 
-Operands same_values_twice(st::Context& ctx, st::DType dtype, int64_t n, uint64_t seed) {
-  // Values in [-1, 1) from a multiplicative hash of the index: cheap for 64 M elements, and as
-  // mixed in sign as random ones.
-  st::Tensor host = st::Tensor::empty({n}, st::DType::f32);
+// Values in [-1, 1) from a multiplicative hash of the index, in `dtype` on ctx's device: cheap for
+// 64 M elements, and as mixed in sign as random ones.
+st::Tensor hashed_values(st::Context& ctx, st::DType dtype, const st::Shape& shape, uint64_t seed) {
+  st::Tensor host = st::Tensor::empty(shape, st::DType::f32);
   float* h = host.data<float>();
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0, n = host.numel(); i < n; ++i) {
     const uint32_t bits = (static_cast<uint32_t>(i) + static_cast<uint32_t>(seed) * 40503u) * 2654435761u;
     h[i] = static_cast<float>(bits >> 16) / 32768.0f - 1.0f;
   }
-  st::Tensor values = st::Tensor::empty({n}, dtype, ctx.device());
+  st::Tensor values = st::Tensor::empty(shape, dtype, ctx.device());
   if (dtype == st::DType::f32)
     values.copy_from(host.to(ctx.device()));
   else
     ops::cast_to_half(ctx, host.to(ctx.device()), values);
+  return values;
+}
+
+Operands same_values_twice(st::Context& ctx, st::DType dtype, int64_t n, uint64_t seed) {
+  const st::Tensor values = hashed_values(ctx, dtype, {n}, seed);
   Operands o;
   o.aligned = st::Tensor::view_of(st::Tensor::empty({n + 1}, dtype, ctx.device()), 0, {n});
   o.offset = st::Tensor::view_of(st::Tensor::empty({n + 1}, dtype, ctx.device()), 1, {n});
@@ -199,7 +205,7 @@ void compare_bits(st::Context& ctx, const st::Tensor& got, const st::Tensor& wan
   ctx.synchronize();
   const st::Tensor a = got.to(st::Device::cpu), b = want.to(st::Device::cpu);
   const bool same = a.bytes() == b.bytes() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
-  check(same, what + ": packed and element-wise kernels, bit for bit");
+  check(same, what + ", bit for bit");
 }
 
 // Whether t starts on a 16-byte boundary, where the packed kernels may run.
@@ -215,16 +221,17 @@ void check_packed_paths(st::Context& ctx, st::DType dtype, const char* name) {
         std::string(name) + ": the aligned operands start on 16-byte boundaries, the offset ones do not");
   ops::relu_forward(ctx, x.aligned, y.aligned);
   ops::relu_forward(ctx, x.offset, y.offset);
-  compare_bits(ctx, y.aligned, y.offset, std::string(name) + ": relu_forward");
+  compare_bits(ctx, y.aligned, y.offset, std::string(name) + ": relu_forward: packed and element-wise kernels");
   ops::relu_backward(ctx, y.aligned, dy.aligned, dy.aligned);  // in place, as the layers run it
   ops::relu_backward(ctx, y.offset, dy.offset, dy.offset);
-  compare_bits(ctx, dy.aligned, dy.offset, std::string(name) + ": relu_backward in place");
+  compare_bits(ctx, dy.aligned, dy.offset,
+               std::string(name) + ": relu_backward in place: packed and element-wise kernels");
   ops::add_forward(ctx, x.aligned, dy.aligned, y.aligned);
   ops::add_forward(ctx, x.offset, dy.offset, y.offset);
-  compare_bits(ctx, y.aligned, y.offset, std::string(name) + ": add_forward");
+  compare_bits(ctx, y.aligned, y.offset, std::string(name) + ": add_forward: packed and element-wise kernels");
   ops::add_inplace(ctx, acc.aligned, x.aligned);
   ops::add_inplace(ctx, acc.offset, x.offset);
-  compare_bits(ctx, acc.aligned, acc.offset, std::string(name) + ": add_inplace");
+  compare_bits(ctx, acc.aligned, acc.offset, std::string(name) + ": add_inplace: packed and element-wise kernels");
 }
 
 void time_packed_paths(st::Context& ctx, st::DType dtype, const char* name) {
@@ -255,6 +262,59 @@ void time_packed_paths(st::Context& ctx, st::DType dtype, const char* name) {
   line(
       "add_inplace", 3, [&] { ops::add_inplace(ctx, out.aligned, y.aligned); },
       [&] { ops::add_inplace(ctx, out.offset, y.offset); });
+}
+
+// Two more of ResNet-50's passes at its shapes, at batch 64 on a GPU (a quarter of the
+// benchmark's 256; batch 1 at a seventh of the size on the CPU), each timed against the way it ran
+// before, in the format f (printed, not checked):
+//   - the stem's max pool, 3x3 stride 2 over (64, 112, 112, 64), with its 32-bit, 4-channel
+//     kernels against the per-value 64-bit ones before them (SCALETRAIN_MAX_POOL_KERNEL=per-value),
+//     whose results must be the same bits (checked);
+//   - a block's input gradient, layer1's first 1x1 convolution (256 -> 64 channels at 56x56):
+//     conv2d_backward_data_add against conv2d_backward_data then add_inplace.
+void time_resnet_passes(st::Context& ctx, const Format& f) {
+  const bool gpu = ctx.device() != st::Device::cpu;
+  const int64_t n = gpu ? 64 : 1, stem = gpu ? 112 : 16, block = stem / 2;
+  const int runs = 7;
+  const ops::MaxPool2dParams mp;  // 3x3, stride 2, padding 1
+  const st::Tensor x = hashed_values(ctx, f.dtype, {n, stem, stem, 64}, 90);
+  const st::Shape ps = ops::max_pool2d_output_shape(mp, x.shape());
+  const st::Tensor dy = hashed_values(ctx, f.dtype, ps, 91);
+  st::Tensor y[2] = {half_on(ctx, f, ps), half_on(ctx, f, ps)};
+  st::Tensor dx[2] = {half_on(ctx, f, x.shape()), half_on(ctx, f, x.shape())};
+  double forward_ms[2], backward_ms[2];
+  for (int way = 0; way < 2; ++way) {  // 0: the kernels now, 1: the per-value ones before
+    if (way == 1) setenv("SCALETRAIN_MAX_POOL_KERNEL", "per-value", 1);
+    forward_ms[way] = st::gpu_test::median_ms(ctx, runs, [&] { ops::max_pool2d_forward(ctx, mp, x, y[way]); });
+    backward_ms[way] =
+        st::gpu_test::median_ms(ctx, runs, [&] { ops::max_pool2d_backward(ctx, mp, x, y[way], dy, dx[way]); });
+    unsetenv("SCALETRAIN_MAX_POOL_KERNEL");
+  }
+  compare_bits(ctx, y[0], y[1],
+               std::string(f.name) + ": max_pool2d_forward at ResNet-50's stem against the per-value kernels");
+  compare_bits(ctx, dx[0], dx[1],
+               std::string(f.name) + ": max_pool2d_backward at ResNet-50's stem against the per-value kernels");
+  std::printf(
+      "      %s: max_pool2d 3x3/2 over (%lld, %lld, %lld, 64): forward %.3f ms, backward %.3f ms; the per-value "
+      "kernels before: %.3f ms, %.3f ms (%.2fx, %.2fx)\n",
+      f.name, static_cast<long long>(n), static_cast<long long>(stem), static_cast<long long>(stem), forward_ms[0],
+      backward_ms[0], forward_ms[1], backward_ms[1], forward_ms[1] / forward_ms[0], backward_ms[1] / backward_ms[0]);
+
+  const ops::Conv2dParams p(1, 0);
+  const st::Tensor g = hashed_values(ctx, f.dtype, {n, block, block, 64}, 92);
+  const st::Tensor w = hashed_values(ctx, st::DType::f32, {64, 256, 1, 1}, 93);
+  st::Tensor sum = hashed_values(ctx, f.dtype, {n, block, block, 256}, 94);
+  st::Tensor gradient = half_on(ctx, f, sum.shape());
+  const double apart = st::gpu_test::median_ms(ctx, runs, [&] {
+    ops::conv2d_backward_data(ctx, p, g, w, gradient);
+    ops::add_inplace(ctx, sum, gradient);
+  });
+  const double added = st::gpu_test::median_ms(ctx, runs, [&] { ops::conv2d_backward_data_add(ctx, p, g, w, sum); });
+  std::printf(
+      "      %s: a block's input gradient, 1x1 256 -> 64 at %lldx%lld, batch %lld: added as stored %.3f ms, "
+      "the convolution then add_inplace %.3f ms (%.2fx)\n",
+      f.name, static_cast<long long>(block), static_cast<long long>(block), static_cast<long long>(n), added, apart,
+      apart / added);
 }
 
 void check_convolution(st::Context& ctx, const Format& f, int c, int o, int k, uint64_t seed) {
@@ -698,6 +758,7 @@ void check_format(st::Context& ctx, const Format& f) {
   check_elementwise(ctx, f);
   check_packed_paths(ctx, f.dtype, f.name);
   time_packed_paths(ctx, f.dtype, f.name);
+  time_resnet_passes(ctx, f);
   check_convolution(ctx, f, 3, 4, 3, 10);   // an odd channel count, a 3x3 filter (transposed)
   check_convolution(ctx, f, 8, 16, 1, 20);  // tensor-core friendly, 1x1
   check_convolution(ctx, f, 16, 8, 3, 30);

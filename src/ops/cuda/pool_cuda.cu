@@ -3,20 +3,19 @@
 // comparisons, the same first-maximum rule, the same windows and divisors (ops/pool_windows.hpp),
 // the same summation order.
 // One thread per output value (forward) or per input value (backward), channel fastest, so a
-// warp reads and writes contiguous channels (the max pool's threads take up to 4 consecutive
-// channels of one pixel each, and work its window out once for them). Backward gathers rather than scatters: each input
-// value sums the gradients of the windows that hold it (max: that pick it), in window order, so
-// no two threads write one dx value and the result is deterministic without atomics.
-// Own kernels rather than cuDNN pooling, which has no ceil mode (its output size is always
-// floor's) and no adaptive pooling, so it cannot compute PyTorch's ceil-mode or adaptive windows;
-// PyTorch itself pools with own kernels.
-// 16-bit storage (with_half_storage, ops/op.hpp): each tensor is read and written in its own
-// format (f32, f16 or bf16, ops/cuda/half_io.cuh); every kernel computes in float (or double, as
-// before) and stores each value once, so a 16-bit output has the bits of the fp32 kernel's output
-// rounded by the dispatch (gpu.half_storage), and the max pool's comparisons see the same widened
-// values.
+// warp reads and writes contiguous channels (the max pool's threads take 4 consecutive channels
+// of one pixel each where C allows, and work its window out once for them). Backward gathers rather than scatters: each
+// input value sums the gradients of the windows that hold it (max: that pick it), in window order, so no two threads
+// write one dx value and the result is deterministic without atomics. Own kernels rather than cuDNN pooling, which has
+// no ceil mode (its output size is always floor's) and no adaptive pooling, so it cannot compute PyTorch's ceil-mode or
+// adaptive windows; PyTorch itself pools with own kernels. 16-bit storage (with_half_storage, ops/op.hpp): each tensor
+// is read and written in its own format (f32, f16 or bf16, ops/cuda/half_io.cuh); every kernel computes in float (or
+// double, as before) and stores each value once, so a 16-bit output has the bits of the fp32 kernel's output rounded by
+// the dispatch (gpu.half_storage), and the max pool's comparisons see the same widened values.
 #include <cstdint>
+#include <cstdlib>
 #include <cuda/std/limits>
+#include <string>
 #include <type_traits>
 
 #include "backend/cuda/cuda_context.hpp"
@@ -69,7 +68,7 @@ __device__ inline I last_covering(I pos, I out, const PoolShape<I>& s) {
   return last < out - 1 ? last : out - 1;
 }
 
-// One thread per output pixel and G consecutive channels (G = 4, 2 or 1, the largest dividing C):
+// One thread per output pixel and G consecutive channels (G = 4 where C allows, else 1):
 // the pixel's position and window are worked out once for its G channels, and each channel's
 // maximum is taken over the window in the same row-major order as the CPU's.
 template <typename I, int G>
@@ -261,27 +260,27 @@ void avg_backward(Context& ctx, const Tensor& dy, Tensor& dx, const pool::AvgAxi
 
 namespace {
 
-// The channels per thread: 4, 2 or 1, the largest dividing C.
-int channel_group(int64_t c) { return c % 4 == 0 ? 4 : (c % 2 == 0 ? 2 : 1); }
+// The test hook SCALETRAIN_MAX_POOL_KERNEL=per-value runs the kernels as they were before the
+// 32-bit indices and channel groups (64-bit indices, one value per thread), for side-by-side
+// timings (gpu.half_storage). Read at each call, so that one process can time both ways.
+bool per_value_kernels() {
+  const char* hook = std::getenv("SCALETRAIN_MAX_POOL_KERNEL");
+  return hook != nullptr && std::string(hook) == "per-value";
+}
 
-// Runs launch(I{}, std::integral_constant<int, G>{}) for the index type and channel group of this
-// pooling.
+// Runs launch(I{}, std::integral_constant<int, G>{}) with the kernels for this pooling: 32-bit
+// indices where they fit, with 4 channels per thread where C is a multiple of 4 (every CNN here
+// but for odd test shapes), else one; 64-bit indices one value per thread (tensors past 2^31
+// elements, and the test hook). Three instantiations per direction, not six: each is linked into
+// every program, and the GPU bundle must stay under the device tool's 64 MiB.
 template <typename Launch>
 void with_pool_kernel(const Tensor& x, const Tensor& y, Launch&& launch) {
-  auto with_group = [&](auto index) {
-    switch (channel_group(x.dim(3))) {
-      case 4:
-        return launch(index, std::integral_constant<int, 4>{});
-      case 2:
-        return launch(index, std::integral_constant<int, 2>{});
-      default:
-        return launch(index, std::integral_constant<int, 1>{});
-    }
-  };
-  if (indices_fit_int32(x, y))
-    with_group(int32_t{});
+  if (per_value_kernels() || !indices_fit_int32(x, y))
+    launch(int64_t{}, std::integral_constant<int, 1>{});
+  else if (x.dim(3) % 4 == 0)
+    launch(int32_t{}, std::integral_constant<int, 4>{});
   else
-    with_group(int64_t{});
+    launch(int32_t{}, std::integral_constant<int, 1>{});
 }
 
 }  // namespace
