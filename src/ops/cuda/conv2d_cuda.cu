@@ -497,22 +497,30 @@ const ConvPlan& conv_plan(Context& ctx, Direction dir, const ConvDims& d) {
 }
 
 // dst[b][j][i] = src[b][i][j] for `batches` row-major (rows x cols) matrices: OIHW -> OHWI is
-// (C/G, KH*KW) -> (KH*KW, C/G) per output channel, OHWI -> OIHW the reverse.
-__global__ void batched_transpose(const float* __restrict__ src, float* __restrict__ dst, int64_t batches, int64_t rows,
+// (C/G, KH*KW) -> (KH*KW, C/G) per output channel, OHWI -> OIHW the reverse. Each element is
+// converted as it moves (ElemKind: f32 to f32, f32 to a 16-bit format with one rounding to
+// nearest even, a 16-bit format to f32 exactly: the cast kernels' conversions), so that a filter
+// is transposed and cast in one pass rather than two.
+__global__ void batched_transpose(const void* src, ElemKind sk, void* dst, ElemKind dk, int64_t batches, int64_t rows,
                                   int64_t cols) {
   const int64_t per = rows * cols, total = batches * per;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = grid_first(); i < total; i += grid_stride()) {
     const int64_t b = i / per, r = i - b * per;
     const int64_t j = r / rows, k = r - j * rows;  // dst (b, j, k) = src (b, k, j)
-    dst[i] = src[b * per + k * cols + j];
+    store_float(dst, dk, i, load_float(src, sk, b * per + k * cols + j));
   }
 }
 
-void launch_transpose(Context& ctx, const float* src, float* dst, int64_t batches, int64_t rows, int64_t cols) {
+ElemKind kind_of(const std::optional<HalfFormat>& half) {
+  if (!half) return ElemKind::f32;
+  return *half == HalfFormat::fp16 ? ElemKind::f16 : ElemKind::bf16;
+}
+
+void launch_transpose(Context& ctx, const void* src, ElemKind sk, void* dst, ElemKind dk, int64_t batches, int64_t rows,
+                      int64_t cols) {
   const int64_t total = batches * rows * cols;
   batched_transpose<<<scaletrain::cuda::blocks_for(total), scaletrain::cuda::kThreadsPerBlock, 0,
-                      scaletrain::cuda::compute_stream(ctx)>>>(src, dst, batches, rows, cols);
+                      scaletrain::cuda::compute_stream(ctx)>>>(src, sk, dst, dk, batches, rows, cols);
   ST_CHECK_LAUNCH();
 }
 
@@ -533,21 +541,27 @@ std::size_t copy_bytes_for(const ConvData& data, const Tensor& t) {
   return align_scratch(std::size_t(t.numel()) * (data.half ? 2 : sizeof(float)));
 }
 
-// One scratch block: the OHWI weights (when a transpose is needed), then the copies in the plan's
+// Bytes of the fp32 OHWI filter (or filter gradient) where a transpose is needed in an fp32 plan;
+// a 16-bit plan's transpose goes straight into (or comes straight from) the 16-bit copy.
+std::size_t fp32_transpose_bytes(const ConvDims& d, const ConvData& data, int64_t w_count) {
+  return needs_transpose(d) && !data.half ? align_scratch(sizeof(float) * std::size_t(w_count)) : 0;
+}
+
+// One scratch block: the fp32 OHWI weights (fp32_transpose_bytes), then the copies in the plan's
 // format of the convolution's three tensors (x or dx, the filter, y or dy) where they are not in
 // it, then cuDNN's workspace.
 struct Scratch {
-  float* weights = nullptr;
-  void* x = nullptr;  // x (forward, backward filter) or dx (backward data)
-  void* w = nullptr;  // 16-bit: the OHWI filter, or dw (backward filter)
-  void* y = nullptr;  // y (forward) or dy (backward)
+  float* weights = nullptr;  // fp32 plans: the OHWI filter, or dw (backward filter), where transposed
+  void* x = nullptr;         // x (forward, backward filter) or dx (backward data)
+  void* w = nullptr;         // 16-bit: the OHWI filter, or dw (backward filter)
+  void* y = nullptr;         // y (forward) or dy (backward)
   void* workspace = nullptr;
 };
 
 Scratch scratch_for(Context& ctx, const ConvDims& d, const ConvPlan& plan, const ConvData& data, const Tensor& x_like,
                     const Tensor& y_like) {
   const int64_t w_count = int64_t{d.o} * d.group_channels() * d.kh * d.kw;
-  const std::size_t weight_bytes = needs_transpose(d) ? align_scratch(sizeof(float) * std::size_t(w_count)) : 0;
+  const std::size_t weight_bytes = fp32_transpose_bytes(d, data, w_count);
   const std::size_t x_bytes = copy_bytes_for(data, x_like);
   const std::size_t w_bytes = data.copy_bytes(w_count);
   const std::size_t y_bytes = copy_bytes_for(data, y_like);
@@ -571,6 +585,18 @@ const void* filter_operand(Context& ctx, const ConvData& data, const float* src,
   if (!data.half) return src;
   launch_cast_to_half(scaletrain::cuda::compute_stream(ctx), src, copy, count, *data.half);
   return copy;
+}
+
+// The OHWI filter cuDNN reads, from the fp32 OIHW weight w: w itself where the two layouts agree
+// (fp32 plan) or its 16-bit copy in `copy`; else w transposed into `weights` (fp32 plan) or
+// transposed and cast into `copy` in one pass (16-bit plan).
+const void* filter_for_plan(Context& ctx, const ConvDims& d, const ConvData& data, const Tensor& w, float* weights,
+                            void* copy) {
+  const float* src = static_cast<const float*>(w.raw());
+  if (!needs_transpose(d)) return filter_operand(ctx, data, src, w.numel(), copy);
+  void* dst = data.half ? copy : weights;
+  launch_transpose(ctx, src, ElemKind::f32, dst, kind_of(data.half), d.o, d.group_channels(), int64_t{d.kh} * d.kw);
+  return dst;
 }
 
 // An activation operand: t itself in the plan's format, else its copy in `copy`.
@@ -600,10 +626,25 @@ void finish_result(Context& ctx, const ConvData& data, const void* copy, Tensor&
     launch_cast_to_half(stream, static_cast<const float*>(copy), t.raw(), t.numel(), half_format_of(t));
 }
 
-// The fp32 filter gradient: `dst` itself in fp32, else the 16-bit `copy`, widened into dst after.
-void* filter_result(const ConvData& data, float* dst, void* copy) { return data.half ? copy : dst; }
-void widen_filter_result(Context& ctx, const ConvData& data, const void* copy, float* dst, int64_t count) {
-  if (data.half) launch_cast_from_half(scaletrain::cuda::compute_stream(ctx), copy, dst, count, *data.half);
+// Where cuDNN writes the OHWI filter gradient: the 16-bit `copy` (16-bit plan); else dw itself
+// where the layouts agree, or `weights` to be transposed into it.
+void* filter_result(const ConvDims& d, const ConvData& data, Tensor& dw, float* weights, void* copy) {
+  if (data.half) return copy;
+  return needs_transpose(d) ? weights : dw.raw();
+}
+
+// dw (fp32 OIHW) from what cuDNN wrote: the 16-bit copy widened, transposed where the layouts
+// differ (one pass), or the fp32 OHWI scratch transposed.
+void finish_filter_gradient(Context& ctx, const ConvDims& d, const ConvData& data, const void* written, Tensor& dw) {
+  if (!needs_transpose(d)) {
+    if (data.half)
+      launch_cast_from_half(scaletrain::cuda::compute_stream(ctx), written, static_cast<float*>(dw.raw()), dw.numel(),
+                            *data.half);
+    return;
+  }
+  // OHWI (O, KH*KW, C) back to our OIHW (O, C, KH*KW).
+  launch_transpose(ctx, written, kind_of(data.half), dw.raw(), ElemKind::f32, d.o, int64_t{d.kh} * d.kw,
+                   d.group_channels());
 }
 
 // The bias's descriptors, (1, O, 1, 1) against y or dy (N, O, OH, OW) in NHWC. Made per call: two
@@ -724,13 +765,8 @@ void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const 
   const ConvPlan& plan = conv_plan(ctx, Direction::forward, d);
   const ConvData& data = plan.data;
   const Scratch s = scratch_for(ctx, d, plan, data, x, y);
-  const float* w_ohwi = static_cast<const float*>(w.raw());  // OIHW is OHWI unless needs_transpose
-  if (needs_transpose(d)) {
-    launch_transpose(ctx, w_ohwi, s.weights, d.o, d.group_channels(), int64_t{d.kh} * d.kw);
-    w_ohwi = s.weights;
-  }
   const void* x_in = operand(ctx, data, x, s.x);
-  const void* w_in = filter_operand(ctx, data, w_ohwi, w.numel(), s.w);
+  const void* w_in = filter_for_plan(ctx, d, data, w, s.weights, s.w);
   void* y_out = result(data, y, s.y);
   if (graph_runs(plan, Direction::forward, d, x_in, w_in, y_out)) {
     run_graph_plan(ctx, Direction::forward, d, plan, x_in, w_in, y_out, s.workspace);
@@ -792,16 +828,12 @@ bool run_fused_bias_relu(Context& ctx, const ConvDims& d, const ConvPlan& plan, 
                          const Tensor& b, Tensor& y) {
   const ConvData& data = plan.data;
   const int64_t w_count = w.numel();
-  const std::size_t weight_bytes = needs_transpose(d) ? align_scratch(sizeof(float) * std::size_t(w_count)) : 0;
+  const std::size_t weight_bytes = fp32_transpose_bytes(d, data, w_count);
   const std::size_t w_bytes = data.copy_bytes(w_count), b_bytes = data.copy_bytes(d.o);
   char* block =
       static_cast<char*>(scaletrain::cuda::workspace(ctx, weight_bytes + w_bytes + b_bytes + plan.workspace_bytes));
-  const float* w_ohwi = static_cast<const float*>(w.raw());
-  if (needs_transpose(d)) {
-    launch_transpose(ctx, w_ohwi, reinterpret_cast<float*>(block), d.o, d.group_channels(), int64_t{d.kh} * d.kw);
-    w_ohwi = reinterpret_cast<const float*>(block);
-  }
-  const void* w_in = filter_operand(ctx, data, w_ohwi, w_count, block + weight_bytes);
+  float* weights = weight_bytes > 0 ? reinterpret_cast<float*>(block) : nullptr;
+  const void* w_in = filter_for_plan(ctx, d, data, w, weights, block + weight_bytes);
   const void* b_in = filter_operand(ctx, data, static_cast<const float*>(b.raw()), d.o, block + weight_bytes + w_bytes);
   void* work = plan.workspace_bytes > 0 ? block + weight_bytes + w_bytes + b_bytes : nullptr;
   TensorDesc bias;
@@ -863,12 +895,7 @@ cudnnStatus_t run_backward_data(Context& ctx, const ConvDims& d, const ConvPlan&
   ST_CHECK(beta == 0.0f || (!plan.graph && in_plan_format(data, dx)),
            "internal: conv2d_backward_data blends only into dx in its plan's format, through the legacy API");
   const Scratch s = scratch_for(ctx, d, plan, data, dx, dy);
-  const float* w_ohwi = static_cast<const float*>(w.raw());  // OIHW is OHWI unless needs_transpose
-  if (needs_transpose(d)) {
-    launch_transpose(ctx, w_ohwi, s.weights, d.o, d.group_channels(), int64_t{d.kh} * d.kw);
-    w_ohwi = s.weights;
-  }
-  const void* w_in = filter_operand(ctx, data, w_ohwi, w.numel(), s.w);
+  const void* w_in = filter_for_plan(ctx, d, data, w, s.weights, s.w);
   const void* dy_in = operand(ctx, data, dy, s.y);
   void* dx_out = result(data, dx, s.x);
   if (beta == 0.0f && graph_runs(plan, Direction::backward_data, d, dx_out, w_in, dy_in)) {
@@ -956,10 +983,9 @@ void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x
   const ConvPlan& plan = conv_plan(ctx, Direction::backward_filter, d);
   const ConvData& data = plan.data;
   const Scratch s = scratch_for(ctx, d, plan, data, x, dy);
-  float* dw_ohwi = needs_transpose(d) ? s.weights : static_cast<float*>(dw.raw());
   const void* x_in = operand(ctx, data, x, s.x);
   const void* dy_in = operand(ctx, data, dy, s.y);
-  void* dw_out = filter_result(data, dw_ohwi, s.w);
+  void* dw_out = filter_result(d, data, dw, s.weights, s.w);
   if (graph_runs(plan, Direction::backward_filter, d, x_in, dw_out, dy_in)) {
     run_graph_plan(ctx, Direction::backward_filter, d, plan, x_in, dw_out, dy_in, s.workspace);
   } else {
@@ -969,10 +995,7 @@ void conv2d_backward_filter(Context& ctx, const Conv2dParams& p, const Tensor& x
                                                   static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), s.workspace,
                                                   plan.workspace_bytes, &zero, plan.w.get(), dw_out));
   }
-  widen_filter_result(ctx, data, s.w, dw_ohwi, dw.numel());
-  // OHWI (O, KH*KW, C) back to our OIHW (O, C, KH*KW).
-  if (needs_transpose(d))
-    launch_transpose(ctx, dw_ohwi, static_cast<float*>(dw.raw()), d.o, int64_t{d.kh} * d.kw, d.group_channels());
+  finish_filter_gradient(ctx, d, data, dw_out, dw);
 }
 
 }  // namespace scaletrain::ops::cuda
