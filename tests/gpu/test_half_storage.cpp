@@ -264,6 +264,32 @@ void time_packed_paths(st::Context& ctx, st::DType dtype, const char* name) {
       [&] { ops::add_inplace(ctx, out.offset, y.offset); });
 }
 
+// An environment variable set to `value` (unset where nullptr) for the object's life, then put
+// back as it was, exceptions included.
+class HookSetting {
+ public:
+  HookSetting(const char* name, const char* value) : name_(name) {
+    if (const char* before = std::getenv(name)) before_ = before, had_ = true;
+    if (value != nullptr)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~HookSetting() {
+    if (had_)
+      setenv(name_, before_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  HookSetting(const HookSetting&) = delete;
+  HookSetting& operator=(const HookSetting&) = delete;
+
+ private:
+  const char* name_;
+  std::string before_;
+  bool had_ = false;
+};
+
 // Two more of ResNet-50's passes at its shapes, at batch 64 on a GPU (a quarter of the
 // benchmark's 256; batch 1 at a seventh of the size on the CPU), each timed against the way it ran
 // before, in the format f (printed, not checked):
@@ -284,11 +310,10 @@ void time_resnet_passes(st::Context& ctx, const Format& f) {
   st::Tensor dx[2] = {half_on(ctx, f, x.shape()), half_on(ctx, f, x.shape())};
   double forward_ms[2], backward_ms[2];
   for (int way = 0; way < 2; ++way) {  // 0: the kernels now, 1: the per-value ones before
-    if (way == 1) setenv("SCALETRAIN_MAX_POOL_KERNEL", "per-value", 1);
+    const HookSetting hook("SCALETRAIN_MAX_POOL_KERNEL", way == 1 ? "per-value" : nullptr);
     forward_ms[way] = st::gpu_test::median_ms(ctx, runs, [&] { ops::max_pool2d_forward(ctx, mp, x, y[way]); });
     backward_ms[way] =
         st::gpu_test::median_ms(ctx, runs, [&] { ops::max_pool2d_backward(ctx, mp, x, y[way], dy, dx[way]); });
-    unsetenv("SCALETRAIN_MAX_POOL_KERNEL");
   }
   compare_bits(ctx, y[0], y[1],
                std::string(f.name) + ": max_pool2d_forward at ResNet-50's stem against the per-value kernels");

@@ -28,10 +28,11 @@ cublasHandle_t cublas_handle(Context& ctx);
 void* workspace(Context& ctx, std::size_t bytes);
 
 constexpr int kThreadsPerBlock = 256;
+constexpr int64_t kMaxBlocks = 65535;  // blocks_for's cap
 // Blocks for one thread per element, capped: kernels loop with a grid stride beyond the cap.
 inline unsigned blocks_for(int64_t n) {
   const int64_t blocks = (n + kThreadsPerBlock - 1) / kThreadsPerBlock;
-  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 ? 65535 : blocks));
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > kMaxBlocks ? kMaxBlocks : blocks));
 }
 
 }  // namespace scaletrain::cuda

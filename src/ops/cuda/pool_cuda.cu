@@ -58,7 +58,7 @@ __device__ inline Window<I> window(const PoolShape<I>& s, I oy, I ox) {
 template <typename I>
 __device__ inline I first_covering(I pos, const PoolShape<I>& s) {
   const I t = pos + s.padding - s.kernel + 1;
-  return t <= 0 ? 0 : (t + s.stride - 1) / s.stride;
+  return t <= 0 ? 0 : (t - 1) / s.stride + 1;  // ceil(t / stride), with no sum that could overflow I
 }
 
 // The last output index whose window covers `pos`, within [0, out).
@@ -227,7 +227,7 @@ PoolShape<I> pool_shape(const MaxPool2dParams& p, const Tensor& x, const Tensor&
 // Whether the 32-bit kernels may run: every element index of x and y, and the grid-stride loop's
 // index past the last (at most the largest grid's thread count more), fit in int32_t.
 bool indices_fit_int32(const Tensor& x, const Tensor& y) {
-  constexpr int64_t kLargestGrid = int64_t{65535} * kThreadsPerBlock;
+  constexpr int64_t kLargestGrid = scaletrain::cuda::kMaxBlocks * kThreadsPerBlock;
   constexpr int64_t kLimit = int64_t{INT32_MAX} - kLargestGrid;
   return x.numel() < kLimit && y.numel() < kLimit;
 }
