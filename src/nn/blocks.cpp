@@ -67,7 +67,8 @@ void Branches::list_ops(ops::OpNames& ops, bool training) const {
   ops.insert("concat_channels_forward");
   if (!training) return;
   ops.insert("concat_channels_backward");
-  if (branches_.size() > 1) ops.insert("add_inplace");
+  // The branches' input gradients summed: added as a convolution stores them, else after.
+  if (branches_.size() > 1) ops.insert({"add_inplace", "conv2d_backward_data_add"});
 }
 
 Tensor Branches::forward(Context& ctx, const Tensor& x, bool training) {
@@ -97,12 +98,15 @@ Tensor Branches::backward(Context& ctx, const Tensor& dy, bool need_dx) {
   ops::concat_channels_backward(ctx, dy, dys);
   Tensor dx;
   for (std::size_t i = branches_.size(); i-- > 0;) {
-    Tensor d = branches_[i]->backward(ctx, dys[i], need_dx);
-    if (!need_dx) continue;
-    if (!dx.defined())
-      dx = d;  // the last branch's input gradient (fresh, or its part of dy): summed into in place
-    else
-      ops::add_inplace(ctx, dx, d);
+    if (!need_dx) {
+      branches_[i]->backward(ctx, dys[i], false);
+    } else if (!dx.defined()) {
+      dx = branches_[i]->backward(ctx, dys[i], true);  // the last branch's (fresh): the others add into it
+    } else {
+      // A branch that starts with a convolution adds its input gradient as it stores it
+      // (Module::backward_adding); one that starts with a pool adds after.
+      branches_[i]->backward_adding(ctx, dys[i], dx);
+    }
   }
   return dx;
 }

@@ -486,7 +486,11 @@ Tensor Sequential::backward_first(Context& ctx, const Tensor& dy, bool need_dx, 
 }
 
 void Sequential::backward_first_adding(Context& ctx, const Tensor& dy, std::size_t count, Tensor& sum) {
-  ST_CHECK(count >= 1 && count <= modules_.size(), "Sequential: " << count << " of " << modules_.size() << " modules");
+  ST_CHECK(count <= modules_.size(), "Sequential: " << count << " of " << modules_.size() << " modules");
+  if (count == 0) {  // no layer: the input gradient is dy itself
+    ops::add_inplace(ctx, sum, dy);
+    return;
+  }
   Tensor g = dy;
   for (std::size_t i = count; i-- > 1;) g = modules_[i]->backward(ctx, g, true);
   modules_[0]->backward_adding(ctx, g, sum);

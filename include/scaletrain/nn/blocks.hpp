@@ -54,7 +54,8 @@ class FlattenCHW : public Module {
 // layer at the head of a branch). Backward splits dy into per-branch gradients, then runs the
 // branches' backward in REVERSE order, last registered first, so that parameter gradients are
 // marked ready in reverse registration order (the bucketed all-reduce starts on the last buckets);
-// it sums the branches' input gradients into the last branch's with add_inplace, in a fixed order.
+// it sums the branches' input gradients into the last branch's in a fixed order, each added as
+// its branch's first convolution stores it (Module::backward_adding), or after (add_inplace).
 class Branches : public Module {
  public:
   // Appends an empty branch and returns it for the caller to fill (emplace).
