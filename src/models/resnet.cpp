@@ -28,10 +28,11 @@ void ResidualBlock::list_ops(ops::OpNames& ops, bool training) const {
   if (downsample_) downsample_->list_ops(ops, training);
   relu_.list_ops(ops, training);
   ops.insert("add_forward");  // the residual sum
-  // Backward's sum of the branches' gradients (the main branch's first convolution adds into the
+  if (!training) return;
+  // Backward's sum of the branches' gradients (the main branch's first layer adds into the
   // shortcut's); the fused end of the block (--fuse bn-add-relu).
-  if (training)
-    ops.insert({"conv2d_backward_data_add", "batch_norm_add_relu_forward_training", "batch_norm_add_relu_backward"});
+  main_.list_backward_adding_ops(ops);
+  ops.insert({"batch_norm_add_relu_forward_training", "batch_norm_add_relu_backward"});
 }
 
 nn::BatchNorm2d& ResidualBlock::last_batch_norm() {

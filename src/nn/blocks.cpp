@@ -67,8 +67,9 @@ void Branches::list_ops(ops::OpNames& ops, bool training) const {
   ops.insert("concat_channels_forward");
   if (!training) return;
   ops.insert("concat_channels_backward");
-  // The branches' input gradients summed: added as a convolution stores them, else after.
-  if (branches_.size() > 1) ops.insert({"add_inplace", "conv2d_backward_data_add"});
+  // The branches' input gradients summed into the last one's: each added as the branch's first
+  // convolution stores it, or after.
+  for (std::size_t i = 0; i + 1 < branches_.size(); ++i) branches_[i]->list_backward_adding_ops(ops);
 }
 
 Tensor Branches::forward(Context& ctx, const Tensor& x, bool training) {

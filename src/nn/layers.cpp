@@ -44,6 +44,8 @@ void Module::backward_adding(Context& ctx, const Tensor& dy, Tensor& sum) {
   ops::add_inplace(ctx, sum, dx);
 }
 
+void Module::list_backward_adding_ops(ops::OpNames& ops) const { ops.insert("add_inplace"); }
+
 // ---- initialisation ----
 
 namespace {
@@ -181,6 +183,8 @@ void Conv2d::backward_adding(Context& ctx, const Tensor& dy, Tensor& sum) {
                                             << ", the input " << shape_string(x_.shape()));
   ops::conv2d_backward_data_add(ctx, conv_, dy, params_->value(weight_), sum);
 }
+
+void Conv2d::list_backward_adding_ops(ops::OpNames& ops) const { ops.insert("conv2d_backward_data_add"); }
 
 void Conv2d::initialize(Rng& rng) {
   const double receptive = static_cast<double>(spec_.kernel_h) * spec_.kernel_w;
@@ -498,6 +502,13 @@ void Sequential::backward_first_adding(Context& ctx, const Tensor& dy, std::size
 
 void Sequential::backward_adding(Context& ctx, const Tensor& dy, Tensor& sum) {
   backward_first_adding(ctx, dy, modules_.size(), sum);
+}
+
+void Sequential::list_backward_adding_ops(ops::OpNames& ops) const {
+  if (modules_.empty())
+    ops.insert("add_inplace");  // backward_first_adding adds dy itself
+  else
+    modules_.front()->list_backward_adding_ops(ops);
 }
 
 void Sequential::list_ops(ops::OpNames& ops, bool training) const {

@@ -1,9 +1,11 @@
 // The parameter-free layers of include/scaletrain/nn/blocks.hpp: LocalResponseNorm and FlattenCHW
 // shapes and ops; Branches (Inception's concatenation of parallel branches), nested and with
 // convolutions, against central differences of a scalar loss, its gradients marked ready in
-// reverse registration order, need_dx = false, and the ops it lists against the ops it dispatches.
+// reverse registration order, need_dx = false, the ops it lists against the ops it dispatches, and
+// an identity (empty) branch's part of dy added into the other branch's input gradient.
 // The ops' values are op cases (tests/support/op_cases.cpp).
 #include <boost/test/unit_test.hpp>
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -205,6 +207,38 @@ BOOST_AUTO_TEST_CASE(branches_list_the_ops_they_dispatch) {
   BOOST_TEST(names(listed_evaluation) == names(evaluation));
   BOOST_TEST(training.count("concat_channels_backward") == 1u);
   BOOST_TEST(training.count("add_inplace") == 1u);
+  // Branch 0 and the nested branch starting with a convolution add their input gradients as the
+  // convolution stores them.
+  BOOST_TEST(training.count("conv2d_backward_data_add") == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(an_identity_branch_adds_its_part_of_dy) {
+  // [identity | 1x1 conv]: the identity (an empty branch, not the last) adds its part of dy into
+  // the convolution's input gradient, which is computed alone here for the expectation.
+  nn::ParameterSet ps;
+  nn::Branches block;
+  block.add_branch();
+  nn::Conv2d& conv = block.add_branch().emplace<nn::Conv2d>(ps, "conv", 3, 4, 1, 1, 0);
+  ps.finalize();
+  Rng rng(5);
+  block.initialize(rng);
+  Context ctx;
+  const int64_t pixels = 2 * 3 * 3;
+  const Tensor x = to_tensor(random_vector(pixels * 3, 6), {2, 3, 3, 3});
+  BOOST_TEST(block.forward(ctx, x, true).shape() == (Shape{2, 3, 3, 7}));
+  const std::vector<double> dy = random_vector(pixels * 7, 7);
+  const std::vector<double> dx = to_vector(block.backward(ctx, to_tensor(dy, {2, 3, 3, 7}), true));
+  std::vector<double> conv_dy;
+  for (int64_t p = 0; p < pixels; ++p)
+    for (int c = 3; c < 7; ++c) conv_dy.push_back(dy[p * 7 + c]);
+  conv.forward(ctx, x, true);
+  const std::vector<double> conv_dx = to_vector(conv.backward(ctx, to_tensor(conv_dy, {2, 3, 3, 4}), true));
+  BOOST_REQUIRE_EQUAL(dx.size(), conv_dx.size());
+  for (int64_t p = 0; p < pixels; ++p)
+    for (int c = 0; c < 3; ++c) {
+      const double want = conv_dx[p * 3 + c] + dy[p * 7 + c];
+      BOOST_TEST(std::abs(dx[p * 3 + c] - want) <= 1e-6 * (1.0 + std::abs(want)));
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -126,6 +126,7 @@ class Conv2d : public Module {
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) override;
   // The same gradients, dx added into `sum` as it is stored (ops::conv2d_backward_data_add).
   void backward_adding(Context& ctx, const Tensor& dy, Tensor& sum) override;
+  void list_backward_adding_ops(ops::OpNames& ops) const override;
   // By spec.init (initialize_parameters).
   void initialize(Rng& rng) override;
   void list_ops(ops::OpNames& ops, bool training) const override;
@@ -328,6 +329,7 @@ class Sequential : public Module {
   Tensor forward(Context& ctx, const Tensor& x, bool training) override;
   Tensor backward(Context& ctx, const Tensor& dy, bool need_dx = true) override;
   void backward_adding(Context& ctx, const Tensor& dy, Tensor& sum) override;
+  void list_backward_adding_ops(ops::OpNames& ops) const override;  // its first module's
   void initialize(Rng& rng) override;
   void list_ops(ops::OpNames& ops, bool training) const override;
 

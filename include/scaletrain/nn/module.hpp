@@ -29,6 +29,9 @@ class Module {
   // convolution adds as it stores its input gradient (ops::conv2d_backward_data_add), saving a
   // pass over the gradient.
   virtual void backward_adding(Context& ctx, const Tensor& dy, Tensor& sum);
+  // Adds the ops backward_adding runs beyond backward's (list_ops): add_inplace here, the
+  // convolution's own adding op in Conv2d.
+  virtual void list_backward_adding_ops(ops::OpNames& ops) const;
   // Fills parameters with their initial values (after ParameterSet::finalize).
   virtual void initialize(Rng& rng) = 0;
   // Adds the ops (ops/registry.hpp) its forward runs in evaluation, and with `training` also in
