@@ -68,6 +68,24 @@ __device__ inline I last_covering(I pos, I out, const PoolShape<I>& s) {
   return last < out - 1 ? last : out - 1;
 }
 
+// Thread g's pixel (b, y, x) in an (N, rows, cols) image grid and its first channel j0, for G
+// consecutive channels a thread (`groups` = C / G threads a pixel).
+template <typename I>
+struct PixelChannels {
+  I pixel, b, y, x, j0;
+};
+template <typename I, int G>
+__device__ inline PixelChannels<I> pixel_channels(I g, I groups, I rows, I cols) {
+  PixelChannels<I> p;
+  p.j0 = (g % groups) * G;
+  p.pixel = g / groups;
+  p.x = p.pixel % cols;
+  const I t = p.pixel / cols;
+  p.y = t % rows;
+  p.b = t / rows;
+  return p;
+}
+
 // One thread per output pixel and G consecutive channels (G = 4 where C allows, else 1):
 // the pixel's position and window are worked out once for its G channels, and each channel's
 // maximum is taken over the window in the same row-major order as the CPU's.
@@ -76,13 +94,9 @@ __global__ void max_pool2d_forward_kernel(const void* x, ElemKind xk, void* y, E
   const I groups = s.c / G;
   const I total = s.n * s.oh * s.ow * groups;
   for (I g = static_cast<I>(grid_first()); g < total; g += static_cast<I>(grid_stride())) {
-    const I j0 = (g % groups) * G;
-    const I pixel = g / groups;  // (b, oy, ox)
-    const I ox = pixel % s.ow;
-    const I t = pixel / s.ow;
-    const I oy = t % s.oh;
-    const I b = t / s.oh;
-    const Window<I> win = window(s, oy, ox);
+    const PixelChannels<I> o = pixel_channels<I, G>(g, groups, s.oh, s.ow);
+    const I b = o.b, j0 = o.j0;
+    const Window<I> win = window(s, o.y, o.x);
     float best[G];
 #pragma unroll
     for (int k = 0; k < G; ++k) best[k] = -::cuda::std::numeric_limits<float>::infinity();
@@ -96,7 +110,7 @@ __global__ void max_pool2d_forward_kernel(const void* x, ElemKind xk, void* y, E
         }
       }
 #pragma unroll
-    for (int k = 0; k < G; ++k) store_float(y, yk, pixel * s.c + j0 + k, best[k]);
+    for (int k = 0; k < G; ++k) store_float(y, yk, o.pixel * s.c + j0 + k, best[k]);
   }
 }
 
@@ -112,12 +126,8 @@ __global__ void max_pool2d_backward_kernel(const void* x, ElemKind xk, const voi
   const I groups = s.c / G;
   const I total = s.n * s.h * s.w * groups;
   for (I g = static_cast<I>(grid_first()); g < total; g += static_cast<I>(grid_stride())) {
-    const I j0 = (g % groups) * G;
-    const I pixel = g / groups;  // (b, iy, ix)
-    const I ix = pixel % s.w;
-    const I t = pixel / s.w;
-    const I iy = t % s.h;
-    const I b = t / s.h;
+    const PixelChannels<I> in = pixel_channels<I, G>(g, groups, s.h, s.w);
+    const I pixel = in.pixel, b = in.b, iy = in.y, ix = in.x, j0 = in.j0;
     const I x_image = b * s.h * s.w * s.c;  // image b; position (ry, rx), channel j at (ry * w + rx) * c + j
     const I oy0 = first_covering(iy, s), oy1 = last_covering(iy, s.oh, s);
     const I ox0 = first_covering(ix, s), ox1 = last_covering(ix, s.ow, s);
