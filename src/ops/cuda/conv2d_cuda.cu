@@ -749,12 +749,17 @@ void run_graph_plan(Context& ctx, Direction dir, const ConvDims& d, const ConvPl
                                << " (--conv-algo heuristic or search avoids the graph API)");
 }
 
+// The filter is the fp32 weight copy; the ops cast it for a 16-bit plan.
+void check_float_filter(const Tensor& w, const char* op) {
+  ST_CHECK(w.dtype() == DType::f32,
+           op << ": the filter must be float32 (the fp32 weight copy), got " << dtype_name(w.dtype()));
+}
+
 }  // namespace
 
 void conv2d_forward(Context& ctx, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   const char* op = "conv2d_forward";
-  ST_CHECK(w.dtype() == DType::f32,
-           op << ": the filter must be float32 (the fp32 weight copy), got " << dtype_name(w.dtype()));
+  check_float_filter(w, op);
   require_symmetric_padding(p, op);
   if (x.numel() == 0) {  // no batch, or an empty image or channel count: a sum over nothing
     y.zero();
@@ -807,17 +812,18 @@ class RefusedPlans {
   std::set<const ConvPlan*> plans_;
 };
 
-// Never destroyed, as the plans.
-RefusedPlans& refused_plans(Direction dir) {
-  static auto* fusion = new RefusedPlans;
-  static auto* blend = new RefusedPlans;
-  return dir == Direction::forward ? *fusion : *blend;
+// The plans whose fused bias and ReLU cuDNN refused, and those whose blend into dx it refused
+// (conv2d_backward_data_add). Never destroyed, as the plans.
+RefusedPlans& fusion_refusals() {
+  static auto* refused = new RefusedPlans;
+  return *refused;
+}
+RefusedPlans& blend_refusals() {
+  static auto* refused = new RefusedPlans;
+  return *refused;
 }
 
-// Plans for which cuDNN refused the fused bias and ReLU (its documentation ties some activation
-// modes to some algorithms, and some data types to its fused configurations); they run the two
-// ops from then on.
-bool fusion_refused(const ConvPlan& plan) { return refused_plans(Direction::forward).contains(plan); }
+bool fusion_refused(const ConvPlan& plan) { return fusion_refusals().contains(plan); }
 
 // cudnnConvolutionBiasActivationForward: y = relu(1 * conv(x, w) + 0 * z + b) with z = y (unread
 // when its factor is 0), x and y in the plan's format, the filter and the bias copied into it (the
@@ -847,7 +853,7 @@ bool run_fused_bias_relu(Context& ctx, const ConvDims& d, const ConvPlan& plan, 
   // NOT_SUPPORTED, or BAD_PARAM for a descriptor combination its fused configurations lack (the
   // bias's type, say): the two ops give the same values, so the run goes on with them, and says so.
   if (status == CUDNN_STATUS_NOT_SUPPORTED || status == CUDNN_STATUS_BAD_PARAM) {
-    if (refused_plans(Direction::forward).add(plan))
+    if (fusion_refusals().add(plan))
       ST_WARN("conv2d_bias_relu_forward: cuDNN refuses the fused bias and ReLU ("
               << cudnnGetErrorString(status) << ") with algorithm " << plan.algo << " in " << data.name()
               << " for input (" << d.n << ", " << d.h << ", " << d.w << ", " << d.c << "), weight (" << d.o << ", "
@@ -912,21 +918,16 @@ cudnnStatus_t run_backward_data(Context& ctx, const ConvDims& d, const ConvPlan&
   return CUDNN_STATUS_SUCCESS;
 }
 
-void check_float_filter(const Tensor& w, const char* op) {
-  ST_CHECK(w.dtype() == DType::f32,
-           op << ": the filter must be float32 (the fp32 weight copy), got " << dtype_name(w.dtype()));
-}
-
 // Whether cuDNN may blend the gradient into dx for this plan: dx in the plan's format, the legacy
 // API (a graph plan is built to overwrite), and no refusal before.
 bool blends(const ConvPlan& plan, const Tensor& dx) {
-  return !plan.graph && in_plan_format(plan.data, dx) && !refused_plans(Direction::backward_data).contains(plan);
+  return !plan.graph && in_plan_format(plan.data, dx) && !blend_refusals().contains(plan);
 }
 
 // cuDNN refused the blend (NOT_SUPPORTED, or BAD_PARAM for a combination its kernels lack): the
 // plan adds apart from then on, and the run says so once.
 void remember_refused_blend(const ConvPlan& plan, const ConvDims& d, cudnnStatus_t status) {
-  if (refused_plans(Direction::backward_data).add(plan))
+  if (blend_refusals().add(plan))
     ST_WARN("conv2d_backward_data_add: cuDNN refuses to blend the input gradient into dx ("
             << cudnnGetErrorString(status) << ") with algorithm " << plan.algo << " in " << plan.data.name() << " for "
             << shape_text(d) << "; that shape computes the gradient apart and adds it");
